@@ -1,0 +1,1 @@
+//! lockkit-harness (being built).

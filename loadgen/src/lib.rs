@@ -1,0 +1,1 @@
+//! lockkit-loadgen (being built).

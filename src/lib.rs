@@ -1,0 +1,4 @@
+//! lockkit (being built).
+pub mod error;
+pub mod options;
+pub mod scripts;

@@ -1,0 +1,471 @@
+//! Options types: built with `new()`/`Default` and consuming setters, validated once.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// The longest TTL lockkit accepts (Redis takes up to ~292 million years; a lock held a year is a bug).
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// How scripts are invoked on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ScriptMode {
+    /// `SCRIPT LOAD` once per connection, then `EVALSHA`; on `NOSCRIPT` one `EVAL` re-caches it.
+    #[default]
+    EvalSha,
+    /// `EVAL` with the full script text on every call (for comparison, or very restricted proxies).
+    Eval,
+    /// `FCALL` of the `lockkit` Function library, loaded with `FUNCTION LOAD REPLACE` at connect.
+    Function,
+}
+
+impl ScriptMode {
+    /// The name used in reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScriptMode::EvalSha => "evalsha",
+            ScriptMode::Eval => "eval",
+            ScriptMode::Function => "fcall",
+        }
+    }
+}
+
+/// Options for a [`LockClient`](crate::LockClient)'s connections.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientOptions {
+    pub(crate) connections: usize,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Option<Duration>,
+    pub(crate) script_mode: ScriptMode,
+    pub(crate) preload: bool,
+    pub(crate) reconnect_retries: usize,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connections: 1,
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Some(Duration::from_secs(2)),
+            script_mode: ScriptMode::EvalSha,
+            preload: true,
+            reconnect_retries: 3,
+        }
+    }
+}
+
+impl ClientOptions {
+    /// The defaults: one multiplexed connection, 2 s connect and response timeouts, EVALSHA.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many multiplexed connections to spread calls over (default 1: one connection already
+    /// pipelines concurrent calls; more help only when one socket is the bottleneck).
+    pub fn connections(mut self, n: usize) -> Self {
+        self.connections = n;
+        self
+    }
+
+    /// How long establishing a connection may take.
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = d;
+        self
+    }
+
+    /// How long a reply may take before the call fails with a timeout (`None`: wait forever).
+    pub fn response_timeout(mut self, d: Option<Duration>) -> Self {
+        self.response_timeout = d;
+        self
+    }
+
+    /// How scripts are invoked.
+    pub fn script_mode(mut self, mode: ScriptMode) -> Self {
+        self.script_mode = mode;
+        self
+    }
+
+    /// Whether to `SCRIPT LOAD` the scripts at connect (default true). Turn off for proxies that
+    /// refuse `SCRIPT LOAD` (twemproxy closes the connection on it): the first `EVALSHA` per backend
+    /// then meets `NOSCRIPT` and one `EVAL` seeds that backend.
+    pub fn preload_scripts(mut self, yes: bool) -> Self {
+        self.preload = yes;
+        self
+    }
+
+    /// How many times a dropped connection is re-established before calls fail (default 3).
+    pub fn reconnect_retries(mut self, n: usize) -> Self {
+        self.reconnect_retries = n;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.connections == 0 || self.connections > 1024 {
+            return Err(Error::invalid("connections", "must be between 1 and 1024"));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(Error::invalid(
+                "connect_timeout",
+                "must be greater than zero",
+            ));
+        }
+        if self.response_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid(
+                "response_timeout",
+                "must be greater than zero (use None to wait forever)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How [`acquire`](crate::LockClient::acquire) retries a busy lock: a delay plus random jitter
+/// between attempts, until a deadline and/or an attempt count runs out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[must_use]
+pub struct RetryOptions {
+    pub(crate) delay: Duration,
+    pub(crate) jitter: Duration,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) deadline: Option<Duration>,
+}
+
+impl Default for RetryOptions {
+    fn default() -> Self {
+        RetryOptions {
+            delay: Duration::from_millis(50),
+            jitter: Duration::from_millis(50),
+            max_attempts: None,
+            deadline: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl RetryOptions {
+    /// 50 ms delay + up to 50 ms jitter, for at most 10 s.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A single attempt, no retry.
+    pub fn none() -> Self {
+        RetryOptions {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            max_attempts: Some(1),
+            deadline: None,
+        }
+    }
+
+    /// The fixed part of the pause between attempts.
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
+
+    /// The random part added to each pause, uniform in `0..=jitter` (spreads out contenders).
+    pub fn jitter(mut self, d: Duration) -> Self {
+        self.jitter = d;
+        self
+    }
+
+    /// Stop after this many attempts (`None`: only the deadline counts).
+    pub fn max_attempts(mut self, n: Option<u32>) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Stop trying this long after the first attempt (`None`: only the attempt count counts).
+    pub fn deadline(mut self, d: Option<Duration>) -> Self {
+        self.deadline = d;
+        self
+    }
+
+    /// The pause before the next attempt: `delay + uniform(0..=jitter)`.
+    pub fn pause(&self) -> Duration {
+        let jitter_us = self.jitter.as_micros().min(u128::from(u64::MAX)) as u64;
+        let extra = if jitter_us == 0 {
+            0
+        } else {
+            rand::random_range(0..=jitter_us)
+        };
+        self.delay + Duration::from_micros(extra)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.max_attempts.is_none() && self.deadline.is_none() {
+            return Err(Error::invalid(
+                "retry",
+                "set a deadline or max_attempts, or retries would never end",
+            ));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(Error::invalid("retry.max_attempts", "must be at least 1"));
+        }
+        if let Some(deadline) = self.deadline {
+            if deadline.is_zero() && self.max_attempts.is_none() {
+                return Err(Error::invalid(
+                    "retry.deadline",
+                    "must be greater than zero",
+                ));
+            }
+            if self.delay > deadline {
+                return Err(Error::invalid(
+                    "retry.delay",
+                    format!("{:?} is longer than the deadline {deadline:?}", self.delay),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything about one lock: its TTL, how to retry, how much clock drift to allow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[must_use]
+pub struct LockOptions {
+    pub(crate) ttl: Duration,
+    pub(crate) retry: RetryOptions,
+    pub(crate) drift_factor: f64,
+    pub(crate) drift_fixed: Duration,
+    pub(crate) min_validity: Duration,
+}
+
+impl LockOptions {
+    /// A lock with this TTL; default retry policy; drift allowance `0.01 x TTL + 2 ms` (Redlock's).
+    pub fn new(ttl: Duration) -> Self {
+        LockOptions {
+            ttl,
+            retry: RetryOptions::default(),
+            drift_factor: 0.01,
+            drift_fixed: Duration::from_millis(2),
+            min_validity: Duration::ZERO,
+        }
+    }
+
+    /// The TTL.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The retry policy for [`acquire`](crate::LockClient::acquire).
+    pub fn retry(mut self, retry: RetryOptions) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Clock-drift allowance as a fraction of the TTL (default 0.01).
+    pub fn drift_factor(mut self, f: f64) -> Self {
+        self.drift_factor = f;
+        self
+    }
+
+    /// Fixed clock-drift allowance (default 2 ms).
+    pub fn drift_fixed(mut self, d: Duration) -> Self {
+        self.drift_fixed = d;
+        self
+    }
+
+    /// A lock whose remaining validity is below this when acquired is released and retried
+    /// instead of returned (default 0: any positive validity).
+    pub fn min_validity(mut self, d: Duration) -> Self {
+        self.min_validity = d;
+        self
+    }
+
+    /// The drift allowance for this TTL: `ttl x drift_factor + drift_fixed`.
+    pub fn drift(&self) -> Duration {
+        self.ttl.mul_f64(self.drift_factor) + self.drift_fixed
+    }
+
+    /// Checks every field; the error names the one that is wrong.
+    pub fn validate(&self) -> Result<()> {
+        validate_ttl("ttl", self.ttl)?;
+        self.retry.validate()?;
+        if !(0.0..0.5).contains(&self.drift_factor) || self.drift_factor.is_nan() {
+            return Err(Error::invalid("drift_factor", "must be in 0.0..0.5"));
+        }
+        if self.drift() + self.min_validity >= self.ttl {
+            return Err(Error::invalid(
+                "ttl",
+                format!(
+                    "{:?} leaves no validity after the drift allowance {:?} and min_validity {:?}",
+                    self.ttl,
+                    self.drift(),
+                    self.min_validity
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a TTL: at least 1 ms, whole milliseconds, at most [`MAX_TTL`].
+pub(crate) fn validate_ttl(field: &'static str, ttl: Duration) -> Result<()> {
+    if ttl < Duration::from_millis(1) {
+        return Err(Error::invalid(
+            field,
+            format!("{ttl:?} is below the 1 ms Redis can express"),
+        ));
+    }
+    if ttl > MAX_TTL {
+        return Err(Error::invalid(
+            field,
+            format!("{ttl:?} is longer than a year; a lock that long is a bug"),
+        ));
+    }
+    Ok(())
+}
+
+/// The renewal policy of a [`LockGuard`](crate::LockGuard)'s watchdog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[must_use]
+pub struct WatchdogOptions {
+    pub(crate) interval: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+}
+
+impl WatchdogOptions {
+    /// Renew every TTL/3, without a bound on the total hold time.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Renew this often instead of every TTL/3; must be below the TTL.
+    pub fn interval(mut self, d: Duration) -> Self {
+        self.interval = Some(d);
+        self
+    }
+
+    /// Stop renewing once the lock has been held this long; the lock then runs out its TTL and
+    /// the holder is told it was lost ([`LossReason::MaxHoldReached`](crate::LossReason)).
+    pub fn max_hold(mut self, d: Duration) -> Self {
+        self.max_hold = Some(d);
+        self
+    }
+
+    /// The interval that will be used for a lock with this TTL.
+    pub fn interval_for(&self, ttl: Duration) -> Duration {
+        self.interval.unwrap_or(ttl / 3)
+    }
+
+    pub(crate) fn validate(&self, ttl: Duration) -> Result<()> {
+        let interval = self.interval_for(ttl);
+        if interval.is_zero() {
+            return Err(Error::invalid(
+                "watchdog.interval",
+                "must be greater than zero",
+            ));
+        }
+        if interval >= ttl {
+            return Err(Error::invalid(
+                "watchdog.interval",
+                format!("{interval:?} is not below the TTL {ttl:?}; the lock would expire between renewals"),
+            ));
+        }
+        if self.max_hold.is_some_and(|d| d.is_zero()) {
+            return Err(Error::invalid(
+                "watchdog.max_hold",
+                "must be greater than zero",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(r: Result<()>) -> &'static str {
+        match r {
+            Err(Error::InvalidOptions { field, .. }) => field,
+            other => panic!("expected InvalidOptions, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn zero_ttl_is_rejected_naming_ttl() {
+        assert_eq!(field(LockOptions::new(Duration::ZERO).validate()), "ttl");
+    }
+
+    #[test]
+    fn ttl_that_drift_eats_is_rejected() {
+        // 2 ms fixed drift + 1% of 2 ms leaves nothing of a 2 ms TTL.
+        assert_eq!(
+            field(LockOptions::new(Duration::from_millis(2)).validate()),
+            "ttl"
+        );
+        assert!(LockOptions::new(Duration::from_millis(100))
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn retry_delay_longer_than_deadline_is_rejected() {
+        let retry = RetryOptions::new()
+            .delay(Duration::from_secs(2))
+            .deadline(Some(Duration::from_secs(1)));
+        assert_eq!(field(retry.validate()), "retry.delay");
+    }
+
+    #[test]
+    fn endless_retry_is_rejected() {
+        let retry = RetryOptions::new().deadline(None).max_attempts(None);
+        assert_eq!(field(retry.validate()), "retry");
+        assert_eq!(
+            field(RetryOptions::new().max_attempts(Some(0)).validate()),
+            "retry.max_attempts"
+        );
+    }
+
+    #[test]
+    fn watchdog_interval_not_below_ttl_is_rejected() {
+        let ttl = Duration::from_secs(3);
+        let wd = WatchdogOptions::new().interval(ttl);
+        assert_eq!(field(wd.validate(ttl)), "watchdog.interval");
+        assert_eq!(
+            WatchdogOptions::new().interval_for(ttl),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn drift_follows_redlock_formula() {
+        let o = LockOptions::new(Duration::from_secs(10));
+        assert_eq!(o.drift(), Duration::from_millis(102));
+    }
+
+    #[test]
+    fn pause_stays_within_delay_plus_jitter() {
+        let r = RetryOptions::new()
+            .delay(Duration::from_millis(10))
+            .jitter(Duration::from_millis(5));
+        for _ in 0..1000 {
+            let p = r.pause();
+            assert!(
+                p >= Duration::from_millis(10) && p <= Duration::from_millis(15),
+                "{p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn client_options_reject_zero_connections() {
+        assert_eq!(
+            field(ClientOptions::new().connections(0).validate()),
+            "connections"
+        );
+        assert_eq!(
+            field(
+                ClientOptions::new()
+                    .response_timeout(Some(Duration::ZERO))
+                    .validate()
+            ),
+            "response_timeout"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! The Lua scripts, compiled into the library from `lua/` (the one source of truth).
+//!
+//! The same text is run by the client (EVALSHA/EVAL), by the offline harness and by the load
+//! generator. The Redis Function library (`FUNCTION LOAD`/`FCALL`) is composed from the very same
+//! script files by [`function_library`], so the two forms can never drift apart.
+
+use std::sync::LazyLock;
+
+/// A script: its file name, its text and its SHA1 (the `EVALSHA` handle).
+#[derive(Debug)]
+pub struct LuaScript {
+    name: &'static str,
+    source: &'static str,
+    sha: LazyLock<String>,
+}
+
+impl LuaScript {
+    /// The script's name: its file name without `.lua` (`release`, `extend`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The script text, exactly as in `lua/NAME.lua`.
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The SHA1 of the text in lowercase hex, as `SCRIPT LOAD` returns it.
+    pub fn sha(&self) -> &str {
+        &self.sha
+    }
+
+    /// The name under which the Function library registers this script (`lockkit_NAME`).
+    pub fn function_name(&self) -> String {
+        format!("lockkit_{}", self.name)
+    }
+}
+
+macro_rules! script {
+    ($name:literal) => {
+        LuaScript {
+            sha: LazyLock::new(|| {
+                sha1_smol::Sha1::from(include_str!(concat!("../lua/", $name, ".lua")))
+                    .digest()
+                    .to_string()
+            }),
+            name: $name,
+            source: include_str!(concat!("../lua/", $name, ".lua")),
+        }
+    };
+}
+
+/// Compare-and-delete: `1` released, `0` not held, `-1` held by another token.
+pub static RELEASE: LuaScript = script!("release");
+/// Compare-and-PEXPIRE: `1` extended, `0` not held, `-1` held by another token.
+pub static EXTEND: LuaScript = script!("extend");
+/// `SET NX PX` plus `INCR` of a fencing counter in one step: the token (> 0), or `0` when busy.
+pub static ACQUIRE_FENCED: LuaScript = script!("acquire_fenced");
+
+/// Every script the library uses, in a fixed order.
+pub static ALL: [&LuaScript; 3] = [&RELEASE, &EXTEND, &ACQUIRE_FENCED];
+
+/// The name of the Function library.
+pub const LIBRARY_NAME: &str = "lockkit";
+
+/// The Redis Function library (`#!lua name=lockkit`) built from the script files: each script's
+/// body becomes `redis.register_function('lockkit_NAME', function(KEYS, ARGV) ... end)`.
+///
+/// `lua/lockkit.functions.lua` holds the same text for `redis-cli FUNCTION LOAD`; a test checks
+/// the two are equal.
+pub fn function_library() -> String {
+    let mut out = format!(
+        "#!lua name={LIBRARY_NAME}\n\
+         -- lockkit's scripts as a Redis Function library. GENERATED from lua/*.lua by\n\
+         -- lockkit::scripts::function_library(); edit the script files, not this one.\n"
+    );
+    for script in ALL {
+        out.push_str(&format!(
+            "\nredis.register_function('{}', function(KEYS, ARGV)\n",
+            script.function_name()
+        ));
+        for line in script.source.lines() {
+            if line.is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str("  ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out.push_str("end)\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha_matches_known_sha1_of_text() {
+        // sha1("") is the classic constant; our scripts' SHAs are 40 lowercase hex digits.
+        assert_eq!(
+            sha1_smol::Sha1::from("").digest().to_string(),
+            "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+        );
+        for s in ALL {
+            assert_eq!(s.sha().len(), 40);
+            assert!(s
+                .sha()
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        }
+        assert_ne!(RELEASE.sha(), EXTEND.sha());
+    }
+
+    #[test]
+    fn every_script_documents_keys_argv_and_replies() {
+        for s in ALL {
+            let header: String = s
+                .source()
+                .lines()
+                .take_while(|l| l.starts_with("--"))
+                .collect();
+            for word in ["KEYS[1]", "ARGV[1]", "Replies"] {
+                assert!(header.contains(word), "{} header lacks {word}", s.name());
+            }
+        }
+    }
+
+    #[test]
+    fn committed_function_library_is_generated_text() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/lua/lockkit.functions.lua");
+        if std::env::var_os("LOCKKIT_REGENERATE").is_some() {
+            std::fs::write(path, function_library()).expect("write lua/lockkit.functions.lua");
+        }
+        let committed = std::fs::read_to_string(path).expect("read lua/lockkit.functions.lua");
+        assert_eq!(
+            committed,
+            function_library(),
+            "lua/lockkit.functions.lua is stale: regenerate it with \
+             `LOCKKIT_REGENERATE=1 cargo test -p lockkit --lib scripts`"
+        );
+    }
+}
