@@ -1,4 +1,61 @@
-//! lockkit (being built).
-pub mod error;
+//! lockkit: Redis distributed locks that are right and fast.
+//!
+//! - acquire is one `SET key token NX PX ttl` with a fresh UUID v4 token;
+//! - release is a Lua compare-and-delete, extend a Lua compare-and-`PEXPIRE`, both preloaded with
+//!   `SCRIPT LOAD` and called with `EVALSHA` (recovering from `NOSCRIPT` by itself);
+//! - many acquires go out pipelined in one round trip ([`LockClient::acquire_many`]);
+//! - a [`LockGuard`] renews its lock from a watchdog and tells you the moment it is lost.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use lockkit::{LockClient, LockOptions, WatchdogOptions};
+//!
+//! # async fn demo() -> lockkit::Result<()> {
+//! let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+//!
+//! // One attempt: Ok(None) when someone else holds it.
+//! if let Some(lock) = client.try_acquire("lock:order:42", Duration::from_secs(5)).await? {
+//!     // ... the guarded work, well inside lock.remaining_validity() ...
+//!     client.release(&lock).await?;
+//! }
+//!
+//! // Retry until a deadline, and keep the lock alive while working.
+//! let opts = LockOptions::new(Duration::from_secs(5));
+//! let guard = client.lock("lock:nightly-report", &opts, WatchdogOptions::new()).await?;
+//! let mut lost = guard.loss_signal();
+//! tokio::select! {
+//!     _ = tokio::time::sleep(Duration::from_secs(12)) => { /* the work */ }
+//!     reason = lost.lost() => eprintln!("lock lost ({reason:?}); stop writing"),
+//! }
+//! guard.release().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Errors
+//! Every fallible call returns [`Error`]; a busy lock is `Ok(None)`, not an error, and a Redis
+//! error is never turned into `false`. [`Error::is_retryable`] tells transient failures apart.
+//!
+//! # Limitations and caveats
+//! - A lock is a lease: if the holder pauses (GC, swap, SIGSTOP) past the TTL, the key expires and
+//!   another holder can enter while the first still thinks it holds it. The watchdog narrows the
+//!   window; only a fencing token checked by the resource closes it
+//!   ([`LockClient::try_acquire_fenced`]).
+//! - Validity is measured with the client's monotonic clock from the moment the `SET` was sent,
+//!   minus a drift allowance (0.01 × TTL + 2 ms); a server whose clock jumps can still expire a key
+//!   early.
+//! - With asynchronous replication, a failover can lose a freshly written lock key; a single Redis
+//!   node is not a consensus system.
+//! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
+
+pub mod client;
+mod error;
+mod guard;
+mod lock;
 pub mod options;
 pub mod scripts;
+
+pub use client::{redact_url, ClientStats};
+pub use error::{Error, Result};
+pub use guard::{LockGuard, LossReason, LossSignal};
+pub use lock::{new_token, ExtendOutcome, Lock, LockClient, ReleaseOutcome, MAX_KEY_LEN};
+pub use options::{ClientOptions, LockOptions, RetryOptions, ScriptMode, WatchdogOptions, MAX_TTL};

@@ -1,0 +1,385 @@
+//! Connections and script invocation: preload with `SCRIPT LOAD`, call with `EVALSHA`, recover
+//! from `NOSCRIPT` in one extra round trip.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, IntoConnectionInfo, Pipeline, Value};
+
+use crate::error::{Error, Result};
+use crate::options::{ClientOptions, ScriptMode};
+use crate::scripts::{self, LuaScript};
+
+/// Counters of what the client did, for tests, benchmarks and reports.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) noscript_recoveries: AtomicU64,
+    pub(crate) unknown_outcome_cleanups: AtomicU64,
+}
+
+/// A snapshot of a client's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Calls that met `NOSCRIPT` (or a missing function) and re-sent the script.
+    pub noscript_recoveries: u64,
+    /// Acquires whose reply was lost and that ran a compare-and-delete to leave no ghost lock.
+    pub unknown_outcome_cleanups: u64,
+}
+
+pub(crate) struct Inner {
+    conns: Vec<ConnectionManager>,
+    next: AtomicUsize,
+    pub(crate) options: ClientOptions,
+    pub(crate) counters: Counters,
+    target: String,
+    warned_preload: AtomicBool,
+}
+
+/// The connection side of a [`LockClient`](crate::LockClient): a set of auto-reconnecting
+/// multiplexed connections, the script cache state and counters.
+#[derive(Clone)]
+pub(crate) struct Connections(pub(crate) Arc<Inner>);
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("target", &self.0.target)
+            .field("connections", &self.0.conns.len())
+            .field("script_mode", &self.0.options.script_mode)
+            .finish()
+    }
+}
+
+/// Shows a connection URL with any password replaced by `***`.
+///
+/// ```
+/// assert_eq!(
+///     lockkit::redact_url("redis://user:s3cret@localhost:6379/0"),
+///     "redis://user:***@localhost:6379/0"
+/// );
+/// assert_eq!(lockkit::redact_url("redis://localhost"), "redis://localhost");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    let userinfo = &authority[..at];
+    let redacted = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        None if userinfo.is_empty() => String::new(),
+        // `redis://password@host` is not a password form redis-rs reads, but hide it anyway.
+        None => "***".to_string(),
+    };
+    format!("{}{}@{}", &url[..scheme_end + 3], redacted, &rest[at + 1..])
+}
+
+impl Connections {
+    pub(crate) async fn connect(url: &str, options: ClientOptions) -> Result<Connections> {
+        options.validate()?;
+        let info = url.into_connection_info().map_err(Error::Redis)?;
+        let client = redis::Client::open(info)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(options.response_timeout)
+            .set_number_of_retries(options.reconnect_retries);
+        let mut conns = Vec::with_capacity(options.connections);
+        for _ in 0..options.connections {
+            conns.push(ConnectionManager::new_with_config(client.clone(), config.clone()).await?);
+        }
+        let this = Connections(Arc::new(Inner {
+            conns,
+            next: AtomicUsize::new(0),
+            options,
+            counters: Counters::default(),
+            target: redact_url(url),
+            warned_preload: AtomicBool::new(false),
+        }));
+        this.preload().await?;
+        Ok(this)
+    }
+
+    pub(crate) fn target(&self) -> &str {
+        &self.0.target
+    }
+
+    /// One connection, round-robin over the set (each is multiplexed and cheap to clone).
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        let conns = &self.0.conns;
+        if conns.len() == 1 {
+            return conns[0].clone();
+        }
+        let i = self.0.next.fetch_add(1, Ordering::Relaxed) % conns.len();
+        conns[i].clone()
+    }
+
+    pub(crate) fn stats(&self) -> ClientStats {
+        ClientStats {
+            noscript_recoveries: self.0.counters.noscript_recoveries.load(Ordering::Relaxed),
+            unknown_outcome_cleanups: self
+                .0
+                .counters
+                .unknown_outcome_cleanups
+                .load(Ordering::Relaxed),
+        }
+    }
+
+    /// Makes the scripts available on every connection: `SCRIPT LOAD` (EVALSHA mode) or
+    /// `FUNCTION LOAD REPLACE` (function mode), one pipelined round trip per connection.
+    async fn preload(&self) -> Result<()> {
+        match self.0.options.script_mode {
+            ScriptMode::Eval => Ok(()),
+            ScriptMode::EvalSha if !self.0.options.preload => Ok(()),
+            ScriptMode::EvalSha => {
+                for conn in &self.0.conns {
+                    let mut pipe = redis::pipe();
+                    for s in scripts::ALL {
+                        pipe.cmd("SCRIPT").arg("LOAD").arg(s.source());
+                    }
+                    let mut conn = conn.clone();
+                    match pipe.query_async::<Vec<String>>(&mut conn).await {
+                        Ok(shas) => {
+                            for (sha, s) in shas.iter().zip(scripts::ALL) {
+                                if sha != s.sha() {
+                                    return Err(Error::UnexpectedReply {
+                                        what: "SCRIPT LOAD",
+                                        reply: format!(
+                                            "{sha} for {} (expected {})",
+                                            s.name(),
+                                            s.sha()
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                        Err(e) if is_auth_error(&e) => return Err(e.into()),
+                        Err(e) => {
+                            self.warn_preload_refused(&e);
+                            return Ok(());
+                        }
+                    }
+                }
+                Ok(())
+            }
+            ScriptMode::Function => {
+                let library = scripts::function_library();
+                for conn in &self.0.conns {
+                    let mut conn = conn.clone();
+                    redis::cmd("FUNCTION")
+                        .arg("LOAD")
+                        .arg("REPLACE")
+                        .arg(&library)
+                        .query_async::<String>(&mut conn)
+                        .await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn warn_preload_refused(&self, e: &redis::RedisError) {
+        if !self.0.warned_preload.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                target = %self.0.target,
+                error = %e,
+                "SCRIPT LOAD refused (a proxy?); scripts will be sent with EVAL on first use per server, EVALSHA after"
+            );
+        }
+    }
+
+    /// The command that runs `script` in the configured mode.
+    pub(crate) fn script_cmd(&self, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
+        script_cmd(self.0.options.script_mode, script, keys, args)
+    }
+
+    /// Runs a script and returns its reply; `NOSCRIPT` (or a missing function) is recovered by
+    /// re-sending the script in one extra round trip (`EVAL` caches it again on the server).
+    pub(crate) async fn run_script(
+        &self,
+        conn: &mut ConnectionManager,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        let mode = self.0.options.script_mode;
+        let cmd = script_cmd(mode, script, keys, args);
+        match cmd.query_async::<Value>(conn).await {
+            Ok(v) => Ok(v),
+            Err(e) if is_missing_script(&e) => {
+                self.0
+                    .counters
+                    .noscript_recoveries
+                    .fetch_add(1, Ordering::Relaxed);
+                self.recover(conn, mode, script, keys, args).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn recover(
+        &self,
+        conn: &mut ConnectionManager,
+        mode: ScriptMode,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        match mode {
+            ScriptMode::Function => {
+                // FUNCTION LOAD and the FCALL in one pipelined round trip.
+                let mut pipe = redis::pipe();
+                pipe.cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(scripts::function_library())
+                    .ignore()
+                    .add_command(script_cmd(mode, script, keys, args));
+                let (v,): (Value,) = pipe.query_async(conn).await?;
+                Ok(v)
+            }
+            _ => Ok(script_cmd(ScriptMode::Eval, script, keys, args)
+                .query_async::<Value>(conn)
+                .await?),
+        }
+    }
+
+    /// Runs a pipeline whose entries may fail one by one; returns every entry's reply, with a
+    /// server error as `Value::ServerError` in its place.
+    pub(crate) async fn query_each(
+        &self,
+        conn: &mut ConnectionManager,
+        pipe: &mut Pipeline,
+    ) -> Result<Vec<Value>> {
+        Ok(pipe.ignore_errors().query_async::<Vec<Value>>(conn).await?)
+    }
+
+    /// Runs the same script once per `(key, args)` in one round trip; entries that met
+    /// `NOSCRIPT` are re-sent with `EVAL` in one more round trip.
+    pub(crate) async fn run_script_many(
+        &self,
+        conn: &mut ConnectionManager,
+        script: &LuaScript,
+        calls: &[(&str, Vec<&[u8]>)],
+    ) -> Result<Vec<Value>> {
+        let mut pipe = redis::pipe();
+        for (key, args) in calls {
+            pipe.add_command(self.script_cmd(script, &[key], args));
+        }
+        let mut replies = self.query_each(conn, &mut pipe).await?;
+        let missing: Vec<usize> = replies
+            .iter()
+            .enumerate()
+            .filter(
+                |(_, v)| matches!(v, Value::ServerError(e) if server_error_is_missing_script(e)),
+            )
+            .map(|(i, _)| i)
+            .collect();
+        if !missing.is_empty() {
+            self.0
+                .counters
+                .noscript_recoveries
+                .fetch_add(1, Ordering::Relaxed);
+            let mode = match self.0.options.script_mode {
+                ScriptMode::Function => ScriptMode::Function,
+                _ => ScriptMode::Eval,
+            };
+            let mut pipe = redis::pipe();
+            if mode == ScriptMode::Function {
+                pipe.cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(scripts::function_library())
+                    .ignore();
+            }
+            for &i in &missing {
+                let (key, args) = &calls[i];
+                pipe.add_command(script_cmd(mode, script, &[key], args));
+            }
+            let again = self.query_each(conn, &mut pipe).await?;
+            for (i, v) in missing.into_iter().zip(again) {
+                replies[i] = v;
+            }
+        }
+        Ok(replies)
+    }
+}
+
+fn script_cmd(mode: ScriptMode, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
+    let mut cmd = match mode {
+        ScriptMode::EvalSha => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(script.sha());
+            c
+        }
+        ScriptMode::Eval => {
+            let mut c = redis::cmd("EVAL");
+            c.arg(script.source());
+            c
+        }
+        ScriptMode::Function => {
+            let mut c = redis::cmd("FCALL");
+            c.arg(script.function_name());
+            c
+        }
+    };
+    cmd.arg(keys.len()).arg(keys);
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+fn is_missing_script(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+    ) || e
+        .detail()
+        .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+fn server_error_is_missing_script(e: &redis::ServerError) -> bool {
+    e.code() == "NOSCRIPT"
+        || e.details()
+            .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+fn is_auth_error(e: &redis::RedisError) -> bool {
+    matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || e.code().is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_password_only() {
+        assert_eq!(redact_url("redis://:pw@h:1"), "redis://:***@h:1");
+        assert_eq!(redact_url("rediss://u:p@ss@h/2"), "rediss://u:***@h/2");
+        assert_eq!(
+            redact_url("redis://h:1/0?password=x"),
+            "redis://h:1/0?password=x"
+        );
+        assert_eq!(redact_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn evalsha_cmd_carries_sha_numkeys_and_args() {
+        let cmd = script_cmd(ScriptMode::EvalSha, &scripts::RELEASE, &["k"], &[b"tok"]);
+        let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
+        assert!(packed.contains("EVALSHA"));
+        assert!(packed.contains(scripts::RELEASE.sha()));
+        assert!(
+            packed.contains("\r\n1\r\n") && packed.ends_with("k\r\n$3\r\ntok\r\n"),
+            "{packed}"
+        );
+    }
+}
