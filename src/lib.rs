@@ -59,3 +59,8 @@ pub use error::{Error, Result};
 pub use guard::{LockGuard, LossReason, LossSignal};
 pub use lock::{new_token, ExtendOutcome, Lock, LockClient, ReleaseOutcome, MAX_KEY_LEN};
 pub use options::{ClientOptions, LockOptions, RetryOptions, ScriptMode, WatchdogOptions, MAX_TTL};
+
+/// The README's examples compile as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
