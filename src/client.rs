@@ -83,6 +83,34 @@ pub fn redact_url(url: &str) -> String {
 
 impl Connections {
     pub(crate) async fn connect(url: &str, options: ClientOptions) -> Result<Connections> {
+        let (client, config) = Self::prepare(url, &options)?;
+        let mut conns = Vec::with_capacity(options.connections);
+        for _ in 0..options.connections {
+            conns.push(ConnectionManager::new_with_config(client.clone(), config.clone()).await?);
+        }
+        let this = Self::assemble(url, options, conns);
+        this.preload().await?;
+        Ok(this)
+    }
+
+    /// Connections that are established on first use (for a Redlock node that is down at
+    /// start-up); scripts then reach the server through the `NOSCRIPT` recovery path.
+    pub(crate) fn lazy(url: &str, options: ClientOptions) -> Result<Connections> {
+        let (client, config) = Self::prepare(url, &options)?;
+        let mut conns = Vec::with_capacity(options.connections);
+        for _ in 0..options.connections {
+            conns.push(ConnectionManager::new_lazy_with_config(
+                client.clone(),
+                config.clone(),
+            )?);
+        }
+        Ok(Self::assemble(url, options, conns))
+    }
+
+    fn prepare(
+        url: &str,
+        options: &ClientOptions,
+    ) -> Result<(redis::Client, ConnectionManagerConfig)> {
         options.validate()?;
         let info = url.into_connection_info().map_err(Error::Redis)?;
         let client = redis::Client::open(info)?;
@@ -90,20 +118,18 @@ impl Connections {
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(options.response_timeout)
             .set_number_of_retries(options.reconnect_retries);
-        let mut conns = Vec::with_capacity(options.connections);
-        for _ in 0..options.connections {
-            conns.push(ConnectionManager::new_with_config(client.clone(), config.clone()).await?);
-        }
-        let this = Connections(Arc::new(Inner {
+        Ok((client, config))
+    }
+
+    fn assemble(url: &str, options: ClientOptions, conns: Vec<ConnectionManager>) -> Connections {
+        Connections(Arc::new(Inner {
             conns,
             next: AtomicUsize::new(0),
             options,
             counters: Counters::default(),
             target: redact_url(url),
             warned_preload: AtomicBool::new(false),
-        }));
-        this.preload().await?;
-        Ok(this)
+        }))
     }
 
     pub(crate) fn target(&self) -> &str {

@@ -51,7 +51,8 @@ pub enum Error {
 
     /// Redlock: fewer nodes than the quorum granted the lock in time.
     #[error(
-        "quorum not reached for `{key}`: {acquired} of {needed} needed ({errors} node errors)"
+        "quorum not reached for `{key}`: {acquired} of {needed} needed ({errors} node errors{})",
+        fmt_node_errors(.node_errors)
     )]
     QuorumNotReached {
         /// The key.
@@ -62,6 +63,8 @@ pub enum Error {
         needed: usize,
         /// Nodes that answered with an error or not at all.
         errors: usize,
+        /// One line per failed node: `url: error`.
+        node_errors: Vec<String>,
     },
 
     /// A script or command answered with a reply lockkit does not understand.
@@ -115,6 +118,14 @@ impl Error {
             field,
             reason: reason.into(),
         }
+    }
+}
+
+fn fmt_node_errors(errors: &[String]) -> String {
+    if errors.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", errors.join("; "))
     }
 }
 

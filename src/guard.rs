@@ -10,6 +10,7 @@ use tokio::task::JoinHandle;
 use crate::error::Result;
 use crate::lock::{ExtendOutcome, Lock, LockClient, ReleaseOutcome};
 use crate::options::WatchdogOptions;
+use crate::redlock::Redlock;
 
 /// Why a guarded lock was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +54,38 @@ impl LossSignal {
     }
 }
 
+/// Who renews and releases a guarded lock: one server, or a Redlock quorum.
+#[derive(Debug, Clone)]
+pub(crate) enum Holder {
+    Single(LockClient),
+    Redlock(Redlock),
+}
+
+impl Holder {
+    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+        match self {
+            Holder::Single(c) => c.extend(lock, ttl).await,
+            Holder::Redlock(r) => r.extend(lock, ttl).await,
+        }
+    }
+
+    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
+        match self {
+            Holder::Single(c) => c.release(lock).await,
+            Holder::Redlock(r) => {
+                let out = r.release(lock).await?;
+                Ok(if out.released > 0 {
+                    ReleaseOutcome::Released
+                } else if out.held_by_other > 0 {
+                    ReleaseOutcome::HeldByOther
+                } else {
+                    ReleaseOutcome::NotHeld
+                })
+            }
+        }
+    }
+}
+
 struct Shared {
     lock: Mutex<Lock>,
 }
@@ -74,7 +107,7 @@ impl Shared {
 /// best-effort compare-and-delete in the background. Outside a runtime (or if that release fails)
 /// the key simply expires after the TTL it was last given; it is never extended again.
 pub struct LockGuard {
-    client: LockClient,
+    client: Holder,
     shared: Arc<Shared>,
     lost_rx: watch::Receiver<Option<LossReason>>,
     task: Option<JoinHandle<()>>,
@@ -94,7 +127,7 @@ impl std::fmt::Debug for LockGuard {
 
 impl LockGuard {
     pub(crate) fn start(
-        client: LockClient,
+        client: Holder,
         lock: Lock,
         watchdog: Option<WatchdogOptions>,
     ) -> LockGuard {
@@ -179,7 +212,7 @@ impl Drop for LockGuard {
 }
 
 async fn run_watchdog(
-    client: LockClient,
+    client: Holder,
     shared: Arc<Shared>,
     tx: watch::Sender<Option<LossReason>>,
     opts: WatchdogOptions,

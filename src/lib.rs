@@ -52,6 +52,7 @@ mod error;
 mod guard;
 mod lock;
 pub mod options;
+mod redlock;
 pub mod scripts;
 
 pub use client::{redact_url, ClientStats};
@@ -59,6 +60,7 @@ pub use error::{Error, Result};
 pub use guard::{LockGuard, LossReason, LossSignal};
 pub use lock::{new_token, ExtendOutcome, Lock, LockClient, ReleaseOutcome, MAX_KEY_LEN};
 pub use options::{ClientOptions, LockOptions, RetryOptions, ScriptMode, WatchdogOptions, MAX_TTL};
+pub use redlock::{quorum_of, NodeError, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
 
 /// The README's examples compile as doctests.
 #[cfg(doctest)]

@@ -6,7 +6,7 @@ use redis::Value;
 
 use crate::client::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Error, Result};
-use crate::guard::LockGuard;
+use crate::guard::{Holder, LockGuard};
 use crate::options::{validate_ttl, ClientOptions, LockOptions, WatchdogOptions};
 use crate::scripts;
 
@@ -247,6 +247,27 @@ impl LockClient {
         }
     }
 
+    /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
+    pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        let mut conn = self.conns.conn();
+        let reply = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms(ttl))
+            .query_async::<Value>(&mut conn)
+            .await?;
+        match reply {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            other => Err(Error::UnexpectedReply {
+                what: "SET NX PX",
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+
     /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
     async fn clean_up_unknown(&self, key: &str, token: &str) {
         self.conns
@@ -470,7 +491,11 @@ impl LockClient {
     ) -> Result<LockGuard> {
         watchdog.validate(opts.ttl)?;
         let lock = self.acquire(key, opts).await?;
-        Ok(LockGuard::start(self.clone(), lock, Some(watchdog)))
+        Ok(LockGuard::start(
+            Holder::Single(self.clone()),
+            lock,
+            Some(watchdog),
+        ))
     }
 
     /// Wraps an already acquired lock in a guard (`watchdog: None` for no renewal).
@@ -478,7 +503,11 @@ impl LockClient {
         if let Some(w) = &watchdog {
             w.validate(lock.ttl)?;
         }
-        Ok(LockGuard::start(self.clone(), lock, watchdog))
+        Ok(LockGuard::start(
+            Holder::Single(self.clone()),
+            lock,
+            watchdog,
+        ))
     }
 
     /// Acquires with a fencing token in one atomic script (`SET NX PX` + `INCR fence_key`).
