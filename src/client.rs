@@ -82,15 +82,36 @@ pub fn redact_url(url: &str) -> String {
 }
 
 impl Connections {
-    pub(crate) async fn connect(url: &str, options: ClientOptions) -> Result<Connections> {
+    pub(crate) async fn connect(url: &str, mut options: ClientOptions) -> Result<Connections> {
+        let (client, config) = Self::prepare(url, &options)?;
+        let first = match ConnectionManager::new_with_config(client, config).await {
+            Ok(c) => c,
+            Err(e) if options.proxy.is_none() && e.is_connection_dropped() => {
+                tracing::warn!(
+                    target = %redact_url(url),
+                    "the server closed the connection during the handshake; assuming a proxy \
+                     (no CLIENT SETINFO, no SCRIPT LOAD: scripts go by EVAL once per backend)"
+                );
+                options.proxy = Some(true);
+                let (client, config) = Self::prepare(url, &options)?;
+                ConnectionManager::new_with_config(client, config).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
         let (client, config) = Self::prepare(url, &options)?;
         let mut conns = Vec::with_capacity(options.connections);
-        for _ in 0..options.connections {
+        conns.push(first);
+        for _ in 1..options.connections {
             conns.push(ConnectionManager::new_with_config(client.clone(), config.clone()).await?);
         }
         let this = Self::assemble(url, options, conns);
         this.preload().await?;
         Ok(this)
+    }
+
+    /// Whether the client treats its target as a proxy (set, or detected at connect).
+    pub(crate) fn is_proxy(&self) -> bool {
+        self.0.options.proxy == Some(true)
     }
 
     /// Connections that are established on first use (for a Redlock node that is down at
@@ -112,7 +133,14 @@ impl Connections {
         options: &ClientOptions,
     ) -> Result<(redis::Client, ConnectionManagerConfig)> {
         options.validate()?;
-        let info = url.into_connection_info().map_err(Error::Redis)?;
+        let mut info = url.into_connection_info().map_err(Error::Redis)?;
+        let settings = info.redis_settings().clone();
+        let settings = if options.proxy == Some(true) {
+            settings.set_skip_set_lib_name()
+        } else {
+            settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
+        };
+        info = info.set_redis_settings(settings);
         let client = redis::Client::open(info)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
@@ -162,7 +190,7 @@ impl Connections {
     async fn preload(&self) -> Result<()> {
         match self.0.options.script_mode {
             ScriptMode::Eval => Ok(()),
-            ScriptMode::EvalSha if !self.0.options.preload => Ok(()),
+            ScriptMode::EvalSha if !self.0.options.preload || self.is_proxy() => Ok(()),
             ScriptMode::EvalSha => {
                 for conn in &self.0.conns {
                     let mut pipe = redis::pipe();

@@ -194,6 +194,11 @@ impl LockClient {
         self.conns.target()
     }
 
+    /// Whether the target is treated as a proxy (configured, or detected at connect).
+    pub fn is_proxy(&self) -> bool {
+        self.conns.is_proxy()
+    }
+
     /// What the client has counted so far (NOSCRIPT recoveries, unknown-outcome clean-ups).
     pub fn stats(&self) -> ClientStats {
         self.conns.stats()

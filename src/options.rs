@@ -41,6 +41,7 @@ pub struct ClientOptions {
     pub(crate) script_mode: ScriptMode,
     pub(crate) preload: bool,
     pub(crate) reconnect_retries: usize,
+    pub(crate) proxy: Option<bool>,
 }
 
 impl Default for ClientOptions {
@@ -52,6 +53,7 @@ impl Default for ClientOptions {
             script_mode: ScriptMode::EvalSha,
             preload: true,
             reconnect_retries: 3,
+            proxy: None,
         }
     }
 }
@@ -92,6 +94,16 @@ impl ClientOptions {
     /// then meets `NOSCRIPT` and one `EVAL` seeds that backend.
     pub fn preload_scripts(mut self, yes: bool) -> Self {
         self.preload = yes;
+        self
+    }
+
+    /// Whether the target is a proxy such as twemproxy that closes the connection on commands it
+    /// does not know (`CLIENT SETINFO`, `SCRIPT LOAD`): `Some(true)` sends neither, so scripts
+    /// reach each backend through one `EVAL` on its first `NOSCRIPT`, then `EVALSHA`.
+    /// `None` (the default) detects it: a connection closed during the handshake is retried once
+    /// in proxy mode, and said so in the log.
+    pub fn proxy(mut self, proxy: Option<bool>) -> Self {
+        self.proxy = proxy;
         self
     }
 

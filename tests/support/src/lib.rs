@@ -19,6 +19,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+mod proxy;
+pub use proxy::Nutcracker;
+
 /// How long a server gets to answer its first `PING`.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -1,0 +1,138 @@
+//! Fencing tokens: a holder paused past its TTL is refused by the resource, and the
+//! Function-library mode (FCALL) recovers after the library is gone.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use lockkit::{ClientOptions, LockClient, ReleaseOutcome, ScriptMode};
+use lockkit_test_support::RedisServer;
+
+/// A resource that remembers the highest fencing token it accepted and refuses older ones:
+/// the check every fenced store must make (in SQL: `UPDATE ... WHERE last_token < $token`).
+#[derive(Default)]
+struct FencedStore {
+    state: Mutex<(u64, Vec<String>)>,
+}
+
+impl FencedStore {
+    fn write(&self, token: u64, value: &str) -> Result<(), String> {
+        let mut state = self.state.lock().unwrap();
+        if token < state.0 {
+            return Err(format!("stale fencing token {token} < {}", state.0));
+        }
+        state.0 = token;
+        state.1.push(value.to_string());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn stale_holder_write_is_refused_by_fencing_token() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let store = FencedStore::default();
+    let (key, fence) = ("{invoice:7}", "{invoice:7}:fence");
+
+    let a = client
+        .try_acquire_fenced(key, fence, Duration::from_millis(150))
+        .await
+        .unwrap()
+        .expect("free");
+    let ta = a.fencing_token().unwrap();
+    // A is paused (GC, swap, SIGSTOP...) past its TTL without a watchdog.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(!a.is_valid());
+
+    let b = client
+        .try_acquire_fenced(key, fence, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("A's lock expired, B gets it");
+    let tb = b.fencing_token().unwrap();
+    assert!(tb > ta, "fencing tokens strictly increase: {ta} then {tb}");
+    store.write(tb, "B's invoice").unwrap();
+
+    // A wakes up and writes with its old token: refused.
+    let err = store.write(ta, "A's stale invoice").unwrap_err();
+    assert!(err.contains("stale"), "{err}");
+    assert_eq!(
+        store.state.lock().unwrap().1,
+        vec!["B's invoice".to_string()]
+    );
+    // And A cannot release B's lock either.
+    assert_eq!(
+        client.release(&a).await.unwrap(),
+        ReleaseOutcome::HeldByOther
+    );
+}
+
+#[tokio::test]
+async fn busy_fenced_acquire_does_not_advance_the_counter() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let first = client
+        .try_acquire_fenced("{f}", "{f}:fence", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    for _ in 0..3 {
+        assert!(client
+            .try_acquire_fenced("{f}", "{f}:fence", Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_none());
+    }
+    client.release(&first).await.unwrap();
+    let next = client
+        .try_acquire_fenced("{f}", "{f}:fence", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        next.fencing_token(),
+        Some(first.fencing_token().unwrap() + 1)
+    );
+}
+
+#[tokio::test]
+async fn function_mode_recovers_after_function_flush_and_restart() {
+    let mut server = RedisServer::start();
+    let client = LockClient::connect_with(
+        &server.url(),
+        ClientOptions::new().script_mode(ScriptMode::Function),
+    )
+    .await
+    .unwrap();
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let libs: redis::Value = redis::cmd("FUNCTION").arg("LIST").query(&mut c).unwrap();
+    assert!(format!("{libs:?}").contains("lockkit_release"), "{libs:?}");
+
+    let lock = client
+        .try_acquire_fenced("{g}", "{g}:fence", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    redis::cmd("FUNCTION").arg("FLUSH").exec(&mut c).unwrap();
+    assert!(client.release(&lock).await.unwrap().is_released());
+    assert_eq!(client.stats().noscript_recoveries, 1);
+
+    server.restart();
+    let mut ok = false;
+    for _ in 0..20 {
+        match client.try_acquire("{g}", Duration::from_secs(5)).await {
+            Ok(Some(lock)) => {
+                assert!(client.release(&lock).await.unwrap().is_released());
+                ok = true;
+                break;
+            }
+            Ok(None) => panic!("restarted server is empty"),
+            Err(e) => assert!(e.is_retryable(), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(ok);
+    assert_eq!(client.stats().noscript_recoveries, 2);
+}
