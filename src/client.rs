@@ -1,12 +1,15 @@
 //! Connections and script invocation: preload with `SCRIPT LOAD`, call with `EVALSHA`, recover
 //! from `NOSCRIPT` in one extra round trip.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Cmd, IntoConnectionInfo, Pipeline, Value};
+use futures_util::future::join_all;
 
+use redis::{Cmd, Value};
+
+use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, ScriptMode};
 use crate::scripts::{self, LuaScript};
@@ -29,7 +32,8 @@ pub struct ClientStats {
 }
 
 pub(crate) struct Inner {
-    conns: Vec<ConnectionManager>,
+    conns: Vec<Conn>,
+    topology: Topology,
     next: AtomicUsize,
     pub(crate) options: ClientOptions,
     pub(crate) counters: Counters,
@@ -83,73 +87,33 @@ pub fn redact_url(url: &str) -> String {
 
 impl Connections {
     pub(crate) async fn connect(url: &str, mut options: ClientOptions) -> Result<Connections> {
-        let (client, config) = Self::prepare(url, &options)?;
-        let first = match ConnectionManager::new_with_config(client, config).await {
-            Ok(c) => c,
-            Err(e) if options.proxy.is_none() && e.is_connection_dropped() => {
-                tracing::warn!(
-                    target = %redact_url(url),
-                    "the server closed the connection during the handshake; assuming a proxy \
-                     (no CLIENT SETINFO, no SCRIPT LOAD: scripts go by EVAL once per backend)"
-                );
-                options.proxy = Some(true);
-                let (client, config) = Self::prepare(url, &options)?;
-                ConnectionManager::new_with_config(client, config).await?
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let (client, config) = Self::prepare(url, &options)?;
-        let mut conns = Vec::with_capacity(options.connections);
-        conns.push(first);
-        for _ in 1..options.connections {
-            conns.push(ConnectionManager::new_with_config(client.clone(), config.clone()).await?);
+        let (conns, topology) = conn::open(url, &options).await?;
+        if topology == Topology::Proxy {
+            options.proxy = Some(true);
         }
-        let this = Self::assemble(url, options, conns);
+        let this = Self::assemble(url, options, conns, topology);
         this.preload().await?;
         Ok(this)
-    }
-
-    /// Whether the client treats its target as a proxy (set, or detected at connect).
-    pub(crate) fn is_proxy(&self) -> bool {
-        self.0.options.proxy == Some(true)
     }
 
     /// Connections that are established on first use (for a Redlock node that is down at
     /// start-up); scripts then reach the server through the `NOSCRIPT` recovery path.
     pub(crate) fn lazy(url: &str, options: ClientOptions) -> Result<Connections> {
-        let (client, config) = Self::prepare(url, &options)?;
-        let mut conns = Vec::with_capacity(options.connections);
-        for _ in 0..options.connections {
-            conns.push(ConnectionManager::new_lazy_with_config(
-                client.clone(),
-                config.clone(),
-            )?);
-        }
-        Ok(Self::assemble(url, options, conns))
-    }
-
-    fn prepare(
-        url: &str,
-        options: &ClientOptions,
-    ) -> Result<(redis::Client, ConnectionManagerConfig)> {
-        options.validate()?;
-        let mut info = url.into_connection_info().map_err(Error::Redis)?;
-        let settings = info.redis_settings().clone();
-        let settings = if options.proxy == Some(true) {
-            settings.set_skip_set_lib_name()
+        let conns = conn::open_lazy(url, &options)?;
+        let topology = if options.proxy == Some(true) {
+            Topology::Proxy
         } else {
-            settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
+            Topology::Standalone
         };
-        info = info.set_redis_settings(settings);
-        let client = redis::Client::open(info)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(options.response_timeout)
-            .set_number_of_retries(options.reconnect_retries);
-        Ok((client, config))
+        Ok(Self::assemble(url, options, conns, topology))
     }
 
-    fn assemble(url: &str, options: ClientOptions, conns: Vec<ConnectionManager>) -> Connections {
+    fn assemble(
+        url: &str,
+        options: ClientOptions,
+        conns: Vec<Conn>,
+        topology: Topology,
+    ) -> Connections {
         Connections(Arc::new(Inner {
             conns,
             next: AtomicUsize::new(0),
@@ -157,7 +121,13 @@ impl Connections {
             counters: Counters::default(),
             target: redact_url(url),
             warned_preload: AtomicBool::new(false),
+            topology,
         }))
+    }
+
+    /// What the target is: one server, a proxy, or a cluster.
+    pub(crate) fn topology(&self) -> Topology {
+        self.0.topology
     }
 
     pub(crate) fn target(&self) -> &str {
@@ -165,7 +135,7 @@ impl Connections {
     }
 
     /// One connection, round-robin over the set (each is multiplexed and cheap to clone).
-    pub(crate) fn conn(&self) -> ConnectionManager {
+    pub(crate) fn conn(&self) -> Conn {
         let conns = &self.0.conns;
         if conns.len() == 1 {
             return conns[0].clone();
@@ -185,57 +155,70 @@ impl Connections {
         }
     }
 
-    /// Makes the scripts available on every connection: `SCRIPT LOAD` (EVALSHA mode) or
-    /// `FUNCTION LOAD REPLACE` (function mode), one pipelined round trip per connection.
+    /// Makes the scripts available on the server(s): `SCRIPT LOAD` (EVALSHA mode) or
+    /// `FUNCTION LOAD REPLACE` (function mode). The script cache is per server, not per
+    /// connection, so this is one pipelined round trip per client; in a cluster each command is
+    /// sent on its own, which routes it to every node.
     async fn preload(&self) -> Result<()> {
+        let mut conn = self.conn();
+        let cluster = self.topology() == Topology::Cluster;
         match self.0.options.script_mode {
             ScriptMode::Eval => Ok(()),
             ScriptMode::EvalSha if !self.0.options.preload || self.is_proxy() => Ok(()),
             ScriptMode::EvalSha => {
-                for conn in &self.0.conns {
+                let loaded: redis::RedisResult<Vec<String>> = if cluster {
+                    let mut shas = Vec::new();
+                    for s in scripts::ALL {
+                        shas.push(
+                            redis::cmd("SCRIPT")
+                                .arg("LOAD")
+                                .arg(s.source())
+                                .query_async::<String>(&mut conn)
+                                .await?,
+                        );
+                    }
+                    Ok(shas)
+                } else {
                     let mut pipe = redis::pipe();
                     for s in scripts::ALL {
                         pipe.cmd("SCRIPT").arg("LOAD").arg(s.source());
                     }
-                    let mut conn = conn.clone();
-                    match pipe.query_async::<Vec<String>>(&mut conn).await {
-                        Ok(shas) => {
-                            for (sha, s) in shas.iter().zip(scripts::ALL) {
-                                if sha != s.sha() {
-                                    return Err(Error::UnexpectedReply {
-                                        what: "SCRIPT LOAD",
-                                        reply: format!(
-                                            "{sha} for {} (expected {})",
-                                            s.name(),
-                                            s.sha()
-                                        ),
-                                    });
-                                }
+                    pipe.query_async(&mut conn).await
+                };
+                match loaded {
+                    Ok(shas) => {
+                        for (sha, s) in shas.iter().zip(scripts::ALL) {
+                            if sha != s.sha() {
+                                return Err(Error::UnexpectedReply {
+                                    what: "SCRIPT LOAD",
+                                    reply: format!("{sha} for {} (expected {})", s.name(), s.sha()),
+                                });
                             }
                         }
-                        Err(e) if is_auth_error(&e) => return Err(e.into()),
-                        Err(e) => {
-                            self.warn_preload_refused(&e);
-                            return Ok(());
-                        }
+                        Ok(())
+                    }
+                    Err(e) if is_auth_error(&e) => Err(e.into()),
+                    Err(e) => {
+                        self.warn_preload_refused(&e);
+                        Ok(())
                     }
                 }
-                Ok(())
             }
             ScriptMode::Function => {
-                let library = scripts::function_library();
-                for conn in &self.0.conns {
-                    let mut conn = conn.clone();
-                    redis::cmd("FUNCTION")
-                        .arg("LOAD")
-                        .arg("REPLACE")
-                        .arg(&library)
-                        .query_async::<String>(&mut conn)
-                        .await?;
-                }
+                redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(scripts::function_library())
+                    .query_async::<String>(&mut conn)
+                    .await?;
                 Ok(())
             }
         }
+    }
+
+    /// Whether the client treats its target as a proxy (set, or detected at connect).
+    pub(crate) fn is_proxy(&self) -> bool {
+        self.0.topology == Topology::Proxy
     }
 
     fn warn_preload_refused(&self, e: &redis::RedisError) {
@@ -257,7 +240,7 @@ impl Connections {
     /// re-sending the script in one extra round trip (`EVAL` caches it again on the server).
     pub(crate) async fn run_script(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
         script: &LuaScript,
         keys: &[&str],
         args: &[&[u8]],
@@ -279,7 +262,7 @@ impl Connections {
 
     async fn recover(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut Conn,
         mode: ScriptMode,
         script: &LuaScript,
         keys: &[&str],
@@ -304,29 +287,71 @@ impl Connections {
         }
     }
 
-    /// Runs a pipeline whose entries may fail one by one; returns every entry's reply, with a
-    /// server error as `Value::ServerError` in its place.
-    pub(crate) async fn query_each(
-        &self,
-        conn: &mut ConnectionManager,
-        pipe: &mut Pipeline,
-    ) -> Result<Vec<Value>> {
-        Ok(pipe.ignore_errors().query_async::<Vec<Value>>(conn).await?)
+    /// Runs one command per key, pipelined, and returns every command's reply in order, a server
+    /// error as `Value::ServerError` in its place.
+    ///
+    /// On one server this is one round trip. In a cluster, a pipeline must stay inside one slot,
+    /// so commands are grouped by their key's slot and the groups are sent concurrently (each to
+    /// the node owning it), which still costs about one round trip.
+    pub(crate) async fn query_each(&self, keys: &[&str], cmds: Vec<Cmd>) -> Result<Vec<Value>> {
+        if self.topology() != Topology::Cluster {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c);
+            }
+            let mut conn = self.conn();
+            return Ok(pipe
+                .ignore_errors()
+                .query_async::<Vec<Value>>(&mut conn)
+                .await?);
+        }
+        let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            groups
+                .entry(conn::key_slot(key.as_bytes()))
+                .or_default()
+                .push(i);
+        }
+        let mut cmds: Vec<Option<Cmd>> = cmds.into_iter().map(Some).collect();
+        let sends = groups.into_values().map(|idxs| {
+            let mut pipe = redis::pipe();
+            for &i in &idxs {
+                if let Some(c) = cmds[i].take() {
+                    pipe.add_command(c);
+                }
+            }
+            let mut conn = self.conn();
+            async move {
+                let replies = pipe
+                    .ignore_errors()
+                    .query_async::<Vec<Value>>(&mut conn)
+                    .await;
+                (idxs, replies)
+            }
+        });
+        let mut out = vec![Value::Nil; keys.len()];
+        for (idxs, replies) in join_all(sends).await {
+            for (i, v) in idxs.into_iter().zip(replies?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
     }
 
     /// Runs the same script once per `(key, args)` in one round trip; entries that met
-    /// `NOSCRIPT` are re-sent with `EVAL` in one more round trip.
+    /// `NOSCRIPT` are re-sent with `EVAL` in one more round trip (function mode: the library is
+    /// loaded again first).
     pub(crate) async fn run_script_many(
         &self,
-        conn: &mut ConnectionManager,
         script: &LuaScript,
         calls: &[(&str, Vec<&[u8]>)],
     ) -> Result<Vec<Value>> {
-        let mut pipe = redis::pipe();
-        for (key, args) in calls {
-            pipe.add_command(self.script_cmd(script, &[key], args));
-        }
-        let mut replies = self.query_each(conn, &mut pipe).await?;
+        let keys: Vec<&str> = calls.iter().map(|(k, _)| *k).collect();
+        let cmds = calls
+            .iter()
+            .map(|(key, args)| self.script_cmd(script, &[key], args))
+            .collect();
+        let mut replies = self.query_each(&keys, cmds).await?;
         let missing: Vec<usize> = replies
             .iter()
             .enumerate()
@@ -335,31 +360,33 @@ impl Connections {
             )
             .map(|(i, _)| i)
             .collect();
-        if !missing.is_empty() {
-            self.0
-                .counters
-                .noscript_recoveries
-                .fetch_add(1, Ordering::Relaxed);
-            let mode = match self.0.options.script_mode {
-                ScriptMode::Function => ScriptMode::Function,
-                _ => ScriptMode::Eval,
-            };
-            let mut pipe = redis::pipe();
-            if mode == ScriptMode::Function {
-                pipe.cmd("FUNCTION")
+        if missing.is_empty() {
+            return Ok(replies);
+        }
+        self.0
+            .counters
+            .noscript_recoveries
+            .fetch_add(1, Ordering::Relaxed);
+        let mode = match self.0.options.script_mode {
+            ScriptMode::Function => {
+                redis::cmd("FUNCTION")
                     .arg("LOAD")
                     .arg("REPLACE")
                     .arg(scripts::function_library())
-                    .ignore();
+                    .query_async::<String>(&mut self.conn())
+                    .await?;
+                ScriptMode::Function
             }
-            for &i in &missing {
-                let (key, args) = &calls[i];
-                pipe.add_command(script_cmd(mode, script, &[key], args));
-            }
-            let again = self.query_each(conn, &mut pipe).await?;
-            for (i, v) in missing.into_iter().zip(again) {
-                replies[i] = v;
-            }
+            _ => ScriptMode::Eval,
+        };
+        let again_keys: Vec<&str> = missing.iter().map(|&i| calls[i].0).collect();
+        let again_cmds = missing
+            .iter()
+            .map(|&i| script_cmd(mode, script, &[calls[i].0], &calls[i].1))
+            .collect();
+        let again = self.query_each(&again_keys, again_cmds).await?;
+        for (i, v) in missing.into_iter().zip(again) {
+            replies[i] = v;
         }
         Ok(replies)
     }

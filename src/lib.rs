@@ -48,14 +48,18 @@
 //! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
 
 pub mod client;
+mod conn;
 mod error;
 mod guard;
 mod lock;
+#[cfg(feature = "tower")]
+pub mod middleware;
 pub mod options;
 mod redlock;
 pub mod scripts;
 
 pub use client::{redact_url, ClientStats};
+pub use conn::{key_slot, Topology};
 pub use error::{Error, Result};
 pub use guard::{LockGuard, LossReason, LossSignal};
 pub use lock::{new_token, ExtendOutcome, Lock, LockClient, ReleaseOutcome, MAX_KEY_LEN};

@@ -194,6 +194,11 @@ impl LockClient {
         self.conns.target()
     }
 
+    /// What the target is: one server, a proxy, or a cluster (detected at connect).
+    pub fn topology(&self) -> crate::Topology {
+        self.conns.topology()
+    }
+
     /// Whether the target is treated as a proxy (configured, or detected at connect).
     pub fn is_proxy(&self) -> bool {
         self.conns.is_proxy()
@@ -401,18 +406,17 @@ impl LockClient {
         let drift = LockOptions::new(ttl).drift();
         let ms = ttl_ms(ttl);
         let tokens: Vec<String> = keys.iter().map(|_| new_token()).collect();
-        let mut pipe = redis::pipe();
-        for (key, token) in keys.iter().zip(&tokens) {
-            pipe.cmd("SET")
-                .arg(*key)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ms);
-        }
-        let mut conn = self.conns.conn();
+        let cmds = keys
+            .iter()
+            .zip(&tokens)
+            .map(|(key, token)| {
+                let mut c = redis::cmd("SET");
+                c.arg(*key).arg(token).arg("NX").arg("PX").arg(ms);
+                c
+            })
+            .collect();
         let start = Instant::now();
-        let replies = match self.conns.query_each(&mut conn, &mut pipe).await {
+        let replies = match self.conns.query_each(keys, cmds).await {
             Ok(r) => r,
             Err(e) if e.is_unknown_outcome() => {
                 let pairs: Vec<(&str, &str)> = keys
@@ -478,10 +482,9 @@ impl LockClient {
             .iter()
             .map(|(k, t)| (*k, vec![t.as_bytes()]))
             .collect();
-        let mut conn = self.conns.conn();
         let replies = self
             .conns
-            .run_script_many(&mut conn, &scripts::RELEASE, &calls)
+            .run_script_many(&scripts::RELEASE, &calls)
             .await?;
         replies.iter().map(release_outcome).collect()
     }
@@ -528,6 +531,17 @@ impl LockClient {
         validate_ttl("ttl", ttl)?;
         check_key(key)?;
         check_key(fence_key)?;
+        if self.topology() == crate::Topology::Cluster
+            && crate::key_slot(key.as_bytes()) != crate::key_slot(fence_key.as_bytes())
+        {
+            return Err(Error::InvalidKey {
+                reason: format!(
+                    "`{key}` and `{fence_key}` are in different hash slots; in Redis Cluster the \
+                     fencing counter must share the lock key's hash tag, e.g. `{{{key}}}` and \
+                     `{{{key}}}:fence`"
+                ),
+            });
+        }
         let token = new_token();
         let ms = ttl_ms(ttl).to_string();
         let mut conn = self.conns.conn();

@@ -19,7 +19,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+mod cluster;
 mod proxy;
+pub use cluster::RedisCluster;
 pub use proxy::Nutcracker;
 
 /// How long a server gets to answer its first `PING`.

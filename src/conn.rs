@@ -1,0 +1,225 @@
+//! Opening connections: one server, a proxy in front of servers, or a Redis Cluster, told
+//! apart by asking the target itself.
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
+
+use crate::client::redact_url;
+use crate::error::{Error, Result};
+use crate::options::ClientOptions;
+
+/// What kind of target a client talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Topology {
+    /// One Redis server (or a replica set's primary).
+    Standalone,
+    /// A proxy such as twemproxy that refuses `CLIENT SETINFO`, `SCRIPT LOAD`, `INFO`.
+    Proxy,
+    /// A Redis Cluster: commands are routed by key slot.
+    Cluster,
+}
+
+impl Topology {
+    /// The name used in reports: `standalone`, `proxy`, `cluster`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Standalone => "standalone",
+            Topology::Proxy => "proxy",
+            Topology::Cluster => "cluster",
+        }
+    }
+}
+
+/// One multiplexed connection: to a server (auto-reconnecting), or to a whole cluster.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+fn single_client(
+    url: &str,
+    options: &ClientOptions,
+    proxy: bool,
+) -> Result<(redis::Client, ConnectionManagerConfig)> {
+    let info = url.into_connection_info().map_err(Error::Redis)?;
+    let settings = info.redis_settings().clone();
+    let settings = if proxy {
+        settings.set_skip_set_lib_name()
+    } else {
+        settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
+    };
+    let client = redis::Client::open(info.set_redis_settings(settings))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(options.connect_timeout))
+        .set_response_timeout(options.response_timeout)
+        .set_number_of_retries(options.reconnect_retries);
+    Ok((client, config))
+}
+
+/// Opens `options.connections` connections to `url` and says what the target is.
+///
+/// A connection closed during the handshake means a proxy (unless `options.proxy` says
+/// otherwise); `cluster_enabled:1` in `INFO cluster` means a cluster, whichever node the URL names.
+pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn>, Topology)> {
+    options.validate()?;
+    let mut proxy = options.proxy == Some(true);
+    let (client, config) = single_client(url, options, proxy)?;
+    let first = match ConnectionManager::new_with_config(client, config).await {
+        Ok(c) => c,
+        Err(e) if options.proxy.is_none() && e.is_connection_dropped() => {
+            tracing::warn!(
+                target = %redact_url(url),
+                "the server closed the connection during the handshake; assuming a proxy \
+                 (no CLIENT SETINFO, no SCRIPT LOAD: scripts go by EVAL once per backend)"
+            );
+            proxy = true;
+            let (client, config) = single_client(url, options, proxy)?;
+            ConnectionManager::new_with_config(client, config).await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if proxy {
+        return Ok((grow(first, url, options, proxy).await?, Topology::Proxy));
+    }
+    let mut probe = first.clone();
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut probe)
+        .await?;
+    if !info.lines().any(|l| l.trim() == "cluster_enabled:1") {
+        return Ok((
+            grow(first, url, options, proxy).await?,
+            Topology::Standalone,
+        ));
+    }
+    drop(first);
+    let mut builder = ClusterClientBuilder::new(vec![url])
+        .connection_timeout(options.connect_timeout)
+        .retries(options.reconnect_retries as u32);
+    if let Some(t) = options.response_timeout {
+        builder = builder.response_timeout(t);
+    }
+    let cluster = builder.build()?;
+    let mut conns = Vec::with_capacity(options.connections);
+    for _ in 0..options.connections {
+        conns.push(Conn::Cluster(cluster.get_async_connection().await?));
+    }
+    Ok((conns, Topology::Cluster))
+}
+
+async fn grow(
+    first: ConnectionManager,
+    url: &str,
+    options: &ClientOptions,
+    proxy: bool,
+) -> Result<Vec<Conn>> {
+    let (client, config) = single_client(url, options, proxy)?;
+    let mut conns = vec![Conn::Single(first)];
+    for _ in 1..options.connections {
+        conns.push(Conn::Single(
+            ConnectionManager::new_with_config(client.clone(), config.clone()).await?,
+        ));
+    }
+    Ok(conns)
+}
+
+/// Connections established on first use (a Redlock node that is down at start-up).
+pub(crate) fn open_lazy(url: &str, options: &ClientOptions) -> Result<Vec<Conn>> {
+    options.validate()?;
+    let (client, config) = single_client(url, options, options.proxy == Some(true))?;
+    (0..options.connections)
+        .map(|_| {
+            Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
+                client.clone(),
+                config.clone(),
+            )?))
+        })
+        .collect()
+}
+
+/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of the key, or of the part inside the
+/// first non-empty `{...}` hash tag, modulo 16384.
+///
+/// ```
+/// assert_eq!(lockkit::key_slot(b"foo"), 12182);
+/// assert_eq!(lockkit::key_slot(b"{user1000}.following"), lockkit::key_slot(b"{user1000}.followers"));
+/// ```
+pub fn key_slot(key: &[u8]) -> u16 {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    crc16_xmodem(hashed) % 16384
+}
+
+fn crc16_xmodem(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in data {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc16_matches_the_cluster_spec_check_value() {
+        // The Redis Cluster spec's reference: CRC16 of "123456789" is 0x31C3.
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
+    }
+
+    #[test]
+    fn hash_tags_follow_the_cluster_spec() {
+        assert_eq!(key_slot(b"bar"), 5061);
+        assert_eq!(key_slot(b"{user1000}.a"), key_slot(b"user1000"));
+        // Empty tag `{}`: the whole key is hashed.
+        assert_eq!(key_slot(b"foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % 16384);
+        // Only the first `{` counts, up to the first `}` after it.
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+        assert_eq!(key_slot(b"foo{bar}{zap}"), key_slot(b"bar"));
+    }
+}

@@ -1,0 +1,84 @@
+//! A real Redis Cluster on loopback: N primaries started with `--cluster-enabled yes` and joined
+//! with `redis-cli --cluster create`.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::{RedisServer, ServerOptions, StartError};
+
+/// A running cluster of primaries (no replicas); the nodes die on drop.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts `n` (at least 3) primaries and creates the cluster, waiting for `cluster_state:ok`.
+    pub fn try_start(n: usize) -> Result<RedisCluster, StartError> {
+        let opts = ServerOptions {
+            extra_args: vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-node-timeout".into(),
+                "2000".into(),
+            ],
+            ..ServerOptions::default()
+        };
+        let nodes = (0..n)
+            .map(|_| RedisServer::try_start(opts.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut cmd = Command::new("redis-cli");
+        cmd.arg("--cluster").arg("create");
+        for node in &nodes {
+            cmd.arg(format!("127.0.0.1:{}", node.port()));
+        }
+        cmd.args(["--cluster-replicas", "0", "--cluster-yes"]);
+        let out = cmd.output().map_err(|source| StartError::NotFound {
+            bin: "redis-cli".into(),
+            source,
+        })?;
+        if !out.status.success() {
+            return Err(StartError::NotReady {
+                bin: "redis-cli --cluster create".into(),
+                reason: format!("exit {}", out.status),
+                log: String::from_utf8_lossy(&out.stdout).into_owned(),
+            });
+        }
+        let cluster = RedisCluster { nodes };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !cluster.is_ok() {
+            if Instant::now() > deadline {
+                return Err(StartError::NotReady {
+                    bin: "redis-server --cluster-enabled yes".into(),
+                    reason: "cluster_state never became ok".into(),
+                    log: cluster.nodes[0].log(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(cluster)
+    }
+
+    /// Starts a cluster or panics with the reason (for tests).
+    pub fn start(n: usize) -> RedisCluster {
+        Self::try_start(n).unwrap_or_else(|e| panic!("test support: {e}"))
+    }
+
+    fn is_ok(&self) -> bool {
+        self.nodes.iter().all(|n| {
+            n.inline("CLUSTER INFO")
+                .map(|r| r.contains("cluster_state:ok"))
+                .unwrap_or(false)
+        })
+    }
+
+    /// The nodes (all primaries).
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// The URL of one node; any node's URL reaches the whole cluster.
+    pub fn url(&self) -> String {
+        self.nodes[0].url()
+    }
+}
