@@ -55,6 +55,7 @@ mod lock;
 #[cfg(feature = "tower")]
 pub mod middleware;
 pub mod options;
+mod probe;
 mod redlock;
 pub mod scripts;
 
@@ -64,6 +65,7 @@ pub use error::{Error, Result};
 pub use guard::{LockGuard, LossReason, LossSignal};
 pub use lock::{new_token, ExtendOutcome, Lock, LockClient, ReleaseOutcome, MAX_KEY_LEN};
 pub use options::{ClientOptions, LockOptions, RetryOptions, ScriptMode, WatchdogOptions, MAX_TTL};
+pub use probe::{probe, ProbeReport, Support};
 pub use redlock::{quorum_of, NodeError, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
 
 /// The README's examples compile as doctests.
