@@ -68,11 +68,27 @@ impl ConnectionLike for Conn {
     }
 }
 
+fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
+    redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(ca.to_vec()),
+    }
+}
+
+/// rustls needs a process-wide crypto provider; pick ring unless the application already
+/// installed one (then that one is used).
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
 fn single_client(
     url: &str,
     options: &ClientOptions,
     proxy: bool,
 ) -> Result<(redis::Client, ConnectionManagerConfig)> {
+    ensure_crypto_provider();
     let info = url.into_connection_info().map_err(Error::Redis)?;
     let settings = info.redis_settings().clone();
     let settings = if proxy {
@@ -80,7 +96,11 @@ fn single_client(
     } else {
         settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
     };
-    let client = redis::Client::open(info.set_redis_settings(settings))?;
+    let info = info.set_redis_settings(settings);
+    let client = match &options.tls_root_ca {
+        Some(ca) => redis::Client::build_with_tls(info, tls_certs(ca))?,
+        None => redis::Client::open(info)?,
+    };
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(options.connect_timeout))
         .set_response_timeout(options.response_timeout)
@@ -114,10 +134,17 @@ pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn
         return Ok((grow(first, url, options, proxy).await?, Topology::Proxy));
     }
     let mut probe = first.clone();
-    let info: String = redis::cmd("INFO")
+    // An ACL user without +info is fine: such a locked-down user is on a plain server (a
+    // cluster client would need CLUSTER SLOTS, which it would not have either).
+    let info: String = match redis::cmd("INFO")
         .arg("cluster")
         .query_async(&mut probe)
-        .await?;
+        .await
+    {
+        Ok(info) => info,
+        Err(e) if e.code() == Some("NOPERM") => String::new(),
+        Err(e) => return Err(e.into()),
+    };
     if !info.lines().any(|l| l.trim() == "cluster_enabled:1") {
         return Ok((
             grow(first, url, options, proxy).await?,
@@ -130,6 +157,9 @@ pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn
         .retries(options.reconnect_retries as u32);
     if let Some(t) = options.response_timeout {
         builder = builder.response_timeout(t);
+    }
+    if let Some(ca) = &options.tls_root_ca {
+        builder = builder.certs(tls_certs(ca));
     }
     let cluster = builder.build()?;
     let mut conns = Vec::with_capacity(options.connections);

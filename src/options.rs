@@ -42,6 +42,7 @@ pub struct ClientOptions {
     pub(crate) preload: bool,
     pub(crate) reconnect_retries: usize,
     pub(crate) proxy: Option<bool>,
+    pub(crate) tls_root_ca: Option<Vec<u8>>,
 }
 
 impl Default for ClientOptions {
@@ -54,6 +55,7 @@ impl Default for ClientOptions {
             preload: true,
             reconnect_retries: 3,
             proxy: None,
+            tls_root_ca: None,
         }
     }
 }
@@ -104,6 +106,13 @@ impl ClientOptions {
     /// in proxy mode, and said so in the log.
     pub fn proxy(mut self, proxy: Option<bool>) -> Self {
         self.proxy = proxy;
+        self
+    }
+
+    /// Trust this CA (PEM) for `rediss://` instead of the built-in web roots, e.g. a company CA
+    /// or the one a managed Redis hands out. Verification stays on; it only changes whom to trust.
+    pub fn tls_root_ca(mut self, pem: Vec<u8>) -> Self {
+        self.tls_root_ca = Some(pem);
         self
     }
 
