@@ -1,0 +1,69 @@
+//! The duplicate-submit guard: a tower layer that lets one identical request run at a time,
+//! across every instance that shares the Redis server (feature `tower`).
+//!
+//! A user double-clicks "submit order"; two requests land on two instances behind a load
+//! balancer. With this layer in front of the handler, the first takes a lock keyed by
+//! *user + method + path + digest of query and body*; the second finds it taken and gets
+//! `429 Too Many Requests` at once. Other bodies, paths and users are not blocked.
+//!
+//! ```no_run
+//! use axum::{routing::post, Router};
+//! use lockkit::middleware::{DuplicateSubmitLayer, DuplicateSubmitOptions};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = lockkit::LockClient::connect("redis://127.0.0.1:6379").await?;
+//! let guard = DuplicateSubmitLayer::new(client, DuplicateSubmitOptions::new())?;
+//! let app: Router = Router::new()
+//!     .route("/orders", post(|body: String| async move { body }))
+//!     .route_layer(guard);
+//! # Ok(()) }
+//! ```
+//!
+//! # What happens to a request
+//! 1. The body is buffered once, up to [`DuplicateSubmitOptions::body_limit`] (1 MiB; larger:
+//!    413), and later handed to the handler intact.
+//! 2. The user comes from the [`UserExtractor`] (default [`HeaderUser`]: the `x-user-id`
+//!    header, then the client address), the key from the [`KeyBuilder`] (default
+//!    [`DefaultKeyBuilder`], see [`request_key`]).
+//! 3. One `SET key token NX PX ttl` (TTL 5 s by default; optionally renewed by the watchdog).
+//!    Taken by someone else: the busy response (429). Redis unavailable: fail-closed (503, the
+//!    default) or fail-open (run unguarded), logged with `tracing` either way.
+//! 4. The handler runs. When it answers, fails or panics (the panic is caught and answered with
+//!    500), the lock is released by compare-and-delete *before* the response goes out, so a retry
+//!    that follows the response is admitted. If the client disconnects, the request future is
+//!    dropped, and the [`LockGuard`](crate::LockGuard)'s drop releases the lock in the background.
+//!    A request only ever releases the lock it took itself (its own random token), never one
+//!    taken by another request.
+//!
+//! # Idempotent replay
+//! With [`IdempotencyOptions`] on, a request carrying an `Idempotency-Key` header is also
+//! answered from a stored response: the first response (status < 500, body of known size up to
+//! 1 MiB) is stored in Redis for 24 h under the user and the key's digest, together with the
+//! request's lock key as a fingerprint, and written before the lock is released. A later retry
+//! with the same user and key gets the stored status, headers and body back, with
+//! `idempotency-replayed: true`, and the handler does not run again. While the first is still in
+//! flight, a retry with the same body is refused with the busy response (429) like any duplicate:
+//! it does not wait. The same key with a different request (other body or path) gets 422.
+//! Hop-by-hop headers, `content-length` and `set-cookie` are not stored.
+//!
+//! # Limitations and caveats
+//! - The lock stops *concurrent* duplicates; a duplicate that arrives after the first answered
+//!   runs again unless it carries an idempotency key.
+//! - The TTL bounds how long a crashed instance blocks duplicates, and also how long a handler
+//!   is protected: a handler that outlives the TTL without the watchdog loses its lock (logged
+//!   at release).
+//! - If the future is dropped while the `SET` is in flight, a lock may be left to expire by TTL.
+//! - A header-supplied user id is what the client says: trust it only behind a gateway that sets
+//!   it, or plug in an extractor reading your authenticated user.
+
+mod idempotency;
+mod key;
+mod options;
+mod service;
+
+pub use key::{
+    body_digest, request_key, DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput, UserExtractor,
+    ANONYMOUS,
+};
+pub use options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
+pub use service::{DuplicateSubmit, DuplicateSubmitLayer, REPLAYED_HEADER};

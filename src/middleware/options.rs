@@ -1,0 +1,290 @@
+//! The layer's settings: TTL, watchdog, refusals, failure mode, body limit, idempotency.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, StatusCode};
+
+use crate::error::{Error, Result};
+use crate::options::{validate_ttl, WatchdogOptions};
+
+/// What the layer does when Redis cannot be asked (connection refused, timeout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailMode {
+    /// Refuse the request with the `unavailable` response (503 by default). The default: a
+    /// duplicate order is usually worse than a failed one the client can retry.
+    #[default]
+    Closed,
+    /// Let the request through unguarded (no lock, no idempotency), and log a warning.
+    Open,
+}
+
+/// A response the layer answers with by itself: status, content type and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub(crate) status: StatusCode,
+    pub(crate) content_type: HeaderValue,
+    pub(crate) body: Bytes,
+}
+
+impl Rejection {
+    /// A plain-text response.
+    pub fn text(status: StatusCode, body: impl Into<String>) -> Self {
+        Rejection {
+            status,
+            content_type: HeaderValue::from_static("text/plain; charset=utf-8"),
+            body: Bytes::from(body.into()),
+        }
+    }
+
+    /// A JSON response (`body` must already be JSON text).
+    pub fn json(status: StatusCode, body: impl Into<String>) -> Self {
+        Rejection {
+            status,
+            content_type: HeaderValue::from_static("application/json"),
+            body: Bytes::from(body.into()),
+        }
+    }
+
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+/// Optional replay of a stored response to retries that carry the same `Idempotency-Key`.
+///
+/// What is stored: the status, the headers (without hop-by-hop ones and `content-length`) and
+/// the whole body of the first response, plus the request's lock key as a fingerprint, in one
+/// Redis string under `{prefix}:idem:{user}:{digest of the Idempotency-Key}`, for
+/// [`ttl`](Self::ttl) (24 h by default). It is written *before* the lock is released, so a retry
+/// that gets past the lock always finds it. Responses with a 5xx status are not stored (a retry
+/// runs again), nor are bodies without a known size at most
+/// [`max_response_bytes`](Self::max_response_bytes) (logged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct IdempotencyOptions {
+    pub(crate) header: HeaderName,
+    pub(crate) ttl: Duration,
+    pub(crate) max_response_bytes: usize,
+    pub(crate) max_key_len: usize,
+}
+
+impl Default for IdempotencyOptions {
+    fn default() -> Self {
+        IdempotencyOptions {
+            header: HeaderName::from_static("idempotency-key"),
+            ttl: Duration::from_secs(24 * 3600),
+            max_response_bytes: 1024 * 1024,
+            max_key_len: 255,
+        }
+    }
+}
+
+impl IdempotencyOptions {
+    /// `Idempotency-Key`, responses kept 24 h, at most 1 MiB each.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The request header that carries the key (default `idempotency-key`).
+    pub fn header(mut self, name: HeaderName) -> Self {
+        self.header = name;
+        self
+    }
+
+    /// How long a stored response is replayed (default 24 h).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// The largest response body that is stored (default 1 MiB).
+    pub fn max_response_bytes(mut self, n: usize) -> Self {
+        self.max_response_bytes = n;
+        self
+    }
+}
+
+/// Settings of a [`DuplicateSubmitLayer`](super::DuplicateSubmitLayer).
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct DuplicateSubmitOptions {
+    pub(crate) prefix: String,
+    pub(crate) ttl: Duration,
+    pub(crate) watchdog: Option<WatchdogOptions>,
+    pub(crate) fail_mode: FailMode,
+    pub(crate) body_limit: usize,
+    pub(crate) busy: Rejection,
+    pub(crate) unavailable: Rejection,
+    pub(crate) too_large: Rejection,
+    pub(crate) idempotency: Option<IdempotencyOptions>,
+}
+
+impl Default for DuplicateSubmitOptions {
+    fn default() -> Self {
+        DuplicateSubmitOptions {
+            prefix: "lockkit:submit".into(),
+            ttl: Duration::from_secs(5),
+            watchdog: None,
+            fail_mode: FailMode::Closed,
+            body_limit: 1024 * 1024,
+            busy: Rejection::text(
+                StatusCode::TOO_MANY_REQUESTS,
+                "An identical request is already being processed; wait for its response \
+                 before retrying.\n",
+            ),
+            unavailable: Rejection::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Duplicate-submit protection is unavailable; please retry shortly.\n",
+            ),
+            too_large: Rejection::text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "The request body is larger than this endpoint accepts.\n",
+            ),
+            idempotency: None,
+        }
+    }
+}
+
+impl DuplicateSubmitOptions {
+    /// The defaults: prefix `lockkit:submit`, TTL 5 s, no watchdog, fail-closed (503), 1 MiB
+    /// body limit, 429 for a duplicate, no idempotency.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The prefix of every key the layer writes (default `lockkit:submit`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The lock's TTL (default 5 s): how long a request that died without releasing (process
+    /// killed) blocks its duplicates. Size it above the handler's p99, or turn on the watchdog.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Renew the lock while the handler runs (for handlers that may outlast the TTL).
+    pub fn watchdog(mut self, watchdog: Option<WatchdogOptions>) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// What to do when Redis is unavailable (default [`FailMode::Closed`]).
+    pub fn fail_mode(mut self, mode: FailMode) -> Self {
+        self.fail_mode = mode;
+        self
+    }
+
+    /// The largest request body buffered (default 1 MiB); larger ones get `too_large` (413).
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// The answer to a duplicate of a request still in flight (default 429, plain text).
+    pub fn busy_response(mut self, r: Rejection) -> Self {
+        self.busy = r;
+        self
+    }
+
+    /// The answer when Redis is unavailable and the mode is fail-closed (default 503).
+    pub fn unavailable_response(mut self, r: Rejection) -> Self {
+        self.unavailable = r;
+        self
+    }
+
+    /// The answer to a body over the limit (default 413).
+    pub fn too_large_response(mut self, r: Rejection) -> Self {
+        self.too_large = r;
+        self
+    }
+
+    /// Store first responses and replay them to retries with the same idempotency key.
+    pub fn idempotency(mut self, idem: Option<IdempotencyOptions>) -> Self {
+        self.idempotency = idem;
+        self
+    }
+
+    /// Checks every field; says which one is wrong and why.
+    pub fn validate(&self) -> Result<()> {
+        if self.prefix.is_empty() {
+            return Err(Error::invalid(
+                "prefix",
+                "must not be empty; keys need a namespace",
+            ));
+        }
+        if self.prefix.len() > 256 {
+            return Err(Error::invalid("prefix", "must be at most 256 bytes"));
+        }
+        validate_ttl("ttl", self.ttl)?;
+        if let Some(w) = &self.watchdog {
+            w.validate(self.ttl)?;
+        }
+        if self.body_limit == 0 {
+            return Err(Error::invalid("body_limit", "must be greater than zero"));
+        }
+        if let Some(i) = &self.idempotency {
+            validate_ttl("idempotency.ttl", i.ttl)?;
+            if i.max_response_bytes == 0 {
+                return Err(Error::invalid(
+                    "idempotency.max_response_bytes",
+                    "must be greater than zero",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        DuplicateSubmitOptions::new().validate().unwrap();
+        DuplicateSubmitOptions::new()
+            .idempotency(Some(IdempotencyOptions::new()))
+            .watchdog(Some(WatchdogOptions::new()))
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let field = |o: DuplicateSubmitOptions| match o.validate() {
+            Err(Error::InvalidOptions { field, .. }) => field,
+            other => panic!("expected InvalidOptions, got {other:?}"),
+        };
+        assert_eq!(field(DuplicateSubmitOptions::new().prefix("")), "prefix");
+        assert_eq!(
+            field(DuplicateSubmitOptions::new().ttl(Duration::ZERO)),
+            "ttl"
+        );
+        assert_eq!(
+            field(DuplicateSubmitOptions::new().body_limit(0)),
+            "body_limit"
+        );
+        assert_eq!(
+            field(
+                DuplicateSubmitOptions::new()
+                    .ttl(Duration::from_secs(1))
+                    .watchdog(Some(
+                        WatchdogOptions::new().interval(Duration::from_secs(2))
+                    ))
+            ),
+            "watchdog.interval"
+        );
+        assert_eq!(
+            field(
+                DuplicateSubmitOptions::new()
+                    .idempotency(Some(IdempotencyOptions::new().ttl(Duration::ZERO)))
+            ),
+            "idempotency.ttl"
+        );
+    }
+}

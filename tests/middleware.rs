@@ -1,0 +1,483 @@
+//! The duplicate-submit layer on an axum Router, against a real redis-server.
+//!
+//! Handlers that must stay "in flight" wait on a gate the test opens, so no assertion depends on
+//! timing: the test knows a request is inside the handler because the handler said so.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use http_body_util::BodyExt;
+use lockkit::middleware::{
+    DuplicateSubmitLayer, DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection,
+};
+use lockkit::{ClientOptions, LockClient, WatchdogOptions};
+use lockkit_test_support::RedisServer;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tower::{Layer, ServiceExt};
+
+/// What the handlers report and wait on.
+#[derive(Clone)]
+struct Probe {
+    runs: Arc<AtomicUsize>,
+    /// One permit per handler that entered and is waiting (`x-block` requests).
+    entered: Arc<Semaphore>,
+    /// One permit lets one waiting handler answer (FIFO).
+    proceed: Arc<Semaphore>,
+}
+
+impl Probe {
+    fn new() -> Self {
+        Probe {
+            runs: Arc::default(),
+            entered: Arc::new(Semaphore::new(0)),
+            proceed: Arc::new(Semaphore::new(0)),
+        }
+    }
+
+    async fn wait_entered(&self) {
+        let permit = tokio::time::timeout(Duration::from_secs(30), self.entered.acquire())
+            .await
+            .expect("no handler entered within 30 s")
+            .unwrap();
+        permit.forget();
+    }
+
+    fn let_one_finish(&self) {
+        self.proceed.add_permits(1);
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+}
+
+/// Creates an "order": answers 201 with the order number in `x-order` and the body echoed.
+async fn create(State(p): State<Probe>, headers: HeaderMap, body: Bytes) -> Response {
+    let n = p.runs.fetch_add(1, Ordering::SeqCst) + 1;
+    if headers.contains_key("x-block") {
+        p.entered.add_permits(1);
+        p.proceed.acquire().await.unwrap().forget();
+    }
+    if headers.contains_key("x-panic") {
+        panic!("handler panicked on purpose");
+    }
+    if headers.contains_key("x-fail") {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
+    }
+    (StatusCode::CREATED, [("x-order", n.to_string())], body).into_response()
+}
+
+async fn client(server: &RedisServer) -> LockClient {
+    let opts = ClientOptions::new()
+        .connect_timeout(Duration::from_millis(500))
+        .response_timeout(Some(Duration::from_millis(500)))
+        .reconnect_retries(1);
+    LockClient::connect_with(&server.url(), opts).await.unwrap()
+}
+
+async fn app_with(server: &RedisServer, opts: DuplicateSubmitOptions) -> (Router, Probe) {
+    let layer = DuplicateSubmitLayer::new(client(server).await, opts).unwrap();
+    let probe = Probe::new();
+    let app = Router::new()
+        .route("/orders", post(create))
+        .route("/other", post(create))
+        .route_layer(layer)
+        .with_state(probe.clone());
+    (app, probe)
+}
+
+async fn app(server: &RedisServer) -> (Router, Probe) {
+    app_with(server, DuplicateSubmitOptions::new()).await
+}
+
+fn req(path: &str, user: &str) -> axum::http::request::Builder {
+    Request::post(path)
+        .header("x-user-id", user)
+        .header("content-type", "application/json")
+}
+
+fn order(user: &str, body: &str) -> Request<Body> {
+    req("/orders", user)
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn slow_order(user: &str, body: &str) -> Request<Body> {
+    req("/orders", user)
+        .header("x-block", "1")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+async fn send(app: &Router, req: Request<Body>) -> Answer {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+fn spawn_send(app: &Router, req: Request<Body>) -> tokio::task::JoinHandle<Answer> {
+    let app = app.clone();
+    tokio::spawn(async move { send(&app, req).await })
+}
+
+fn keys(server: &RedisServer, pattern: &str) -> Vec<String> {
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    redis::cmd("KEYS").arg(pattern).query(&mut conn).unwrap()
+}
+
+fn lock_keys(server: &RedisServer) -> Vec<String> {
+    keys(server, "lockkit:submit:*:POST:*")
+}
+
+/// Waits (bounded) until no lock key is left: releases that happen in the background.
+async fn until_no_lock(server: &RedisServer) {
+    for _ in 0..500 {
+        if lock_keys(server).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("lock keys still present: {:?}", lock_keys(server));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_in_flight_gets_429_and_others_pass() {
+    let server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+
+    let first = spawn_send(&app, slow_order("alice", r#"{"sku":"A1","qty":1}"#));
+    probe.wait_entered().await;
+
+    let dup = send(&app, slow_order("alice", r#"{"sku":"A1","qty":1}"#)).await;
+    assert_eq!(dup.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        dup.text().contains("already being processed"),
+        "{}",
+        dup.text()
+    );
+    assert_eq!(dup.headers["content-type"], "text/plain; charset=utf-8");
+
+    // Another body, another user, another path: not blocked.
+    let other_body = send(&app, order("alice", r#"{"sku":"A1","qty":2}"#)).await;
+    assert_eq!(other_body.status, StatusCode::CREATED);
+    let other_user = send(&app, order("bob", r#"{"sku":"A1","qty":1}"#)).await;
+    assert_eq!(other_user.status, StatusCode::CREATED);
+    let other_path = Request::post("/other")
+        .header("x-user-id", "alice")
+        .body(Body::from(r#"{"sku":"A1","qty":1}"#))
+        .unwrap();
+    assert_eq!(send(&app, other_path).await.status, StatusCode::CREATED);
+
+    probe.let_one_finish();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(
+        first.text(),
+        r#"{"sku":"A1","qty":1}"#,
+        "body reaches the handler intact"
+    );
+
+    // Released when the response was produced: the same request now passes.
+    assert!(lock_keys(&server).is_empty());
+    let again = send(&app, order("alice", r#"{"sku":"A1","qty":1}"#)).await;
+    assert_eq!(again.status, StatusCode::CREATED);
+    assert_eq!(probe.runs(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_many_concurrent_identical_requests_exactly_one_runs() {
+    let server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+    let mut set = JoinSet::new();
+    for _ in 0..16 {
+        let app = app.clone();
+        set.spawn(async move { send(&app, slow_order("carol", r#"{"sku":"B2"}"#)).await });
+    }
+    probe.wait_entered().await;
+    // The one inside the handler cannot answer before the gate opens; the 15 others must.
+    for _ in 0..15 {
+        let a = set.join_next().await.unwrap().unwrap();
+        assert_eq!(a.status, StatusCode::TOO_MANY_REQUESTS);
+    }
+    probe.let_one_finish();
+    let last = set.join_next().await.unwrap().unwrap();
+    assert_eq!(last.status, StatusCode::CREATED);
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_status_and_body_are_configurable() {
+    let server = RedisServer::start();
+    let busy = Rejection::json(StatusCode::CONFLICT, r#"{"error":"duplicate submit"}"#);
+    let (app, probe) = app_with(&server, DuplicateSubmitOptions::new().busy_response(busy)).await;
+    let first = spawn_send(&app, slow_order("dave", "{}"));
+    probe.wait_entered().await;
+    let dup = send(&app, order("dave", "{}")).await;
+    assert_eq!(dup.status, StatusCode::CONFLICT);
+    assert_eq!(dup.headers["content-type"], "application/json");
+    assert_eq!(dup.text(), r#"{"error":"duplicate submit"}"#);
+    probe.let_one_finish();
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_is_released_after_an_error_response_and_after_a_panic() {
+    let server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+
+    let failing = req("/orders", "erin")
+        .header("x-fail", "1")
+        .body(Body::from("{}"))
+        .unwrap();
+    assert_eq!(
+        send(&app, failing).await.status,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    assert!(lock_keys(&server).is_empty());
+
+    let panicking = req("/orders", "erin")
+        .header("x-panic", "1")
+        .body(Body::from("{}"))
+        .unwrap();
+    let answer = send(&app, panicking).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(lock_keys(&server).is_empty());
+
+    assert_eq!(
+        send(&app, order("erin", "{}")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(probe.runs(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_is_released_when_the_inner_service_fails() {
+    let server = RedisServer::start();
+    let layer =
+        DuplicateSubmitLayer::new(client(&server).await, DuplicateSubmitOptions::new()).unwrap();
+    let svc = layer.layer(tower::service_fn(|_req: Request<Body>| async {
+        Err::<Response, _>(std::io::Error::other("backend down"))
+    }));
+    let err = svc.oneshot(order("frank", "{}")).await.unwrap_err();
+    assert_eq!(err.to_string(), "backend down");
+    assert!(lock_keys(&server).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_disconnect_releases_the_lock() {
+    let server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+    let first = spawn_send(&app, slow_order("gina", "{}"));
+    probe.wait_entered().await;
+    assert_eq!(lock_keys(&server).len(), 1);
+    // The client goes away: the server drops the request future mid-handler.
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    until_no_lock(&server).await;
+    assert_eq!(
+        send(&app, order("gina", "{}")).await.status,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_releases_a_lock_it_does_not_own() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().ttl(Duration::from_millis(300));
+    let (app, probe) = app_with(&server, opts).await;
+
+    // A holds the lock; a refused duplicate must not free it.
+    let a = spawn_send(&app, slow_order("hank", "{}"));
+    probe.wait_entered().await;
+    let key = lock_keys(&server).pop().unwrap();
+    assert_eq!(
+        send(&app, order("hank", "{}")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        send(&app, order("hank", "{}")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(lock_keys(&server), vec![key.clone()]);
+
+    // A outlives its TTL (no watchdog); B takes the expired lock.
+    until_no_lock(&server).await;
+    let b = spawn_send(&app, slow_order("hank", "{}"));
+    probe.wait_entered().await;
+
+    // A finishes now: its release must leave B's lock alone.
+    probe.let_one_finish();
+    assert_eq!(a.await.unwrap().status, StatusCode::CREATED);
+    assert_eq!(lock_keys(&server), vec![key]);
+    assert_eq!(
+        send(&app, order("hank", "{}")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    probe.let_one_finish();
+    assert_eq!(b.await.unwrap().status, StatusCode::CREATED);
+    assert_eq!(
+        send(&app, order("hank", "{}")).await.status,
+        StatusCode::CREATED
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_slow_handler_guarded_past_the_ttl() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new()
+        .ttl(Duration::from_millis(300))
+        .watchdog(Some(WatchdogOptions::new()));
+    let (app, probe) = app_with(&server, opts).await;
+    let first = spawn_send(&app, slow_order("ivy", "{}"));
+    probe.wait_entered().await;
+    // Several TTLs pass while the handler works; the watchdog keeps renewing.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        send(&app, order("ivy", "{}")).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    probe.let_one_finish();
+    assert_eq!(first.await.unwrap().status, StatusCode::CREATED);
+    assert!(lock_keys(&server).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_over_the_limit_gets_413_and_the_handler_never_runs() {
+    let server = RedisServer::start();
+    let (app, probe) = app_with(&server, DuplicateSubmitOptions::new().body_limit(16)).await;
+    let big = send(&app, order("jay", &"x".repeat(17))).await;
+    assert_eq!(big.status, StatusCode::PAYLOAD_TOO_LARGE);
+    let fits = send(&app, order("jay", &"y".repeat(16))).await;
+    assert_eq!(fits.status, StatusCode::CREATED);
+    assert_eq!(fits.text(), "y".repeat(16));
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_fails_closed_with_503_by_default() {
+    let mut server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+    server.kill();
+    let answer = send(&app, order("kim", "{}")).await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer.text().contains("unavailable"), "{}", answer.text());
+    assert_eq!(probe.runs(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_fails_open_when_configured() {
+    let mut server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().fail_mode(FailMode::Open);
+    let (app, probe) = app_with(&server, opts).await;
+    server.kill();
+    assert_eq!(
+        send(&app, order("lee", "{}")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(probe.runs(), 1);
+}
+
+fn idem_order(user: &str, key: &str, body: &str, block: bool) -> Request<Body> {
+    let mut b = req("/orders", user).header("idempotency-key", key);
+    if block {
+        b = b.header("x-block", "1");
+    }
+    b.body(Body::from(body.to_string())).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_key_replays_the_first_response() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let (app, probe) = app_with(&server, opts).await;
+
+    // While the first is in flight, a retry is refused like any duplicate.
+    let first = spawn_send(&app, idem_order("max", "k-1", r#"{"sku":"C3"}"#, true));
+    probe.wait_entered().await;
+    let early = send(&app, idem_order("max", "k-1", r#"{"sku":"C3"}"#, false)).await;
+    assert_eq!(early.status, StatusCode::TOO_MANY_REQUESTS);
+    probe.let_one_finish();
+    let first = first.await.unwrap();
+    assert_eq!(first.status, StatusCode::CREATED);
+    assert_eq!(first.headers["x-order"], "1");
+    assert!(!first.headers.contains_key("idempotency-replayed"));
+
+    // The stored response, with a TTL.
+    let records = keys(&server, "lockkit:submit:idem:*");
+    assert_eq!(records.len(), 1, "{records:?}");
+
+    // A later retry gets the same answer; the handler does not run again.
+    let retry = send(&app, idem_order("max", "k-1", r#"{"sku":"C3"}"#, false)).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(retry.headers["x-order"], "1");
+    assert_eq!(retry.headers["idempotency-replayed"], "true");
+    assert_eq!(retry.body, first.body);
+    assert_eq!(probe.runs(), 1);
+
+    // The same key with another body is a client bug: 422, nothing runs.
+    let misuse = send(&app, idem_order("max", "k-1", r#"{"sku":"ZZ"}"#, false)).await;
+    assert_eq!(misuse.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // Another user's identical key is theirs alone.
+    let other_user = send(&app, idem_order("ned", "k-1", r#"{"sku":"C3"}"#, false)).await;
+    assert_eq!(other_user.status, StatusCode::CREATED);
+    assert_eq!(other_user.headers["x-order"], "2");
+    // Without the header, the same body runs again (the lock only stops concurrent duplicates).
+    assert_eq!(
+        send(&app, order("max", r#"{"sku":"C3"}"#)).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(probe.runs(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_not_stored_for_replay() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let (app, probe) = app_with(&server, opts).await;
+    let failing = || {
+        req("/orders", "olga")
+            .header("idempotency-key", "k-9")
+            .header("x-fail", "1")
+            .body(Body::from("{}"))
+            .unwrap()
+    };
+    assert_eq!(
+        send(&app, failing()).await.status,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    assert!(keys(&server, "lockkit:submit:idem:*").is_empty());
+    assert_eq!(
+        send(&app, failing()).await.status,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
+    assert_eq!(probe.runs(), 2);
+}
