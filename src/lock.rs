@@ -357,18 +357,30 @@ impl LockClient {
     }
 
     /// Releases the lock if it is still ours (compare-and-delete, never a bare `DEL`).
+    ///
+    /// Compare-and-delete is idempotent, so a release whose connection dropped or timed out is
+    /// sent once more (on the re-established connection) before the error is returned.
     pub async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
-        let mut conn = self.conns.conn();
-        let v = self
-            .conns
-            .run_script(
-                &mut conn,
-                &scripts::RELEASE,
-                &[&lock.key],
-                &[lock.token.as_bytes()],
-            )
-            .await?;
-        release_outcome(&v)
+        let once = || async {
+            let mut conn = self.conns.conn();
+            let v = self
+                .conns
+                .run_script(
+                    &mut conn,
+                    &scripts::RELEASE,
+                    &[&lock.key],
+                    &[lock.token.as_bytes()],
+                )
+                .await?;
+            release_outcome(&v)
+        };
+        match once().await {
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
+                once().await
+            }
+            other => other,
+        }
     }
 
     /// Resets the lock's TTL to `ttl` if it is still ours (compare-and-PEXPIRE); on success the

@@ -21,8 +21,10 @@ use std::time::{Duration, Instant};
 
 mod cluster;
 mod proxy;
+mod relay;
 pub use cluster::RedisCluster;
 pub use proxy::Nutcracker;
+pub use relay::DelayRelay;
 
 /// How long a server gets to answer its first `PING`.
 const START_TIMEOUT: Duration = Duration::from_secs(10);

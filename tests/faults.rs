@@ -1,0 +1,249 @@
+//! The library on its worst day, against real redis-servers: killed connections, a paused
+//! server, a slow network, a killed holder process. Every loop is bounded in count and time.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lockkit::{
+    ClientOptions, Error, LockClient, LockOptions, LossReason, RetryOptions, WatchdogOptions,
+};
+use lockkit_test_support::{DelayRelay, RedisServer};
+
+fn conn(server: &RedisServer) -> redis::Connection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+fn dbsize(c: &mut redis::Connection) -> i64 {
+    redis::cmd("DBSIZE").query(c).unwrap()
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill -{sig} {pid}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connections_leave_no_ghost_locks() {
+    let server = RedisServer::start();
+    let client = LockClient::connect_with(
+        &server.url(),
+        ClientOptions::new().response_timeout(Some(Duration::from_millis(500))),
+    )
+    .await
+    .unwrap();
+    let stop_at = Instant::now() + Duration::from_millis(1500);
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut errors) = (0u32, 0u32);
+            let mut i = 0u32;
+            while Instant::now() < stop_at && i < 100_000 {
+                i += 1;
+                let key = format!("ghost:{t}:{}", i % 50);
+                match client.try_acquire(&key, Duration::from_secs(30)).await {
+                    Ok(Some(lock)) => match client.release(&lock).await {
+                        Ok(_) => ok += 1,
+                        Err(_) => errors += 1,
+                    },
+                    Ok(None) => {}
+                    Err(_) => errors += 1,
+                }
+            }
+            (ok, errors)
+        }));
+    }
+    let mut c = conn(&server);
+    let mut killed = 0i64;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        killed += redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query::<i64>(&mut c)
+            .unwrap();
+    }
+    let mut total_ok = 0;
+    for t in tasks {
+        total_ok += t.await.unwrap().0;
+    }
+    assert!(killed >= 5, "connections were killed ({killed})");
+    assert!(
+        total_ok > 100,
+        "work went on between kills ({total_ok} cycles)"
+    );
+    // Locks have a 30 s TTL: any left behind would still be there. Give the background
+    // clean-ups a moment, then the keyspace must be empty.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dbsize(&mut c) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(dbsize(&mut c), 0, "ghost locks left after CLIENT KILL");
+}
+
+#[tokio::test]
+async fn paused_server_past_ttl_is_reported_as_lost_to_watchdog_holders() {
+    let server = RedisServer::start();
+    let client = LockClient::connect_with(
+        &server.url(),
+        ClientOptions::new().response_timeout(Some(Duration::from_millis(100))),
+    )
+    .await
+    .unwrap();
+    let opts = LockOptions::new(Duration::from_millis(400));
+    let guard = client
+        .lock("lock:paused", &opts, WatchdogOptions::new())
+        .await
+        .unwrap();
+    let pid = server.pid().unwrap();
+    signal(pid, "STOP");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let during = guard.is_lost();
+    signal(pid, "CONT");
+    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("the holder learns its lock is gone");
+    // While the server was frozen, renewals timed out and the validity ran out: the holder was
+    // told before the server came back.
+    assert_eq!(during, Some(LossReason::Unreachable));
+    assert_eq!(reason, LossReason::Unreachable);
+}
+
+#[tokio::test]
+async fn slow_network_shrinks_validity_fires_timeouts_and_bounds_retries() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(
+        server.port(),
+        Duration::from_millis(40),
+        Duration::from_millis(10),
+    )
+    .unwrap();
+    let client = LockClient::connect_with(
+        &relay.url(),
+        ClientOptions::new().response_timeout(Some(Duration::from_millis(400))),
+    )
+    .await
+    .unwrap();
+    // Validity counts from the moment the SET was sent: one slow round trip (>= 80 ms) is gone.
+    let ttl = Duration::from_millis(1000);
+    let lock = client.try_acquire("lock:slow", ttl).await.unwrap().unwrap();
+    let drift = LockOptions::new(ttl).drift();
+    assert!(
+        lock.remaining_validity() <= ttl - drift - Duration::from_millis(80),
+        "{:?}",
+        lock.remaining_validity()
+    );
+    client.release(&lock).await.unwrap();
+
+    // Slower than the response timeout: the call fails with a timeout, not a hang.
+    relay.set_delay(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let err = client
+        .try_acquire("lock:slow2", Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    assert!(err.is_unknown_outcome(), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(3));
+
+    // Retrying acquire stays within its deadline and attempt count even when every call fails.
+    let opts = LockOptions::new(Duration::from_secs(5)).retry(
+        RetryOptions::new()
+            .delay(Duration::from_millis(10))
+            .jitter(Duration::ZERO)
+            .deadline(Some(Duration::from_millis(900)))
+            .max_attempts(Some(3)),
+    );
+    let t0 = Instant::now();
+    match client.acquire("lock:slow3", &opts).await {
+        Err(Error::AcquireTimeout { attempts, .. }) => assert!(attempts <= 3),
+        other => panic!("expected AcquireTimeout, got {other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+
+    // Back to normal speed: the ghost of the timed-out SET was cleaned up, the key is free.
+    relay.set_delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let mut c = conn(&server);
+    let left: Option<String> = redis::cmd("GET").arg("lock:slow2").query(&mut c).unwrap();
+    assert_eq!(
+        left, None,
+        "a SET whose reply timed out was left holding the key"
+    );
+}
+
+/// The child half of `killed_holder_locks_free_after_ttl_never_before`: acquires, says so, and
+/// waits to be killed.
+#[tokio::test]
+async fn holder_child_process() {
+    let Ok(url) = std::env::var("LOCKKIT_HOLDER_URL") else {
+        return; // Only does something when started by the parent test.
+    };
+    let client = LockClient::connect(&url).await.unwrap();
+    let lock = client
+        .try_acquire("lock:held-by-child", Duration::from_millis(1500))
+        .await
+        .unwrap()
+        .unwrap();
+    println!("HOLDING {}", lock.token());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+}
+
+#[test]
+fn killed_holder_locks_free_after_ttl_never_before() {
+    let server = RedisServer::start();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "holder_child_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("LOCKKIT_HOLDER_URL", server.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let token = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        // libtest may print `test holder_child_process ... ` on the same line first.
+        .find_map(|l| l.split_once("HOLDING ").map(|(_, t)| t.trim().to_string()))
+        .expect("child acquired the lock");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed_at = Instant::now();
+    let mut c = conn(&server);
+    // Until the TTL runs out the key keeps the dead holder's token: nobody else gets in early.
+    let held: Option<String> = redis::cmd("GET")
+        .arg("lock:held-by-child")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(held.as_deref(), Some(token.as_str()));
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg("lock:held-by-child")
+        .query(&mut c)
+        .unwrap();
+    assert!(pttl > 0 && pttl <= 1500, "{pttl}");
+    // And then it is free.
+    std::thread::sleep(
+        Duration::from_millis(pttl as u64 + 100).saturating_sub(killed_at.elapsed()),
+    );
+    let held: Option<String> = redis::cmd("GET")
+        .arg("lock:held-by-child")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(held, None);
+}
