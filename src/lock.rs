@@ -218,7 +218,8 @@ impl LockClient {
     /// error, so no ghost lock is left held for a whole TTL.
     pub async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lock>> {
         let opts = LockOptions::new(ttl);
-        validate_ttl("ttl", ttl)?;
+        // Also refuses a TTL the drift allowance eats whole: such a lock is born expired.
+        opts.validate()?;
         self.attempt(key, &opts).await
     }
 
@@ -411,7 +412,7 @@ impl LockClient {
     ///
     /// Returns one entry per key, in order: `Some(lock)` where taken, `None` where busy.
     pub async fn acquire_many(&self, keys: &[&str], ttl: Duration) -> Result<Vec<Option<Lock>>> {
-        validate_ttl("ttl", ttl)?;
+        LockOptions::new(ttl).validate()?;
         for k in keys {
             check_key(k)?;
         }

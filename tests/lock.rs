@@ -508,6 +508,17 @@ async fn bad_options_are_rejected_naming_the_field() {
     };
     let zero = client.try_acquire("k", Duration::ZERO).await.map(|_| ());
     assert_eq!(field(zero), "ttl");
+    // 2 ms: the drift allowance (0.01 x TTL + 2 ms) leaves no validity at all.
+    let tiny = client
+        .try_acquire("k", Duration::from_millis(2))
+        .await
+        .map(|_| ());
+    assert_eq!(field(tiny), "ttl");
+    let huge = client
+        .try_acquire("k", Duration::from_secs(400 * 24 * 3600))
+        .await
+        .map(|_| ());
+    assert_eq!(field(huge), "ttl");
     let opts = LockOptions::new(Duration::from_secs(1)).retry(
         RetryOptions::new()
             .delay(Duration::from_secs(5))
