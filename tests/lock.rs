@@ -570,3 +570,23 @@ async fn redis_error_is_an_error_not_false() {
         .unwrap_err();
     assert!(matches!(err, Error::Redis(_)));
 }
+
+#[tokio::test]
+async fn keys_with_newlines_nul_and_unicode_round_trip_exactly() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let key = "lock:\r\n*3\r\n$3\r\nDEL\0 🔒 \"quoted\" {tag}";
+    let lock = client
+        .try_acquire(key, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut c = inspect(&server);
+    assert_eq!(get(&mut c, key).as_deref(), Some(lock.token()));
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 1);
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0);
+}
