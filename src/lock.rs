@@ -343,16 +343,13 @@ impl LockClient {
                 Err(e) => return Err(e),
             }
             let elapsed = first.elapsed();
-            let pause = opts.retry.pause();
-            let out_of_attempts = opts.retry.max_attempts.is_some_and(|m| attempts >= m);
-            let out_of_time = opts.retry.deadline.is_some_and(|d| elapsed + pause > d);
-            if out_of_attempts || out_of_time {
+            let Some(pause) = opts.retry.next_pause(attempts, elapsed) else {
                 return Err(Error::AcquireTimeout {
                     key: key.to_string(),
                     attempts,
                     elapsed,
                 });
-            }
+            };
             tokio::time::sleep(pause).await;
         }
     }

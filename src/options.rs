@@ -215,6 +215,19 @@ impl RetryOptions {
         self.delay + Duration::from_micros(extra)
     }
 
+    /// The pause before attempt `attempts + 1`, or `None` when the attempt count is used up or
+    /// the pause would end past the deadline (`elapsed` since the first attempt).
+    pub fn next_pause(&self, attempts: u32, elapsed: Duration) -> Option<Duration> {
+        if self.max_attempts.is_some_and(|m| attempts >= m) {
+            return None;
+        }
+        let pause = self.pause();
+        if self.deadline.is_some_and(|d| elapsed + pause > d) {
+            return None;
+        }
+        Some(pause)
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         if self.max_attempts.is_none() && self.deadline.is_none() {
             return Err(Error::invalid(

@@ -138,19 +138,10 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     let eval = check(
         url,
         &opts,
-        |mut c, key| async move {
-            let v: i64 = redis::cmd("EVAL")
-                .arg(scripts::RELEASE.source())
-                .arg(1)
-                .arg(&key)
-                .arg("probe")
-                .query_async(&mut c)
-                .await?;
-            Ok(if v == 0 {
-                Support::Yes
-            } else {
-                Support::No(format!("returned {v}"))
-            })
+        |c, key| async move {
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(scripts::RELEASE.source());
+            expect_not_held(c, cmd, &key).await
         },
         &key,
     )
@@ -159,19 +150,10 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     let evalsha = check(
         url,
         &opts,
-        |mut c, key| async move {
-            let v: i64 = redis::cmd("EVALSHA")
-                .arg(scripts::RELEASE.sha())
-                .arg(1)
-                .arg(&key)
-                .arg("probe")
-                .query_async(&mut c)
-                .await?;
-            Ok(if v == 0 {
-                Support::Yes
-            } else {
-                Support::No(format!("returned {v}"))
-            })
+        |c, key| async move {
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(scripts::RELEASE.sha());
+            expect_not_held(c, cmd, &key).await
         },
         &key,
     )
@@ -187,18 +169,9 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
                 .arg(scripts::function_library())
                 .query_async(&mut c)
                 .await?;
-            let v: i64 = redis::cmd("FCALL")
-                .arg(scripts::RELEASE.function_name())
-                .arg(1)
-                .arg(&key)
-                .arg("probe")
-                .query_async(&mut c)
-                .await?;
-            Ok(if v == 0 {
-                Support::Yes
-            } else {
-                Support::No(format!("returned {v}"))
-            })
+            let mut cmd = redis::cmd("FCALL");
+            cmd.arg(scripts::RELEASE.function_name());
+            expect_not_held(c, cmd, &key).await
         },
         &key,
     )
@@ -227,6 +200,22 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
         functions,
         rtt,
         recommended_mode,
+    })
+}
+
+/// Completes `cmd` (a script call naming release.lua) with a free key and a made-up token: a
+/// working target answers `0` (not held) and changes nothing.
+async fn expect_not_held(
+    mut c: Conn,
+    mut cmd: redis::Cmd,
+    key: &str,
+) -> redis::RedisResult<Support> {
+    cmd.arg(1).arg(key).arg("probe");
+    let v: i64 = cmd.query_async(&mut c).await?;
+    Ok(if v == 0 {
+        Support::Yes
+    } else {
+        Support::No(format!("returned {v}"))
     })
 }
 

@@ -268,13 +268,7 @@ impl Redlock {
             if let Some(lock) = attempt.lock {
                 return Ok(lock);
             }
-            let pause = opts.retry.pause();
-            let out_of_attempts = opts.retry.max_attempts.is_some_and(|m| attempts >= m);
-            let out_of_time = opts
-                .retry
-                .deadline
-                .is_some_and(|d| first.elapsed() + pause > d);
-            if out_of_attempts || out_of_time {
+            let Some(pause) = opts.retry.next_pause(attempts, first.elapsed()) else {
                 return Err(Error::QuorumNotReached {
                     key: key.to_string(),
                     acquired: attempt.acquired,
@@ -286,7 +280,7 @@ impl Redlock {
                         .map(ToString::to_string)
                         .collect(),
                 });
-            }
+            };
             tokio::time::sleep(pause).await;
         }
     }
