@@ -4,8 +4,10 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use lockkit_loadgen::args::{BenchArgs, MergeArgs, TtlArgs};
 
 mod lua;
+mod probe;
 
 /// Redis distributed locks, measured and tested: benchmark a target, size TTLs, test Lua offline.
 #[derive(Debug, Parser)]
@@ -17,14 +19,26 @@ struct Opts {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Measure lock throughput and latency on a target (no --url: a throwaway local server).
+    Bench(BenchArgs),
+    /// Recommend a TTL, watchdog interval and retry policy from a bench report.
+    Ttl(TtlArgs),
+    /// Merge HdrHistogram logs from several load machines into one report.
+    Merge(MergeArgs),
     /// Run Redis scripting offline (exec, test, record transcripts).
     Lua(lua::LuaArgs),
+    /// What a target supports (SCRIPT LOAD, EVALSHA, FUNCTION, cluster, proxy) and its round trip.
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
     let opts = Opts::parse();
     let result = match opts.command {
+        Command::Bench(args) => lockkit_loadgen::bench::run(args),
+        Command::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
+        Command::Merge(args) => lockkit_loadgen::merge::run(args),
         Command::Lua(args) => lua::run(args),
+        Command::Probe(args) => probe::run(args),
     };
     match result {
         Ok(code) => code,
@@ -32,5 +46,22 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subcommands_parse_in_process() {
+        let o = Opts::parse_from(["lockkit", "bench", "--duration", "2s", "--keys", "10k"]);
+        assert!(matches!(o.command, Command::Bench(ref b) if b.keys == 10_000));
+        let o = Opts::parse_from(["lockkit", "ttl", "r.json", "--work-p99", "120ms"]);
+        assert!(matches!(o.command, Command::Ttl(_)));
+        let o = Opts::parse_from(["lockkit", "merge", "a.hlog", "b.hlog", "--json", "m.json"]);
+        assert!(matches!(o.command, Command::Merge(ref m) if m.logs.len() == 2));
+        assert!(Opts::try_parse_from(["lockkit", "bench", "--duration", "10x"]).is_err());
+        assert!(Opts::try_parse_from(["lockkit", "merge"]).is_err());
     }
 }

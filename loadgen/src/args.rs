@@ -1,0 +1,451 @@
+//! The options of `lockkit bench`, `lockkit ttl` and `lockkit merge` (clap derive; the doc
+//! comments are the help text), and their validation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::units::{parse_count, parse_duration};
+
+/// Which keys the clients lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyDist {
+    /// Every cycle locks a key nobody else uses (no contention at all).
+    Unique,
+    /// Uniformly random over `--keys` keys.
+    Uniform,
+    /// Zipf over `--keys` keys (`--zipf-s`): a few keys are hot.
+    Zipf,
+    /// Everybody wants the same one key.
+    Hot,
+}
+
+/// How the hold time inside the critical section varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HoldDist {
+    /// Exactly `--hold`.
+    Fixed,
+    /// Uniform in 0..2×`--hold` (mean `--hold`).
+    Uniform,
+    /// Exponential with mean `--hold`, capped at 10×`--hold`.
+    Exp,
+}
+
+/// How the lock scripts are called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScriptModeArg {
+    /// `SCRIPT LOAD` once, then `EVALSHA` (the library's default).
+    Evalsha,
+    /// `EVAL` with the script text every call.
+    Eval,
+    /// `FCALL` of the `lockkit` Function library (Redis 7+).
+    Fcall,
+    /// evalsha, eval and fcall in turn, each for `--duration`, compared in one table.
+    All,
+}
+
+impl ScriptModeArg {
+    /// The library modes this choice runs, in order.
+    pub fn modes(self) -> Vec<lockkit::ScriptMode> {
+        use lockkit::ScriptMode as M;
+        match self {
+            ScriptModeArg::Evalsha => vec![M::EvalSha],
+            ScriptModeArg::Eval => vec![M::Eval],
+            ScriptModeArg::Fcall => vec![M::Function],
+            ScriptModeArg::All => vec![M::EvalSha, M::Eval, M::Function],
+        }
+    }
+}
+
+/// Measure lock latency and throughput on a Redis target and size TTLs from it.
+///
+/// Without --url (and without REDIS_URL) a throwaway local redis-server is started on a free
+/// loopback port, measured and stopped.
+#[derive(Debug, Clone, Args, Serialize)]
+pub struct BenchArgs {
+    /// Target URL (redis://, rediss://, redis+unix://; password in the URL is never printed).
+    /// Repeat for Redlock over independent masters. Default: $REDIS_URL, else a throwaway server.
+    #[arg(long = "url", value_name = "URL")]
+    #[serde(skip)]
+    pub urls: Vec<String>,
+
+    /// How long to measure, after the warm-up (e.g. 10s, 2m).
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub duration: Duration,
+
+    /// Stop after this many measured cycles (the duration still bounds the run).
+    #[arg(long, value_parser = parse_count, value_name = "N")]
+    pub cycles: Option<u64>,
+
+    /// Load before measuring; nothing of it is recorded (except safety violations).
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub warmup: Duration,
+
+    /// Concurrent lock users (tasks).
+    #[arg(long, default_value = "50", value_parser = parse_count, value_name = "N")]
+    pub clients: u64,
+
+    /// Multiplexed connections the clients share (one already pipelines concurrent calls).
+    #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N")]
+    pub connections: u64,
+
+    /// Runtime worker threads of the load generator (default: the number of cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+
+    /// Size of the key space (ignored by --key-dist unique and hot).
+    #[arg(long, default_value = "100k", value_parser = parse_count, value_name = "N")]
+    pub keys: u64,
+
+    /// How keys are picked.
+    #[arg(long, value_enum, default_value_t = KeyDist::Uniform)]
+    pub key_dist: KeyDist,
+
+    /// Zipf exponent for --key-dist zipf.
+    #[arg(long, default_value_t = 0.99, value_name = "S")]
+    pub zipf_s: f64,
+
+    /// Time spent inside the critical section per lock (0: release at once).
+    #[arg(long, default_value = "0", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub hold: Duration,
+
+    /// How the hold time varies around --hold.
+    #[arg(long, value_enum, default_value_t = HoldDist::Fixed)]
+    pub hold_dist: HoldDist,
+
+    /// Lock TTL.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub ttl: Duration,
+
+    /// Retry a busy lock (delay + jitter until a deadline) instead of one attempt per cycle.
+    #[arg(long)]
+    pub retry: bool,
+
+    /// Fixed pause between retries.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub retry_delay: Duration,
+
+    /// Random extra pause between retries, uniform in 0..=this.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub retry_jitter: Duration,
+
+    /// Give up retrying after this long (counted as an `acquire_timeout` error).
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub retry_deadline: Duration,
+
+    /// Holders renew their locks with the library's watchdog (every TTL/3).
+    #[arg(long)]
+    pub watchdog: bool,
+
+    /// Explicit `extend` calls per held lock, spread over the hold time (measured as `extend`).
+    #[arg(long, default_value = "0", value_parser = parse_count, value_name = "N")]
+    pub extends: u64,
+
+    /// Locks per cycle, taken with one pipelined `acquire_many` and freed with `release_many`.
+    #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N")]
+    pub batch: u64,
+
+    /// How the release/extend scripts are called.
+    #[arg(long, value_enum, default_value_t = ScriptModeArg::Evalsha)]
+    pub script_mode: ScriptModeArg,
+
+    /// Open loop: start this many cycles per second in total, on a fixed schedule; latency counts
+    /// from the scheduled start (no coordinated omission). Default: closed loop, as fast as it goes.
+    #[arg(long, value_parser = parse_count, value_name = "N")]
+    pub rate: Option<u64>,
+
+    /// Folder for the JSON report and the HdrHistogram logs.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Write the JSON report to this path (the logs go beside it).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// No progress line and no summary table; print only where the report went.
+    #[arg(long)]
+    pub quiet: bool,
+
+    /// Also measure the server's ceiling with redis-benchmark -P 16 (SET NX PX and the release
+    /// EVALSHA) and report the ratio. Needs redis-benchmark and a redis:// TCP target.
+    #[arg(long)]
+    pub ceiling: bool,
+
+    /// Pause budget in the TTL recommendation (GC, swap, a stopped VM).
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub pause_budget: Duration,
+
+    /// Safety factor in the TTL recommendation.
+    #[arg(long, default_value_t = 2.0, value_name = "X")]
+    pub safety_factor: f64,
+
+    /// Prefix of every key the benchmark writes.
+    #[arg(long, default_value = "lockkit:bench:", value_name = "PREFIX")]
+    pub key_prefix: String,
+}
+
+fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::units::format_duration(*d))
+}
+
+/// The most keys a zipf table is built for (8 bytes each).
+pub const MAX_ZIPF_KEYS: u64 = 10_000_000;
+
+impl BenchArgs {
+    /// Checks the options against each other; the error names the flag and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.ttl < Duration::from_millis(3) {
+            return Err(format!(
+                "--ttl {}: a lock TTL must be at least 3 ms (Redis counts whole ms and 2 ms go to the drift allowance); try --ttl 5s",
+                crate::units::format_duration(self.ttl)
+            ));
+        }
+        if self.duration.is_zero() {
+            return Err("--duration 0: nothing would be measured; try --duration 10s".into());
+        }
+        if self.rate == Some(0) {
+            return Err(
+                "--rate 0: an open loop needs at least one cycle per second; omit --rate for a closed loop"
+                    .into(),
+            );
+        }
+        if self.clients == 0 || self.clients > 100_000 {
+            return Err("--clients must be between 1 and 100k".into());
+        }
+        if self.connections == 0 || self.connections > 1024 {
+            return Err("--connections must be between 1 and 1024".into());
+        }
+        if self.threads == Some(0) {
+            return Err("--threads must be at least 1".into());
+        }
+        if self.keys == 0 {
+            return Err("--keys must be at least 1".into());
+        }
+        if self.key_dist == KeyDist::Zipf && self.keys > MAX_ZIPF_KEYS {
+            return Err(format!(
+                "--keys {} is too many for --key-dist zipf (at most 10m)",
+                self.keys
+            ));
+        }
+        if !(self.zipf_s > 0.0 && self.zipf_s.is_finite()) {
+            return Err("--zipf-s must be a positive number, e.g. 0.99".into());
+        }
+        if self.batch == 0 || self.batch > 10_000 {
+            return Err("--batch must be between 1 and 10k".into());
+        }
+        if self.batch > 1 && self.key_dist == KeyDist::Hot {
+            return Err("--batch > 1 needs several keys; use --key-dist uniform or zipf".into());
+        }
+        if self.batch > 1 && (self.retry || self.watchdog || self.extends > 0) {
+            return Err(
+                "--batch > 1 runs single acquire_many attempts; it does not combine with --retry, --watchdog or --extends"
+                    .into(),
+            );
+        }
+        if self.retry && self.retry_deadline.is_zero() {
+            return Err("--retry-deadline must be greater than zero".into());
+        }
+        if self.retry && self.retry_delay > self.retry_deadline {
+            return Err("--retry-delay is longer than --retry-deadline".into());
+        }
+        if self.extends > 1_000 {
+            return Err("--extends must be at most 1000".into());
+        }
+        if !(self.safety_factor >= 1.0 && self.safety_factor.is_finite()) {
+            return Err("--safety-factor must be at least 1".into());
+        }
+        if self.key_prefix.is_empty() {
+            return Err("--key-prefix must not be empty".into());
+        }
+        if self.json.as_ref().is_some_and(|p| p.is_dir()) {
+            return Err("--json names a folder; give a file path (or use --out DIR)".into());
+        }
+        Ok(())
+    }
+
+    /// Closed or open loop, for the report.
+    pub fn loop_mode(&self) -> &'static str {
+        if self.rate.is_some() {
+            "open"
+        } else {
+            "closed"
+        }
+    }
+}
+
+/// Print a TTL, watchdog interval and retry policy recommendation, with its reasoning.
+#[derive(Debug, Clone, Args)]
+pub struct TtlArgs {
+    /// A JSON report written by `lockkit bench`.
+    #[arg(value_name = "RESULT.json")]
+    pub result: PathBuf,
+
+    /// The guarded work's p99 (e.g. 120ms). Default: the benchmark's hold time.
+    #[arg(long, value_parser = parse_duration, conflicts_with = "work_timings", value_name = "DURATION")]
+    pub work_p99: Option<Duration>,
+
+    /// The guarded work's measured durations: one per line (12ms, 0.8s, or plain ms) or an
+    /// HdrHistogram log in microseconds (as `lockkit bench` writes).
+    #[arg(long, value_name = "FILE")]
+    pub work_timings: Option<PathBuf>,
+
+    /// Which quantile of --work-timings to size for.
+    #[arg(long, value_enum, default_value_t = WorkQuantile::P99)]
+    pub quantile: WorkQuantile,
+
+    /// Allowance for process pauses (GC, swap, a stopped VM).
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    pub pause_budget: Duration,
+
+    /// Multiplier over the sum of the timings.
+    #[arg(long, default_value_t = 2.0, value_name = "X")]
+    pub safety_factor: f64,
+
+    /// Print the recommendation as JSON (the report's `ttl` object).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A quantile of the work timings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WorkQuantile {
+    /// 99th percentile.
+    P99,
+    /// 99.9th percentile.
+    P999,
+    /// The largest seen.
+    Max,
+}
+
+impl WorkQuantile {
+    /// The quantile as a fraction (max is 1.0).
+    pub fn fraction(self) -> f64 {
+        match self {
+            WorkQuantile::P99 => 0.99,
+            WorkQuantile::P999 => 0.999,
+            WorkQuantile::Max => 1.0,
+        }
+    }
+
+    /// Its name in the reasoning text.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkQuantile::P99 => "work p99",
+            WorkQuantile::P999 => "work p99.9",
+            WorkQuantile::Max => "work max",
+        }
+    }
+}
+
+/// Merge HdrHistogram interval logs from several load machines into one report.
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// Interval logs (`.hlog`) written by `lockkit bench`; histograms merge by tag (operation).
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+
+    /// Write the merged latencies as JSON to this path.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn parse(args: &[&str]) -> BenchArgs {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(args);
+        Wrap::parse_from(v).bench
+    }
+
+    #[test]
+    fn defaults_are_the_speed_goal_workload() {
+        let a = parse(&[]);
+        assert_eq!(a.clients, 50);
+        assert_eq!(a.keys, 100_000);
+        assert_eq!(a.hold, Duration::ZERO);
+        assert_eq!(a.ttl, Duration::from_secs(5));
+        assert_eq!(a.loop_mode(), "closed");
+        assert!(a.validate().is_ok());
+    }
+
+    #[test]
+    fn counts_and_durations_take_suffixes() {
+        let a = parse(&[
+            "--keys",
+            "10k",
+            "--rate",
+            "2k",
+            "--hold",
+            "250ms",
+            "--duration",
+            "2m",
+        ]);
+        assert_eq!(a.keys, 10_000);
+        assert_eq!(a.rate, Some(2_000));
+        assert_eq!(a.hold, Duration::from_millis(250));
+        assert_eq!(a.duration, Duration::from_secs(120));
+        assert_eq!(a.loop_mode(), "open");
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_the_parser() {
+        for args in [
+            vec!["bench", "--duration", "10x"],
+            vec!["bench", "--keys", "ten"],
+            vec!["bench", "--key-dist", "gaussian"],
+        ] {
+            assert!(Wrap::try_parse_from(args).is_err());
+        }
+    }
+
+    #[test]
+    fn zero_ttl_and_zero_rate_name_the_flag() {
+        assert!(parse(&["--ttl", "0"])
+            .validate()
+            .unwrap_err()
+            .contains("--ttl"));
+        assert!(parse(&["--rate", "0"])
+            .validate()
+            .unwrap_err()
+            .contains("--rate"));
+        assert!(parse(&["--batch", "5", "--watchdog"])
+            .validate()
+            .unwrap_err()
+            .contains("--batch"));
+    }
+
+    #[test]
+    fn work_p99_conflicts_with_timings_file() {
+        #[derive(Debug, Parser)]
+        struct W {
+            #[command(flatten)]
+            t: TtlArgs,
+        }
+        let r = W::try_parse_from(["ttl", "r.json", "--work-p99", "5ms", "--work-timings", "f"]);
+        assert!(r.is_err());
+        let ok = W::parse_from(["ttl", "r.json", "--work-p99", "5ms"]).t;
+        assert_eq!(ok.work_p99, Some(Duration::from_millis(5)));
+    }
+}

@@ -1,0 +1,152 @@
+//! `lockkit merge`: HdrHistogram interval logs from several load machines, merged by operation.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::args::MergeArgs;
+use crate::report::write_atomic;
+use crate::stats::{new_histogram, LatencySummary};
+use crate::units::format_duration;
+
+/// Reads an interval log and merges its intervals by tag (`untagged` for none).
+///
+/// # Errors
+/// A line that is neither a comment nor an interval, or a histogram that does not decode.
+pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>> {
+    let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    let mut de = Deserializer::new();
+    let mut intervals = 0usize;
+    for entry in IntervalLogIterator::new(bytes) {
+        let entry =
+            entry.map_err(|e| anyhow::anyhow!("not an HdrHistogram interval log ({e:?})"))?;
+        let LogEntry::Interval(i) = entry else {
+            continue;
+        };
+        intervals += 1;
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(i.encoded_histogram())
+            .context("an interval's histogram is not valid base64")?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| anyhow::anyhow!("an interval's histogram does not decode: {e:?}"))?;
+        let tag = i.tag().map_or("untagged", |t| t.as_str()).to_string();
+        let slot = out.entry(tag).or_insert_with(new_histogram);
+        slot.add(&h)
+            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+    }
+    if intervals == 0 && !bytes.is_empty() && !bytes.starts_with(b"#") {
+        anyhow::bail!("not an HdrHistogram interval log (no intervals found)");
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Serialize)]
+struct MergeReport {
+    schema: &'static str,
+    inputs: Vec<String>,
+    latency_us: BTreeMap<String, LatencySummary>,
+}
+
+/// Merges the logs, prints the table, writes `--json`.
+pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
+    let mut merged: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for path in &args.logs {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let hists = read_log(&bytes).with_context(|| format!("reading {}", path.display()))?;
+        for (tag, h) in hists {
+            let slot = merged.entry(tag).or_insert_with(new_histogram);
+            slot.add(&h)
+                .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+        }
+    }
+    if merged.is_empty() {
+        anyhow::bail!("the logs hold no intervals; give the .hlog files `lockkit bench` wrote");
+    }
+    let latency_us: BTreeMap<String, LatencySummary> = merged
+        .iter()
+        .map(|(k, h)| (k.clone(), LatencySummary::of(h)))
+        .collect();
+    println!(
+        "merged {} logs\n  {:<18} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        args.logs.len(),
+        "op",
+        "count",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "max"
+    );
+    let f = |v: u64| format_duration(std::time::Duration::from_micros(v));
+    for (op, l) in &latency_us {
+        println!(
+            "  {:<18} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            op,
+            l.count,
+            f(l.p50),
+            f(l.p90),
+            f(l.p99),
+            f(l.p999),
+            f(l.max)
+        );
+    }
+    if let Some(json) = &args.json {
+        let report = MergeReport {
+            schema: "lockkit.merge/1",
+            inputs: args.logs.iter().map(|p| p.display().to_string()).collect(),
+            latency_us,
+        };
+        write_atomic(json, serde_json::to_string_pretty(&report)?.as_bytes())?;
+        println!("wrote {}", json.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::IntervalLog;
+    use std::time::{Duration, SystemTime};
+
+    fn log_with(tag: &str, values: &[u64]) -> Vec<u8> {
+        let mut log = IntervalLog::default();
+        let mut h = new_histogram();
+        for v in values {
+            h.record(*v).unwrap();
+        }
+        log.push(Duration::ZERO, Duration::from_secs(1), h);
+        log.render(tag, SystemTime::now()).unwrap()
+    }
+
+    #[test]
+    fn logs_from_two_machines_merge_by_operation() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.hlog");
+        let b = dir.path().join("b.hlog");
+        std::fs::write(&a, log_with("cycle", &[100, 200])).unwrap();
+        std::fs::write(&b, log_with("cycle", &[300])).unwrap();
+        let out = dir.path().join("m.json");
+        run(MergeArgs {
+            logs: vec![a, b],
+            json: Some(out.clone()),
+        })
+        .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+        assert_eq!(v["latency_us"]["cycle"]["count"], 2 + 1);
+        assert_eq!(v["latency_us"]["cycle"]["max"], 300);
+    }
+
+    #[test]
+    fn garbage_is_a_clear_error() {
+        let e = read_log(b"hello world\nnot a log\n").unwrap_err();
+        assert!(e.to_string().contains("interval log"), "{e}");
+    }
+}

@@ -1,0 +1,182 @@
+//! `lockkit ttl RESULT.json [--work-p99 D | --work-timings FILE]`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::args::{TtlArgs, WorkQuantile};
+use crate::merge::read_log;
+use crate::stats::{new_histogram, LatencySummary};
+use crate::ttl::{recommend, TtlInputs, TtlRecommendation, TtlReport};
+use crate::units::parse_duration_or_ms;
+
+/// The recommendation for measured latencies (`latency_us` of a report) and a work time.
+pub fn recommend_from_latency(
+    latency: &BTreeMap<String, LatencySummary>,
+    work: Duration,
+    work_basis: &str,
+    pause_budget: Duration,
+    safety_factor: f64,
+) -> TtlRecommendation {
+    let get = |op: &str, f: fn(&LatencySummary) -> u64| {
+        Duration::from_micros(latency.get(op).map_or(0, f))
+    };
+    recommend(&TtlInputs {
+        work,
+        work_basis: work_basis.to_string(),
+        acquire_p999: get("acquire_ok", |l| l.p999),
+        release_p999: get("release", |l| l.p999),
+        acquire_p99: get("acquire_ok", |l| l.p99),
+        pause_budget,
+        safety_factor,
+    })
+}
+
+/// The work time at `q` from a timings file: one duration per line or an HdrHistogram log (µs).
+pub fn work_from_file(path: &Path, q: WorkQuantile) -> anyhow::Result<Duration> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let looks_like_log = text.contains("#[StartTime")
+        || text.contains("#[BaseTime")
+        || text.lines().any(|l| l.starts_with("Tag="));
+    let mut h = new_histogram();
+    if looks_like_log {
+        for (_, part) in read_log(&bytes).with_context(|| format!("reading {}", path.display()))? {
+            h.add(&part)
+                .map_err(|e| anyhow::anyhow!("merging: {e:?}"))?;
+        }
+    } else {
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let d = parse_duration_or_ms(line)
+                .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), n + 1))?;
+            let us = (d.as_nanos() / 1_000).max(1) as u64;
+            h.record(us)
+                .map_err(|e| anyhow::anyhow!("recording: {e:?}"))?;
+        }
+    }
+    if h.is_empty() {
+        anyhow::bail!(
+            "{} holds no timings; give one duration per line (12ms, 0.8s, or plain ms)",
+            path.display()
+        );
+    }
+    let us = match q {
+        WorkQuantile::Max => h.max(),
+        _ => h.value_at_quantile(q.fraction()),
+    };
+    Ok(Duration::from_micros(us))
+}
+
+/// The work time a report's own workload implies: its hold time at p99.
+pub fn work_from_config(config: &serde_json::Value) -> (Duration, String) {
+    let hold = Duration::from_micros(config["hold_us"].as_u64().unwrap_or(0));
+    match config["hold_dist"].as_str() {
+        Some("uniform") => (hold.mul_f64(1.98), "benchmark hold p99 (uniform)".into()),
+        Some("exp") => (hold.mul_f64(100f64.ln()), "benchmark hold p99 (exp)".into()),
+        _ => (hold, "benchmark hold".into()),
+    }
+}
+
+/// Reads the report, applies the formula, prints the result with its reasoning.
+pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.result)
+        .with_context(|| format!("reading {}", args.result.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not JSON; give the report `lockkit bench` wrote",
+            args.result.display()
+        )
+    })?;
+    if report["schema"].as_str() != Some(crate::report::SCHEMA) {
+        anyhow::bail!(
+            "{} is not a lockkit bench report (schema {})",
+            args.result.display(),
+            crate::report::SCHEMA
+        );
+    }
+    let latency: BTreeMap<String, LatencySummary> =
+        serde_json::from_value(report["latency_us"].clone())
+            .context("the report's latency_us is malformed")?;
+    if latency.get("acquire_ok").is_none_or(|l| l.count == 0) {
+        anyhow::bail!("the report has no acquire_ok samples; run a benchmark that acquires locks");
+    }
+    let (work, basis) = match (&args.work_p99, &args.work_timings) {
+        (Some(d), _) => (*d, "work p99 (--work-p99)".to_string()),
+        (None, Some(f)) => (
+            work_from_file(f, args.quantile)?,
+            format!("{} of {}", args.quantile.name(), f.display()),
+        ),
+        (None, None) => work_from_config(&report["config"]),
+    };
+    if !(args.safety_factor >= 1.0 && args.safety_factor.is_finite()) {
+        anyhow::bail!("--safety-factor must be at least 1");
+    }
+    let r = recommend_from_latency(
+        &latency,
+        work,
+        &basis,
+        args.pause_budget,
+        args.safety_factor,
+    );
+    let out = TtlReport::from(&r);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("TTL              {} ms", out.recommended_ms);
+        println!("watchdog every   {} ms", out.watchdog_interval_ms);
+        println!(
+            "retry            delay {} ms + jitter 0..{} ms",
+            out.retry.delay_ms, out.retry.jitter_ms
+        );
+        println!("why              {}", out.basis);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_file_lines_and_quantiles() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.txt");
+        let mut text = String::from("# work\n");
+        for i in 1..=100 {
+            text.push_str(&format!("{i}\n"));
+        }
+        text.push_str("2s\n");
+        std::fs::write(&p, text).unwrap();
+        let p99 = work_from_file(&p, WorkQuantile::P99).unwrap();
+        assert!(
+            p99 >= Duration::from_millis(99) && p99 <= Duration::from_millis(101),
+            "{p99:?}"
+        );
+        let max = work_from_file(&p, WorkQuantile::Max).unwrap();
+        assert!(max >= Duration::from_secs(2) && max < Duration::from_millis(2010));
+    }
+
+    #[test]
+    fn bad_line_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.txt");
+        std::fs::write(&p, "12ms\nten\n").unwrap();
+        let e = work_from_file(&p, WorkQuantile::P99)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("w.txt:2"), "{e}");
+    }
+
+    #[test]
+    fn config_hold_is_the_default_work() {
+        let c = serde_json::json!({"hold_us": 2000, "hold_dist": "fixed"});
+        assert_eq!(work_from_config(&c).0, Duration::from_millis(2));
+    }
+}
