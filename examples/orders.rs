@@ -1,0 +1,142 @@
+//! A small orders API guarded against duplicate submits, across instances.
+//!
+//! ```text
+//! cargo run --example orders --features tower -- --port 3000 --redis-url redis://127.0.0.1:6379 --delay-ms 2000
+//! ```
+//! `POST /orders` with a JSON body creates an order after `--delay-ms` and answers 201; the user
+//! is taken from the `X-User-Id` header (falling back to the client address). Start two instances
+//! on two ports against one Redis and send the same order to both at once: one 201, one 429.
+//! With an `Idempotency-Key` header, a retry after the answer gets the same order back.
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Parser;
+use lockkit::middleware::{
+    DuplicateSubmitLayer, DuplicateSubmitOptions, HeaderUser, IdempotencyOptions,
+};
+use lockkit::{redact_url, LockClient, WatchdogOptions};
+use serde_json::{json, Value};
+
+/// The orders API of the duplicate-submit example.
+#[derive(Debug, Parser)]
+struct Opts {
+    /// The port to listen on.
+    #[arg(long, default_value_t = 3000)]
+    port: u16,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// The Redis server shared by all instances.
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    redis_url: String,
+    /// How long creating an order takes, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    delay_ms: u64,
+    /// The duplicate-submit lock's TTL in milliseconds (renewed by the watchdog while an order
+    /// is being created, so a slow order stays guarded).
+    #[arg(long, default_value_t = 5000)]
+    ttl_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+struct App {
+    instance: String,
+    delay: Duration,
+    next_id: Arc<AtomicU64>,
+}
+
+async fn create_order(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Json(order): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    tokio::time::sleep(app.delay).await;
+    let n = app.next_id.fetch_add(1, Ordering::SeqCst) + 1;
+    let user = headers
+        .get("x-user-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    tracing::info!(instance = %app.instance, user, id = n, "order created");
+    let body = json!({ "id": format!("{}-{n}", app.instance), "user": user, "order": order });
+    (StatusCode::CREATED, Json(body))
+}
+
+async fn run(opts: Opts) -> anyhow::Result<()> {
+    let target = redact_url(&opts.redis_url);
+    let client = LockClient::connect(&opts.redis_url)
+        .await
+        .with_context(|| format!("connecting to {target}"))?;
+    let guard_opts = DuplicateSubmitOptions::new()
+        .prefix("orders:submit")
+        .ttl(Duration::from_millis(opts.ttl_ms))
+        .watchdog(Some(WatchdogOptions::new()))
+        .idempotency(Some(IdempotencyOptions::new()));
+    let users = HeaderUser::default().client_addr(|ext| {
+        ext.get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip().to_string())
+    });
+    let guard = DuplicateSubmitLayer::new(client, guard_opts)
+        .context("duplicate-submit options")?
+        .user_extractor(users);
+
+    let state = App {
+        instance: format!("p{}", opts.port),
+        delay: Duration::from_millis(opts.delay_ms),
+        next_id: Arc::default(),
+    };
+    let app = Router::new()
+        .route("/orders", post(create_order))
+        .route_layer(guard)
+        .route("/health", get(|| async { "ok\n" }))
+        .with_state(state);
+
+    let addr = SocketAddr::new(opts.host, opts.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    // Tests and scripts wait for this line.
+    println!("orders: listening on http://{addr} (redis {target})");
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .context("serving")?;
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let opts = Opts::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
