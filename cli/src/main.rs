@@ -17,6 +17,8 @@ struct Opts {
     command: Command,
 }
 
+// Parsed once per process: the size of the bench variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure lock throughput and latency on a target (no --url: a throwaway local server).

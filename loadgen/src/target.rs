@@ -34,11 +34,15 @@ pub async fn info_connection(url: &str) -> anyhow::Result<MultiplexedConnection>
 
 /// A short hint for a connection error's message.
 pub fn connect_hint(msg: &str) -> String {
+    // One line: some redis-rs errors (a parse error on a non-Redis port) span several.
+    let msg = msg.split_whitespace().collect::<Vec<_>>().join(" ");
     let m = msg.to_ascii_lowercase();
     let hint = if m.contains("wrongpass") || m.contains("noauth") || m.contains("auth") {
         "check the user and password in the URL (redis://user:password@host:port)"
     } else if m.contains("refused") {
         "is the server running on that host and port? (or omit --url to start a throwaway local one)"
+    } else if m.contains("parse error") || m.contains("incompatible type") {
+        "that port does not speak the Redis protocol; check the host and port"
     } else if m.contains("timed out") || m.contains("timeout") {
         "the server did not answer in 2 s; check the host, port and firewall"
     } else {
@@ -149,5 +153,7 @@ mod tests {
     fn hints_name_the_fix() {
         assert!(connect_hint("Connection refused").contains("server running"));
         assert!(connect_hint("WRONGPASS invalid").contains("password"));
+        let h = connect_hint("Incompatible type - Parse error at 1\nUnexpected `33`\n");
+        assert!(!h.contains('\n') && h.contains("Redis protocol"), "{h}");
     }
 }
