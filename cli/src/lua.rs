@@ -1,11 +1,240 @@
-//! `lockkit lua ...`: placeholder until the harness lands (see issue 3).
+//! `lockkit lua exec|test|record`: a thin front door over `lockkit_harness::run`.
 
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Offline Redis scripting.
-#[derive(Debug, clap::Args)]
-pub struct LuaArgs {}
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use lockkit_harness::remote::Remote;
+use lockkit_harness::run::{self, Target};
+use lockkit_harness::transcript::Transcript;
+use lockkit_harness::Harness;
 
-pub fn run(_args: LuaArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`lockkit lua` is not built yet")
+/// Offline Redis scripting: run commands and transcripts without a server.
+#[derive(Debug, clap::Args)]
+pub struct LuaArgs {
+    #[command(subcommand)]
+    command: LuaCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum LuaCommand {
+    /// Run redis-cli style command lines offline (or against a server with --url) and print
+    /// the replies as `redis-cli --no-raw` does.
+    Exec {
+        /// The file of command lines; `-` or nothing reads standard input.
+        file: Option<PathBuf>,
+        /// Send the commands to this server instead of the offline harness.
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Run transcripts offline (or against an empty server with --url); exit non-zero on a diff.
+    Test {
+        /// Transcript files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Check against this server instead of the offline harness.
+        #[arg(long)]
+        url: Option<String>,
+    },
+    /// Run transcripts against an empty real server and write its replies into them.
+    Record {
+        /// Transcript files, rewritten in place.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The server (default: REDIS_URL). It must be empty; what the transcripts create is
+        /// flushed afterwards.
+        #[arg(long)]
+        url: Option<String>,
+    },
+}
+
+/// Runs `lockkit lua ...`.
+pub fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        LuaCommand::Exec { file, url } => exec(file, url),
+        LuaCommand::Test { files, url } => test(&files, url),
+        LuaCommand::Record { files, url } => {
+            let url = match url.or_else(|| std::env::var("REDIS_URL").ok()) {
+                Some(u) => u,
+                None => bail!("lua record needs a server: pass --url URL or set REDIS_URL"),
+            };
+            record(&files, &url)
+        }
+    }
+}
+
+/// A URL with its password replaced by `***`.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn connect(url: &str) -> anyhow::Result<Remote> {
+    Remote::connect(url).with_context(|| format!("connecting to {}", redact(url)))
+}
+
+fn offline() -> anyhow::Result<Target> {
+    Ok(Target::Offline(Box::new(
+        Harness::new().context("starting the offline harness")?,
+    )))
+}
+
+fn exec(file: Option<PathBuf>, url: Option<String>) -> anyhow::Result<ExitCode> {
+    let (input, name, base) = match file.as_deref() {
+        None => read_stdin()?,
+        Some(p) if p == Path::new("-") => read_stdin()?,
+        Some(p) => (
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+            p.display().to_string(),
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ),
+    };
+    let mut target = match url {
+        Some(u) => Target::Server(connect(&u)?),
+        None => offline()?,
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    run::exec(&mut target, &input, &name, &base, &mut out).map_err(anyhow::Error::msg)?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_stdin() -> anyhow::Result<(String, String, PathBuf)> {
+    let mut s = String::new();
+    std::io::stdin()
+        .read_to_string(&mut s)
+        .context("reading standard input")?;
+    Ok((s, "-".into(), PathBuf::from(".")))
+}
+
+fn parse_all(files: &[PathBuf]) -> anyhow::Result<Vec<Transcript>> {
+    files
+        .iter()
+        .map(|f| Transcript::read(f).map_err(anyhow::Error::new))
+        .collect()
+}
+
+/// Fails unless the server holds no keys, so a transcript sees what the harness sees.
+fn require_empty(remote: &mut Remote, url: &str) -> anyhow::Result<()> {
+    let size = remote
+        .call(&[b"DBSIZE".to_vec()])
+        .with_context(|| format!("asking {} for DBSIZE", redact(url)))?;
+    if size != lockkit_harness::Reply::Int(0) {
+        bail!(
+            "{} is not empty ({size}); transcripts need an empty server: use a throwaway one",
+            redact(url)
+        );
+    }
+    Ok(())
+}
+
+fn cleanup(remote: &mut Remote) -> anyhow::Result<()> {
+    for cmd in [
+        &["FLUSHALL"][..],
+        &["SCRIPT", "FLUSH"],
+        &["FUNCTION", "FLUSH"],
+    ] {
+        let argv: Vec<Vec<u8>> = cmd.iter().map(|a| a.as_bytes().to_vec()).collect();
+        remote.call(&argv).context("cleaning up the server")?;
+    }
+    Ok(())
+}
+
+fn test(files: &[PathBuf], url: Option<String>) -> anyhow::Result<ExitCode> {
+    let transcripts = parse_all(files)?;
+    let mut failed = 0;
+    for t in &transcripts {
+        let mut target = match &url {
+            Some(u) => {
+                let mut r = connect(u)?;
+                require_empty(&mut r, u)?;
+                Target::Server(r)
+            }
+            None => offline()?,
+        };
+        let mismatches = run::check(&mut target, t).map_err(anyhow::Error::msg)?;
+        if let Target::Server(r) = &mut target {
+            cleanup(r)?;
+        }
+        let n = t.cases().count();
+        if mismatches.is_empty() {
+            println!("ok   {} ({n} commands)", t.path);
+            continue;
+        }
+        failed += 1;
+        println!(
+            "FAIL {} ({} of {n} commands differ)",
+            t.path,
+            mismatches.len()
+        );
+        for m in mismatches {
+            println!("  {}:{}: > {}", t.path, m.line, m.command);
+            if m.expected.is_empty() {
+                println!("    expected: (nothing recorded; run `lockkit lua record`)");
+            } else {
+                println!("    expected:");
+                m.expected.iter().for_each(|l| println!("      {l}"));
+            }
+            println!("    actual:");
+            m.actual.iter().for_each(|l| println!("      {l}"));
+        }
+    }
+    println!("{} passed, {failed} failed", transcripts.len() - failed);
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn record(files: &[PathBuf], url: &str) -> anyhow::Result<ExitCode> {
+    let transcripts = parse_all(files)?;
+    for (t, file) in transcripts.iter().zip(files) {
+        let mut remote = connect(url)?;
+        require_empty(&mut remote, url)?;
+        let mut target = Target::Server(remote);
+        let replies = run::replies(&mut target, t).map_err(anyhow::Error::msg);
+        if let Target::Server(r) = &mut target {
+            cleanup(r)?;
+        }
+        let text = t.render(&replies?);
+        write_atomically(file, &text)?;
+        println!("recorded {} ({} commands)", t.path, t.cases().count());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(super::redact("redis://u:pw@h:1"), "redis://u:***@h:1");
+        assert_eq!(super::redact("redis://h:1"), "redis://h:1");
+    }
 }

@@ -1,1 +1,54 @@
-//! lockkit-harness (being built).
+//! `lockkit-harness`: Redis 7.0's Lua scripting, emulated offline on mlua's vendored Lua 5.1,
+//! so that Redis scripts are unit-tested without a server — and proven against a real one.
+//!
+//! ```
+//! use lockkit_harness::{Harness, Reply};
+//! use std::time::Duration;
+//!
+//! let mut h = Harness::new().unwrap();
+//! let release = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../lua/release.lua")).unwrap();
+//! let sha = h.script_load(release.as_bytes()).unwrap();
+//! h.set_with_ttl("lock:a", "tok-1", Duration::from_secs(5));
+//! assert_eq!(h.evalsha(&sha, &["lock:a"], &["tok-2"]), Reply::Int(-1));
+//! assert_eq!(h.evalsha(&sha, &["lock:a"], &["tok-1"]), Reply::Int(1));
+//! assert_eq!(h.evalsha(&sha, &["lock:a"], &["tok-1"]), Reply::Int(0));
+//! ```
+//!
+//! What is emulated, what is not, and how fidelity is checked: see `docs/HARNESS.md`.
+//!
+//! # Errors
+//! Commands and scripts never fail in Rust: they answer a [`Reply::Error`] with Redis's exact
+//! text. Only setting up a harness and reading files return [`HarnessError`].
+//!
+//! # Limitations and caveats
+//! - Read-only globals are emulated with proxy tables: `rawset(_G, ...)`, `setmetatable(_G,...)`
+//!   and writes are refused with Redis's messages, but `#` and `ipairs` on `_G` or a library
+//!   table see an empty proxy.
+//! - `struct` and `cmsgpack` exist but every call fails with an error naming the function.
+//! - `INCRBYFLOAT` is exact (like Redis's `long double`) while results stay below 64 in
+//!   magnitude; beyond that the last of 17 decimals may differ from Redis.
+//! - Hashes keep insertion order (Redis's listpack encoding, up to 128 fields); larger Redis
+//!   hashes switch to an unordered dict and HGETALL order then differs.
+//! - The time limit stops a runaway script with an error; Redis would keep it running and
+//!   answer BUSY until `SCRIPT KILL`.
+
+pub mod cmdline;
+mod commands;
+mod decimal;
+pub mod format;
+mod harness;
+pub mod keyspace;
+pub mod number;
+mod reply;
+mod script;
+mod scripting;
+mod server;
+
+pub use commands::is_redis_command;
+pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot};
+pub use reply::Reply;
+pub use script::{sha1hex, FunctionLibrary, REDIS_VERSION};
+pub use server::LogLine;
+pub mod remote;
+pub mod run;
+pub mod transcript;

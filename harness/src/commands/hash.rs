@@ -1,0 +1,150 @@
+//! Hash commands.
+
+use super::{done, int_arg, wrong_arity, wrongtype};
+use crate::keyspace::{OrderedHash, Value};
+use crate::number;
+use crate::reply::{errors, Reply};
+use crate::server::Server;
+
+/// The hash at `key` for reading: `Ok(None)` when missing.
+fn read<'a>(s: &'a mut Server, key: &[u8]) -> Result<Option<&'a OrderedHash>, Reply> {
+    match s.db.get_mut(key, s.now_ms) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Hash(h) => Ok(Some(h)),
+            _ => Err(wrongtype()),
+        },
+    }
+}
+
+/// The hash at `key` for writing, created empty when missing.
+fn write<'a>(s: &'a mut Server, key: &[u8]) -> Result<&'a mut OrderedHash, Reply> {
+    let now = s.now_ms;
+    if s.db.get_mut(key, now).is_none() {
+        s.db.set(key, Value::Hash(OrderedHash::default()), None);
+    }
+    match s.db.get_mut(key, now).map(|e| &mut e.value) {
+        Some(Value::Hash(h)) => Ok(h),
+        _ => Err(wrongtype()),
+    }
+}
+
+fn hset_generic(s: &mut Server, a: &[Vec<u8>], name: &str) -> Result<i64, Reply> {
+    if a.len() % 2 == 1 {
+        return Err(wrong_arity(name));
+    }
+    let h = write(s, &a[1])?;
+    Ok(a[2..]
+        .chunks(2)
+        .filter(|p| h.insert(&p[0], p[1].clone()))
+        .count() as i64)
+}
+
+pub fn hset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(hset_generic(s, a, "hset").map(Reply::Int))
+}
+
+pub fn hmset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(hset_generic(s, a, "hmset").map(|_| Reply::ok()))
+}
+
+pub fn hsetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let h = write(s, &a[1])?;
+        if h.get(&a[2]).is_some() {
+            return Ok(Reply::Int(0));
+        }
+        h.insert(&a[2], a[3].clone());
+        Ok(Reply::Int(1))
+    })())
+}
+
+pub fn hget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| {
+        h.and_then(|h| h.get(&a[2]))
+            .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+    }))
+}
+
+pub fn hmget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| {
+        Reply::Array(
+            a[2..]
+                .iter()
+                .map(|f| {
+                    h.and_then(|h| h.get(f))
+                        .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
+                })
+                .collect(),
+        )
+    }))
+}
+
+pub fn hdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    let now = s.now_ms;
+    let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+        None => 0,
+        Some(Value::Hash(h)) => a[2..].iter().filter(|f| h.remove(f)).count(),
+        Some(_) => return wrongtype(),
+    };
+    s.db.drop_if_empty(&a[1]);
+    Reply::Int(n as i64)
+}
+
+pub fn hexists(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| Reply::Int(i64::from(h.is_some_and(|h| h.get(&a[2]).is_some())))))
+}
+
+pub fn hincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let by = int_arg(&a[3])?;
+        let h = write(s, &a[1])?;
+        let cur = match h.get(&a[2]) {
+            None => 0,
+            Some(v) => number::parse_i64(v)
+                .ok_or_else(|| Reply::err("ERR hash value is not an integer"))?,
+        };
+        let new = cur
+            .checked_add(by)
+            .ok_or_else(|| Reply::err(errors::OVERFLOW))?;
+        h.insert(&a[2], new.to_string().into_bytes());
+        Ok(Reply::Int(new))
+    })())
+}
+
+pub fn hgetall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| {
+        Reply::Map(
+            h.into_iter()
+                .flat_map(|h| h.iter())
+                .map(|(f, v)| (Reply::Bulk(f.clone()), Reply::Bulk(v.clone())))
+                .collect(),
+        )
+    }))
+}
+
+pub fn hkeys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| {
+        Reply::Array(
+            h.into_iter()
+                .flat_map(|h| h.iter())
+                .map(|(f, _)| Reply::Bulk(f.clone()))
+                .collect(),
+        )
+    }))
+}
+
+pub fn hvals(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| {
+        Reply::Array(
+            h.into_iter()
+                .flat_map(|h| h.iter())
+                .map(|(_, v)| Reply::Bulk(v.clone()))
+                .collect(),
+        )
+    }))
+}
+
+pub fn hlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|h| Reply::Int(h.map_or(0, |h| h.len() as i64))))
+}

@@ -1,0 +1,117 @@
+//! List commands: LPUSH, RPUSH, LPOP, RPOP, LLEN, LRANGE.
+
+use std::collections::VecDeque;
+
+use super::{done, int_arg, wrong_arity, wrongtype};
+use crate::keyspace::Value;
+use crate::number;
+use crate::reply::Reply;
+use crate::server::Server;
+
+fn push(s: &mut Server, a: &[Vec<u8>], left: bool) -> Reply {
+    let now = s.now_ms;
+    if s.db.get_mut(&a[1], now).is_none() {
+        s.db.set(&a[1], Value::List(VecDeque::new()), None);
+    }
+    match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+        Some(Value::List(l)) => {
+            for v in &a[2..] {
+                if left {
+                    l.push_front(v.clone());
+                } else {
+                    l.push_back(v.clone());
+                }
+            }
+            Reply::Int(l.len() as i64)
+        }
+        _ => wrongtype(),
+    }
+}
+
+pub fn lpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    push(s, a, true)
+}
+
+pub fn rpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    push(s, a, false)
+}
+
+fn pop(s: &mut Server, a: &[Vec<u8>], left: bool, name: &str) -> Reply {
+    if a.len() > 3 {
+        return wrong_arity(name);
+    }
+    let count = match a.get(2) {
+        None => None,
+        Some(c) => match number::parse_i64(c) {
+            Some(n) if n >= 0 => Some(n as usize),
+            _ => return Reply::err("ERR value is out of range, must be positive"),
+        },
+    };
+    let now = s.now_ms;
+    let reply = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+        None => return Reply::Nil,
+        Some(Value::List(l)) => match count {
+            None => {
+                let v = if left { l.pop_front() } else { l.pop_back() };
+                v.map_or(Reply::Nil, Reply::Bulk)
+            }
+            Some(n) => Reply::Array(
+                (0..n)
+                    .map_while(|_| if left { l.pop_front() } else { l.pop_back() })
+                    .map(Reply::Bulk)
+                    .collect(),
+            ),
+        },
+        Some(_) => return wrongtype(),
+    };
+    s.db.drop_if_empty(&a[1]);
+    reply
+}
+
+pub fn lpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    pop(s, a, true, "lpop")
+}
+
+pub fn rpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    pop(s, a, false, "rpop")
+}
+
+pub fn llen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match s.db.get_mut(&a[1], s.now_ms).map(|e| &e.value) {
+        None => Reply::Int(0),
+        Some(Value::List(l)) => Reply::Int(l.len() as i64),
+        Some(_) => wrongtype(),
+    }
+}
+
+/// Redis's index clamping for LRANGE and ZRANGE: the inclusive range, or `None` when empty.
+pub(crate) fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let mut start = if start < 0 { len + start } else { start };
+    let mut end = if end < 0 { len + end } else { end };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return None;
+    }
+    if end >= len {
+        end = len - 1;
+    }
+    Some((start as usize, end as usize))
+}
+
+pub fn lrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let start = int_arg(&a[2])?;
+        let end = int_arg(&a[3])?;
+        match s.db.get_mut(&a[1], s.now_ms).map(|e| &e.value) {
+            None => Ok(Reply::Array(vec![])),
+            Some(Value::List(l)) => Ok(Reply::Array(match clamp_range(start, end, l.len()) {
+                None => vec![],
+                Some((lo, hi)) => l.range(lo..=hi).map(|v| Reply::Bulk(v.clone())).collect(),
+            })),
+            Some(_) => Err(wrongtype()),
+        }
+    })())
+}

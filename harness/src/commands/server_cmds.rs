@@ -1,0 +1,80 @@
+//! Server commands: PING, ECHO, TIME, PUBLISH, DEBUG SLEEP.
+
+use super::{is, wrong_arity};
+use crate::reply::Reply;
+use crate::server::Server;
+
+pub fn ping(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match a.len() {
+        1 => Reply::Status("PONG".into()),
+        2 => Reply::Bulk(a[1].clone()),
+        _ => wrong_arity("ping"),
+    }
+}
+
+pub fn echo(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    Reply::Bulk(a[1].clone())
+}
+
+pub fn time(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+    let us = s.now_us();
+    Reply::Array(vec![
+        Reply::Bulk(us.div_euclid(1_000_000).to_string().into_bytes()),
+        Reply::Bulk(us.rem_euclid(1_000_000).to_string().into_bytes()),
+    ])
+}
+
+/// No subscribers exist offline, so nobody receives it.
+pub fn publish(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+    Reply::Int(0)
+}
+
+/// `DEBUG SLEEP seconds` advances the virtual clock (Redis really sleeps). Other DEBUG
+/// subcommands are not emulated.
+pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if is(&a[1], "sleep") && a.len() == 3 {
+        let text = String::from_utf8_lossy(&a[2]);
+        let secs = strtod_prefix(text.trim_start());
+        let us = (secs * 1_000_000.0) as i64;
+        s.advance_us(us.max(0));
+        return Reply::ok();
+    }
+    if is(&a[1], "sleep") {
+        return Reply::err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&a[1])
+        ));
+    }
+    Reply::err(format!(
+        "ERR harness: DEBUG {} is not emulated (only DEBUG SLEEP)",
+        String::from_utf8_lossy(&a[1])
+    ))
+}
+
+/// C's `strtod(s, NULL)`: the longest numeric prefix, 0 when there is none.
+fn strtod_prefix(s: &str) -> f64 {
+    let b = s.as_bytes();
+    let mut end = 0;
+    let mut best = 0.0;
+    while end < b.len() {
+        end += 1;
+        if let Ok(v) = s[..end].parse::<f64>() {
+            best = v;
+        }
+    }
+    if best.is_finite() {
+        best
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn strtod_prefix_reads_leading_number() {
+        assert_eq!(super::strtod_prefix("1.5s"), 1.5);
+        assert_eq!(super::strtod_prefix("abc"), 0.0);
+        assert_eq!(super::strtod_prefix("0.25"), 0.25);
+    }
+}

@@ -1,0 +1,273 @@
+//! String commands: GET, SET and its options, counters, MGET/MSET, APPEND, STRLEN.
+
+use super::{done, float_arg, int_arg, is, wrongtype};
+use crate::keyspace::Value;
+use crate::number;
+use crate::reply::{errors, Reply};
+use crate::server::Server;
+
+/// The string at `key`: `Ok(None)` when missing, `Err` on the wrong type.
+fn get_str(s: &mut Server, key: &[u8]) -> Result<Option<Vec<u8>>, Reply> {
+    match s.db.get_mut(key, s.now_ms) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Str(v) => Ok(Some(v.clone())),
+            _ => Err(wrongtype()),
+        },
+    }
+}
+
+fn bulk_or_nil(v: Option<Vec<u8>>) -> Reply {
+    v.map_or(Reply::Nil, Reply::Bulk)
+}
+
+pub fn get(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(get_str(s, &a[1]).map(bulk_or_nil))
+}
+
+#[derive(Default)]
+struct SetOpts {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    /// EX/PX/EXAT/PXAT: (the argument, milliseconds per unit, absolute)
+    expire: Option<(usize, i64, bool)>,
+}
+
+fn parse_set_opts(a: &[Vec<u8>]) -> Result<SetOpts, Reply> {
+    let mut o = SetOpts::default();
+    let mut j = 3;
+    let syntax = || Reply::err(errors::SYNTAX);
+    while j < a.len() {
+        let opt = &a[j];
+        let has_next = j + 1 < a.len();
+        let exp_kind = o.expire.map(|(_, unit, abs)| (unit, abs));
+        if is(opt, "nx") && !o.xx {
+            o.nx = true;
+        } else if is(opt, "xx") && !o.nx {
+            o.xx = true;
+        } else if is(opt, "get") {
+            o.get = true;
+        } else if is(opt, "keepttl") && o.expire.is_none() {
+            o.keepttl = true;
+        } else if has_next && !o.keepttl {
+            let kind = if is(opt, "ex") {
+                (1000, false)
+            } else if is(opt, "px") {
+                (1, false)
+            } else if is(opt, "exat") {
+                (1000, true)
+            } else if is(opt, "pxat") {
+                (1, true)
+            } else {
+                return Err(syntax());
+            };
+            if exp_kind.is_some_and(|k| k != kind) {
+                return Err(syntax());
+            }
+            o.expire = Some((j + 1, kind.0, kind.1));
+            j += 1;
+        } else {
+            return Err(syntax());
+        }
+        j += 1;
+    }
+    Ok(o)
+}
+
+/// The absolute expiry for an EX/PX/EXAT/PXAT argument, or Redis's error.
+fn expire_ms(s: &Server, arg: &[u8], unit: i64, absolute: bool, cmd: &str) -> Result<i64, Reply> {
+    let v = int_arg(arg)?;
+    let bad = || Reply::err(format!("ERR invalid expire time in '{cmd}' command"));
+    if v <= 0 || (unit == 1000 && v > i64::MAX / 1000) {
+        return Err(bad());
+    }
+    let mut ms = v * unit;
+    if !absolute {
+        ms = ms.checked_add(s.now_ms).ok_or_else(bad)?;
+    }
+    if ms <= 0 {
+        return Err(bad());
+    }
+    Ok(ms)
+}
+
+pub fn set(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let o = parse_set_opts(a)?;
+        let when = match o.expire {
+            Some((idx, unit, abs)) => Some(expire_ms(s, &a[idx], unit, abs, "set")?),
+            None => None,
+        };
+        let old = if o.get { get_str(s, &a[1])? } else { None };
+        let found = s.db.exists(&a[1], s.now_ms);
+        if (o.nx && found) || (o.xx && !found) {
+            return Ok(if o.get { bulk_or_nil(old) } else { Reply::Nil });
+        }
+        let keep = if o.keepttl {
+            s.db.get_mut(&a[1], s.now_ms).and_then(|e| e.expire_at_ms)
+        } else {
+            None
+        };
+        s.db.set(&a[1], Value::Str(a[2].clone()), when.or(keep));
+        Ok(if o.get { bulk_or_nil(old) } else { Reply::ok() })
+    })())
+}
+
+pub fn setnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if s.db.exists(&a[1], s.now_ms) {
+        return Reply::Int(0);
+    }
+    s.db.set(&a[1], Value::Str(a[2].clone()), None);
+    Reply::Int(1)
+}
+
+fn setex_generic(s: &mut Server, a: &[Vec<u8>], unit: i64, cmd: &str) -> Reply {
+    done((|| {
+        let when = expire_ms(s, &a[2], unit, false, cmd)?;
+        s.db.set(&a[1], Value::Str(a[3].clone()), Some(when));
+        Ok(Reply::ok())
+    })())
+}
+
+pub fn setex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    setex_generic(s, a, 1000, "setex")
+}
+
+pub fn psetex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    setex_generic(s, a, 1, "psetex")
+}
+
+pub fn getset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let old = get_str(s, &a[1])?;
+        s.db.set(&a[1], Value::Str(a[2].clone()), None);
+        Ok(bulk_or_nil(old))
+    })())
+}
+
+pub fn getdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let old = get_str(s, &a[1])?;
+        if old.is_some() {
+            s.db.remove(&a[1], s.now_ms);
+        }
+        Ok(bulk_or_nil(old))
+    })())
+}
+
+pub fn mget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    Reply::Array(
+        a[1..]
+            .iter()
+            .map(|k| bulk_or_nil(get_str(s, k).ok().flatten()))
+            .collect(),
+    )
+}
+
+pub fn mset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if a.len() % 2 == 0 {
+        return super::wrong_arity("mset");
+    }
+    for pair in a[1..].chunks(2) {
+        s.db.set(&pair[0], Value::Str(pair[1].clone()), None);
+    }
+    Reply::ok()
+}
+
+pub fn msetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if a.len() % 2 == 0 {
+        return super::wrong_arity("msetnx");
+    }
+    let now = s.now_ms;
+    if a[1..].chunks(2).any(|p| s.db.exists(&p[0], now)) {
+        return Reply::Int(0);
+    }
+    for pair in a[1..].chunks(2) {
+        s.db.set(&pair[0], Value::Str(pair[1].clone()), None);
+    }
+    Reply::Int(1)
+}
+
+pub fn append(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match s.db.get_mut(&a[1], s.now_ms) {
+        None => {
+            s.db.set(&a[1], Value::Str(a[2].clone()), None);
+            Reply::Int(a[2].len() as i64)
+        }
+        Some(e) => match &mut e.value {
+            Value::Str(v) => {
+                v.extend_from_slice(&a[2]);
+                Reply::Int(v.len() as i64)
+            }
+            _ => wrongtype(),
+        },
+    }
+}
+
+pub fn strlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(get_str(s, &a[1]).map(|v| Reply::Int(v.map_or(0, |v| v.len() as i64))))
+}
+
+/// Adds `by` to the integer at `key`, keeping its TTL.
+fn incr_by(s: &mut Server, key: &[u8], by: i64) -> Reply {
+    done((|| {
+        let (cur, ttl) = match s.db.get_mut(key, s.now_ms) {
+            None => (0, None),
+            Some(e) => match &e.value {
+                Value::Str(v) => (
+                    number::parse_i64(v).ok_or_else(|| Reply::err(errors::NOT_INTEGER))?,
+                    e.expire_at_ms,
+                ),
+                _ => return Err(wrongtype()),
+            },
+        };
+        let new = cur
+            .checked_add(by)
+            .ok_or_else(|| Reply::err(errors::OVERFLOW))?;
+        s.db.set(key, Value::Str(new.to_string().into_bytes()), ttl);
+        Ok(Reply::Int(new))
+    })())
+}
+
+pub fn incr(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    incr_by(s, &a[1], 1)
+}
+
+pub fn decr(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    incr_by(s, &a[1], -1)
+}
+
+pub fn incrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match int_arg(&a[2]) {
+        Ok(by) => incr_by(s, &a[1], by),
+        Err(e) => e,
+    }
+}
+
+pub fn decrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match int_arg(&a[2]) {
+        Ok(i64::MIN) => Reply::err("ERR decrement would overflow"),
+        Ok(by) => incr_by(s, &a[1], -by),
+        Err(e) => e,
+    }
+}
+
+pub fn incrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let (cur, ttl) = match s.db.get_mut(&a[1], s.now_ms) {
+            None => (b"0".to_vec(), None),
+            Some(e) => match &e.value {
+                Value::Str(v) => (v.clone(), e.expire_at_ms),
+                _ => return Err(wrongtype()),
+            },
+        };
+        float_arg(&cur)?;
+        float_arg(&a[2])?;
+        let text = crate::decimal::add_long_double(&cur, &a[2])
+            .ok_or_else(|| Reply::err("ERR increment would produce NaN or Infinity"))?;
+        s.db.set(&a[1], Value::Str(text.clone().into_bytes()), ttl);
+        Ok(Reply::Bulk(text.into_bytes()))
+    })())
+}

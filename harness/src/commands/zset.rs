@@ -1,0 +1,371 @@
+//! Sorted-set commands: ZADD, ZINCRBY, ZREM, ZSCORE, ZCARD, ZRANGE, ZRANGEBYSCORE,
+//! ZREMRANGEBYSCORE.
+
+use super::list::clamp_range;
+use super::{done, float_arg, int_arg, is, wrongtype};
+use crate::keyspace::{SortedSet, Value};
+use crate::reply::{errors, Reply};
+use crate::server::Server;
+
+fn read<'a>(s: &'a mut Server, key: &[u8]) -> Result<Option<&'a SortedSet>, Reply> {
+    match s.db.get_mut(key, s.now_ms).map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::ZSet(z)) => Ok(Some(z)),
+        Some(_) => Err(wrongtype()),
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct AddFlags {
+    nx: bool,
+    xx: bool,
+    gt: bool,
+    lt: bool,
+    ch: bool,
+    incr: bool,
+}
+
+fn zadd_generic(s: &mut Server, a: &[Vec<u8>], mut f: AddFlags, mut idx: usize) -> Reply {
+    done((|| {
+        while idx < a.len() {
+            let o = &a[idx];
+            if is(o, "nx") {
+                f.nx = true;
+            } else if is(o, "xx") {
+                f.xx = true;
+            } else if is(o, "ch") {
+                f.ch = true;
+            } else if is(o, "incr") {
+                f.incr = true;
+            } else if is(o, "gt") {
+                f.gt = true;
+            } else if is(o, "lt") {
+                f.lt = true;
+            } else {
+                break;
+            }
+            idx += 1;
+        }
+        let rest = &a[idx..];
+        if rest.is_empty() || rest.len() % 2 == 1 {
+            return Err(Reply::err(errors::SYNTAX));
+        }
+        if f.nx && f.xx {
+            return Err(Reply::err(
+                "ERR XX and NX options at the same time are not compatible",
+            ));
+        }
+        if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
+            return Err(Reply::err(
+                "ERR GT, LT, and/or NX options at the same time are not compatible",
+            ));
+        }
+        if f.incr && rest.len() > 2 {
+            return Err(Reply::err(
+                "ERR INCR option supports a single increment-element pair",
+            ));
+        }
+        let scores = rest
+            .chunks(2)
+            .map(|p| float_arg(&p[0]))
+            .collect::<Result<Vec<f64>, Reply>>()?;
+        let now = s.now_ms;
+        match s.db.get_mut(&a[1], now).map(|e| &e.value) {
+            Some(Value::ZSet(_)) => {}
+            Some(_) => return Err(wrongtype()),
+            None if f.xx => {
+                return Ok(if f.incr { Reply::Nil } else { Reply::Int(0) });
+            }
+            None => s.db.set(&a[1], Value::ZSet(SortedSet::default()), None),
+        }
+        let Some(Value::ZSet(z)) = s.db.get_mut(&a[1], now).map(|e| &mut e.value) else {
+            return Err(wrongtype());
+        };
+        let (mut added, mut updated, mut processed) = (0, 0, 0);
+        let mut last = 0.0;
+        for (pair, &score) in rest.chunks(2).zip(&scores) {
+            let member = &pair[1];
+            match z.score(member) {
+                Some(cur) => {
+                    if f.nx {
+                        continue;
+                    }
+                    let new = if f.incr { score + cur } else { score };
+                    if new.is_nan() {
+                        s.db.drop_if_empty(&a[1]);
+                        return Err(Reply::err("ERR resulting score is not a number (NaN)"));
+                    }
+                    if (f.lt && new >= cur) || (f.gt && new <= cur) {
+                        continue;
+                    }
+                    last = new;
+                    processed += 1;
+                    if new != cur {
+                        z.insert(member, new);
+                        updated += 1;
+                    }
+                }
+                None if !f.xx => {
+                    z.insert(member, score);
+                    last = score;
+                    added += 1;
+                    processed += 1;
+                }
+                None => {}
+            }
+        }
+        s.db.drop_if_empty(&a[1]);
+        Ok(if f.incr {
+            if processed > 0 {
+                Reply::Double(last)
+            } else {
+                Reply::Nil
+            }
+        } else {
+            Reply::Int(if f.ch { added + updated } else { added })
+        })
+    })())
+}
+
+pub fn zadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zadd_generic(s, a, AddFlags::default(), 2)
+}
+
+pub fn zincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    let f = AddFlags {
+        incr: true,
+        ..AddFlags::default()
+    };
+    zadd_generic(s, a, f, 2)
+}
+
+pub fn zrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    let now = s.now_ms;
+    let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+        None => 0,
+        Some(Value::ZSet(z)) => a[2..].iter().filter(|m| z.remove(m)).count(),
+        Some(_) => return wrongtype(),
+    };
+    s.db.drop_if_empty(&a[1]);
+    Reply::Int(n as i64)
+}
+
+pub fn zscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|z| {
+        z.and_then(|z| z.score(&a[2]))
+            .map_or(Reply::Nil, Reply::Double)
+    }))
+}
+
+pub fn zcard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done(read(s, &a[1]).map(|z| Reply::Int(z.map_or(0, |z| z.len() as i64))))
+}
+
+/// A score bound as `zslParseRange` reads it: `(` for exclusive, then `strtod`.
+fn parse_bound(b: &[u8]) -> Option<(f64, bool)> {
+    let (excl, rest) = match b.first() {
+        Some(b'(') => (true, &b[1..]),
+        _ => (false, b),
+    };
+    let text = std::str::from_utf8(rest).ok()?;
+    let trimmed = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let v = if text.is_empty() {
+        0.0
+    } else {
+        let lower = trimmed.to_ascii_lowercase();
+        let u = lower.trim_start_matches(['+', '-']);
+        if matches!(u, "inf" | "infinity") {
+            if lower.starts_with('-') {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            }
+        } else if u
+            .bytes()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'e' | b'+' | b'-'))
+        {
+            trimmed.parse::<f64>().ok()?
+        } else {
+            crate::number::parse_f64(trimmed.as_bytes())?
+        }
+    };
+    if v.is_nan() {
+        return None;
+    }
+    Some((v, excl))
+}
+
+struct ScoreRange {
+    min: (f64, bool),
+    max: (f64, bool),
+}
+
+impl ScoreRange {
+    fn contains(&self, v: f64) -> bool {
+        let above = if self.min.1 {
+            v > self.min.0
+        } else {
+            v >= self.min.0
+        };
+        let below = if self.max.1 {
+            v < self.max.0
+        } else {
+            v <= self.max.0
+        };
+        above && below
+    }
+}
+
+fn parse_score_range(min: &[u8], max: &[u8]) -> Result<ScoreRange, Reply> {
+    match (parse_bound(min), parse_bound(max)) {
+        (Some(min), Some(max)) => Ok(ScoreRange { min, max }),
+        _ => Err(Reply::err("ERR min or max is not a float")),
+    }
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum RangeType {
+    Auto,
+    Rank,
+    Score,
+    Lex,
+}
+
+fn zrange_generic(s: &mut Server, a: &[Vec<u8>], preset: RangeType, preset_rev: bool) -> Reply {
+    done((|| {
+        let (mut rev, mut rtype) = (preset_rev.then_some(true), preset);
+        let (mut withscores, mut offset, mut limit) = (false, 0i64, -1i64);
+        let mut j = 4;
+        while j < a.len() {
+            let left = a.len() - j - 1;
+            if is(&a[j], "withscores") {
+                withscores = true;
+            } else if is(&a[j], "limit") && left >= 2 {
+                offset = int_arg(&a[j + 1])?;
+                limit = int_arg(&a[j + 2])?;
+                j += 2;
+            } else if rev.is_none() && preset == RangeType::Auto && is(&a[j], "rev") {
+                rev = Some(true);
+            } else if rtype == RangeType::Auto && is(&a[j], "bylex") {
+                rtype = RangeType::Lex;
+            } else if rtype == RangeType::Auto && is(&a[j], "byscore") {
+                rtype = RangeType::Score;
+            } else {
+                return Err(Reply::err(errors::SYNTAX));
+            }
+            j += 1;
+        }
+        let rev = rev.unwrap_or(false);
+        if rtype == RangeType::Auto {
+            rtype = RangeType::Rank;
+        }
+        if limit != -1 && rtype == RangeType::Rank {
+            return Err(Reply::err(
+                "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+            ));
+        }
+        if withscores && rtype == RangeType::Lex {
+            return Err(Reply::err(
+                "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+            ));
+        }
+        let (lo, hi) = if rev && rtype != RangeType::Rank {
+            (&a[3], &a[2])
+        } else {
+            (&a[2], &a[3])
+        };
+        let items: Vec<(Vec<u8>, f64)> = match rtype {
+            RangeType::Rank => {
+                let start = int_arg(lo)?;
+                let end = int_arg(hi)?;
+                let Some(z) = read(s, &a[1])? else {
+                    return Ok(Reply::Array(vec![]));
+                };
+                let all: Vec<(&Vec<u8>, f64)> = if rev {
+                    z.iter().rev().collect()
+                } else {
+                    z.iter().collect()
+                };
+                match clamp_range(start, end, all.len()) {
+                    None => vec![],
+                    Some((l, h)) => all[l..=h].iter().map(|(m, s)| ((*m).clone(), *s)).collect(),
+                }
+            }
+            RangeType::Score => {
+                let range = parse_score_range(lo, hi)?;
+                let Some(z) = read(s, &a[1])? else {
+                    return Ok(Reply::Array(vec![]));
+                };
+                if offset > 0 && offset as usize >= z.len() {
+                    return Ok(Reply::Array(vec![]));
+                }
+                let it: Box<dyn Iterator<Item = (&Vec<u8>, f64)>> = if rev {
+                    Box::new(z.iter().rev())
+                } else {
+                    Box::new(z.iter())
+                };
+                let matching = it.filter(|(_, sc)| range.contains(*sc));
+                if offset < 0 {
+                    vec![]
+                } else {
+                    let taken = matching.skip(offset as usize);
+                    let taken: Vec<_> = if limit < 0 {
+                        taken.collect()
+                    } else {
+                        taken.take(limit as usize).collect()
+                    };
+                    taken.into_iter().map(|(m, s)| (m.clone(), s)).collect()
+                }
+            }
+            _ => return Err(Reply::err("ERR harness: ZRANGE BYLEX is not emulated")),
+        };
+        let mut out = Vec::with_capacity(items.len() * 2);
+        for (m, sc) in items {
+            if withscores {
+                out.push(Reply::Array(vec![Reply::Bulk(m), Reply::Double(sc)]));
+            } else {
+                out.push(Reply::Bulk(m));
+            }
+        }
+        if withscores {
+            // RESP2 flattens member/score pairs into one array.
+            out = out
+                .into_iter()
+                .flat_map(|p| match p {
+                    Reply::Array(v) => v,
+                    other => vec![other],
+                })
+                .collect();
+        }
+        Ok(Reply::Array(out))
+    })())
+}
+
+pub fn zrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zrange_generic(s, a, RangeType::Auto, false)
+}
+
+pub fn zrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zrange_generic(s, a, RangeType::Score, false)
+}
+
+pub fn zremrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let range = parse_score_range(&a[2], &a[3])?;
+        let now = s.now_ms;
+        let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+            None => 0,
+            Some(Value::ZSet(z)) => {
+                let doomed: Vec<Vec<u8>> = z
+                    .iter()
+                    .filter(|(_, sc)| range.contains(*sc))
+                    .map(|(m, _)| m.clone())
+                    .collect();
+                doomed.iter().filter(|m| z.remove(m)).count()
+            }
+            Some(_) => return Err(wrongtype()),
+        };
+        s.db.drop_if_empty(&a[1]);
+        Ok(Reply::Int(n as i64))
+    })())
+}

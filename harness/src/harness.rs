@@ -1,0 +1,331 @@
+//! [`Harness`]: the public entry point — run commands and scripts, set keys, move the clock.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::commands::{self, Run};
+use crate::keyspace::{Entry, Value};
+use crate::reply::Reply;
+use crate::script::{Engine, FunctionLibrary, Limits};
+use crate::server::{Caller, LogLine, Server};
+
+/// Why a harness could not be built or a file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// The Lua state could not be set up.
+    #[error("setting up Lua: {0}")]
+    Lua(#[from] mlua::Error),
+    /// A script file could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Redis refused the script (compile error, bad shebang...).
+    #[error("{path}: {reply}")]
+    Script {
+        /// The file.
+        path: String,
+        /// Redis's error reply.
+        reply: Reply,
+    },
+    /// An option is out of range.
+    #[error("invalid harness option {field}: {reason}")]
+    InvalidOptions {
+        /// Which field.
+        field: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
+/// Options for a [`Harness`].
+#[derive(Debug, Clone)]
+pub struct HarnessOptions {
+    time_limit: Duration,
+    memory_limit: usize,
+    start: Option<SystemTime>,
+}
+
+impl Default for HarnessOptions {
+    fn default() -> Self {
+        HarnessOptions {
+            time_limit: Duration::from_secs(5),
+            memory_limit: 256 << 20,
+            start: None,
+        }
+    }
+}
+
+impl HarnessOptions {
+    /// The defaults: 5 s per script (Redis's `busy-reply-threshold`), a 256 MiB Lua heap, the
+    /// clock starting at the current wall-clock time.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Wall-clock time after which a running script is stopped with an error.
+    #[must_use]
+    pub fn time_limit(mut self, d: Duration) -> Self {
+        self.time_limit = d;
+        self
+    }
+
+    /// Bytes the Lua heap may use; a script that needs more fails with an error.
+    #[must_use]
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory_limit = bytes;
+        self
+    }
+
+    /// Where the virtual clock starts (default: now).
+    #[must_use]
+    pub fn start_time(mut self, t: SystemTime) -> Self {
+        self.start = Some(t);
+        self
+    }
+}
+
+/// A key's value and remaining time to live, as [`Harness::snapshot`] reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeySnapshot {
+    /// The value.
+    pub value: Value,
+    /// The remaining time to live, if the key expires.
+    pub ttl: Option<Duration>,
+}
+
+/// Redis 7.0 scripting, offline: an in-memory keyspace, a virtual clock and Lua 5.1.
+///
+/// ```
+/// use lockkit_harness::{Harness, Reply};
+/// use std::time::Duration;
+///
+/// let mut h = Harness::new().unwrap();
+/// h.set("lock", "tok");
+/// let release = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+/// assert_eq!(h.eval(release, &["lock"], &["other"]), Reply::Int(0));
+/// assert_eq!(h.eval(release, &["lock"], &["tok"]), Reply::Int(1));
+/// assert!(h.get("lock").is_none());
+///
+/// h.call(&["SET", "k", "v", "PX", "100"]);
+/// h.advance(Duration::from_millis(100));
+/// assert_eq!(h.call(&["GET", "k"]), Reply::Nil);
+/// ```
+#[derive(Debug)]
+pub struct Harness {
+    engine: Engine,
+}
+
+fn unix_ms(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(e) => -(e.duration().as_millis() as i64),
+    }
+}
+
+impl Harness {
+    /// A harness with the default options.
+    ///
+    /// # Errors
+    /// When the Lua state cannot be created (out of memory).
+    pub fn new() -> Result<Harness, HarnessError> {
+        Self::with_options(HarnessOptions::default())
+    }
+
+    /// A harness with `options`.
+    ///
+    /// # Errors
+    /// An invalid option, or a Lua state that cannot be created.
+    pub fn with_options(options: HarnessOptions) -> Result<Harness, HarnessError> {
+        if options.time_limit.is_zero() {
+            return Err(HarnessError::InvalidOptions {
+                field: "time_limit",
+                reason: "must be positive",
+            });
+        }
+        if options.memory_limit < (1 << 20) {
+            return Err(HarnessError::InvalidOptions {
+                field: "memory_limit",
+                reason: "must be at least 1 MiB",
+            });
+        }
+        let now = unix_ms(options.start.unwrap_or_else(SystemTime::now));
+        let limits = Limits {
+            time_limit: options.time_limit,
+            memory_limit: options.memory_limit,
+        };
+        Ok(Harness {
+            engine: Engine::new(Server::new(now), limits)?,
+        })
+    }
+
+    /// Runs one command, as a client would send it: `["SET", "k", "v"]`, `["EVAL", ...]`.
+    pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Reply {
+        let argv: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        self.call_argv(&argv)
+    }
+
+    /// [`call`](Self::call) with owned arguments.
+    pub fn call_argv(&mut self, argv: &[Vec<u8>]) -> Reply {
+        let spec = match commands::resolve(argv, Caller::Client) {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        match spec.run {
+            Run::Plain(f) => f(&mut self.engine.server_mut(), argv).into_resp2(),
+            Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.name, argv),
+        }
+    }
+
+    /// `EVAL script numkeys keys... args...`.
+    pub fn eval(&mut self, script: &str, keys: &[&str], args: &[&str]) -> Reply {
+        let mut argv: Vec<&[u8]> = vec![b"EVAL", script.as_bytes()];
+        let n = keys.len().to_string();
+        argv.push(n.as_bytes());
+        argv.extend(keys.iter().map(|k| k.as_bytes()));
+        argv.extend(args.iter().map(|a| a.as_bytes()));
+        self.call(&argv)
+    }
+
+    /// `EVALSHA sha numkeys keys... args...`.
+    pub fn evalsha(&mut self, sha: &str, keys: &[&str], args: &[&str]) -> Reply {
+        let mut argv: Vec<Vec<u8>> = vec![b"EVALSHA".to_vec(), sha.as_bytes().to_vec()];
+        argv.push(keys.len().to_string().into_bytes());
+        argv.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+        argv.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        self.call_argv(&argv)
+    }
+
+    /// `SCRIPT LOAD body`: the SHA-1, or Redis's error reply.
+    pub fn script_load(&mut self, body: &[u8]) -> Result<String, Reply> {
+        self.engine.load(body)
+    }
+
+    /// Reads a script file (e.g. `lua/release.lua`) and loads it: its SHA-1 for
+    /// [`evalsha`](Self::evalsha).
+    ///
+    /// # Errors
+    /// The file cannot be read, or Redis would refuse the script.
+    pub fn load_script(&mut self, path: impl AsRef<Path>) -> Result<String, HarnessError> {
+        let path = path.as_ref();
+        let body = std::fs::read(path).map_err(|source| HarnessError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        self.engine
+            .load(&body)
+            .map_err(|reply| HarnessError::Script {
+                path: path.display().to_string(),
+                reply,
+            })
+    }
+
+    /// Reads a function library file (`#!lua name=...`) and loads it with `FUNCTION LOAD REPLACE`.
+    ///
+    /// # Errors
+    /// The file cannot be read, or Redis would refuse the library.
+    pub fn load_library(&mut self, path: impl AsRef<Path>) -> Result<String, HarnessError> {
+        let path = path.as_ref();
+        let body = std::fs::read(path).map_err(|source| HarnessError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        match self.engine.function_load(&body, true) {
+            Reply::Bulk(name) => Ok(String::from_utf8_lossy(&name).into_owned()),
+            reply => Err(HarnessError::Script {
+                path: path.display().to_string(),
+                reply,
+            }),
+        }
+    }
+
+    /// The loaded function libraries.
+    pub fn libraries(&self) -> Vec<FunctionLibrary> {
+        self.engine.libraries()
+    }
+
+    /// Stores a string at `key` with no expiry.
+    pub fn set(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        let mut s = self.engine.server_mut();
+        s.db.set(key.as_ref(), Value::Str(value.as_ref().to_vec()), None);
+    }
+
+    /// Stores a string at `key` that expires after `ttl` on the virtual clock.
+    pub fn set_with_ttl(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl: Duration) {
+        let mut s = self.engine.server_mut();
+        let at = s.now_ms.saturating_add(ttl.as_millis() as i64);
+        s.db.set(key.as_ref(), Value::Str(value.as_ref().to_vec()), Some(at));
+    }
+
+    /// The string at `key` (`None` when missing, expired, or not a string).
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Option<Vec<u8>> {
+        let s = self.engine.server();
+        match s.db.peek(key.as_ref(), s.now_ms) {
+            Some(Entry {
+                value: Value::Str(v),
+                ..
+            }) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    /// The remaining time to live of `key`: `None` when missing, `Some(None)` without expiry.
+    pub fn ttl(&self, key: impl AsRef<[u8]>) -> Option<Option<Duration>> {
+        let s = self.engine.server();
+        s.db.peek(key.as_ref(), s.now_ms).map(|e| {
+            e.expire_at_ms
+                .map(|t| Duration::from_millis((t - s.now_ms).max(0) as u64))
+        })
+    }
+
+    /// Every live key with its value and TTL, sorted by key.
+    pub fn snapshot(&self) -> BTreeMap<Vec<u8>, KeySnapshot> {
+        let s = self.engine.server();
+        s.db.iter(s.now_ms)
+            .map(|(k, e)| {
+                let ttl = e
+                    .expire_at_ms
+                    .map(|t| Duration::from_millis((t - s.now_ms).max(0) as u64));
+                (
+                    k.clone(),
+                    KeySnapshot {
+                        value: e.value.clone(),
+                        ttl,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Moves the virtual clock forward (keys expire; scripts see the new time).
+    pub fn advance(&mut self, d: Duration) {
+        self.engine
+            .server_mut()
+            .advance_us(d.as_micros().min(i64::MAX as u128) as i64);
+    }
+
+    /// Sets the virtual clock.
+    pub fn set_time(&mut self, t: SystemTime) {
+        self.engine.server_mut().set_now_ms(unix_ms(t));
+    }
+
+    /// The virtual clock.
+    pub fn now(&self) -> SystemTime {
+        let us = self.engine.server().now_us();
+        if us >= 0 {
+            UNIX_EPOCH + Duration::from_micros(us as u64)
+        } else {
+            UNIX_EPOCH - Duration::from_micros(us.unsigned_abs())
+        }
+    }
+
+    /// What scripts wrote with `redis.log`.
+    pub fn log(&self) -> Vec<LogLine> {
+        self.engine.server().log.clone()
+    }
+}

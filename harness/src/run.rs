@@ -1,0 +1,111 @@
+//! Running command lines and transcripts, offline or against a server: what `lockkit lua`
+//! does, kept here so the CLI stays a thin front door.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::format::format_reply;
+use crate::remote::Remote;
+use crate::transcript::{parse_command, Transcript};
+use crate::{Harness, Reply};
+
+/// Where commands go.
+#[derive(Debug)]
+pub enum Target {
+    /// The offline harness.
+    Offline(Box<Harness>),
+    /// A real server.
+    Server(Remote),
+}
+
+impl Target {
+    /// Sends one command.
+    ///
+    /// # Errors
+    /// Only a broken connection to a real server.
+    pub fn call(&mut self, argv: &[Vec<u8>]) -> Result<Reply, String> {
+        match self {
+            Target::Offline(h) => Ok(h.call_argv(argv)),
+            Target::Server(r) => r.call(argv).map_err(|e| format!("server: {e}")),
+        }
+    }
+}
+
+/// Runs redis-cli style lines from `input` (named `name` in errors), printing each reply as
+/// `redis-cli --no-raw` does. Every line is parsed before any runs.
+///
+/// # Errors
+/// A line that does not parse (`name:line: why`) or a broken server connection.
+pub fn exec(
+    target: &mut Target,
+    input: &str,
+    name: &str,
+    base: &Path,
+    out: &mut dyn Write,
+) -> Result<(), String> {
+    let mut commands = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = parse_command(line, base).map_err(|e| format!("{name}:{}: {e}", i + 1))?;
+        commands.push(parsed);
+    }
+    for (argv, repeat) in commands {
+        for _ in 0..repeat {
+            let reply = target.call(&argv)?;
+            out.write_all(format_reply(&reply).as_bytes())
+                .map_err(|e| format!("writing output: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// One case whose reply differed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Line of the command.
+    pub line: usize,
+    /// The command as written.
+    pub command: String,
+    /// What the transcript expects.
+    pub expected: Vec<String>,
+    /// What came back.
+    pub actual: Vec<String>,
+}
+
+/// Every case's formatted reply lines, in order.
+///
+/// # Errors
+/// A broken server connection.
+pub fn replies(target: &mut Target, t: &Transcript) -> Result<Vec<Vec<String>>, String> {
+    let mut all = Vec::new();
+    for case in t.cases() {
+        let mut lines = Vec::new();
+        for _ in 0..case.repeat {
+            let reply = target.call(&case.argv)?;
+            lines.extend(format_reply(&reply).lines().map(str::to_string));
+        }
+        all.push(lines);
+    }
+    Ok(all)
+}
+
+/// Runs transcript `t` and lists the cases whose reply differs from the recorded one (a case
+/// with no recorded reply is a mismatch too).
+///
+/// # Errors
+/// A broken server connection.
+pub fn check(target: &mut Target, t: &Transcript) -> Result<Vec<Mismatch>, String> {
+    let got = replies(target, t)?;
+    Ok(t.cases()
+        .zip(got)
+        .filter(|(c, actual)| c.expected.is_empty() || &c.expected != actual)
+        .map(|(c, actual)| Mismatch {
+            line: c.line,
+            command: c.text.clone(),
+            expected: c.expected.clone(),
+            actual,
+        })
+        .collect())
+}

@@ -1,0 +1,145 @@
+//! Redis's conversion rules between replies and Lua values, both ways (`script_lua.c`).
+
+use mlua::{Lua, MultiValue, Table, Value};
+
+use crate::number::{format_g, lua_number_to_i64};
+use crate::reply::Reply;
+
+/// How deep a returned table may nest before the harness refuses it.
+const MAX_DEPTH: usize = 1000;
+
+/// A command reply as `redis.call` hands it to Lua under protocol `resp` (2 or 3).
+pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
+    Ok(match r {
+        Reply::Int(i) => Value::Number(i as f64),
+        Reply::Bulk(b) => Value::String(lua.create_string(&b)?),
+        Reply::Nil if resp == 3 => Value::Nil,
+        Reply::Nil => Value::Boolean(false),
+        Reply::Status(s) => single(lua, "ok", Value::String(lua.create_string(&s)?))?,
+        Reply::Error(e) => single(lua, "err", Value::String(lua.create_string(&e)?))?,
+        Reply::Array(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.into_iter().enumerate() {
+                t.raw_set(i + 1, reply_to_lua(lua, item, resp)?)?;
+            }
+            Value::Table(t)
+        }
+        Reply::Map(pairs) if resp == 3 => {
+            let m = lua.create_table_with_capacity(0, pairs.len())?;
+            for (k, v) in pairs {
+                m.raw_set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
+            }
+            single(lua, "map", Value::Table(m))?
+        }
+        Reply::Map(pairs) => reply_to_lua(lua, Reply::Map(pairs).into_resp2(), resp)?,
+        Reply::Double(d) if resp == 3 => single(lua, "double", Value::Number(d))?,
+        Reply::Double(d) => {
+            Value::String(lua.create_string(crate::number::format_double_reply(d))?)
+        }
+    })
+}
+
+fn single(lua: &Lua, field: &str, v: Value) -> mlua::Result<Value> {
+    let t = lua.create_table_with_capacity(0, 1)?;
+    t.raw_set(field, v)?;
+    Ok(Value::Table(t))
+}
+
+/// Error and status texts cannot carry newlines on the wire: Redis maps them to spaces.
+fn one_line(s: &[u8]) -> String {
+    String::from_utf8_lossy(s)
+        .trim_matches(['\r', '\n'])
+        .replace(['\r', '\n'], " ")
+}
+
+/// What a script's return value becomes for the client (RESP2), under `redis.setresp(resp)`.
+pub fn lua_to_reply(v: &Value, resp: u8) -> Reply {
+    to_reply(v, resp, 0)
+}
+
+fn to_reply(v: &Value, resp: u8, depth: usize) -> Reply {
+    if depth > MAX_DEPTH {
+        return Reply::err("ERR harness: reply nested too deeply");
+    }
+    match v {
+        Value::Nil => Reply::Nil,
+        Value::Boolean(b) if resp == 3 => Reply::Int(i64::from(*b)),
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Boolean(false) => Reply::Nil,
+        Value::Integer(i) => Reply::Int(*i),
+        Value::Number(n) => Reply::Int(lua_number_to_i64(*n)),
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Table(t) => table_to_reply(t, resp, depth),
+        _ => Reply::Nil,
+    }
+}
+
+fn table_to_reply(t: &Table, resp: u8, depth: usize) -> Reply {
+    if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
+        return Reply::Error(one_line(&e.as_bytes()));
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
+        return Reply::Status(one_line(&s.as_bytes()));
+    }
+    match t.raw_get::<Value>("double") {
+        Ok(Value::Number(d)) => return Reply::Double(d),
+        Ok(Value::Integer(i)) => return Reply::Double(i as f64),
+        _ => {}
+    }
+    if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        return Reply::Bulk(s.as_bytes().to_vec());
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        if let Ok(Value::String(s)) = v.raw_get::<Value>("string") {
+            return Reply::Bulk(s.as_bytes().to_vec());
+        }
+    }
+    if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        let mut out = Vec::new();
+        for (k, v) in m.pairs::<Value, Value>().flatten() {
+            out.push(to_reply(&k, resp, depth + 1));
+            out.push(to_reply(&v, resp, depth + 1));
+        }
+        return Reply::Array(out);
+    }
+    if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
+        let out = set
+            .pairs::<Value, Value>()
+            .flatten()
+            .map(|(k, _)| to_reply(&k, resp, depth + 1))
+            .collect();
+        return Reply::Array(out);
+    }
+    let mut out = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => out.push(to_reply(&v, resp, depth + 1)),
+        }
+    }
+    Reply::Array(out)
+}
+
+/// Why `redis.call`'s arguments could not become a command.
+#[derive(Debug)]
+pub enum ArgsError {
+    /// No arguments at all.
+    Empty,
+    /// An argument that is neither a string nor a number.
+    BadType,
+}
+
+/// `redis.call`'s arguments as a command: strings as they are, numbers with `%.17g` (7.0).
+pub fn lua_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, ArgsError> {
+    if args.is_empty() {
+        return Err(ArgsError::Empty);
+    }
+    args.iter()
+        .map(|v| match v {
+            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::Integer(i) => Ok(format_g(*i as f64, 17).into_bytes()),
+            Value::Number(n) => Ok(format_g(*n, 17).into_bytes()),
+            _ => Err(ArgsError::BadType),
+        })
+        .collect()
+}

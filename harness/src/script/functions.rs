@@ -1,0 +1,342 @@
+//! Redis Functions: `FUNCTION LOAD` of a `#!lua name=...` library and `FCALL` of its functions.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use mlua::{Function, Lua, MultiValue, Table, Value};
+
+use super::shebang::{parse_flag, ScriptFlags};
+use super::{err, libargs, Engine, RunCtx};
+use crate::reply::Reply;
+
+/// One loaded library: its name, its code, the names of its functions.
+#[derive(Debug, Clone)]
+pub struct FunctionLibrary {
+    /// The `name=` from the shebang.
+    pub name: String,
+    /// The code as loaded.
+    pub code: Vec<u8>,
+    /// Its functions, in registration order.
+    pub functions: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Registered {
+    name: String,
+    func: Function,
+    flags: ScriptFlags,
+}
+
+/// Loaded libraries and their functions (names compared case-insensitively, as Redis does).
+#[derive(Debug, Default)]
+pub(super) struct Registry {
+    libraries: BTreeMap<String, FunctionLibrary>,
+    functions: HashMap<String, Registered>,
+}
+
+fn valid_name(n: &[u8]) -> bool {
+    !n.is_empty() && n.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
+const BAD_FUNCTION_NAME: &str = "Library names can only contain letters, numbers, or underscores(_) and must be at least one character long";
+
+/// `(name, shebang length)` of a library, or Redis's error text.
+fn library_name(code: &[u8]) -> Result<(String, usize), String> {
+    if !code.starts_with(b"#!") {
+        return Err("Missing library metadata".into());
+    }
+    let end = code
+        .iter()
+        .position(|&c| c == b'\n')
+        .ok_or("Invalid library metadata")?;
+    let line = String::from_utf8_lossy(&code[..end]);
+    let parts = crate::cmdline::split_args(&line).map_err(|_| "Invalid library metadata")?;
+    let engine = parts.first().ok_or("Invalid library metadata")?;
+    let mut name = None;
+    for part in &parts[1..] {
+        if part.len() >= 5 && part[..5].eq_ignore_ascii_case(b"name=") {
+            if name.is_some() {
+                return Err(
+                    "Invalid metadata value, name argument was given multiple times".into(),
+                );
+            }
+            name = Some(part[5..].to_vec());
+            continue;
+        }
+        return Err(format!(
+            "Invalid metadata value given: {}",
+            String::from_utf8_lossy(part)
+        ));
+    }
+    let name = name.ok_or("Library name was not given")?;
+    let engine = &engine[2..];
+    if !engine.eq_ignore_ascii_case(b"lua") {
+        return Err(format!(
+            "Engine '{}' not found",
+            String::from_utf8_lossy(engine)
+        ));
+    }
+    if !valid_name(&name) {
+        return Err("Library names can only contain letters, numbers, or underscores(_) and must be at least one character long".into());
+    }
+    Ok((String::from_utf8_lossy(&name).into_owned(), end))
+}
+
+type Pending = Arc<Mutex<Vec<Registered>>>;
+
+/// Reads `redis.register_function`'s arguments, as Redis does (positional or named).
+fn read_registration(args: &MultiValue) -> Result<Registered, String> {
+    match args.len() {
+        2 => {
+            let Value::String(name) = &args[0] else {
+                return Err("first argument to redis.register_function must be a string".into());
+            };
+            let Value::Function(f) = &args[1] else {
+                return Err("second argument to redis.register_function must be a function".into());
+            };
+            Ok(Registered {
+                name: name.to_string_lossy(),
+                func: f.clone(),
+                flags: ScriptFlags::default(),
+            })
+        }
+        1 => {
+            let Value::Table(t) = &args[0] else {
+                return Err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).".into());
+            };
+            read_named(t)
+        }
+        _ => Err("wrong number of arguments to redis.register_function".into()),
+    }
+}
+
+fn read_named(t: &Table) -> Result<Registered, String> {
+    let (mut name, mut func, mut flags) = (None, None, ScriptFlags::default());
+    for pair in t.pairs::<Value, Value>() {
+        let (k, v) = pair.map_err(|e| e.to_string())?;
+        let Value::String(k) = k else {
+            return Err(
+                "named argument key given to redis.register_function is not a string".into(),
+            );
+        };
+        match (k.to_string_lossy().as_str(), v) {
+            ("function_name", Value::String(s)) => name = Some(s.to_string_lossy()),
+            ("function_name", _) => {
+                return Err("function_name argument given to redis.register_function must be a string".into())
+            }
+            ("callback", Value::Function(f)) => func = Some(f),
+            ("callback", _) => {
+                return Err("callback argument given to redis.register_function must be a function".into())
+            }
+            ("description", Value::String(_)) => {}
+            ("description", _) => {
+                return Err("description argument given to redis.register_function must be a string".into())
+            }
+            ("flags", Value::Table(list)) => {
+                for f in list.sequence_values::<Value>() {
+                    match f.map_err(|e| e.to_string())? {
+                        Value::String(s) => parse_flag(&mut flags, &s.as_bytes())
+                            .map_err(|_| "unknown flag given".to_string())?,
+                        _ => return Err("unknown flag given".into()),
+                    }
+                }
+            }
+            ("flags", _) => {
+                return Err("flags argument to redis.register_function must be a table representing function flags".into())
+            }
+            _ => return Err("unknown argument given to redis.register_function".into()),
+        }
+    }
+    Ok(Registered {
+        name: name.ok_or("redis.register_function must get a function name argument")?,
+        func: func.ok_or("redis.register_function must get a callback argument")?,
+        flags,
+    })
+}
+
+fn register_fn(lua: &Lua, pending: Pending) -> mlua::Result<Function> {
+    lua.create_function(move |lua, args: MultiValue| {
+        let reg = match read_registration(&args) {
+            Ok(r) => r,
+            Err(e) => return libargs::redis_err(lua, format!("ERR {e}")),
+        };
+        if !valid_name(reg.name.as_bytes()) {
+            return libargs::redis_err(lua, format!("ERR {BAD_FUNCTION_NAME}"));
+        }
+        let Ok(mut p) = pending.lock() else {
+            return libargs::redis_err(lua, "ERR harness: registration state poisoned");
+        };
+        if p.iter().any(|r| r.name.eq_ignore_ascii_case(&reg.name)) {
+            return libargs::redis_err(lua, "ERR Function already exists in the library");
+        }
+        p.push(reg);
+        libargs::ok(lua, ())
+    })
+}
+
+impl Engine {
+    /// `FUNCTION LOAD [REPLACE] code`: the library name, or Redis's error.
+    pub fn function_load(&mut self, code: &[u8], replace: bool) -> Reply {
+        match self.try_function_load(code, replace) {
+            Ok(name) => Reply::Bulk(name.into_bytes()),
+            Err(e) => err(format!("ERR {e}")),
+        }
+    }
+
+    fn try_function_load(&mut self, code: &[u8], replace: bool) -> Result<String, String> {
+        let (name, skip) = library_name(code)?;
+        if self.functions.libraries.contains_key(&name) && !replace {
+            return Err(format!("Library '{name}' already exists"));
+        }
+        let pending: Pending = Arc::default();
+        let register = register_fn(&self.lua, pending.clone()).map_err(|e| e.to_string())?;
+        let env: Table = self
+            .load_env
+            .call(register)
+            .map_err(|e| format!("harness: {e}"))?;
+        let body = &code[skip..];
+        let chunk = self
+            .lua
+            .load(body)
+            .set_name("@user_function")
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => {
+                    format!("Error compiling function: {message}")
+                }
+                other => format!("Error compiling function: {other}"),
+            })?;
+        let outcome = self.run.call::<(bool, Value)>(chunk);
+        let _ = self.load_env.call::<Value>(Value::Nil);
+        match outcome {
+            Ok((true, _)) => {}
+            Ok((false, v)) => {
+                let msg = match &v {
+                    Value::Table(t) => t.get::<String>("err").unwrap_or_default(),
+                    Value::String(s) => s.to_string_lossy(),
+                    _ => String::new(),
+                };
+                return Err(format!("Error registering functions: {msg}"));
+            }
+            Err(e) => return Err(format!("harness: {e}")),
+        }
+        let registered = pending.lock().map(|p| p.clone()).unwrap_or_default();
+        if registered.is_empty() {
+            return Err("No functions registered".into());
+        }
+        for r in &registered {
+            if let Some(existing) = self.functions.functions.get(&r.name.to_ascii_lowercase()) {
+                let owner = self.functions.libraries.values().find(|l| {
+                    l.functions
+                        .iter()
+                        .any(|f| f.eq_ignore_ascii_case(&existing.name))
+                });
+                if owner.is_none_or(|l| l.name != name) {
+                    return Err(format!("Function {} already exists", r.name));
+                }
+            }
+        }
+        self.function_delete_library(&name);
+        for r in &registered {
+            self.functions
+                .functions
+                .insert(r.name.to_ascii_lowercase(), r.clone());
+        }
+        self.functions.libraries.insert(
+            name.clone(),
+            FunctionLibrary {
+                name: name.clone(),
+                code: code.to_vec(),
+                functions: registered.iter().map(|r| r.name.clone()).collect(),
+            },
+        );
+        Ok(name)
+    }
+
+    fn function_delete_library(&mut self, name: &str) -> bool {
+        match self.functions.libraries.remove(name) {
+            Some(lib) => {
+                for f in lib.functions {
+                    self.functions.functions.remove(&f.to_ascii_lowercase());
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `FUNCTION DELETE name`.
+    pub fn function_delete(&mut self, name: &[u8]) -> Reply {
+        if self.function_delete_library(&String::from_utf8_lossy(name)) {
+            Reply::ok()
+        } else {
+            err("ERR Library not found")
+        }
+    }
+
+    /// `FUNCTION FLUSH`.
+    pub fn function_flush(&mut self) {
+        self.functions = Registry::default();
+    }
+
+    /// The loaded libraries.
+    pub fn libraries(&self) -> Vec<FunctionLibrary> {
+        self.functions.libraries.values().cloned().collect()
+    }
+
+    /// `FCALL` / `FCALL_RO` of function `name` with `keys` and `argv` (numkeys already checked).
+    pub fn fcall(&mut self, name: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>], ro: bool) -> Reply {
+        let key = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let Some(f) = self.functions.functions.get(&key).cloned() else {
+            return err("ERR Function not found");
+        };
+        if ro && !f.flags.no_writes {
+            return err("ERR Can not execute a script with write flag using *_ro command.");
+        }
+        let tables = (|| -> mlua::Result<(Table, Table)> {
+            self.globals.raw_set("KEYS", Value::Nil)?;
+            self.globals.raw_set("ARGV", Value::Nil)?;
+            Ok((self.sequence(keys)?, self.sequence(argv)?))
+        })();
+        let (k, a) = match tables {
+            Ok(t) => t,
+            Err(e) => return err(format!("ERR harness: {e}")),
+        };
+        let ctx = RunCtx {
+            resp: 2,
+            no_writes: f.flags.no_writes,
+            ro_call: ro,
+        };
+        let func = f.func.clone();
+        self.invoke(&f.name, ctx, move |e| {
+            e.run_fn.call::<(bool, Value)>((func, k, a))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_metadata_errors() {
+        assert_eq!(library_name(b"#!lua name=lib\nx").unwrap().0, "lib");
+        assert_eq!(
+            library_name(b"return 1").unwrap_err(),
+            "Missing library metadata"
+        );
+        assert_eq!(
+            library_name(b"#!lua\nx").unwrap_err(),
+            "Library name was not given"
+        );
+        assert_eq!(
+            library_name(b"#!js name=a\n").unwrap_err(),
+            "Engine 'js' not found"
+        );
+        assert_eq!(
+            library_name(b"#!lua name=a foo=b\n").unwrap_err(),
+            "Invalid metadata value given: foo=b"
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! The Rust side of `redis.sha1hex`, `redis.log`, `redis.setresp`, `redis.set_repl`,
+//! `redis.acl_check_cmd`, `math.random`, and the `frame` helper of the error handler.
+
+use std::sync::{Arc, Mutex};
+
+use mlua::{Lua, MultiValue, Table, Value};
+
+use super::libargs::{answer, check_number, lua_err, ok, redis_err, to_number};
+use super::rand48::Rand48;
+use super::RunCtx;
+use crate::server::{LogLine, Server};
+
+/// Registers the helpers on the prelude's internals table `i`.
+pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<()> {
+    i.set(
+        "sha1hex",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return redis_err(lua, "ERR wrong number of arguments");
+            }
+            let bytes = match &args[0] {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(n) => crate::number::format_g(*n as f64, 14).into_bytes(),
+                Value::Number(n) => crate::number::format_g(*n, 14).into_bytes(),
+                _ => Vec::new(),
+            };
+            ok(lua, sha1_smol::Sha1::from(bytes).digest().to_string())
+        })?,
+    )?;
+    i.set(
+        "log",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() < 2 {
+                return redis_err(lua, "ERR redis.log() requires two arguments or more.");
+            }
+            let level = match to_number(args.front()) {
+                Some(l) if (0.0..=3.0).contains(&l) => l as i64,
+                Some(_) => return redis_err(lua, "ERR Invalid debug level."),
+                None => return redis_err(lua, "ERR First argument must be a number (log level)."),
+            };
+            let parts: Vec<String> = args
+                .iter()
+                .skip(1)
+                .filter_map(|v| match v {
+                    Value::String(s) => Some(s.to_string_lossy()),
+                    Value::Integer(n) => Some(crate::number::format_g(*n as f64, 14)),
+                    Value::Number(n) => Some(crate::number::format_g(*n, 14)),
+                    _ => None,
+                })
+                .collect();
+            if let Some(mut s) = lua.app_data_mut::<Server>() {
+                s.log.push(LogLine {
+                    level,
+                    message: parts.join(" "),
+                });
+            }
+            ok(lua, ())
+        })?,
+    )?;
+    i.set(
+        "setresp",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return redis_err(lua, "ERR redis.setresp() requires one argument.");
+            }
+            match to_number(args.front()) {
+                Some(v) if v == 2.0 || v == 3.0 => {
+                    if let Some(mut ctx) = lua.app_data_mut::<RunCtx>() {
+                        ctx.resp = v as u8;
+                    }
+                    ok(lua, ())
+                }
+                _ => redis_err(lua, "ERR RESP version must be 2 or 3."),
+            }
+        })?,
+    )?;
+    i.set(
+        "set_repl",
+        lua.create_function(|lua, args: MultiValue| {
+            if args.len() != 1 {
+                return redis_err(lua, "ERR redis.set_repl() requires one argument.");
+            }
+            match to_number(args.front()) {
+                Some(v) if (0.0..=3.0).contains(&v) && v.fract() == 0.0 => ok(lua, ()),
+                _ => redis_err(lua, "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."),
+            }
+        })?,
+    )?;
+    i.set(
+        "acl_check_cmd",
+        lua.create_function(|lua, args: MultiValue| {
+            let argv = match super::convert::lua_args(&args) {
+                Ok(a) => a,
+                Err(_) => {
+                    return redis_err(
+                        lua,
+                        "ERR Please specify at least one argument for this redis lib call",
+                    )
+                }
+            };
+            match crate::commands::lookup(&argv[0]) {
+                Some(spec) if crate::commands::arity_ok(spec.arity, argv.len()) => ok(lua, true),
+                Some(_) => redis_err(
+                    lua,
+                    "ERR Wrong number of args calling Redis command from script",
+                ),
+                None => redis_err(lua, "ERR Invalid command passed to redis.acl_check_cmd()"),
+            }
+        })?,
+    )?;
+    let r1 = rng.clone();
+    i.set(
+        "random",
+        lua.create_function(move |lua, args: MultiValue| {
+            let r = r1.lock().map(|mut g| g.next_unit()).unwrap_or(0.0);
+            let res = match args.len() {
+                0 => Ok(r),
+                1 => check_number(&args, 1, "random").and_then(|u| {
+                    let u = u as i32;
+                    if u < 1 {
+                        Err("bad argument #1 to 'random' (interval is empty)".into())
+                    } else {
+                        Ok((r * f64::from(u)).floor() + 1.0)
+                    }
+                }),
+                2 => check_number(&args, 1, "random").and_then(|l| {
+                    let u = check_number(&args, 2, "random")? as i32;
+                    let l = l as i32;
+                    if l > u {
+                        Err("bad argument #2 to 'random' (interval is empty)".into())
+                    } else {
+                        Ok((r * (f64::from(u) - f64::from(l) + 1.0)).floor() + f64::from(l))
+                    }
+                }),
+                _ => Err("wrong number of arguments".into()),
+            };
+            match res {
+                Ok(v) => ok(lua, v),
+                Err(e) => lua_err(lua, e),
+            }
+        })?,
+    )?;
+    i.set(
+        "randomseed",
+        lua.create_function(move |lua, args: MultiValue| {
+            let r = check_number(&args, 1, "randomseed").map(|seed| {
+                if let Ok(mut g) = rng.lock() {
+                    g.seed(seed as i32);
+                }
+                MultiValue::new()
+            });
+            answer(lua, r)
+        })?,
+    )?;
+    i.set(
+        "frame",
+        lua.create_function(|lua, level: usize| {
+            Ok(lua
+                .inspect_stack(level, |d| {
+                    let src = d.source();
+                    (
+                        src.what.to_string(),
+                        src.source.map(|s| s.into_owned()),
+                        d.current_line().map(|l| l as i64).unwrap_or(-1),
+                    )
+                })
+                .map_or((None, None, None), |(w, s, l)| (Some(w), s, Some(l))))
+        })?,
+    )?;
+    Ok(())
+}
+
+/// `struct` and `cmsgpack` are not emulated: each call fails with a message naming it.
+pub fn register_missing(lua: &Lua, i: &Table) -> mlua::Result<()> {
+    for name in [
+        "struct_pack",
+        "struct_unpack",
+        "struct_size",
+        "msgpack_pack",
+        "msgpack_unpack",
+    ] {
+        let label = name.replacen('_', ".", 1).replace("msgpack.", "cmsgpack.");
+        i.set(
+            name,
+            lua.create_function(move |lua, _: MultiValue| {
+                lua_err(lua, format!("harness: {label} is not emulated"))
+            })?,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,421 @@
+//! The Lua side: Redis 7.0's scripting environment on mlua's vendored Lua 5.1, the script
+//! cache, and running a script under the error handler, the time limit and the memory cap.
+
+mod bit;
+mod cjson;
+mod convert;
+mod functions;
+mod lib_misc;
+mod libargs;
+mod rand48;
+mod shebang;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mlua::{
+    Function, HookTriggers, LightUserData, Lua, LuaOptions, MultiValue, StdLib, Table, Value,
+    VmState,
+};
+
+use crate::commands::{self, Run};
+use crate::reply::Reply;
+use crate::server::{Caller, Server};
+
+pub use functions::FunctionLibrary;
+pub use shebang::ScriptFlags;
+
+const PRELUDE: &str = include_str!("prelude.lua");
+
+/// The Redis version the environment claims (`redis.REDIS_VERSION`).
+pub const REDIS_VERSION: &str = "7.0.15";
+const REDIS_VERSION_NUM: i64 = 0x07_00_0f;
+
+/// Per-run state `redis.call` reads: the protocol and the write restrictions.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunCtx {
+    /// `redis.setresp`: 2 or 3.
+    pub resp: u8,
+    /// The script or function declared `no-writes`.
+    pub no_writes: bool,
+    /// Called through EVAL_RO / EVALSHA_RO / FCALL_RO.
+    pub ro_call: bool,
+}
+
+impl Default for RunCtx {
+    fn default() -> Self {
+        RunCtx {
+            resp: 2,
+            no_writes: false,
+            ro_call: false,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Timer {
+    deadline: Option<Instant>,
+    fired: bool,
+}
+
+/// A compiled EVAL script.
+#[derive(Debug, Clone)]
+struct Compiled {
+    func: Function,
+    flags: ScriptFlags,
+}
+
+/// Limits on one script run.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Wall-clock time after which a running script is stopped.
+    pub time_limit: Duration,
+    /// Bytes the Lua heap may use.
+    pub memory_limit: usize,
+}
+
+/// The Lua state with Redis's environment, the script cache and the function libraries.
+#[derive(Debug)]
+pub struct Engine {
+    lua: Lua,
+    globals: Table,
+    run: Function,
+    run_fn: Function,
+    load_env: Function,
+    scripts: HashMap<String, Compiled>,
+    functions: functions::Registry,
+    limits: Limits,
+    timer: Arc<Mutex<Timer>>,
+}
+
+/// Where a run comes from, for error messages and write rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// EVAL / EVALSHA.
+    Eval,
+    /// EVAL_RO / EVALSHA_RO.
+    EvalRo,
+}
+
+fn err(msg: impl Into<String>) -> Reply {
+    Reply::Error(msg.into())
+}
+
+/// SHA-1 of `body` in lower-case hex, as `SCRIPT LOAD` answers.
+pub fn sha1hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+impl Engine {
+    /// A fresh Lua state holding `server`, with Redis's environment.
+    pub fn new(server: Server, limits: Limits) -> mlua::Result<Engine> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        lua.set_app_data(server);
+        lua.set_app_data(RunCtx::default());
+        let internals = lua.create_table()?;
+        internals.set("globals", lua.globals())?;
+        internals.set(
+            "call",
+            lua.create_function(|lua, args: MultiValue| redis_call(lua, &args, true))?,
+        )?;
+        internals.set(
+            "pcall",
+            lua.create_function(|lua, args: MultiValue| redis_call(lua, &args, false))?,
+        )?;
+        internals.set("bit", bit::create(&lua)?)?;
+        internals.set(
+            "raised",
+            lua.create_function(|_, v: Value| {
+                Ok(match v {
+                    Value::Error(e) => match libargs::raised(&e) {
+                        Some(libargs::Raised::Table(m)) => (Some("table"), Some(m)),
+                        Some(libargs::Raised::Text(m)) => (Some("text"), Some(m)),
+                        None => (None, None),
+                    },
+                    _ => (None, None),
+                })
+            })?,
+        )?;
+        let (enc, dec) = cjson::create(&lua)?;
+        internals.set("cjson_encode", enc)?;
+        internals.set("cjson_decode", dec)?;
+        internals.set("null", LightUserData(std::ptr::null_mut()))?;
+        internals.set("version", REDIS_VERSION)?;
+        internals.set("version_num", REDIS_VERSION_NUM)?;
+        lib_misc::register(
+            &lua,
+            &internals,
+            Arc::new(Mutex::new(rand48::Rand48::default())),
+        )?;
+        lib_misc::register_missing(&lua, &internals)?;
+        let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
+            lua.load(PRELUDE).set_name("=harness").call(internals)?;
+        let timer = Arc::new(Mutex::new(Timer::default()));
+        let t = timer.clone();
+        lua.set_global_hook(
+            HookTriggers::new().every_nth_instruction(1000),
+            move |_, _| {
+                let mut t = t
+                    .lock()
+                    .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
+                match t.deadline {
+                    Some(d) if Instant::now() >= d => {
+                        t.fired = true;
+                        Err(mlua::Error::runtime("harness: script time limit reached"))
+                    }
+                    _ => Ok(VmState::Continue),
+                }
+            },
+        )?;
+        lua.set_memory_limit(limits.memory_limit)?;
+        Ok(Engine {
+            lua,
+            globals,
+            run,
+            run_fn,
+            load_env,
+            scripts: HashMap::new(),
+            functions: functions::Registry::default(),
+            limits,
+            timer,
+        })
+    }
+
+    /// The server state (keyspace, clock, log).
+    pub fn server(&self) -> mlua::AppDataRef<'_, Server> {
+        self.lua
+            .app_data_ref::<Server>()
+            .expect("the server is stored at construction and never removed")
+    }
+
+    /// The server state, mutably.
+    pub fn server_mut(&self) -> mlua::AppDataRefMut<'_, Server> {
+        self.lua
+            .app_data_mut::<Server>()
+            .expect("the server is stored at construction and never removed")
+    }
+
+    /// Compiles `body` into the cache (SCRIPT LOAD): its SHA-1, or Redis's error.
+    pub fn load(&mut self, body: &[u8]) -> Result<String, Reply> {
+        let sha = sha1hex(body);
+        if self.scripts.contains_key(&sha) {
+            return Ok(sha);
+        }
+        let (flags, skip) =
+            shebang::parse_script_shebang(body).map_err(|e| err(format!("ERR {e}")))?;
+        let func = self
+            .compile(&body[skip..], "@user_script")
+            .map_err(|e| err(format!("ERR Error compiling script (new function): {e}")))?;
+        self.scripts.insert(sha.clone(), Compiled { func, flags });
+        Ok(sha)
+    }
+
+    /// Compiles Lua text into a function of the script environment; the error is Lua's message.
+    fn compile(&self, code: &[u8], name: &str) -> Result<Function, String> {
+        // Redis 7.0 removed Lua's bytecode loader: a chunk starting with ESC is parsed as text.
+        let code: Vec<u8> = if code.first() == Some(&0x1b) {
+            [b" ".as_slice(), code].concat()
+        } else {
+            code.to_vec()
+        };
+        let env: Table = self.globals.raw_get("_G").map_err(|e| e.to_string())?;
+        self.lua
+            .load(code)
+            .set_name(name)
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            })
+            .map_err(|m| m.trim_end_matches(['\r', '\n']).replace(['\r', '\n'], " "))
+    }
+
+    /// Whether `sha` (any case) is cached.
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        self.scripts.contains_key(&sha)
+    }
+
+    /// Empties the script cache (SCRIPT FLUSH).
+    pub fn flush(&mut self) {
+        self.scripts.clear();
+    }
+
+    /// Runs cached script `sha` (any case) with `keys` and `argv`.
+    pub fn run(&mut self, sha: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>], entry: Entry) -> Reply {
+        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+        let Some(script) = self.scripts.get(&sha).cloned() else {
+            return err("NOSCRIPT No matching script. Please use EVAL.");
+        };
+        let ro = entry == Entry::EvalRo;
+        if ro && script.flags.shebang && !script.flags.no_writes {
+            return err("ERR Can not execute a script with write flag using *_ro command.");
+        }
+        if let Err(e) = self.set_keys_argv(keys, argv) {
+            return err(format!("ERR harness: {e}"));
+        }
+        let ctx = RunCtx {
+            resp: 2,
+            no_writes: script.flags.no_writes,
+            ro_call: ro,
+        };
+        self.invoke(&sha, ctx, |e| {
+            e.run.call::<(bool, Value)>(script.func.clone())
+        })
+    }
+
+    fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
+        self.globals.raw_set("KEYS", self.sequence(keys)?)?;
+        self.globals.raw_set("ARGV", self.sequence(argv)?)
+    }
+
+    fn sequence(&self, items: &[Vec<u8>]) -> mlua::Result<Table> {
+        let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, item) in items.iter().enumerate() {
+            t.raw_set(i + 1, self.lua.create_string(item)?)?;
+        }
+        Ok(t)
+    }
+
+    /// Runs `call` with the time limit armed and turns its outcome into the client's reply.
+    fn invoke(
+        &mut self,
+        name: &str,
+        ctx: RunCtx,
+        call: impl FnOnce(&Engine) -> mlua::Result<(bool, Value)>,
+    ) -> Reply {
+        if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
+            *c = ctx;
+        }
+        if let Ok(mut t) = self.timer.lock() {
+            t.deadline = Some(Instant::now() + self.limits.time_limit);
+            t.fired = false;
+        }
+        let outcome = call(self);
+        let fired = match self.timer.lock() {
+            Ok(mut t) => {
+                t.deadline = None;
+                t.fired
+            }
+            Err(_) => false,
+        };
+        let resp = self.lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
+        let reply = if fired {
+            err(format!(
+                "ERR harness: script {name} ran past the time limit of {} ms and was stopped \
+                 (Redis would keep running it and answer BUSY until SCRIPT KILL)",
+                self.limits.time_limit.as_millis()
+            ))
+        } else {
+            match outcome {
+                Ok((true, v)) => convert::lua_to_reply(&v, resp),
+                Ok((false, v)) => self.error_reply(&v, name),
+                Err(mlua::Error::MemoryError(_)) => self.memory_error(name),
+                Err(e) => err(format!("ERR harness: {e}")),
+            }
+        };
+        if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
+            *c = RunCtx::default();
+        }
+        reply.into_resp2()
+    }
+
+    fn memory_error(&self, name: &str) -> Reply {
+        let _ = self.lua.gc_collect();
+        err(format!(
+            "ERR harness: script {name} exceeded the Lua memory cap of {} bytes (Redis has no \
+             per-script cap)",
+            self.limits.memory_limit
+        ))
+    }
+
+    /// The reply for a script that raised `v` (luaCallFunction's error path).
+    fn error_reply(&self, v: &Value, name: &str) -> Reply {
+        match v {
+            Value::Table(t) => {
+                let msg = match t.get::<Value>("err") {
+                    Ok(Value::String(s)) => s.to_string_lossy(),
+                    Ok(Value::Integer(i)) => i.to_string(),
+                    Ok(Value::Number(n)) => crate::number::format_g(n, 14),
+                    _ => {
+                        return err(
+                            "ERR harness: the script raised a table without an 'err' string \
+                             (Redis 7.0.15 crashes on this)",
+                        )
+                    }
+                };
+                let source: Option<String> = t.get("source").ok();
+                let line: Option<Value> = t.get("line").ok();
+                let line = match line {
+                    Some(Value::Integer(i)) => Some(i.to_string()),
+                    Some(Value::Number(n)) => Some(crate::number::format_g(n, 14)),
+                    Some(Value::String(s)) => Some(s.to_string_lossy()),
+                    _ => None,
+                };
+                let mut full = msg;
+                if let (Some(source), Some(line)) = (source, line) {
+                    full.push_str(&format!(" script: {name}, on {source}:{line}."));
+                }
+                Reply::Error(one_line(&full))
+            }
+            Value::String(s) if s.to_string_lossy() == "not enough memory" => {
+                self.memory_error(name)
+            }
+            other => {
+                let text = match other {
+                    Value::String(s) => s.to_string_lossy(),
+                    _ => "execution failure".to_string(),
+                };
+                let text: String = text.chars().take(100).collect();
+                Reply::Error(one_line(&format!(
+                    "ERR Error running script {name}, {text}"
+                )))
+            }
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.trim_matches(['\r', '\n']).replace(['\r', '\n'], " ")
+}
+
+/// `redis.call` (`raise`) and `redis.pcall`: runs one command from inside a script.
+fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
+    let reply = match convert::lua_args(args) {
+        Ok(argv) => dispatch_from_script(lua, &argv),
+        Err(convert::ArgsError::Empty) => {
+            err("ERR Please specify at least one argument for this redis lib call")
+        }
+        Err(convert::ArgsError::BadType) => {
+            err("ERR Lua redis lib command arguments must be strings or integers")
+        }
+    };
+    let resp = lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
+    match (reply, raise) {
+        (Reply::Error(e), true) => Err(mlua::Error::external(libargs::Raised::Table(e))),
+        (r, _) => convert::reply_to_lua(lua, r, resp),
+    }
+}
+
+fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>]) -> Reply {
+    let spec = match commands::resolve(argv, Caller::Script) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    if spec.noscript {
+        return err("ERR This Redis command is not allowed from script");
+    }
+    let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
+    if spec.write && (ctx.no_writes || ctx.ro_call) {
+        return err("ERR Write commands are not allowed from read-only scripts.");
+    }
+    match (spec.run, lua.app_data_mut::<Server>()) {
+        (Run::Plain(f), Some(mut server)) => f(&mut server, argv),
+        _ => err("ERR harness: command unavailable inside a script"),
+    }
+}
