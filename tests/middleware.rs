@@ -354,13 +354,13 @@ async fn a_request_never_releases_a_lock_it_does_not_own() {
 async fn watchdog_keeps_a_slow_handler_guarded_past_the_ttl() {
     let server = RedisServer::start();
     let opts = DuplicateSubmitOptions::new()
-        .ttl(Duration::from_millis(300))
+        .ttl(Duration::from_millis(1000))
         .watchdog(Some(WatchdogOptions::new()));
     let (app, probe) = app_with(&server, opts).await;
     let first = spawn_send(&app, slow_order("ivy", "{}"));
     probe.wait_entered().await;
     // Several TTLs pass while the handler works; the watchdog keeps renewing.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(
         send(&app, order("ivy", "{}")).await.status,
         StatusCode::TOO_MANY_REQUESTS

@@ -27,8 +27,12 @@ pub fn example_binary(name: &str) -> PathBuf {
         .to_path_buf();
     BUILT.get_or_init(|| {
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--features", "tower", "--examples"])
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo.args(["build", "--quiet", "--features", "tower", "--examples"]);
+        if profile_dir.ends_with("release") {
+            cargo.arg("--release");
+        }
+        let status = cargo
             .args(["-p", "lockkit", "--manifest-path", manifest])
             .env("CARGO_TARGET_DIR", &target_dir)
             .status()
