@@ -347,6 +347,14 @@ impl Redlock {
         })
     }
 
+    /// Wraps an already acquired Redlock lock in a guard (`watchdog: None` for no renewal).
+    pub fn guard(&self, lock: Lock, watchdog: Option<WatchdogOptions>) -> Result<LockGuard> {
+        if let Some(w) = &watchdog {
+            w.validate(lock.ttl)?;
+        }
+        Ok(LockGuard::start(Holder::Redlock(self.clone()), lock, watchdog))
+    }
+
     /// Acquires (with retries) and guards the lock with a watchdog that extends it on a quorum.
     pub async fn lock(
         &self,
