@@ -16,7 +16,13 @@ pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
         Reply::Nil if resp == 3 => Value::Nil,
         Reply::Nil => Value::Boolean(false),
         Reply::Status(s) => single(lua, "ok", Value::String(lua.create_string(&s)?))?,
-        Reply::Error(e) => single(lua, "err", Value::String(lua.create_string(&e)?))?,
+        Reply::Error(e) => {
+            // The order matters: cjson.encode of this table lists fields in hash order.
+            let t = lua.create_table()?;
+            t.raw_set("err", lua.create_string(&e)?)?;
+            t.raw_set("ignore_error_stats_update", true)?;
+            Value::Table(t)
+        }
         Reply::Array(items) => {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {

@@ -388,11 +388,21 @@ fn one_line(s: &str) -> String {
 fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
     let reply = match convert::lua_args(args) {
         Ok(argv) => dispatch_from_script(lua, &argv),
-        Err(convert::ArgsError::Empty) => {
-            err("ERR Please specify at least one argument for this redis lib call")
-        }
-        Err(convert::ArgsError::BadType) => {
-            err("ERR Lua redis lib command arguments must be strings or integers")
+        Err(e) => {
+            let msg = match e {
+                convert::ArgsError::Empty => {
+                    "ERR Please specify at least one argument for this redis lib call"
+                }
+                convert::ArgsError::BadType => {
+                    "ERR Lua redis lib command arguments must be strings or integers"
+                }
+            };
+            if raise {
+                return Err(mlua::Error::external(libargs::Raised::Table(msg.into())));
+            }
+            let t = lua.create_table()?;
+            t.raw_set("err", msg)?;
+            return Ok(Value::Table(t));
         }
     };
     let resp = lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
