@@ -352,7 +352,11 @@ impl Redlock {
         if let Some(w) = &watchdog {
             w.validate(lock.ttl)?;
         }
-        Ok(LockGuard::start(Holder::Redlock(self.clone()), lock, watchdog))
+        Ok(LockGuard::start(
+            Holder::Redlock(self.clone()),
+            lock,
+            watchdog,
+        ))
     }
 
     /// Acquires (with retries) and guards the lock with a watchdog that extends it on a quorum.
