@@ -185,7 +185,7 @@ impl Db {
     pub fn get_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         let expired = match self.map.get(key) {
             None => return None,
-            Some(e) => e.expire_at_ms.is_some_and(|t| t <= now_ms),
+            Some(e) => e.expire_at_ms.is_some_and(|t| t < now_ms),
         };
         if expired {
             self.map.remove(key);
@@ -198,7 +198,7 @@ impl Db {
     pub fn peek(&self, key: &[u8], now_ms: i64) -> Option<&Entry> {
         self.map
             .get(key)
-            .filter(|e| e.expire_at_ms.is_none_or(|t| t > now_ms))
+            .filter(|e| e.expire_at_ms.is_none_or(|t| t >= now_ms))
     }
 
     /// Whether `key` is live.
@@ -220,7 +220,7 @@ impl Db {
     /// Removes `key`; returns whether a live key was removed.
     pub fn remove(&mut self, key: &[u8], now_ms: i64) -> bool {
         match self.map.remove(key) {
-            Some(e) => e.expire_at_ms.is_none_or(|t| t > now_ms),
+            Some(e) => e.expire_at_ms.is_none_or(|t| t >= now_ms),
             None => false,
         }
     }
@@ -245,7 +245,7 @@ impl Db {
     pub fn iter(&self, now_ms: i64) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
         self.map
             .iter()
-            .filter(move |(_, e)| e.expire_at_ms.is_none_or(|t| t > now_ms))
+            .filter(move |(_, e)| e.expire_at_ms.is_none_or(|t| t >= now_ms))
     }
 
     /// The number of live keys.

@@ -32,6 +32,7 @@
 //! - The time limit stops a runaway script with an error; Redis would keep it running and
 //!   answer BUSY until `SCRIPT KILL`.
 
+mod bignum;
 pub mod cmdline;
 mod commands;
 mod decimal;

@@ -35,14 +35,15 @@ impl Remote {
         for a in argv {
             cmd.arg(a.as_slice());
         }
-        match cmd.query::<redis::Value>(&mut self.conn) {
+        // `req_command` keeps error replies nested in arrays (`query` would hoist the first
+        // one to the top, which is not what redis-cli shows).
+        match redis::ConnectionLike::req_command(&mut self.conn, &cmd) {
             Ok(v) => Ok(from_value(v)),
             Err(e)
-                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
-                    || matches!(
-                        e.kind(),
-                        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
-                    ) =>
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+                ) =>
             {
                 Ok(Reply::Error(error_text(e.code(), e.detail())))
             }

@@ -1,6 +1,6 @@
 //! String commands: GET, SET and its options, counters, MGET/MSET, APPEND, STRLEN.
 
-use super::{done, float_arg, int_arg, is, wrongtype};
+use super::{done, int_arg, is, wrongtype};
 use crate::keyspace::Value;
 use crate::number;
 use crate::reply::{errors, Reply};
@@ -263,8 +263,9 @@ pub fn incrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
                 _ => return Err(wrongtype()),
             },
         };
-        float_arg(&cur)?;
-        float_arg(&a[2])?;
+        if !crate::decimal::is_long_double(&cur) || !crate::decimal::is_long_double(&a[2]) {
+            return Err(Reply::err(errors::NOT_FLOAT));
+        }
         let text = crate::decimal::add_long_double(&cur, &a[2])
             .ok_or_else(|| Reply::err("ERR increment would produce NaN or Infinity"))?;
         s.db.set(&a[1], Value::Str(text.clone().into_bytes()), ttl);
