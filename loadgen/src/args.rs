@@ -96,7 +96,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N")]
     pub connections: u64,
 
-    /// Runtime worker threads of the load generator (default: the number of cores).
+    /// Runtime worker threads of the load generator (default: half the cores, at least 1, leaving
+    /// the rest to a server on the same machine).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
 

@@ -41,11 +41,16 @@ pub struct RunResult {
 /// Builds the runtime (`--threads` workers) and runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     args.validate().map_err(anyhow::Error::msg)?;
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
+    let threads = args.threads.unwrap_or_else(default_threads);
+    // One thread: a current-thread runtime, with no work-stealing or cross-thread wake-ups.
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    let rt = builder
         .enable_all()
         .build()
         .context("starting the async runtime")?;
@@ -55,6 +60,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Half the cores (at least one): the other half is left to a server on the same machine.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
 /// The benchmark inside a runtime; returns each run's report (one per script mode).
@@ -236,6 +246,15 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
     Ok(results)
 }
 
+/// Without retries, time_to_acquire is acquire_ok by definition (both count from the cycle's
+/// start); workers record it once and it is copied here.
+fn copy_time_to_acquire(iv: &mut Interval, retry: bool) {
+    if !retry {
+        let ok = iv.hist(Op::AcquireOk).clone();
+        iv.hists[Op::TimeToAcquire.index()] = ok;
+    }
+}
+
 /// (this tool's, the server's) CPU seconds at one moment.
 type CpuSnapshot = (Option<f64>, Option<f64>);
 
@@ -344,6 +363,7 @@ impl Run<'_> {
             for s in &stats {
                 lock(s).drain_into(&mut iv);
             }
+            copy_time_to_acquire(&mut iv, a.retry);
             if !measuring {
                 if now >= warm_end {
                     measuring = true;
@@ -405,6 +425,7 @@ impl Run<'_> {
         for s in &stats {
             lock(s).drain_into(&mut iv);
         }
+        copy_time_to_acquire(&mut iv, a.retry);
         if measuring {
             let now = Instant::now();
             for (i, log) in logs.iter_mut().enumerate() {

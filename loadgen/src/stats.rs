@@ -47,7 +47,8 @@ impl Op {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its position in [`Op::ALL`].
+    pub fn index(self) -> usize {
         self as usize
     }
 }

@@ -226,7 +226,10 @@ async fn acquire_one<L: Locker>(
             match r {
                 Ok(Some(l)) => {
                     s.record(Op::AcquireOk, from.elapsed());
-                    s.record(Op::TimeToAcquire, intended.elapsed());
+                    // Without retries this equals acquire_ok; the collector copies it instead.
+                    if plan.retry.is_some() {
+                        s.record(Op::TimeToAcquire, intended.elapsed());
+                    }
                     return Some(l);
                 }
                 Ok(None) => {
@@ -363,7 +366,6 @@ async fn batch_cycle<L: Locker>(
                     s.record(Op::AcquireContended, from.elapsed());
                 } else {
                     s.record(Op::AcquireOk, from.elapsed());
-                    s.record(Op::TimeToAcquire, intended.elapsed());
                 }
                 Some(got)
             }
