@@ -113,7 +113,7 @@ pub struct KeySnapshot {
 /// assert!(h.get("lock").is_none());
 ///
 /// h.call(&["SET", "k", "v", "PX", "100"]);
-/// h.advance(Duration::from_millis(100));
+/// h.advance(Duration::from_millis(101));
 /// assert_eq!(h.call(&["GET", "k"]), Reply::Nil);
 /// ```
 #[derive(Debug)]
