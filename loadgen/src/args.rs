@@ -69,7 +69,8 @@ impl ScriptModeArg {
 #[derive(Debug, Clone, Args, Serialize)]
 pub struct BenchArgs {
     /// Target URL (redis://, rediss://, redis+unix://; password in the URL is never printed).
-    /// Repeat for Redlock over independent masters. Default: $REDIS_URL, else a throwaway server.
+    /// Repeat for Redlock over independent masters (lockkit::Redlock). Default: $REDIS_URL, else
+    /// a throwaway server.
     #[arg(long = "url", value_name = "URL")]
     #[serde(skip)]
     pub urls: Vec<String>,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use lockkit::{ClientOptions, LockClient, RetryOptions, ScriptMode};
+use lockkit::{ClientOptions, LockClient, Redlock, RedlockOptions, RetryOptions, ScriptMode};
 use lockkit_test_support::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -78,11 +78,8 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
             }
         }
     }
-    if urls.len() > 1 {
-        anyhow::bail!(
-            "several --url (Redlock over {} masters) is not yet supported by lockkit bench; pass one --url",
-            urls.len()
-        );
+    if urls.len() > 1 && args.ceiling {
+        anyhow::bail!("--ceiling measures one server; drop it or pass a single --url");
     }
     let out_dir = match &args.json {
         Some(p) => p
@@ -94,29 +91,33 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
     report::check_writable(&out_dir)?;
 
     let mut _server = None;
-    let url = match urls.pop() {
-        Some(u) => u,
-        None => {
-            let server = RedisServer::try_start(ServerOptions::default())
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .context("no --url and no REDIS_URL: starting a throwaway redis-server")?;
-            if !args.quiet {
-                eprintln!(
-                    "no --url: started a throwaway redis-server on 127.0.0.1:{} (stopped when the run ends)",
-                    server.port()
-                );
-            }
-            let u = server.url();
-            _server = Some(server);
-            u
+    if urls.is_empty() {
+        let server = RedisServer::try_start(ServerOptions::default())
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("no --url and no REDIS_URL: starting a throwaway redis-server")?;
+        if !args.quiet {
+            eprintln!(
+                "no --url: started a throwaway redis-server on 127.0.0.1:{} (stopped when the run ends)",
+                server.port()
+            );
         }
-    };
+        urls.push(server.url());
+        _server = Some(server);
+    }
     let throwaway = _server.is_some();
-    let redacted = lockkit::redact_url(&url);
-    let mut info_conn = target::info_connection(&url).await?;
-    let info = target::server_info(&mut info_conn)
+    let redacted = urls
+        .iter()
+        .map(|u| lockkit::redact_url(u))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut info_conns = Vec::with_capacity(urls.len());
+    for u in &urls {
+        info_conns.push(target::info_connection(u).await?);
+    }
+    let info = target::server_info(&mut info_conns[0])
         .await
-        .with_context(|| format!("connecting to {redacted}"))?;
+        .with_context(|| format!("connecting to {}", lockkit::redact_url(&urls[0])))?;
+    let url = urls[0].clone();
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -140,13 +141,13 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
         let opts = ClientOptions::new()
             .connections(args.connections as usize)
             .script_mode(*mode);
-        let client = LockClient::connect_with(&url, opts).await.map_err(|e| {
+        let connect_err = |e: lockkit::Error| {
             let mut msg = connect_hint(&e.to_string());
             if *mode == ScriptMode::Function {
                 msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
             }
             anyhow::anyhow!("connecting to {redacted}: {msg}")
-        })?;
+        };
         let run = Run {
             args: &args,
             info: &info,
@@ -154,12 +155,23 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
             throwaway,
             mode: *mode,
             date: &date,
+            nodes: urls.len(),
         };
         let mut rx = stop_rx.clone();
         rx.mark_unchanged();
-        let (report, logs) = run
-            .execute(client, &mut info_conn, rx, &interrupted)
-            .await?;
+        let (report, logs) = if urls.len() == 1 {
+            let client = LockClient::connect_with(&url, opts)
+                .await
+                .map_err(connect_err)?;
+            run.execute(client, &mut info_conns, rx, &interrupted)
+                .await?
+        } else {
+            let redlock = Redlock::connect_with(&urls, RedlockOptions::new().client(opts))
+                .await
+                .map_err(connect_err)?;
+            run.execute(redlock, &mut info_conns, rx, &interrupted)
+                .await?
+        };
         runs.push((report, logs, *mode));
     }
 
@@ -255,6 +267,15 @@ fn copy_time_to_acquire(iv: &mut Interval, retry: bool) {
     }
 }
 
+/// The CPU seconds of every node, added up (`None` if one hides it).
+async fn servers_cpu(conns: &mut [redis::aio::MultiplexedConnection]) -> Option<f64> {
+    let mut total = 0.0;
+    for c in conns.iter_mut() {
+        total += target::server_cpu(c).await?;
+    }
+    Some(total)
+}
+
 /// (this tool's, the server's) CPU seconds at one moment.
 type CpuSnapshot = (Option<f64>, Option<f64>);
 
@@ -265,13 +286,14 @@ struct Run<'a> {
     throwaway: bool,
     mode: ScriptMode,
     date: &'a str,
+    nodes: usize,
 }
 
 impl Run<'_> {
     async fn execute<L: Locker>(
         &self,
         locker: L,
-        info_conn: &mut redis::aio::MultiplexedConnection,
+        info_conns: &mut [redis::aio::MultiplexedConnection],
         mut stop_rx: watch::Receiver<bool>,
         interrupted: &AtomicBool,
     ) -> anyhow::Result<(Report, Vec<IntervalLog>)> {
@@ -348,7 +370,7 @@ impl Run<'_> {
         let mut last_tick = t0;
         let mut logs: Vec<IntervalLog> = Op::ALL.iter().map(|_| IntervalLog::default()).collect();
         let mut total = Interval::default();
-        let mut cpu0 = (target::own_cpu(), target::server_cpu(info_conn).await);
+        let mut cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
         let mut stopped_at = None;
         loop {
             let wake = next_tick.min(hard_end);
@@ -372,7 +394,7 @@ impl Run<'_> {
                     hard_end = now + a.duration;
                     last_tick = now;
                     next_tick = now + tick;
-                    cpu0 = (target::own_cpu(), target::server_cpu(info_conn).await);
+                    cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
                 }
             } else {
                 for (i, log) in logs.iter_mut().enumerate() {
@@ -439,7 +461,7 @@ impl Run<'_> {
             }
             total.add(&iv);
         }
-        let cpu1 = (target::own_cpu(), target::server_cpu(info_conn).await);
+        let cpu1 = (target::own_cpu(), servers_cpu(info_conns).await);
         let duration_s = if measuring {
             (end.max(measure_start) - measure_start).as_secs_f64()
         } else {
@@ -487,7 +509,7 @@ impl Run<'_> {
         config["script_mode"] = self.mode.name().into();
         config["hold_us"] = (a.hold.as_micros() as u64).into();
         config["ttl_ms"] = (a.ttl.as_millis() as u64).into();
-        config["urls"] = 1.into();
+        config["urls"] = self.nodes.into();
         let (work, basis) = work_from_config(&config);
         let ttl =
             recommend_from_latency(&latency_us, work, &basis, a.pause_budget, a.safety_factor);

@@ -37,7 +37,8 @@
 //! - The safety checker is exact only within one process: several load machines each check
 //!   their own holders.
 //! - The tool's CPU is read from `/proc/self/stat` (Linux); elsewhere it is left out.
-//! - Redlock (several `--url`) is not wired in yet; the [`locker::Locker`] trait is where it goes.
+//! - Several `--url` run [`lockkit::Redlock`] through the same [`locker::Locker`] trait; its
+//!   batches (`--batch`) are sequential rounds, not one pipelined round trip.
 
 pub mod args;
 pub mod bench;

@@ -4,7 +4,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use lockkit::{ExtendOutcome, Lock, LockClient, LockGuard, ReleaseOutcome, WatchdogOptions};
+use lockkit::{
+    ExtendOutcome, Lock, LockClient, LockGuard, LockOptions, Redlock, ReleaseOutcome,
+    WatchdogOptions,
+};
 
 /// The operations a benchmark cycle needs, as the library offers them.
 pub trait Locker: Clone + Send + Sync + 'static {
@@ -116,5 +119,88 @@ impl Locker for LockClient {
 
     fn mode(&self) -> &'static str {
         "standalone"
+    }
+}
+
+/// Redlock over several independent masters (`--url` repeated). A round that failed only because
+/// nodes erred (not because the lock was busy) is an error, so node failures are counted; batches
+/// are not offered (the library has no pipelined Redlock batch).
+impl Locker for Redlock {
+    type Lock = Lock;
+    type Guard = LockGuard;
+
+    async fn try_acquire(&self, key: &str, ttl: Duration) -> lockkit::Result<Option<Lock>> {
+        let attempt = Redlock::try_acquire(self, key, &LockOptions::new(ttl)).await?;
+        if attempt.lock.is_some() || attempt.node_errors.is_empty() {
+            return Ok(attempt.lock);
+        }
+        Err(lockkit::Error::QuorumNotReached {
+            key: key.to_string(),
+            acquired: attempt.acquired,
+            needed: self.quorum(),
+            errors: attempt.node_errors.len(),
+            node_errors: attempt
+                .node_errors
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        })
+    }
+
+    async fn release(&self, lock: &Lock) -> lockkit::Result<ReleaseOutcome> {
+        let r = Redlock::release(self, lock).await?;
+        Ok(if r.released >= self.quorum() {
+            ReleaseOutcome::Released
+        } else if r.held_by_other > 0 {
+            ReleaseOutcome::HeldByOther
+        } else {
+            ReleaseOutcome::NotHeld
+        })
+    }
+
+    fn extend(
+        &self,
+        lock: &mut Lock,
+        ttl: Duration,
+    ) -> impl Future<Output = lockkit::Result<ExtendOutcome>> + Send {
+        Redlock::extend(self, lock, ttl)
+    }
+
+    async fn acquire_many(
+        &self,
+        keys: &[&str],
+        ttl: Duration,
+    ) -> lockkit::Result<Vec<Option<Lock>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            out.push(Locker::try_acquire(self, k, ttl).await?);
+        }
+        Ok(out)
+    }
+
+    async fn release_many(&self, locks: &[Lock]) -> lockkit::Result<Vec<ReleaseOutcome>> {
+        let mut out = Vec::with_capacity(locks.len());
+        for l in locks {
+            out.push(Locker::release(self, l).await?);
+        }
+        Ok(out)
+    }
+
+    fn guard(&self, lock: Lock, watchdog: WatchdogOptions) -> lockkit::Result<LockGuard> {
+        Redlock::guard(self, lock, Some(watchdog))
+    }
+
+    fn guard_lost(guard: &LockGuard) -> bool {
+        guard.is_lost().is_some()
+    }
+
+    fn release_guard(
+        guard: LockGuard,
+    ) -> impl Future<Output = lockkit::Result<ReleaseOutcome>> + Send {
+        guard.release()
+    }
+
+    fn mode(&self) -> &'static str {
+        "redlock"
     }
 }

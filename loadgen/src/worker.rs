@@ -17,6 +17,8 @@ use crate::stats::{error_kind, lock, Op, SharedStats};
 
 /// A late start: the cycle began more than this after its scheduled time.
 const LATE: Duration = Duration::from_millis(1);
+/// The resolution of Tokio's timer.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 /// Pause after an error so a dead server does not turn the loop into a spin.
 const ERROR_PAUSE: Duration = Duration::from_millis(1);
 
@@ -104,13 +106,20 @@ pub async fn run_worker<L: Locker>(
             Some(p) => {
                 let at = next;
                 next += p;
-                if at > Instant::now() && !sleep_until(at, &mut stop_rx).await {
+                // Tokio's timer fires on 1 ms ticks at or after the deadline; aiming one tick
+                // early starts on time instead of up to 1 ms late.
+                let wake = at.checked_sub(TIMER_TICK).unwrap_or(at);
+                if wake > Instant::now() && !sleep_until(wake, &mut stop_rx).await {
                     return;
                 }
-                if Instant::now().saturating_duration_since(at) > LATE {
+                let now = Instant::now();
+                if now.saturating_duration_since(at) > LATE {
                     lock(&stats).counters.late_starts += 1;
                 }
-                at
+                // Latency counts from the scheduled start, or from the real start when that
+                // was (slightly) early: a late start is charged in full, an early one never
+                // shortens what is measured.
+                at.min(now)
             }
         };
         if plan.batch > 1 {

@@ -326,18 +326,36 @@ async fn bad_input_fails_with_one_clear_line_and_writes_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn several_urls_say_redlock_is_not_yet_supported() {
+async fn several_urls_run_redlock_over_independent_masters() {
+    let servers = RedisServer::start_many(3);
     let dir = tempfile::tempdir().unwrap();
-    let a = Cli::parse_from([
-        "bench",
-        "--url",
-        "redis://127.0.0.1:1",
-        "--url",
-        "redis://127.0.0.1:2",
-        "--out",
-        dir.path().to_str().unwrap(),
-    ])
-    .bench;
-    let msg = format!("{:#}", run_async(a).await.unwrap_err());
-    assert!(msg.contains("not yet supported"), "{msg}");
+    let mut v = vec!["bench".to_string()];
+    for s in &servers {
+        v.extend(["--url".to_string(), s.url()]);
+    }
+    v.extend(
+        [
+            "--out",
+            dir.path().to_str().unwrap(),
+            "--warmup",
+            "0",
+            "--quiet",
+            "--duration",
+            "500ms",
+            "--clients",
+            "4",
+            "--keys",
+            "8",
+            "--hold",
+            "1ms",
+        ]
+        .map(String::from),
+    );
+    let mut runs = run_async(Cli::parse_from(v).bench).await.unwrap();
+    let r = runs.pop().unwrap().report;
+    assert_eq!(r.target.mode, "redlock");
+    assert_eq!(r.config["urls"], 3);
+    assert!(r.throughput.cycles > 0);
+    assert_eq!(r.safety.violations, 0);
+    assert_eq!(r.errors.total, 0, "{:?}", r.errors);
 }
