@@ -155,22 +155,7 @@ impl Engine {
         let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
         let timer = Arc::new(Mutex::new(Timer::default()));
-        let t = timer.clone();
-        lua.set_global_hook(
-            HookTriggers::new().every_nth_instruction(1000),
-            move |_, _| {
-                let mut t = t
-                    .lock()
-                    .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
-                match t.deadline {
-                    Some(d) if Instant::now() >= d => {
-                        t.fired = true;
-                        Err(mlua::Error::runtime("harness: script time limit reached"))
-                    }
-                    _ => Ok(VmState::Continue),
-                }
-            },
-        )?;
+        install_hook(&lua, &timer, HOOK_EVERY)?;
         lua.set_memory_limit(limits.memory_limit)?;
         Ok(Engine {
             lua,
@@ -292,9 +277,15 @@ impl Engine {
         if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
             *c = ctx;
         }
-        if let Ok(mut t) = self.timer.lock() {
-            t.deadline = Some(Instant::now() + self.limits.time_limit);
-            t.fired = false;
+        let was_fired = match self.timer.lock() {
+            Ok(mut t) => {
+                t.deadline = Some(Instant::now() + self.limits.time_limit);
+                std::mem::replace(&mut t.fired, false)
+            }
+            Err(_) => false,
+        };
+        if was_fired {
+            let _ = install_hook(&self.lua, &self.timer, HOOK_EVERY);
         }
         let outcome = call(self);
         let fired = match self.timer.lock() {
@@ -326,7 +317,11 @@ impl Engine {
     }
 
     fn memory_error(&self, name: &str) -> Reply {
+        // Collect the script's garbage with the cap lifted, so the next script starts clean.
+        let _ = self.lua.set_memory_limit(0);
         let _ = self.lua.gc_collect();
+        let _ = self.lua.gc_collect();
+        let _ = self.lua.set_memory_limit(self.limits.memory_limit);
         err(format!(
             "ERR harness: script {name} exceeded the Lua memory cap of {} bytes (Redis has no \
              per-script cap)",
@@ -378,6 +373,35 @@ impl Engine {
             }
         }
     }
+}
+
+/// Instructions between two looks at the clock while a script runs.
+const HOOK_EVERY: u32 = 1000;
+
+/// Arms the time-limit hook. Once the limit passes it fires on every instruction (as Redis
+/// switches to a line hook after SCRIPT KILL), so a `pcall` in a loop cannot swallow it.
+fn install_hook(lua: &Lua, timer: &Arc<Mutex<Timer>>, every: u32) -> mlua::Result<()> {
+    let t = timer.clone();
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(every),
+        move |lua, _| {
+            let mut g = t
+                .lock()
+                .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
+            match g.deadline {
+                Some(d) if Instant::now() >= d => {
+                    let first = !g.fired;
+                    g.fired = true;
+                    drop(g);
+                    if first {
+                        install_hook(lua, &t, 1)?;
+                    }
+                    Err(mlua::Error::runtime("harness: script time limit reached"))
+                }
+                _ => Ok(VmState::Continue),
+            }
+        },
+    )
 }
 
 fn one_line(s: &str) -> String {

@@ -1,0 +1,182 @@
+//! The Rust API and the harness-only behaviour (time limit, memory cap, clock, log), which a
+//! real server cannot be compared against.
+
+use std::time::Duration;
+
+use lockkit_harness::{Harness, HarnessOptions, Reply};
+
+fn lua(name: &str) -> String {
+    format!("{}/../lua/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn runaway_script_is_stopped_by_the_time_limit() {
+    let opts = HarnessOptions::new().time_limit(Duration::from_millis(100));
+    let mut h = Harness::with_options(opts).unwrap();
+    let r = h.eval("while true do end", &[], &[]);
+    match &r {
+        Reply::Error(e) => assert!(e.contains("time limit of 100 ms"), "{e}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    // pcall cannot swallow it, and the harness keeps working afterwards.
+    let r = h.eval(
+        "while true do pcall(function() while true do end end) end",
+        &[],
+        &[],
+    );
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("time limit")),
+        "{r:?}"
+    );
+    assert_eq!(h.eval("return 1", &[], &[]), Reply::Int(1));
+}
+
+#[test]
+fn memory_hungry_script_hits_the_cap() {
+    let opts = HarnessOptions::new().memory_limit(8 << 20);
+    let mut h = Harness::with_options(opts).unwrap();
+    let r = h.eval(
+        "local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 100) .. i end return #t",
+        &[],
+        &[],
+    );
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("memory cap")),
+        "{r:?}"
+    );
+    assert_eq!(h.eval("return 2", &[], &[]), Reply::Int(2));
+}
+
+#[test]
+fn options_are_validated() {
+    let e = Harness::with_options(HarnessOptions::new().time_limit(Duration::ZERO)).unwrap_err();
+    assert!(e.to_string().contains("time_limit"), "{e}");
+    let e = Harness::with_options(HarnessOptions::new().memory_limit(10)).unwrap_err();
+    assert!(e.to_string().contains("memory_limit"), "{e}");
+}
+
+#[test]
+fn clock_is_frozen_until_advanced_and_debug_sleep_moves_it() {
+    let mut h = Harness::new().unwrap();
+    h.set_with_ttl("lock", "tok", Duration::from_millis(1000));
+    assert_eq!(h.ttl("lock"), Some(Some(Duration::from_millis(1000))));
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(h.call(&["PTTL", "lock"]), Reply::Int(1000));
+    h.advance(Duration::from_millis(400));
+    assert_eq!(h.call(&["PTTL", "lock"]), Reply::Int(600));
+    assert_eq!(h.call(&["DEBUG", "SLEEP", "0.6"]), Reply::ok());
+    assert_eq!(h.call(&["PTTL", "lock"]), Reply::Int(0));
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.get("lock"), None);
+    let before = h.now();
+    h.eval("return redis.call('TIME')", &[], &[]);
+    assert_eq!(h.now(), before);
+}
+
+#[test]
+fn lua_scripts_run_from_files_by_sha() {
+    let mut h = Harness::new().unwrap();
+    let release = h.load_script(lua("release.lua")).unwrap();
+    let extend = h.load_script(lua("extend.lua")).unwrap();
+    let acquire = h.load_script(lua("acquire_fenced.lua")).unwrap();
+    assert_eq!(
+        h.evalsha(&acquire, &["l", "l:f"], &["a", "1000"]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        h.evalsha(&acquire, &["l", "l:f"], &["b", "1000"]),
+        Reply::Int(0)
+    );
+    assert_eq!(h.evalsha(&extend, &["l"], &["a", "5000"]), Reply::Int(1));
+    assert_eq!(h.ttl("l"), Some(Some(Duration::from_secs(5))));
+    h.advance(Duration::from_millis(5001));
+    assert_eq!(h.evalsha(&extend, &["l"], &["a", "5000"]), Reply::Int(0));
+    assert_eq!(
+        h.evalsha(&acquire, &["l", "l:f"], &["b", "1000"]),
+        Reply::Int(2)
+    );
+    assert_eq!(
+        h.evalsha(&release.to_uppercase(), &["l"], &["a"]),
+        Reply::Int(-1)
+    );
+    assert_eq!(h.evalsha(&release, &["l"], &["b"]), Reply::Int(1));
+    let snap = h.snapshot();
+    assert_eq!(
+        snap.keys().cloned().collect::<Vec<_>>(),
+        vec![b"l:f".to_vec()]
+    );
+}
+
+#[test]
+fn function_library_loads_from_a_file() {
+    let mut h = Harness::new().unwrap();
+    assert_eq!(
+        h.load_library(lua("lockkit.functions.lua")).unwrap(),
+        "lockkit"
+    );
+    let libs = h.libraries();
+    assert_eq!(
+        libs[0].functions,
+        [
+            "lockkit_release",
+            "lockkit_extend",
+            "lockkit_acquire_fenced"
+        ]
+    );
+    assert_eq!(
+        h.call(&[
+            "FCALL",
+            "lockkit_acquire_fenced",
+            "2",
+            "k",
+            "k:f",
+            "t",
+            "100"
+        ]),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        h.call(&["FCALL", "lockkit_release", "1", "k", "t"]),
+        Reply::Int(1)
+    );
+}
+
+#[test]
+fn bad_script_files_are_clear_errors() {
+    let mut h = Harness::new().unwrap();
+    let e = h.load_script("/nonexistent/x.lua").unwrap_err().to_string();
+    assert!(e.contains("/nonexistent/x.lua"), "{e}");
+    let dir = std::env::temp_dir().join(format!("lockkit-harness-api-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.lua");
+    std::fs::write(&bad, "return (").unwrap();
+    let e = h.load_script(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("Error compiling script") && e.contains("user_script:1:"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn redis_log_is_captured_and_unemulated_commands_say_so() {
+    let mut h = Harness::new().unwrap();
+    h.eval("redis.log(redis.LOG_WARNING, 'lock', 'lost', 3)", &[], &[]);
+    let log = h.log();
+    assert_eq!((log[0].level, log[0].message.as_str()), (3, "lock lost 3"));
+    let r = h.call(&["SADD", "s", "x"]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("'sadd' is not emulated")),
+        "{r:?}"
+    );
+    let r = h.eval("return redis.call('SADD', 's', 'x')", &[], &[]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("'sadd' is not emulated")),
+        "{r:?}"
+    );
+    let r = h.eval("return struct.pack('>I', 1)", &[], &[]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("struct.pack is not emulated")),
+        "{r:?}"
+    );
+}
