@@ -188,7 +188,7 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
         if let Some(c) = first {
             for (report, _, _) in &mut runs {
                 let mut c = c.clone();
-                c.ratio = report.throughput.cycles_per_s / c.ceiling_cycles_per_s;
+                c.ratio = round3(report.throughput.cycles_per_s / c.ceiling_cycles_per_s);
                 report.ceiling = Some(c);
             }
         }
@@ -265,6 +265,10 @@ fn copy_time_to_acquire(iv: &mut Interval, retry: bool) {
         let ok = iv.hist(Op::AcquireOk).clone();
         iv.hists[Op::TimeToAcquire.index()] = ok;
     }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 /// The CPU seconds of every node, added up (`None` if one hides it).
@@ -514,8 +518,8 @@ impl Run<'_> {
         let ttl =
             recommend_from_latency(&latency_us, work, &basis, a.pause_budget, a.safety_factor);
         let ((tool0, srv0), (tool1, srv1)) = cpu;
-        let tool_cpu_s = tool0.zip(tool1).map(|(x, y)| y - x);
-        let server_cpu_s = srv0.zip(srv1).map(|(x, y)| y - x);
+        let tool_cpu_s = tool0.zip(tool1).map(|(x, y)| round3(y - x));
+        let server_cpu_s = srv0.zip(srv1).map(|(x, y)| round3(y - x));
         let per_cycle = |s: Option<f64>| {
             s.filter(|_| c.cycles > 0)
                 .map(|s| (s * 1e6 / c.cycles as f64 * 100.0).round() / 100.0)

@@ -103,10 +103,10 @@ pub async fn measure(url: &str, cycles_per_s: f64) -> anyhow::Result<Ceiling> {
     .await??;
     let ceiling = 1.0 / (1.0 / a + 1.0 / b);
     Ok(Ceiling {
-        set_nx_px_ops: a,
-        release_evalsha_ops: b,
-        ceiling_cycles_per_s: ceiling,
-        ratio: cycles_per_s / ceiling,
+        set_nx_px_ops: a.round(),
+        release_evalsha_ops: b.round(),
+        ceiling_cycles_per_s: ceiling.round(),
+        ratio: (cycles_per_s / ceiling * 1000.0).round() / 1000.0,
         commands: vec![cmd_a, cmd_b],
     })
 }
