@@ -86,6 +86,27 @@ pub fn work_from_config(config: &serde_json::Value) -> (Duration, String) {
 
 /// Reads the report, applies the formula, prints the result with its reasoning.
 pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
+    let r = recommendation(&args)?;
+    let out = TtlReport::from(&r);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("TTL              {} ms", out.recommended_ms);
+        println!("watchdog every   {} ms", out.watchdog_interval_ms);
+        println!(
+            "retry            delay {} ms + jitter 0..{} ms",
+            out.retry.delay_ms, out.retry.jitter_ms
+        );
+        println!("why              {}", out.basis);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The recommendation `lockkit ttl` prints, from the report and work timings in `args`.
+///
+/// # Errors
+/// An unreadable or foreign report, a report without acquire samples, unreadable timings.
+pub fn recommendation(args: &TtlArgs) -> anyhow::Result<TtlRecommendation> {
     let text = std::fs::read_to_string(&args.result)
         .with_context(|| format!("reading {}", args.result.display()))?;
     let report: serde_json::Value = serde_json::from_str(&text).with_context(|| {
@@ -118,26 +139,13 @@ pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
     if !(args.safety_factor >= 1.0 && args.safety_factor.is_finite()) {
         anyhow::bail!("--safety-factor must be at least 1");
     }
-    let r = recommend_from_latency(
+    Ok(recommend_from_latency(
         &latency,
         work,
         &basis,
         args.pause_budget,
         args.safety_factor,
-    );
-    let out = TtlReport::from(&r);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        println!("TTL              {} ms", out.recommended_ms);
-        println!("watchdog every   {} ms", out.watchdog_interval_ms);
-        println!(
-            "retry            delay {} ms + jitter 0..{} ms",
-            out.retry.delay_ms, out.retry.jitter_ms
-        );
-        println!("why              {}", out.basis);
-    }
-    Ok(ExitCode::SUCCESS)
+    ))
 }
 
 #[cfg(test)]
@@ -172,6 +180,49 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("w.txt:2"), "{e}");
+    }
+
+    fn args_for(result: std::path::PathBuf, work_p99: Option<Duration>) -> TtlArgs {
+        TtlArgs {
+            result,
+            work_p99,
+            work_timings: None,
+            quantile: WorkQuantile::P99,
+            pause_budget: Duration::from_millis(50),
+            safety_factor: 2.0,
+            json: false,
+        }
+    }
+
+    #[test]
+    fn hand_computed_case_from_a_report() {
+        // acquire p99 = p99.9 = 1 ms, release p99.9 = 1 ms, work p99 100 ms, defaults:
+        // 2 x (100 + 1 + 1 + 50) = 304; (304 + 2) / 0.99 = 309.09 -> 310 ms; watchdog 103 ms;
+        // retry delay 2 x 1 = 2 ms, jitter 1 ms.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        let l = serde_json::json!({"count": 10, "p50": 500, "p90": 800, "p99": 1000,
+            "p999": 1000, "max": 1200, "mean": 600.0});
+        let report = serde_json::json!({
+            "schema": "lockkit.bench/1",
+            "config": {"hold_us": 0, "hold_dist": "fixed"},
+            "latency_us": {"acquire_ok": l, "release": l},
+        });
+        std::fs::write(&p, report.to_string()).unwrap();
+        let args = args_for(p, Some(Duration::from_millis(100)));
+        let r = TtlReport::from(&recommendation(&args).unwrap());
+        assert_eq!(r.recommended_ms, 310);
+        assert_eq!(r.watchdog_interval_ms, 103);
+        assert_eq!((r.retry.delay_ms, r.retry.jitter_ms), (2, 1));
+    }
+
+    #[test]
+    fn foreign_json_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        std::fs::write(&p, "{\"a\": 1}").unwrap();
+        let e = recommendation(&args_for(p, None)).unwrap_err().to_string();
+        assert!(e.contains("not a lockkit bench report"), "{e}");
     }
 
     #[test]
