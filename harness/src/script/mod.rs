@@ -233,9 +233,21 @@ impl Engine {
 
     /// Runs cached script `sha` (any case) with `keys` and `argv`.
     pub fn run(&mut self, sha: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>], entry: Entry) -> Reply {
-        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-        let Some(script) = self.scripts.get(&sha).cloned() else {
-            return err("NOSCRIPT No matching script. Please use EVAL.");
+        // Most callers pass the lower-case SHA SCRIPT LOAD answered: look that up without
+        // allocating, and fold case only when it misses.
+        let exact = std::str::from_utf8(sha)
+            .ok()
+            .and_then(|s| self.scripts.get_key_value(s));
+        let folded;
+        let (sha, script) = match exact {
+            Some((k, v)) => (k.as_str(), v),
+            None => {
+                folded = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                match self.scripts.get(&folded) {
+                    Some(v) => (folded.as_str(), v),
+                    None => return err("NOSCRIPT No matching script. Please use EVAL."),
+                }
+            }
         };
         let ro = entry == Entry::EvalRo;
         if ro && script.flags.shebang && !script.flags.no_writes {
@@ -249,9 +261,7 @@ impl Engine {
             no_writes: script.flags.no_writes,
             ro_call: ro,
         };
-        self.invoke(&sha, ctx, |e| {
-            e.run.call::<(bool, Value)>(script.func.clone())
-        })
+        self.invoke(sha, ctx, |e| e.run.call::<(bool, Value)>(&script.func))
     }
 
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
@@ -269,7 +279,7 @@ impl Engine {
 
     /// Runs `call` with the time limit armed and turns its outcome into the client's reply.
     fn invoke(
-        &mut self,
+        &self,
         name: &str,
         ctx: RunCtx,
         call: impl FnOnce(&Engine) -> mlua::Result<(bool, Value)>,
