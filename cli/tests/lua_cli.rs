@@ -1,0 +1,237 @@
+//! `lockkit lua exec|test|record` through the built binary, against real redis-server and
+//! redis-cli processes.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use lockkit_test_support::RedisServer;
+
+fn lockkit(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run lockkit");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lockkit-lua-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Lines covering every reply shape redis-cli prints: status, errors, integers, nils, bulk
+/// strings with escapes, nested and empty arrays, wide indexes, script errors.
+const LINES: &str = r#"SET k v
+GET k
+GET missing
+INCR k
+RPUSH l a b c d e f g h i j k
+LRANGE l 0 -1
+EVAL "return {1, {2, {}, {'x', false}}, 'a\nb\x01\"', {ok='FINE'}}" 0
+EVAL "return {err='MYERR custom'}" 0
+EVAL "return redis.call('INCR', KEYS[1])" 1 k
+EVAL "return undefined" 0
+HSET h f1 v1 f2 v2
+HGETALL h
+ZADD z 1.5 a 2 b
+ZRANGE z 0 -1 WITHSCORES
+NOSUCHCMD x y
+PING
+3 PING
+EVAL "return redis.status_reply('DONE')" 0
+"#;
+
+#[test]
+fn exec_prints_what_redis_cli_prints() {
+    let server = RedisServer::start();
+    let port = server.port().to_string();
+    let cli = Command::new("redis-cli")
+        .args(["-p", &port, "--no-raw"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn();
+    let Ok(mut cli) = cli else {
+        panic!("redis-cli is needed for this test (apt-get install redis-tools)");
+    };
+    cli.stdin
+        .take()
+        .unwrap()
+        .write_all(LINES.as_bytes())
+        .unwrap();
+    let expected = cli.wait_with_output().unwrap();
+    assert!(expected.status.success());
+    let offline = lockkit(&["lua", "exec"], Some(LINES));
+    assert!(offline.status.success(), "{}", text(&offline.stderr));
+    assert_eq!(text(&offline.stdout), text(&expected.stdout));
+    // The same lines through --url reach the server and print the same way.
+    server.inline("FLUSHALL").unwrap();
+    let online = lockkit(&["lua", "exec", "--url", &server.url(), "-"], Some(LINES));
+    assert_eq!(text(&online.stdout), text(&expected.stdout));
+}
+
+#[test]
+fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
+    let dir = repo().join("tests/transcripts");
+    let files: Vec<String> = [
+        "release.txt",
+        "extend.txt",
+        "acquire_fenced.txt",
+        "lockkit.functions.txt",
+    ]
+    .iter()
+    .map(|f| dir.join(f).display().to_string())
+    .collect();
+    let mut args = vec!["lua", "test"];
+    args.extend(files.iter().map(String::as_str));
+    let out = lockkit(&args, None);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains("4 passed, 0 failed"));
+
+    let tmp = temp_dir("changed");
+    let original = std::fs::read_to_string(dir.join("release.txt")).unwrap();
+    let changed = original.replacen("(integer) -1", "(integer) 1", 1);
+    assert_ne!(changed, original);
+    let copy = tmp.join("release.txt");
+    std::fs::write(&copy, changed).unwrap();
+    let out = lockkit(&["lua", "test", copy.to_str().unwrap()], None);
+    assert!(!out.status.success());
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("FAIL") && report.contains("expected:") && report.contains("(integer) -1"),
+        "{report}"
+    );
+}
+
+#[test]
+fn record_fills_replies_from_a_server_and_test_then_passes_offline() {
+    let server = RedisServer::start();
+    let tmp = temp_dir("record");
+    let t = tmp.join("t.txt");
+    std::fs::write(
+        &t,
+        "# a comment\n> SET lock tok PX 60000\n> EVALFILE lua/release.lua 1 lock other\n\n> EVALFILE lua/release.lua 1 lock tok\n> GET lock\n",
+    )
+    .unwrap();
+    // The file is outside the repository: lua/ is found through the working directory.
+    let out = Command::new(env!("CARGO_BIN_EXE_lockkit"))
+        .args(["lua", "record", t.to_str().unwrap(), "--url", &server.url()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recorded = std::fs::read_to_string(&t).unwrap();
+    assert_eq!(
+        recorded,
+        "# a comment\n> SET lock tok PX 60000\nOK\n> EVALFILE lua/release.lua 1 lock other\n(integer) -1\n\n> EVALFILE lua/release.lua 1 lock tok\n(integer) 1\n> GET lock\n(nil)\n"
+    );
+    // record cleaned up after itself.
+    assert!(server.inline("DBSIZE").unwrap().starts_with(":0"));
+    let out = Command::new(env!("CARGO_BIN_EXE_lockkit"))
+        .args(["lua", "test", t.to_str().unwrap()])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+}
+
+#[test]
+fn a_bad_line_stops_everything_before_anything_runs() {
+    let server = RedisServer::start();
+    let tmp = temp_dir("bad");
+    let t = tmp.join("bad.txt");
+    std::fs::write(&t, "> SET first 1\nOK\n> SET \"unbalanced 1\n").unwrap();
+    let out = lockkit(
+        &["lua", "test", t.to_str().unwrap(), "--url", &server.url()],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bad.txt:3:") && err.contains("unbalanced quotes"),
+        "{err}"
+    );
+    assert!(
+        server.inline("EXISTS first").unwrap().starts_with(":0"),
+        "nothing may run"
+    );
+
+    std::fs::write(&t, "> SET k v\n> FROBFILE x.lua 0\n").unwrap();
+    let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
+    assert!(
+        text(&out.stderr).contains("bad.txt:2: unknown directive FROBFILE"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    std::fs::write(&t, "> EVALFILE no/such.lua 0\n").unwrap();
+    let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
+    assert!(
+        text(&out.stderr).contains("bad.txt:1: file not found: no/such.lua"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    std::fs::write(&t, "stray reply line\n").unwrap();
+    let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("bad.txt:1: expected a command"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = lockkit(&["lua", "exec", "/no/such/file.txt"], None);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("/no/such/file.txt"));
+
+    let out = lockkit(&["lua", "exec"], Some("SET a 1\nGET \"a\n"));
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("-:2:"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).is_empty(),
+        "nothing runs after a parse error"
+    );
+}
+
+#[test]
+fn a_script_with_a_syntax_error_is_reported_with_its_line() {
+    let tmp = temp_dir("syntax");
+    std::fs::write(tmp.join("broken.lua"), "local x = 1\nreturn x +\n").unwrap();
+    let out = lockkit(
+        &["lua", "exec", "-"],
+        Some(&format!("EVALFILE {}/broken.lua 0\n", tmp.display())),
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout),
+        "(error) ERR Error compiling script (new function): user_script:3: unexpected symbol near '<eof>'\n"
+    );
+}
