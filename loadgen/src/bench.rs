@@ -267,6 +267,15 @@ fn copy_time_to_acquire(iv: &mut Interval, retry: bool) {
     }
 }
 
+/// Appends one interval's histograms to the per-operation logs (operations without samples skip).
+fn log_interval(logs: &mut [IntervalLog], iv: &Interval, start: Duration, len: Duration) {
+    for (log, h) in logs.iter_mut().zip(&iv.hists) {
+        if !h.is_empty() {
+            log.push(start, len, h.clone());
+        }
+    }
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -401,15 +410,7 @@ impl Run<'_> {
                     cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
                 }
             } else {
-                for (i, log) in logs.iter_mut().enumerate() {
-                    if !iv.hists[i].is_empty() {
-                        log.push(
-                            last_tick - measure_start,
-                            now - last_tick,
-                            iv.hists[i].clone(),
-                        );
-                    }
-                }
+                log_interval(&mut logs, &iv, last_tick - measure_start, now - last_tick);
                 total.add(&iv);
                 if progress {
                     let cyc = total.hist(Op::Cycle);
@@ -454,15 +455,7 @@ impl Run<'_> {
         copy_time_to_acquire(&mut iv, a.retry);
         if measuring {
             let now = Instant::now();
-            for (i, log) in logs.iter_mut().enumerate() {
-                if !iv.hists[i].is_empty() {
-                    log.push(
-                        last_tick - measure_start,
-                        now - last_tick,
-                        iv.hists[i].clone(),
-                    );
-                }
-            }
+            log_interval(&mut logs, &iv, last_tick - measure_start, now - last_tick);
             total.add(&iv);
         }
         let cpu1 = (target::own_cpu(), servers_cpu(info_conns).await);

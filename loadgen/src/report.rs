@@ -339,6 +339,15 @@ pub fn summary(r: &Report) -> String {
             us(l.mean.round() as u64),
         ));
     }
+    if r.errors.total > 0 {
+        let kinds: Vec<String> = r
+            .errors
+            .by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        s.push_str(&format!("  errors by kind: {}\n", kinds.join(", ")));
+    }
     if r.load.mode == "closed" {
         s.push_str("  (closed loop: latencies count from each request's send; a stalled server shows in throughput more than in the tail. Use --rate for an open loop.)\n");
     }
