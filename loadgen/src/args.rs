@@ -75,6 +75,10 @@ pub struct BenchArgs {
     #[serde(skip)]
     pub urls: Vec<String>,
 
+    /// Without --url: how many throwaway servers to start; more than one runs Redlock over them.
+    #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N", conflicts_with = "urls")]
+    pub nodes: u64,
+
     /// How long to measure, after the warm-up (e.g. 10s, 2m).
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
@@ -229,6 +233,9 @@ impl BenchArgs {
         }
         if self.connections == 0 || self.connections > 1024 {
             return Err("--connections must be between 1 and 1024".into());
+        }
+        if self.nodes == 0 || self.nodes > 9 {
+            return Err("--nodes must be between 1 and 9".into());
         }
         if self.threads == Some(0) {
             return Err("--threads must be at least 1".into());

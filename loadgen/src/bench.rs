@@ -78,9 +78,6 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
             }
         }
     }
-    if urls.len() > 1 && args.ceiling {
-        anyhow::bail!("--ceiling measures one server; drop it or pass a single --url");
-    }
     let out_dir = match &args.json {
         Some(p) => p
             .parent()
@@ -90,21 +87,29 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
     };
     report::check_writable(&out_dir)?;
 
-    let mut _server = None;
+    let mut servers = Vec::new();
     if urls.is_empty() {
-        let server = RedisServer::try_start(ServerOptions::default())
-            .map_err(|e| anyhow::anyhow!("{e}"))
-            .context("no --url and no REDIS_URL: starting a throwaway redis-server")?;
+        for _ in 0..args.nodes {
+            let server = RedisServer::try_start(ServerOptions::default())
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .context("no --url and no REDIS_URL: starting a throwaway redis-server")?;
+            urls.push(server.url());
+            servers.push(server);
+        }
         if !args.quiet {
+            let ports: Vec<String> = servers.iter().map(|s| s.port().to_string()).collect();
             eprintln!(
-                "no --url: started a throwaway redis-server on 127.0.0.1:{} (stopped when the run ends)",
-                server.port()
+                "no --url: started {} throwaway redis-server{} on 127.0.0.1:{} (stopped when the run ends)",
+                servers.len(),
+                if servers.len() > 1 { "s (Redlock)" } else { "" },
+                ports.join(",")
             );
         }
-        urls.push(server.url());
-        _server = Some(server);
     }
-    let throwaway = _server.is_some();
+    if urls.len() > 1 && args.ceiling {
+        anyhow::bail!("--ceiling measures one server; drop it or use a single server");
+    }
+    let throwaway = !servers.is_empty();
     let redacted = urls
         .iter()
         .map(|u| lockkit::redact_url(u))

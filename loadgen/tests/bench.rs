@@ -359,3 +359,27 @@ async fn several_urls_run_redlock_over_independent_masters() {
     assert_eq!(r.safety.violations, 0);
     assert_eq!(r.errors.total, 0, "{:?}", r.errors);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_start_throwaway_servers_for_redlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Cli::parse_from([
+        "bench",
+        "--nodes",
+        "3",
+        "--out",
+        dir.path().to_str().unwrap(),
+        "--warmup",
+        "0",
+        "--quiet",
+        "--duration",
+        "300ms",
+        "--clients",
+        "2",
+    ])
+    .bench;
+    let r = run_async(a).await.unwrap().pop().unwrap().report;
+    assert_eq!(r.target.mode, "redlock");
+    assert!(r.target.throwaway);
+    assert!(r.throughput.cycles > 0);
+}
