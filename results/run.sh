@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reference run behind results/README.md. Bounded: about 90 s of load in all, every run
+# The reference run behind results/README.md. Bounded: about 100 s of load in all, every run
 # against a local redis-server on a loopback port. Usage: bash results/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +35,8 @@ for mode in open closed; do
   wait $!
 done
 
-# 5. TTL sizing from the contended run, for a job whose p99 is 100 ms.
+# 5. Redlock over 3 throwaway servers (every lock is a quorum round on 3 masters).
+"$L" bench --nodes 3 --duration 5s --json "$R/redlock-3.json" | tee "$R/redlock-3.txt"
+
+# 6. TTL sizing from the contended run, for a job whose p99 is 100 ms.
 "$L" ttl "$R/hot-key.json" --work-p99 100ms | tee "$R/ttl-hot-key.txt"
