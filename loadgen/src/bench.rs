@@ -352,7 +352,6 @@ impl Run<'_> {
                 hold: a.hold,
                 hold_dist: a.hold_dist,
                 retry,
-                retry_deadline: a.retry_deadline,
                 watchdog: a.watchdog,
                 extends: a.extends,
                 batch: a.batch,

@@ -52,8 +52,6 @@ pub struct WorkerPlan {
     pub hold_dist: HoldDist,
     /// Retry busy locks with this policy (`None`: one attempt per cycle).
     pub retry: Option<RetryOptions>,
-    /// The retry deadline (kept here: `RetryOptions` does not expose it).
-    pub retry_deadline: Duration,
     /// Renew with the library's watchdog.
     pub watchdog: bool,
     /// Explicit extends per held lock.
@@ -219,16 +217,17 @@ async fn acquire_one<L: Locker>(
     intended: Instant,
     stop_rx: &mut watch::Receiver<bool>,
 ) -> Option<L::Lock> {
-    let mut first = true;
+    let first_sent = Instant::now();
+    let mut attempts = 0u32;
     loop {
         let sent = Instant::now();
         let r = locker.try_acquire(key, plan.ttl).await;
-        let from = if first && plan.rate.is_some() {
+        let from = if attempts == 0 && plan.rate.is_some() {
             intended
         } else {
             sent
         };
-        first = false;
+        attempts += 1;
         let failed = {
             let mut s = lock(stats);
             s.counters.attempts += 1;
@@ -258,12 +257,11 @@ async fn acquire_one<L: Locker>(
                 return None;
             }
         }
-        let retry = plan.retry?;
-        let pause = retry.pause();
-        if intended.elapsed() + pause > plan.retry_deadline {
+        // The library's own policy decides the pause and when to give up.
+        let Some(pause) = plan.retry?.next_pause(attempts, first_sent.elapsed()) else {
             lock(stats).error("acquire_timeout");
             return None;
-        }
+        };
         if !sleep_until(Instant::now() + pause, stop_rx).await {
             return None;
         }
