@@ -24,7 +24,8 @@
 //! - Read-only globals are emulated with proxy tables: `rawset(_G, ...)`, `setmetatable(_G,...)`
 //!   and writes are refused with Redis's messages, but `#` and `ipairs` on `_G` or a library
 //!   table see an empty proxy.
-//! - `struct` and `cmsgpack` exist but every call fails with an error naming the function.
+//! - `cjson` configuration functions and `cmsgpack.unpack_one`/`unpack_limit` fail with an error
+//!   naming them.
 //! - `INCRBYFLOAT` is exact (like Redis's `long double`) while results stay below 64 in
 //!   magnitude; beyond that the last of 17 decimals may differ from Redis.
 //! - Hashes keep insertion order (Redis's listpack encoding, up to 128 fields); larger Redis

@@ -226,6 +226,32 @@ const TRAPS: &[&str] = &[
     r##"EVAL "return {bit.tohex(255), bit.tohex(-1, -4), bit.tobit(2^32 + 7), bit.bswap(1)}" 0"##,
     r##"EVAL "return bit.band('x')" 0"##,
     r##"EVAL "return bit.band()" 0"##,
+    // cmsgpack
+    r##"EVAL "return cmsgpack.pack({1, 2, 3}, 'abc', {a=1}, true, false, nil, 1.5, 0.1, -1, -200, 70000, 2^40, -2^40, {}, string.rep('x', 40))" 0"##,
+    r##"EVAL "return {cmsgpack.unpack(cmsgpack.pack({1, {2, 'x'}}, 'y', -5, 1.5, {k='v'}))}" 0"##,
+    r##"EVAL "local t = cmsgpack.unpack(cmsgpack.pack({k='v', n=3})) return {t.k, t.n}" 0"##,
+    r##"EVAL "return cmsgpack.pack()" 0"##,
+    r##"EVAL "return cmsgpack.unpack('\xc1')" 0"##,
+    r##"EVAL "return cmsgpack.unpack('\x92\x01')" 0"##,
+    r##"EVAL "local t = {} for i = 1, 20 do t = {t} end return cmsgpack.pack(t)" 0"##,
+    // struct
+    r##"EVAL "return struct.pack('>I2bBhHlLi', 258, -1, 255, -2, 65535, -3, 2^40, 7)" 0"##,
+    r##"EVAL "return struct.pack('<i3 !4 b i d f', 1, 2, 3, 1.5, 0.25)" 0"##,
+    r##"EVAL "return struct.pack('c3 c0 s', 'abcdef', 'xy', 'zz')" 0"##,
+    r##"EVAL "return {struct.unpack('>I2bBhH', struct.pack('>I2bBhH', 258, -1, 255, -2, 65535))}" 0"##,
+    r##"EVAL "return {struct.unpack('<d f s c2', struct.pack('<d f s c2', 1.5, 0.25, 'str', 'ab'))}" 0"##,
+    r##"EVAL "return {struct.unpack('b c0', struct.pack('b c0', 3, 'xyz'))}" 0"##,
+    r##"EVAL "return {struct.unpack('i', 'abcdabcd', 5)}" 0"##,
+    r##"EVAL "return {struct.size('>!4 b i h d'), struct.size('c10 x')}" 0"##,
+    r##"EVAL "return struct.pack('z', 1)" 0"##,
+    r##"EVAL "return struct.pack('i40', 1)" 0"##,
+    r##"EVAL "return struct.pack('c5', 'ab')" 0"##,
+    r##"EVAL "return struct.unpack('i', 'ab')" 0"##,
+    r##"EVAL "return struct.unpack('s', 'ab')" 0"##,
+    r##"EVAL "return struct.size('s')" 0"##,
+    r##"EVAL "return struct.size('c0')" 0"##,
+    r##"EVAL "return struct.pack('!3 i', 1)" 0"##,
+    r##"EVAL "return struct.pack('i')" 0"##,
     // shebang flags
     r##"EVAL "#!lua flags=no-writes\nreturn redis.call('SET', 'a', 'b')" 0"##,
     r##"EVAL "#!lua flags=no-writes\nreturn redis.call('GET', 'a')" 0"##,
@@ -589,7 +615,17 @@ impl Gen {
 
     fn script(&mut self) -> Vec<String> {
         let k = self.key();
-        let body = match self.rng.random_range(0..8) {
+        let body = match self.rng.random_range(0..11) {
+            8 => format!("return cmsgpack.pack({})", self.lua_value(0)),
+            9 => format!(
+                "return {{cmsgpack.unpack(cmsgpack.pack({}, {}))}}",
+                self.lua_value(0),
+                self.lua_value(0)
+            ),
+            10 => format!(
+                "return {{struct.unpack('{0}', struct.pack('{0}', ARGV[1]))}}",
+                self.pick(&[">i", "<h", "B", "d", "s", "c0"])
+            ),
             0 => format!("return {}", self.lua_value(0)),
             1 => "return redis.call('SET', KEYS[1], ARGV[1])".to_string(),
             2 => "return redis.call('INCRBY', KEYS[1], ARGV[1])".to_string(),

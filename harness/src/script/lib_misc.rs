@@ -169,23 +169,3 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     Ok(())
 }
-
-/// `struct` and `cmsgpack` are not emulated: each call fails with a message naming it.
-pub fn register_missing(lua: &Lua, i: &Table) -> mlua::Result<()> {
-    for name in [
-        "struct_pack",
-        "struct_unpack",
-        "struct_size",
-        "msgpack_pack",
-        "msgpack_unpack",
-    ] {
-        let label = name.replacen('_', ".", 1).replace("msgpack.", "cmsgpack.");
-        i.set(
-            name,
-            lua.create_function(move |lua, _: MultiValue| {
-                lua_err(lua, format!("harness: {label} is not emulated"))
-            })?,
-        )?;
-    }
-    Ok(())
-}

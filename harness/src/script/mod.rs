@@ -3,12 +3,14 @@
 
 mod bit;
 mod cjson;
+mod cmsgpack;
 mod convert;
 mod functions;
 mod lib_misc;
 mod libargs;
 mod rand48;
 mod shebang;
+mod structlib;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -151,7 +153,13 @@ impl Engine {
             &internals,
             Arc::new(Mutex::new(rand48::Rand48::default())),
         )?;
-        lib_misc::register_missing(&lua, &internals)?;
+        let [pack, unpack, size] = structlib::create(&lua)?;
+        internals.set("struct_pack", pack)?;
+        internals.set("struct_unpack", unpack)?;
+        internals.set("struct_size", size)?;
+        let (pack, unpack) = cmsgpack::create(&lua)?;
+        internals.set("msgpack_pack", pack)?;
+        internals.set("msgpack_unpack", unpack)?;
         let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
         let timer = Arc::new(Mutex::new(Timer::default()));

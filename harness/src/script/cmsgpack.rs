@@ -1,0 +1,241 @@
+//! `cmsgpack.pack` / `cmsgpack.unpack`: lua-cmsgpack 0.4.0 as Redis bundles it.
+
+use mlua::{Lua, MultiValue, Table, Value};
+
+use super::libargs::answer;
+
+const MAX_NESTING: usize = 16;
+
+fn encode_int(out: &mut Vec<u8>, n: i64) {
+    if n >= 0 {
+        if n <= 127 {
+            out.push(n as u8);
+        } else if n <= 0xff {
+            out.extend_from_slice(&[0xcc, n as u8]);
+        } else if n <= 0xffff {
+            out.push(0xcd);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else if n <= 0xffff_ffff {
+            out.push(0xce);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        } else {
+            out.push(0xcf);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    } else if n >= -32 {
+        out.push(n as i8 as u8);
+    } else if n >= -128 {
+        out.extend_from_slice(&[0xd0, n as i8 as u8]);
+    } else if n >= -32768 {
+        out.push(0xd1);
+        out.extend_from_slice(&(n as i16).to_be_bytes());
+    } else if n >= -2_147_483_648 {
+        out.push(0xd2);
+        out.extend_from_slice(&(n as i32).to_be_bytes());
+    } else {
+        out.push(0xd3);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+fn encode_number(out: &mut Vec<u8>, n: f64) {
+    // IS_INT64_EQUIVALENT: finite and equal to its int64 cast.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if (-TWO_63..TWO_63).contains(&n) && (n as i64) as f64 == n {
+        encode_int(out, n as i64);
+    } else if f64::from(n as f32) == n {
+        out.push(0xca);
+        out.extend_from_slice(&(n as f32).to_be_bytes());
+    } else {
+        out.push(0xcb);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
+fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    let n = b.len();
+    if n < 32 {
+        out.push(0xa0 | n as u8);
+    } else if n <= 0xff {
+        out.extend_from_slice(&[0xd9, n as u8]);
+    } else if n <= 0xffff {
+        out.push(0xda);
+        out.extend_from_slice(&(n as u16).to_be_bytes());
+    } else {
+        out.push(0xdb);
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+    }
+    out.extend_from_slice(b);
+}
+
+/// lua-cmsgpack's `table_is_an_array`: only positive integer keys, with no hole.
+fn is_array(t: &Table) -> bool {
+    let (mut count, mut max) = (0f64, 0f64);
+    for (k, _) in t.pairs::<Value, Value>().flatten() {
+        let n = match k {
+            Value::Integer(i) => i as f64,
+            Value::Number(n) => n,
+            _ => return false,
+        };
+        if n <= 0.0 || n.fract() != 0.0 {
+            return false;
+        }
+        max = max.max(n);
+        count += 1.0;
+    }
+    max == count
+}
+
+fn encode(out: &mut Vec<u8>, v: &Value, level: usize) {
+    match v {
+        Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
+        Value::Integer(i) => encode_number(out, *i as f64),
+        Value::Number(n) => encode_number(out, *n),
+        Value::String(s) => encode_bytes(out, &s.as_bytes()),
+        Value::Table(t) if level < MAX_NESTING => {
+            if is_array(t) {
+                let len = t.raw_len();
+                header(out, len, 0x90, 0xdc, 0xdd);
+                for i in 1..=len {
+                    let item: Value = t.raw_get(i).unwrap_or(Value::Nil);
+                    encode(out, &item, level + 1);
+                }
+            } else {
+                let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().flatten().collect();
+                header(out, pairs.len(), 0x80, 0xde, 0xdf);
+                for (k, v) in &pairs {
+                    encode(out, k, level + 1);
+                    encode(out, v, level + 1);
+                }
+            }
+        }
+        _ => out.push(0xc0),
+    }
+}
+
+fn header(out: &mut Vec<u8>, n: usize, fix: u8, b16: u8, b32: u8) {
+    if n < 16 {
+        out.push(fix | n as u8);
+    } else if n <= 0xffff {
+        out.push(b16);
+        out.extend_from_slice(&(n as u16).to_be_bytes());
+    } else {
+        out.push(b32);
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+    }
+}
+
+fn pack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+    if args.is_empty() {
+        return Err("bad argument #0 to 'pack' (MessagePack pack needs input.)".into());
+    }
+    let mut out = Vec::new();
+    for a in args {
+        encode(&mut out, a, 0);
+    }
+    let s = lua.create_string(&out).map_err(|e| e.to_string())?;
+    Ok(MultiValue::from_iter([Value::String(s)]))
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+const MISSING: &str = "Missing bytes in input.";
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        let s = self.b.get(self.i..self.i + n).ok_or(MISSING)?;
+        self.i += n;
+        Ok(s)
+    }
+
+    fn uint(&mut self, n: usize) -> Result<u64, String> {
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |a, &c| (a << 8) | u64::from(c)))
+    }
+
+    fn value(&mut self, lua: &Lua) -> Result<Value, String> {
+        let lerr = |e: mlua::Error| e.to_string();
+        let c = self.take(1)?[0];
+        let num = |v: f64| Ok(Value::Number(v));
+        match c {
+            0x00..=0x7f => num(f64::from(c)),
+            0xe0..=0xff => num(f64::from(c as i8)),
+            0xcc => num(self.uint(1)? as f64),
+            0xcd => num(self.uint(2)? as f64),
+            0xce => num(self.uint(4)? as f64),
+            0xcf => num(self.uint(8)? as f64),
+            0xd0 => num(f64::from(self.uint(1)? as u8 as i8)),
+            0xd1 => num(f64::from(self.uint(2)? as u16 as i16)),
+            0xd2 => num(f64::from(self.uint(4)? as u32 as i32)),
+            0xd3 => num(self.uint(8)? as i64 as f64),
+            0xc0 => Ok(Value::Nil),
+            0xc2 => Ok(Value::Boolean(false)),
+            0xc3 => Ok(Value::Boolean(true)),
+            0xca => num(f64::from(f32::from_bits(self.uint(4)? as u32))),
+            0xcb => num(f64::from_bits(self.uint(8)?)),
+            0xa0..=0xbf | 0xd9 | 0xda | 0xdb | 0xc4 | 0xc5 | 0xc6 => {
+                let n = match c {
+                    0xa0..=0xbf => usize::from(c & 0x1f),
+                    0xd9 | 0xc4 => self.uint(1)? as usize,
+                    0xda | 0xc5 => self.uint(2)? as usize,
+                    _ => self.uint(4)? as usize,
+                };
+                let s = self.take(n)?;
+                Ok(Value::String(lua.create_string(s).map_err(lerr)?))
+            }
+            0x90..=0x9f | 0xdc | 0xdd => {
+                let n = match c {
+                    0x90..=0x9f => usize::from(c & 0x0f),
+                    0xdc => self.uint(2)? as usize,
+                    _ => self.uint(4)? as usize,
+                };
+                let t = lua.create_table().map_err(lerr)?;
+                for i in 1..=n {
+                    let v = self.value(lua)?;
+                    t.raw_set(i, v).map_err(lerr)?;
+                }
+                Ok(Value::Table(t))
+            }
+            0x80..=0x8f | 0xde | 0xdf => {
+                let n = match c {
+                    0x80..=0x8f => usize::from(c & 0x0f),
+                    0xde => self.uint(2)? as usize,
+                    _ => self.uint(4)? as usize,
+                };
+                let t = lua.create_table().map_err(lerr)?;
+                for _ in 0..n {
+                    let k = self.value(lua)?;
+                    let v = self.value(lua)?;
+                    if k != Value::Nil {
+                        t.raw_set(k, v).map_err(lerr)?;
+                    }
+                }
+                Ok(Value::Table(t))
+            }
+            _ => Err("Bad data format in input.".into()),
+        }
+    }
+}
+
+fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+    let b = super::libargs::check_bytes(args, 1, "unpack")?;
+    let mut r = Reader { b: &b, i: 0 };
+    let mut out = MultiValue::new();
+    while r.i < b.len() {
+        out.push_back(r.value(lua)?);
+    }
+    Ok(out)
+}
+
+/// `pack` and `unpack` for the prelude.
+pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
+    Ok((
+        lua.create_function(|lua, a: MultiValue| answer(lua, pack(lua, &a)))?,
+        lua.create_function(|lua, a: MultiValue| answer(lua, unpack(lua, &a)))?,
+    ))
+}
