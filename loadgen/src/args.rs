@@ -228,8 +228,8 @@ impl BenchArgs {
                     .into(),
             );
         }
-        if self.clients == 0 || self.clients > 100_000 {
-            return Err("--clients must be between 1 and 100k".into());
+        if self.clients == 0 || self.clients > 10_000 {
+            return Err("--clients must be between 1 and 10k".into());
         }
         if self.connections == 0 || self.connections > 1024 {
             return Err("--connections must be between 1 and 1024".into());

@@ -384,6 +384,9 @@ impl Run<'_> {
         let mut measure_start = t0;
         let mut hard_end = warm_end + a.duration;
         let mut next_tick = if measuring { t0 + tick } else { warm_end };
+        if progress && !measuring {
+            eprint!("\r  warming up for {} ...", format_duration(a.warmup));
+        }
         let mut last_tick = t0;
         let mut logs: Vec<IntervalLog> = Op::ALL.iter().map(|_| IntervalLog::default()).collect();
         let mut total = Interval::default();
