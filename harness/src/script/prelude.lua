@@ -183,6 +183,8 @@ end
 for _, lib in pairs({ 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct', 'cmsgpack', 'redis' }) do
   G[lib] = readonly(G[lib], nil)
 end
+-- Strings index the (read-only) string library, as in Redis.
+getmetatable('').__index = G.string
 env = readonly(G, missing_global)
 G._G = env
 
