@@ -18,8 +18,15 @@ pub struct ServerInfo {
 
 /// A plain connection for metadata (the measured calls all go through the lock library).
 pub async fn info_connection(url: &str) -> anyhow::Result<MultiplexedConnection> {
+    use redis::IntoConnectionInfo;
     let redacted = lockkit::redact_url(url);
-    let client = redis::Client::open(url)
+    let info = url
+        .into_connection_info()
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| format!("`{redacted}` is not a valid Redis URL"))?;
+    // No CLIENT SETINFO: a proxy such as twemproxy closes the connection on it.
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    let client = redis::Client::open(info.set_redis_settings(settings))
         .map_err(|e| anyhow::anyhow!("{e}"))
         .with_context(|| format!("`{redacted}` is not a valid Redis URL"))?;
     let cfg = redis::AsyncConnectionConfig::new()
@@ -57,14 +64,22 @@ fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// `INFO server`.
+/// `INFO server`; a target that closes the connection on `INFO` (twemproxy does) is a proxy.
 pub async fn server_info(conn: &mut MultiplexedConnection) -> anyhow::Result<ServerInfo> {
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(conn)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", connect_hint(&e.to_string())))
-        .context("reading INFO server")?;
+    let info: String = match redis::cmd("INFO").arg("server").query_async(conn).await {
+        Ok(info) => info,
+        Err(e) if e.is_connection_dropped() || e.is_unrecoverable_error() => {
+            return Ok(ServerInfo {
+                version: "unknown (INFO refused)".into(),
+                mode: "proxy".into(),
+                pid: None,
+            })
+        }
+        Err(e) => {
+            return Err(anyhow::anyhow!("{}", connect_hint(&e.to_string())))
+                .context("reading INFO server")
+        }
+    };
     Ok(ServerInfo {
         version: field(&info, "redis_version").unwrap_or("unknown").into(),
         mode: field(&info, "redis_mode").unwrap_or("standalone").into(),
