@@ -207,6 +207,9 @@ fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_str(&crate::units::format_duration(*d))
 }
 
+/// The largest key space (the safety checker keeps 4 bytes per key).
+pub const MAX_KEYS: u64 = 100_000_000;
+
 /// The most keys a zipf table is built for (8 bytes each).
 pub const MAX_ZIPF_KEYS: u64 = 10_000_000;
 
@@ -240,8 +243,8 @@ impl BenchArgs {
         if self.threads == Some(0) {
             return Err("--threads must be at least 1".into());
         }
-        if self.keys == 0 {
-            return Err("--keys must be at least 1".into());
+        if self.keys == 0 || self.keys > MAX_KEYS {
+            return Err("--keys must be between 1 and 100m".into());
         }
         if self.key_dist == KeyDist::Zipf && self.keys > MAX_ZIPF_KEYS {
             return Err(format!(

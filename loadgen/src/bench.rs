@@ -322,10 +322,10 @@ impl Run<'_> {
             stop_rx: run_stop_rx,
             measuring: AtomicBool::new(a.warmup.is_zero()),
             started: AtomicU64::new(0),
-            checker: SafetyChecker::new(if a.key_dist == KeyDist::Unique {
-                0
-            } else {
-                a.keys
+            checker: SafetyChecker::new(match a.key_dist {
+                KeyDist::Unique => 0,
+                KeyDist::Hot => 1,
+                KeyDist::Uniform | KeyDist::Zipf => a.keys,
             }),
         });
         let zipf = (a.key_dist == KeyDist::Zipf).then(|| zipf_table(a.keys, a.zipf_s));

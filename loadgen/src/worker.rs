@@ -423,3 +423,48 @@ async fn batch_cycle<L: Locker>(
         Err(e) => s.error(&error_kind(&e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(hold_ms: u64, hold_dist: HoldDist) -> WorkerPlan {
+        WorkerPlan {
+            task: 0,
+            clients: 1,
+            ttl: Duration::from_secs(1),
+            hold: Duration::from_millis(hold_ms),
+            hold_dist,
+            retry: None,
+            watchdog: false,
+            extends: 0,
+            batch: 1,
+            rate: None,
+            t0: Instant::now(),
+            cycles: None,
+            key_dist: KeyDist::Uniform,
+        }
+    }
+
+    #[test]
+    fn hold_distributions_stay_in_their_bounds_with_the_right_mean() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        for (dist, max) in [
+            (HoldDist::Fixed, 10.0),
+            (HoldDist::Uniform, 20.0),
+            (HoldDist::Exp, 100.0),
+        ] {
+            let p = plan(10, dist);
+            let n = 20_000;
+            let mut sum = 0.0;
+            for _ in 0..n {
+                let ms = hold_time(&p, &mut rng).as_secs_f64() * 1e3;
+                assert!((0.0..=max + 1e-9).contains(&ms), "{dist:?}: {ms}");
+                sum += ms;
+            }
+            let mean = sum / f64::from(n);
+            assert!((9.0..11.0).contains(&mean), "{dist:?}: mean {mean}");
+        }
+        assert_eq!(hold_time(&plan(0, HoldDist::Exp), &mut rng), Duration::ZERO);
+    }
+}
