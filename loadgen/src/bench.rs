@@ -200,7 +200,6 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
     }
 
     let mut results = Vec::new();
-    let start_time = SystemTime::now();
     for (mut report, logs, mode) in runs {
         let suffix = if modes.len() > 1 { mode.name() } else { "" };
         let (json_path, stem) = report::paths(&args.out, args.json.as_ref(), &stamp, suffix);
@@ -213,7 +212,7 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
                 continue;
             }
             let path = PathBuf::from(format!("{}.{}.hlog", stem.display(), op.name()));
-            report::write_atomic(&path, &log.render(op.name(), start_time)?)?;
+            report::write_atomic(&path, &log.render(op.name())?)?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -388,7 +387,11 @@ impl Run<'_> {
             eprint!("\r  warming up for {} ...", format_duration(a.warmup));
         }
         let mut last_tick = t0;
-        let mut logs: Vec<IntervalLog> = Op::ALL.iter().map(|_| IntervalLog::default()).collect();
+        let fresh_logs = || -> Vec<IntervalLog> {
+            let now = SystemTime::now();
+            Op::ALL.iter().map(|_| IntervalLog::starting(now)).collect()
+        };
+        let mut logs = fresh_logs();
         let mut total = Interval::default();
         let mut cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
         let mut stopped_at = None;
@@ -411,6 +414,7 @@ impl Run<'_> {
                     measuring = true;
                     shared.measuring.store(true, Ordering::SeqCst);
                     measure_start = now;
+                    logs = fresh_logs();
                     hard_end = now + a.duration;
                     last_tick = now;
                     next_tick = now + tick;

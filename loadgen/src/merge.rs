@@ -116,13 +116,13 @@ mod tests {
     use std::time::{Duration, SystemTime};
 
     fn log_with(tag: &str, values: &[u64]) -> Vec<u8> {
-        let mut log = IntervalLog::default();
+        let mut log = IntervalLog::starting(SystemTime::now());
         let mut h = new_histogram();
         for v in values {
             h.record(*v).unwrap();
         }
         log.push(Duration::ZERO, Duration::from_secs(1), h);
-        log.render(tag, SystemTime::now()).unwrap()
+        log.render(tag).unwrap()
     }
 
     #[test]

@@ -188,20 +188,30 @@ pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One operation's interval log: a sequence of (start offset, length, histogram).
-#[derive(Debug, Default)]
+/// One operation's interval log: a sequence of (start offset, length, histogram), offsets
+/// counted from the wall-clock moment measuring began.
+#[derive(Debug)]
 pub struct IntervalLog {
+    start: SystemTime,
     entries: Vec<(Duration, Duration, Histogram<u64>)>,
 }
 
 impl IntervalLog {
+    /// An empty log whose offsets count from `start`.
+    pub fn starting(start: SystemTime) -> Self {
+        IntervalLog {
+            start,
+            entries: Vec::new(),
+        }
+    }
+
     /// Adds an interval.
     pub fn push(&mut self, start: Duration, len: Duration, h: Histogram<u64>) {
         self.entries.push((start, len, h));
     }
 
     /// The log text (values in microseconds, tagged with the operation).
-    pub fn render(&self, tag: &str, start_time: SystemTime) -> anyhow::Result<Vec<u8>> {
+    pub fn render(&self, tag: &str) -> anyhow::Result<Vec<u8>> {
         let mut buf = Vec::new();
         let mut ser = V2Serializer::new();
         let mut w = IntervalLogWriterBuilder::new()
@@ -209,8 +219,8 @@ impl IntervalLog {
                 "lockkit bench {}: {tag} latency in microseconds",
                 env!("CARGO_PKG_VERSION")
             ))
-            .with_start_time(start_time)
-            .with_base_time(start_time)
+            .with_start_time(self.start)
+            .with_base_time(self.start)
             .begin_log_with(&mut buf, &mut ser)?;
         let t = Tag::new(tag);
         for (start, len, h) in &self.entries {
@@ -415,11 +425,11 @@ mod tests {
 
     #[test]
     fn interval_log_round_trips_through_the_parser() {
-        let mut log = IntervalLog::default();
+        let mut log = IntervalLog::starting(SystemTime::now());
         let mut h = crate::stats::new_histogram();
         h.record(120).unwrap();
         log.push(Duration::ZERO, Duration::from_secs(1), h);
-        let text = log.render("cycle", SystemTime::now()).unwrap();
+        let text = log.render("cycle").unwrap();
         let merged = crate::merge::read_log(&text).unwrap();
         assert_eq!(merged["cycle"].len(), 1);
     }
