@@ -207,7 +207,7 @@ impl Engine {
                 }
                 other => format!("Error compiling function: {other}"),
             })?;
-        let outcome = self.run.call::<(bool, Value)>(chunk);
+        let outcome = self.capped(|| self.run.call::<(bool, Value)>(chunk));
         let _ = self.load_env.call::<Value>(Value::Nil);
         match outcome {
             Ok((true, _)) => {}

@@ -164,7 +164,8 @@ impl Engine {
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
         let timer = Arc::new(Mutex::new(Timer::default()));
         install_hook(&lua, &timer, HOOK_EVERY)?;
-        lua.set_memory_limit(limits.memory_limit)?;
+        // The cap is armed only while Lua code runs (see `capped`): mlua protects every API
+        // call while a limit is set, which would slow down preparing each call.
         Ok(Engine {
             lua,
             globals,
@@ -216,16 +217,18 @@ impl Engine {
             code.to_vec()
         };
         let env: Table = self.globals.raw_get("_G").map_err(|e| e.to_string())?;
-        self.lua
-            .load(code)
-            .set_name(name)
-            .set_environment(env)
-            .into_function()
-            .map_err(|e| match e {
-                mlua::Error::SyntaxError { message, .. } => message,
-                other => other.to_string(),
-            })
-            .map_err(|m| m.trim_end_matches(['\r', '\n']).replace(['\r', '\n'], " "))
+        self.capped(|| {
+            self.lua
+                .load(code)
+                .set_name(name)
+                .set_environment(env)
+                .into_function()
+        })
+        .map_err(|e| match e {
+            mlua::Error::SyntaxError { message, .. } => message,
+            other => other.to_string(),
+        })
+        .map_err(|m| m.trim_end_matches(['\r', '\n']).replace(['\r', '\n'], " "))
     }
 
     /// Whether `sha` (any case) is cached.
@@ -280,7 +283,11 @@ impl Engine {
     fn sequence(&self, items: &[Vec<u8>]) -> mlua::Result<Table> {
         let t = self.lua.create_table_with_capacity(items.len(), 0)?;
         for (i, item) in items.iter().enumerate() {
-            t.raw_set(i + 1, self.lua.create_string(item)?)?;
+            // &str has mlua's direct-push fast path; other bytes go through a Lua string.
+            match std::str::from_utf8(item) {
+                Ok(text) => t.raw_set(i + 1, text)?,
+                Err(_) => t.raw_set(i + 1, self.lua.create_string(item)?)?,
+            }
         }
         Ok(t)
     }
@@ -305,7 +312,7 @@ impl Engine {
         if was_fired {
             let _ = install_hook(&self.lua, &self.timer, HOOK_EVERY);
         }
-        let outcome = call(self);
+        let outcome = self.capped(|| call(self));
         let fired = match self.timer.lock() {
             Ok(mut t) => {
                 t.deadline = None;
@@ -334,12 +341,18 @@ impl Engine {
         reply.into_resp2()
     }
 
+    /// Runs `f` with the Lua heap capped at the memory limit.
+    pub(crate) fn capped<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _ = self.lua.set_memory_limit(self.limits.memory_limit);
+        let r = f();
+        let _ = self.lua.set_memory_limit(0);
+        r
+    }
+
     fn memory_error(&self, name: &str) -> Reply {
         // Collect the script's garbage with the cap lifted, so the next script starts clean.
-        let _ = self.lua.set_memory_limit(0);
         let _ = self.lua.gc_collect();
         let _ = self.lua.gc_collect();
-        let _ = self.lua.set_memory_limit(self.limits.memory_limit);
         err(format!(
             "ERR harness: script {name} exceeded the Lua memory cap of {} bytes (Redis has no \
              per-script cap)",
