@@ -48,6 +48,7 @@ pub mod keys;
 pub mod locker;
 pub mod merge;
 pub mod report;
+mod run;
 pub mod stats;
 pub mod target;
 pub mod ttl;

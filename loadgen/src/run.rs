@@ -1,0 +1,360 @@
+//! One measured run: spawn the workers, drain their histograms once a second into interval logs,
+//! show progress, stop on time, budget or Ctrl-C, and assemble the report.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use lockkit::{RetryOptions, ScriptMode};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::args::{BenchArgs, KeyDist};
+use crate::checker::SafetyChecker;
+use crate::keys::{zipf_table, KeyPicker};
+use crate::locker::Locker;
+use crate::report::{self, IntervalLog, Report};
+use crate::stats::{lock, Interval, Op, SharedStats, TaskStats};
+use crate::target::{self, ServerInfo};
+use crate::ttl_cmd::{recommend_from_latency, work_from_config};
+use crate::units::{format_duration, format_rate};
+use crate::worker::{run_worker, Shared, WorkerPlan};
+
+/// How long workers get to finish their cycle after the run ends before they are aborted.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Without retries, time_to_acquire is acquire_ok by definition (both count from the cycle's
+/// start); workers record it once and it is copied here.
+fn copy_time_to_acquire(iv: &mut Interval, retry: bool) {
+    if !retry {
+        let ok = iv.hist(Op::AcquireOk).clone();
+        iv.hists[Op::TimeToAcquire.index()] = ok;
+    }
+}
+
+/// Appends one interval's histograms to the per-operation logs (operations without samples skip).
+fn log_interval(logs: &mut [IntervalLog], iv: &Interval, start: Duration, len: Duration) {
+    for (log, h) in logs.iter_mut().zip(&iv.hists) {
+        if !h.is_empty() {
+            log.push(start, len, h.clone());
+        }
+    }
+}
+
+/// Rounds to three decimals (reports show no float noise).
+pub(crate) fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The CPU seconds of every node, added up (`None` if one hides it).
+async fn servers_cpu(conns: &mut [redis::aio::MultiplexedConnection]) -> Option<f64> {
+    let mut total = 0.0;
+    for c in conns.iter_mut() {
+        total += target::server_cpu(c).await?;
+    }
+    Some(total)
+}
+
+/// (this tool's, the server's) CPU seconds at one moment.
+type CpuSnapshot = (Option<f64>, Option<f64>);
+
+/// What one run measures and how it is labelled in the report.
+pub(crate) struct Run<'a> {
+    pub(crate) args: &'a BenchArgs,
+    pub(crate) info: &'a ServerInfo,
+    pub(crate) redacted: &'a str,
+    pub(crate) throwaway: bool,
+    pub(crate) mode: ScriptMode,
+    pub(crate) date: &'a str,
+    pub(crate) nodes: usize,
+}
+
+impl Run<'_> {
+    /// Runs the workload on `locker` until the duration, the cycle budget or `stop_rx`.
+    pub(crate) async fn execute<L: Locker>(
+        &self,
+        locker: L,
+        info_conns: &mut [redis::aio::MultiplexedConnection],
+        mut stop_rx: watch::Receiver<bool>,
+        interrupted: &AtomicBool,
+    ) -> anyhow::Result<(Report, Vec<IntervalLog>)> {
+        let a = self.args;
+        let (run_stop_tx, run_stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            stop: AtomicBool::new(false),
+            stop_rx: run_stop_rx,
+            measuring: AtomicBool::new(a.warmup.is_zero()),
+            started: AtomicU64::new(0),
+            checker: SafetyChecker::new(match a.key_dist {
+                KeyDist::Unique => 0,
+                KeyDist::Hot => 1,
+                KeyDist::Uniform | KeyDist::Zipf => a.keys,
+            }),
+        });
+        let zipf = (a.key_dist == KeyDist::Zipf).then(|| zipf_table(a.keys, a.zipf_s));
+        let prefix: Arc<str> = a.key_prefix.as_str().into();
+        let seed = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        let retry = a.retry.then(|| {
+            RetryOptions::new()
+                .delay(a.retry_delay)
+                .jitter(a.retry_jitter)
+                .deadline(Some(a.retry_deadline))
+        });
+        let t0 = Instant::now();
+        let mut stats: Vec<SharedStats> = Vec::new();
+        let mut set = JoinSet::new();
+        for task in 0..a.clients {
+            let s: SharedStats = Arc::new(Mutex::new(TaskStats::default()));
+            stats.push(Arc::clone(&s));
+            let plan = WorkerPlan {
+                task,
+                clients: a.clients,
+                ttl: a.ttl,
+                hold: a.hold,
+                hold_dist: a.hold_dist,
+                retry,
+                watchdog: a.watchdog,
+                extends: a.extends,
+                batch: a.batch,
+                rate: a.rate,
+                t0,
+                cycles: a.cycles,
+                key_dist: a.key_dist,
+            };
+            let keys = KeyPicker::new(
+                a.key_dist,
+                a.keys,
+                zipf.clone(),
+                task,
+                seed,
+                Arc::clone(&prefix),
+            );
+            set.spawn(run_worker(
+                locker.clone(),
+                keys,
+                plan,
+                s,
+                Arc::clone(&shared),
+            ));
+        }
+
+        let progress = !a.quiet && std::io::stderr().is_terminal();
+        let tick = Duration::from_secs(1);
+        let warm_end = t0 + a.warmup;
+        let mut measuring = a.warmup.is_zero();
+        let mut measure_start = t0;
+        let mut hard_end = warm_end + a.duration;
+        let mut next_tick = if measuring { t0 + tick } else { warm_end };
+        if progress && !measuring {
+            eprint!("\r  warming up for {} ...", format_duration(a.warmup));
+        }
+        let mut last_tick = t0;
+        let fresh_logs = || -> Vec<IntervalLog> {
+            let now = SystemTime::now();
+            Op::ALL.iter().map(|_| IntervalLog::starting(now)).collect()
+        };
+        let mut logs = fresh_logs();
+        let mut total = Interval::default();
+        let mut cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
+        let mut stopped_at = None;
+        loop {
+            let wake = next_tick.min(hard_end);
+            let mut finished = false;
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = stop_rx.wait_for(|s| *s) => { stopped_at = Some(Instant::now()); }
+                _ = async { while set.join_next().await.is_some() {} } => { finished = true; }
+            }
+            let now = Instant::now();
+            let mut iv = Interval::default();
+            for s in &stats {
+                lock(s).drain_into(&mut iv);
+            }
+            copy_time_to_acquire(&mut iv, a.retry);
+            if !measuring {
+                if now >= warm_end {
+                    measuring = true;
+                    shared.measuring.store(true, Ordering::SeqCst);
+                    measure_start = now;
+                    logs = fresh_logs();
+                    hard_end = now + a.duration;
+                    last_tick = now;
+                    next_tick = now + tick;
+                    cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
+                }
+            } else {
+                log_interval(&mut logs, &iv, last_tick - measure_start, now - last_tick);
+                total.add(&iv);
+                if progress {
+                    let cyc = total.hist(Op::Cycle);
+                    eprint!(
+                        "\r  {:>5.1}s  cycles/s {:>10}  p99 {:>9}  errors {:<6} violations {}   ",
+                        (now - measure_start).as_secs_f64(),
+                        format_rate(
+                            iv.counters.cycles as f64 / (now - last_tick).as_secs_f64().max(1e-9)
+                        ),
+                        format_duration(Duration::from_micros(cyc.value_at_quantile(0.99))),
+                        total.counters.error_total(),
+                        shared.checker.violations(),
+                    );
+                }
+                last_tick = now;
+                next_tick += tick;
+                if next_tick <= now {
+                    next_tick = now + tick;
+                }
+            }
+            if stopped_at.is_some() || finished || (measuring && now >= hard_end) {
+                break;
+            }
+        }
+        let end = stopped_at.unwrap_or_else(Instant::now);
+        shared.stop.store(true, Ordering::SeqCst);
+        let _ = run_stop_tx.send(true);
+        let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while set.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            set.abort_all();
+        }
+        if progress {
+            eprintln!();
+        }
+        let mut iv = Interval::default();
+        for s in &stats {
+            lock(s).drain_into(&mut iv);
+        }
+        copy_time_to_acquire(&mut iv, a.retry);
+        if measuring {
+            let now = Instant::now();
+            log_interval(&mut logs, &iv, last_tick - measure_start, now - last_tick);
+            total.add(&iv);
+        }
+        let cpu1 = (target::own_cpu(), servers_cpu(info_conns).await);
+        let duration_s = if measuring {
+            (end.max(measure_start) - measure_start).as_secs_f64()
+        } else {
+            0.0
+        };
+        let report = self.assemble(
+            &locker,
+            &total,
+            duration_s,
+            (cpu0, cpu1),
+            shared.checker.violations(),
+            interrupted.load(Ordering::SeqCst),
+        )?;
+        Ok((report, logs))
+    }
+
+    fn assemble<L: Locker>(
+        &self,
+        locker: &L,
+        total: &Interval,
+        duration_s: f64,
+        cpu: (CpuSnapshot, CpuSnapshot),
+        violations: u64,
+        interrupted: bool,
+    ) -> anyhow::Result<Report> {
+        let a = self.args;
+        let c = &total.counters;
+        let per_s = |n: u64| {
+            if duration_s > 0.0 {
+                n as f64 / duration_s
+            } else {
+                0.0
+            }
+        };
+        let latency_us = Op::ALL
+            .iter()
+            .map(|op| {
+                (
+                    op.name().to_string(),
+                    crate::stats::LatencySummary::of(total.hist(*op)),
+                )
+            })
+            .collect();
+        let mut config = serde_json::to_value(a)?;
+        config["script_mode"] = self.mode.name().into();
+        config["hold_us"] = (a.hold.as_micros() as u64).into();
+        config["ttl_ms"] = (a.ttl.as_millis() as u64).into();
+        config["urls"] = self.nodes.into();
+        let (work, basis) = work_from_config(&config);
+        let ttl =
+            recommend_from_latency(&latency_us, work, &basis, a.pause_budget, a.safety_factor);
+        let ((tool0, srv0), (tool1, srv1)) = cpu;
+        let tool_cpu_s = tool0.zip(tool1).map(|(x, y)| round3(y - x));
+        let server_cpu_s = srv0.zip(srv1).map(|(x, y)| round3(y - x));
+        let per_cycle = |s: Option<f64>| {
+            s.filter(|_| c.cycles > 0)
+                .map(|s| (s * 1e6 / c.cycles as f64 * 100.0).round() / 100.0)
+        };
+        let mode = if self.info.mode == "standalone" || self.info.mode.is_empty() {
+            locker.mode().to_string()
+        } else {
+            self.info.mode.clone()
+        };
+        Ok(Report {
+            schema: report::SCHEMA.into(),
+            interrupted,
+            target: report::TargetReport {
+                url: self.redacted.to_string(),
+                server_version: self.info.version.clone(),
+                mode,
+                throwaway: self.throwaway,
+                script_mode: self.mode.name().into(),
+            },
+            machine: report::MachineReport {
+                cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                os: report::os_name(),
+                tool_version: env!("CARGO_PKG_VERSION").into(),
+                date: self.date.to_string(),
+            },
+            config,
+            load: report::LoopReport {
+                mode: a.loop_mode().into(),
+                rate: a.rate,
+                late_starts: c.late_starts,
+                latency_from: if a.rate.is_some() {
+                    "scheduled start (acquire_ok/acquire_contended of a cycle's first attempt, time_to_acquire, cycle)".into()
+                } else {
+                    "request send".into()
+                },
+            },
+            duration_s: (duration_s * 1000.0).round() / 1000.0,
+            throughput: report::Throughput {
+                cycles_per_s: per_s(c.cycles).round(),
+                attempts_per_s: per_s(c.attempts).round(),
+                cycles: c.cycles,
+                attempts: c.attempts,
+            },
+            contention_rate: if c.attempts > 0 {
+                c.contended as f64 / c.attempts as f64
+            } else {
+                0.0
+            },
+            latency_us,
+            safety: report::Safety {
+                violations,
+                lost_locks: c.lost_locks,
+            },
+            errors: report::ErrorsReport {
+                total: c.error_total(),
+                by_kind: c.errors.clone(),
+            },
+            ttl: (&ttl).into(),
+            cpu: report::CpuReport {
+                tool_cpu_s,
+                tool_us_per_cycle: per_cycle(tool_cpu_s),
+                server_cpu_s,
+                server_us_per_cycle: per_cycle(server_cpu_s),
+            },
+            ceiling: None,
+            histogram_logs: Default::default(),
+        })
+    }
+}
