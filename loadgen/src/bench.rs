@@ -1,4 +1,4 @@
-//! `lockkit bench`: set up the target(s), run each script mode ([`crate::run`]), measure the
+//! `lockkit bench`: set up the target(s), run each script mode (module `run`), measure the
 //! ceiling, write the reports.
 
 use std::path::PathBuf;
