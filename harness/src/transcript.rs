@@ -131,6 +131,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Transcript, ParseError> {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut items = Vec::new();
     for (idx, line) in text.lines().enumerate() {
+        // `lines` strips "\r\n" but not a lone final "\r": treat both as line ends.
+        let line = line.strip_suffix('\r').unwrap_or(line);
         let n = idx + 1;
         let at = |message: String| ParseError {
             path: path.display().to_string(),
