@@ -78,8 +78,16 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
             .map_or_else(|| PathBuf::from("."), PathBuf::from),
         None => args.out.clone(),
     };
-    report::check_writable(&out_dir)?;
+    let created = report::check_writable(&out_dir)?;
+    let result = bench_into(args, urls).await;
+    if result.is_err() && created {
+        // Nothing was written: leave no empty folder behind either (fails if it is not empty).
+        let _ = std::fs::remove_dir(&out_dir);
+    }
+    result
+}
 
+async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Vec<RunResult>> {
     let mut servers = Vec::new();
     if urls.is_empty() {
         for _ in 0..args.nodes {

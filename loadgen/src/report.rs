@@ -175,8 +175,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// Checks early that reports can be written to `dir` (creating it), so a bad `--out` fails
-/// before the run, not after.
-pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
+/// before the run, not after. Returns whether the folder was created (and can be removed again
+/// if the run fails before writing anything).
+pub fn check_writable(dir: &Path) -> anyhow::Result<bool> {
+    let created = !dir.exists();
     let hint = || {
         format!(
             "cannot write reports to {}; pick a writable folder with --out DIR (or --json FILE)",
@@ -185,7 +187,7 @@ pub fn check_writable(dir: &Path) -> anyhow::Result<()> {
     };
     std::fs::create_dir_all(dir).with_context(hint)?;
     tempfile::NamedTempFile::new_in(dir).with_context(hint)?;
-    Ok(())
+    Ok(created)
 }
 
 /// One operation's interval log: a sequence of (start offset, length, histogram), offsets
