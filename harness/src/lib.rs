@@ -37,6 +37,7 @@ mod bignum;
 pub mod cmdline;
 mod commands;
 mod decimal;
+mod fnv;
 pub mod format;
 mod harness;
 pub mod keyspace;

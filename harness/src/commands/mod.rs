@@ -149,8 +149,10 @@ static TABLE: &[Spec] = &[
     scripting("fcall_ro", -3, false),
 ];
 
-fn table() -> &'static HashMap<&'static str, &'static Spec> {
-    static MAP: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+type Table = HashMap<&'static str, &'static Spec, crate::fnv::FnvBuild>;
+
+fn table() -> &'static Table {
+    static MAP: OnceLock<Table> = OnceLock::new();
     MAP.get_or_init(|| TABLE.iter().map(|s| (s.name, s)).collect())
 }
 

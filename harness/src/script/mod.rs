@@ -85,7 +85,7 @@ pub struct Engine {
     run: Function,
     run_fn: Function,
     load_env: Function,
-    scripts: HashMap<String, Compiled>,
+    scripts: HashMap<String, Compiled, crate::fnv::FnvBuild>,
     functions: functions::Registry,
     limits: Limits,
     timer: Arc<Mutex<Timer>>,
@@ -172,7 +172,7 @@ impl Engine {
             run,
             run_fn,
             load_env,
-            scripts: HashMap::new(),
+            scripts: HashMap::default(),
             functions: functions::Registry::default(),
             limits,
             timer,
@@ -441,8 +441,9 @@ fn one_line(s: &str) -> String {
 
 /// `redis.call` (`raise`) and `redis.pcall`: runs one command from inside a script.
 fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
+    let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
     let reply = match convert::lua_args(args) {
-        Ok(argv) => dispatch_from_script(lua, &argv),
+        Ok(argv) => dispatch_from_script(lua, &argv, ctx),
         Err(e) => {
             let msg = match e {
                 convert::ArgsError::Empty => {
@@ -460,14 +461,13 @@ fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> 
             return Ok(Value::Table(t));
         }
     };
-    let resp = lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
     match (reply, raise) {
         (Reply::Error(e), true) => Err(mlua::Error::external(libargs::Raised::Table(e))),
-        (r, _) => convert::reply_to_lua(lua, r, resp),
+        (r, _) => convert::reply_to_lua(lua, r, ctx.resp),
     }
 }
 
-fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>]) -> Reply {
+fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
     let spec = match commands::resolve(argv, Caller::Script) {
         Ok(s) => s,
         Err(e) => return e,
@@ -475,7 +475,6 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>]) -> Reply {
     if spec.noscript {
         return err("ERR This Redis command is not allowed from script");
     }
-    let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
     if spec.write && (ctx.no_writes || ctx.ro_call) {
         return err("ERR Write commands are not allowed from read-only scripts.");
     }
