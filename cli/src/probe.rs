@@ -21,9 +21,16 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     let target = lockkit::redact_url(&args.url);
     let options = lockkit::ClientOptions::new().connect_timeout(Duration::from_secs(3));
+    // One line: the library's error already carries its cause, and a non-Redis port's parse
+    // error spans several lines; printed as a chain it repeated itself three times.
     let report = runtime
         .block_on(lockkit::probe(&args.url, options))
-        .with_context(|| format!("probing {target}"))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "probing {target}: {}",
+                lockkit_loadgen::target::connect_hint(&e.to_string())
+            )
+        })?;
     print!("{}", render(&report));
     Ok(
         if report.set_nx_px.is_yes() && (report.evalsha.is_yes() || report.eval.is_yes()) {

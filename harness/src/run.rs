@@ -35,7 +35,8 @@ impl Target {
 /// `redis-cli --no-raw` does. Every line is parsed before any runs.
 ///
 /// # Errors
-/// A line that does not parse (`name:line: why`) or a broken server connection.
+/// A line that does not parse (`name:line: why`), a broken server connection, or a script the
+/// harness stopped (time limit, memory cap): its error reply is printed, then the run fails.
 pub fn exec(
     target: &mut Target,
     input: &str,
@@ -48,17 +49,32 @@ pub fn exec(
         if line.trim().is_empty() {
             continue;
         }
-        let parsed = parse_command(line, base).map_err(|e| format!("{name}:{}: {e}", i + 1))?;
-        commands.push(parsed);
+        let (argv, repeat) =
+            parse_command(line, base).map_err(|e| format!("{name}:{}: {e}", i + 1))?;
+        commands.push((i + 1, argv, repeat));
     }
-    for (argv, repeat) in commands {
+    for (line, argv, repeat) in commands {
         for _ in 0..repeat {
             let reply = target.call(&argv)?;
             out.write_all(format_reply(&reply).as_bytes())
                 .map_err(|e| format!("writing output: {e}"))?;
+            // Redis would still be running such a script; going on would show replies Redis
+            // would never give, so the run stops here and fails.
+            if stopped_by_harness(&reply) {
+                return Err(format!(
+                    "{name}:{line}: the harness stopped a runaway script (time limit or memory \
+                     cap); nothing after it was run"
+                ));
+            }
         }
     }
     Ok(())
+}
+
+/// A script the harness stopped (time limit, memory cap): an error Redis itself never answers.
+fn stopped_by_harness(reply: &Reply) -> bool {
+    matches!(reply, Reply::Error(e) if e.starts_with("ERR harness: script ")
+        && (e.contains("time limit") || e.contains("memory cap")))
 }
 
 /// One case whose reply differed.

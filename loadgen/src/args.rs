@@ -76,29 +76,29 @@ pub struct BenchArgs {
     pub urls: Vec<String>,
 
     /// Without --url: how many throwaway servers to start; more than one runs Redlock over them.
-    #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N", conflicts_with = "urls")]
+    #[arg(long, default_value = "1", value_parser = parse_count, allow_hyphen_values = true, value_name = "N", conflicts_with = "urls")]
     pub nodes: u64,
 
     /// How long to measure, after the warm-up (e.g. 10s, 2m).
-    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub duration: Duration,
 
     /// Stop after this many measured cycles (the duration still bounds the run).
-    #[arg(long, value_parser = parse_count, value_name = "N")]
+    #[arg(long, value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub cycles: Option<u64>,
 
     /// Load before measuring; nothing of it is recorded (except safety violations).
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub warmup: Duration,
 
     /// Concurrent lock users (tasks).
-    #[arg(long, default_value = "50", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "50", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub clients: u64,
 
     /// Multiplexed connections the clients share (one already pipelines concurrent calls).
-    #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "1", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub connections: u64,
 
     /// Runtime worker threads of the load generator (default: half the cores, at least 1, leaving
@@ -107,7 +107,7 @@ pub struct BenchArgs {
     pub threads: Option<usize>,
 
     /// Size of the key space (ignored by --key-dist unique and hot).
-    #[arg(long, default_value = "100k", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "100k", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub keys: u64,
 
     /// How keys are picked.
@@ -119,7 +119,7 @@ pub struct BenchArgs {
     pub zipf_s: f64,
 
     /// Time spent inside the critical section per lock (0: release at once).
-    #[arg(long, default_value = "0", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "0", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub hold: Duration,
 
@@ -128,7 +128,7 @@ pub struct BenchArgs {
     pub hold_dist: HoldDist,
 
     /// Lock TTL.
-    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub ttl: Duration,
 
@@ -137,17 +137,17 @@ pub struct BenchArgs {
     pub retry: bool,
 
     /// Fixed pause between retries.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub retry_delay: Duration,
 
     /// Random extra pause between retries, uniform in 0..=this.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub retry_jitter: Duration,
 
     /// Give up retrying after this long (counted as an `acquire_timeout` error).
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub retry_deadline: Duration,
 
@@ -156,11 +156,11 @@ pub struct BenchArgs {
     pub watchdog: bool,
 
     /// Explicit `extend` calls per held lock, spread over the hold time (measured as `extend`).
-    #[arg(long, default_value = "0", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "0", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub extends: u64,
 
     /// Locks per cycle, taken with one pipelined `acquire_many` and freed with `release_many`.
-    #[arg(long, default_value = "1", value_parser = parse_count, value_name = "N")]
+    #[arg(long, default_value = "1", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub batch: u64,
 
     /// How the release/extend scripts are called.
@@ -169,7 +169,7 @@ pub struct BenchArgs {
 
     /// Open loop: start this many cycles per second in total, on a fixed schedule; latency counts
     /// from the scheduled start (no coordinated omission). Default: closed loop, as fast as it goes.
-    #[arg(long, value_parser = parse_count, value_name = "N")]
+    #[arg(long, value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub rate: Option<u64>,
 
     /// Folder for the JSON report and the HdrHistogram logs.
@@ -190,7 +190,7 @@ pub struct BenchArgs {
     pub ceiling: bool,
 
     /// Pause budget in the TTL recommendation (GC, swap, a stopped VM).
-    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub pause_budget: Duration,
 
@@ -219,6 +219,12 @@ impl BenchArgs {
         if self.ttl < Duration::from_millis(3) {
             return Err(
                 "--ttl must be at least 3 ms (Redis counts whole ms and 2 ms go to the drift allowance); try --ttl 5s"
+                    .into(),
+            );
+        }
+        if self.ttl > lockkit::MAX_TTL {
+            return Err(
+                "--ttl must be at most a year (the lock library refuses longer locks); try --ttl 5s"
                     .into(),
             );
         }
@@ -282,6 +288,12 @@ impl BenchArgs {
         if self.key_prefix.is_empty() {
             return Err("--key-prefix must not be empty".into());
         }
+        // The library refuses keys over 64 KiB; leave room for the key number.
+        if self.key_prefix.len() > 60 * 1024 {
+            return Err(
+                "--key-prefix is longer than 60 KiB; lockkit refuses keys over 64 KiB".into(),
+            );
+        }
         if self.json.as_ref().is_some_and(|p| p.is_dir()) {
             return Err("--json names a folder; give a file path (or use --out DIR)".into());
         }
@@ -306,7 +318,7 @@ pub struct TtlArgs {
     pub result: PathBuf,
 
     /// The guarded work's p99 (e.g. 120ms). Default: the benchmark's hold time.
-    #[arg(long, value_parser = parse_duration, conflicts_with = "work_timings", value_name = "DURATION")]
+    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, conflicts_with = "work_timings", value_name = "DURATION")]
     pub work_p99: Option<Duration>,
 
     /// The guarded work's measured durations: one per line (12ms, 0.8s, or plain ms) or an
@@ -319,7 +331,7 @@ pub struct TtlArgs {
     pub quantile: WorkQuantile,
 
     /// Allowance for process pauses (GC, swap, a stopped VM).
-    #[arg(long, default_value = "50ms", value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     pub pause_budget: Duration,
 
     /// Multiplier over the sum of the timings.
@@ -430,6 +442,11 @@ mod tests {
         ] {
             assert!(Wrap::try_parse_from(args).is_err());
         }
+        // A negative value reaches the value parser, which names the accepted forms.
+        let e = Wrap::try_parse_from(["bench", "--clients", "-1"]).unwrap_err();
+        assert!(e.to_string().contains("`-1` is not a count"), "{e}");
+        let e = Wrap::try_parse_from(["bench", "--hold", "-5ms"]).unwrap_err();
+        assert!(e.to_string().contains("`-5ms` is not a duration"), "{e}");
     }
 
     #[test]
@@ -438,6 +455,10 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("--ttl"));
+        assert!(parse(&["--ttl", "9000h"])
+            .validate()
+            .unwrap_err()
+            .contains("at most a year"));
         assert!(parse(&["--rate", "0"])
             .validate()
             .unwrap_err()

@@ -11,6 +11,9 @@
 
 use std::time::Duration;
 
+/// The longest duration any flag takes (ten leap years), in nanoseconds.
+const MAX_NANOS: f64 = 1e9 * 3600.0 * 24.0 * 366.0 * 10.0;
+
 /// Parses a count: a whole number with an optional `k` (×1,000), `m` (×1,000,000) or
 /// `g` (×1,000,000,000) suffix; `_` separators are allowed (`100_000`), and so is a decimal
 /// part when a suffix makes the result whole (`1.5k`).
@@ -86,7 +89,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     let n: f64 = num.parse().map_err(|_| bad())?;
     let nanos = (n * nanos_per).round();
-    if !nanos.is_finite() || nanos > 1e9 * 3600.0 * 24.0 * 366.0 * 10.0 {
+    if !nanos.is_finite() || nanos > MAX_NANOS {
         return Err(format!("`{s}` is too long a duration"));
     }
     Ok(Duration::from_nanos(nanos as u64))
@@ -100,7 +103,12 @@ pub fn parse_duration_or_ms(s: &str) -> Result<Duration, String> {
         let ms: f64 = t
             .parse()
             .map_err(|_| format!("`{s}` is not a number of milliseconds"))?;
-        return Ok(Duration::from_nanos((ms * 1e6).round() as u64));
+        // Same bound as parse_duration: `as u64` would otherwise saturate to 584 years.
+        let nanos = (ms * 1e6).round();
+        if !nanos.is_finite() || nanos > MAX_NANOS {
+            return Err(format!("`{s}` is too long a duration"));
+        }
+        return Ok(Duration::from_nanos(nanos as u64));
     }
     parse_duration(t)
 }
