@@ -118,7 +118,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.99, value_name = "S")]
     pub zipf_s: f64,
 
-    /// Time spent inside the critical section per lock (0: release at once).
+    /// Time spent inside the critical section per lock (0: release at once). Sleeps use the
+    /// runtime timer, which rounds up to whole milliseconds.
     #[arg(long, default_value = "0", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
     pub hold: Duration,
