@@ -142,6 +142,8 @@ pub enum Value {
     List(VecDeque<Vec<u8>>),
     /// A sorted set.
     ZSet(SortedSet),
+    /// A set.
+    Set(std::collections::HashSet<Vec<u8>>),
 }
 
 impl Value {
@@ -152,6 +154,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
+            Value::Set(_) => "set",
         }
     }
 
@@ -161,6 +164,7 @@ impl Value {
             Value::Hash(h) => h.is_empty(),
             Value::List(l) => l.is_empty(),
             Value::ZSet(z) => z.is_empty(),
+            Value::Set(s) => s.is_empty(),
         }
     }
 }

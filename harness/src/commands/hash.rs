@@ -148,3 +148,24 @@ pub fn hvals(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 pub fn hlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| Reply::Int(h.map_or(0, |h| h.len() as i64))))
 }
+
+pub fn hincrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        if !crate::decimal::is_long_double(&a[3]) {
+            return Err(Reply::err(errors::NOT_FLOAT));
+        }
+        if number::parse_f64(&a[3]).is_some_and(f64::is_infinite) {
+            return Err(Reply::err("ERR value is NaN or Infinity"));
+        }
+        let h = write(s, &a[1])?;
+        let cur = match h.get(&a[2]) {
+            None => b"0".to_vec(),
+            Some(v) if crate::decimal::is_long_double(v) => v.clone(),
+            Some(_) => return Err(Reply::err("ERR hash value is not a float")),
+        };
+        let text = crate::decimal::add_long_double(&cur, &a[3])
+            .ok_or_else(|| Reply::err("ERR increment would produce NaN or Infinity"))?;
+        h.insert(&a[2], text.clone().into_bytes());
+        Ok(Reply::Bulk(text.into_bytes()))
+    })())
+}

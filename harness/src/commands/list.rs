@@ -115,3 +115,83 @@ pub fn lrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         }
     })())
 }
+
+pub fn lindex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let idx = int_arg(&a[2])?;
+        match s.db.get_mut(&a[1], s.now_ms).map(|e| &e.value) {
+            None => Ok(Reply::Nil),
+            Some(Value::List(l)) => {
+                let i = if idx < 0 { l.len() as i64 + idx } else { idx };
+                Ok(usize::try_from(i)
+                    .ok()
+                    .and_then(|i| l.get(i))
+                    .map_or(Reply::Nil, |v| Reply::Bulk(v.clone())))
+            }
+            Some(_) => Err(wrongtype()),
+        }
+    })())
+}
+
+pub fn ltrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let start = int_arg(&a[2])?;
+        let end = int_arg(&a[3])?;
+        let now = s.now_ms;
+        match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+            None => return Ok(Reply::ok()),
+            Some(Value::List(l)) => {
+                let kept: VecDeque<Vec<u8>> = match clamp_range(start, end, l.len()) {
+                    None => VecDeque::new(),
+                    Some((lo, hi)) => l.range(lo..=hi).cloned().collect(),
+                };
+                *l = kept;
+            }
+            Some(_) => return Err(wrongtype()),
+        }
+        s.db.drop_if_empty(&a[1]);
+        Ok(Reply::ok())
+    })())
+}
+
+pub fn lrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let count = int_arg(&a[2])?;
+        let now = s.now_ms;
+        let removed = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+            None => 0,
+            Some(Value::List(l)) => {
+                let limit = if count == 0 {
+                    usize::MAX
+                } else {
+                    count.unsigned_abs() as usize
+                };
+                let mut removed = 0;
+                let mut keep = vec![true; l.len()];
+                let order: Box<dyn Iterator<Item = usize>> = if count < 0 {
+                    Box::new((0..l.len()).rev())
+                } else {
+                    Box::new(0..l.len())
+                };
+                for i in order {
+                    if removed == limit {
+                        break;
+                    }
+                    if l[i] == a[3] {
+                        keep[i] = false;
+                        removed += 1;
+                    }
+                }
+                let mut i = 0;
+                l.retain(|_| {
+                    i += 1;
+                    keep[i - 1]
+                });
+                removed
+            }
+            Some(_) => return Err(wrongtype()),
+        };
+        s.db.drop_if_empty(&a[1]);
+        Ok(Reply::Int(removed as i64))
+    })())
+}

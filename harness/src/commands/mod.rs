@@ -5,6 +5,7 @@ mod keys;
 mod list;
 mod redis_names;
 mod server_cmds;
+mod set;
 mod strings;
 mod zset;
 
@@ -134,6 +135,23 @@ static TABLE: &[Spec] = &[
     plain("zrange", -4, false, zset::zrange),
     plain("zrangebyscore", -4, false, zset::zrangebyscore),
     plain("zremrangebyscore", 4, true, zset::zremrangebyscore),
+    plain("zremrangebyrank", 4, true, zset::zremrangebyrank),
+    plain("zcount", 4, false, zset::zcount),
+    plain("zrank", 3, false, zset::zrank),
+    plain("zrevrank", 3, false, zset::zrevrank),
+    plain("zrevrange", -4, false, zset::zrevrange),
+    plain("zrevrangebyscore", -4, false, zset::zrevrangebyscore),
+    plain("zpopmin", -2, true, zset::zpopmin),
+    plain("zpopmax", -2, true, zset::zpopmax),
+    plain("lindex", 3, false, list::lindex),
+    plain("ltrim", 4, true, list::ltrim),
+    plain("lrem", 4, true, list::lrem),
+    plain("hincrbyfloat", 4, true, hash::hincrbyfloat),
+    plain("sadd", -3, true, set::sadd),
+    plain("srem", -3, true, set::srem),
+    plain("sismember", 3, false, set::sismember),
+    plain("smismember", -3, false, set::smismember),
+    plain("scard", 2, false, set::scard),
     plain("ping", -1, false, server_cmds::ping),
     plain("echo", 2, false, server_cmds::echo),
     plain("time", 1, false, server_cmds::time),

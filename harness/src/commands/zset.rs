@@ -369,3 +369,117 @@ pub fn zremrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         Ok(Reply::Int(n as i64))
     })())
 }
+
+pub fn zrevrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zrange_generic(s, a, RangeType::Rank, true)
+}
+
+pub fn zrevrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zrange_generic(s, a, RangeType::Score, true)
+}
+
+pub fn zcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let range = parse_score_range(&a[2], &a[3])?;
+        Ok(Reply::Int(read(s, &a[1])?.map_or(0, |z| {
+            z.iter().filter(|(_, sc)| range.contains(*sc)).count() as i64
+        })))
+    })())
+}
+
+fn rank(s: &mut Server, a: &[Vec<u8>], rev: bool) -> Reply {
+    done(read(s, &a[1]).map(|z| {
+        let Some(z) = z else { return Reply::Nil };
+        match z.iter().position(|(m, _)| m.as_slice() == a[2].as_slice()) {
+            Some(i) if rev => Reply::Int((z.len() - 1 - i) as i64),
+            Some(i) => Reply::Int(i as i64),
+            None => Reply::Nil,
+        }
+    }))
+}
+
+pub fn zrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    rank(s, a, false)
+}
+
+pub fn zrevrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    rank(s, a, true)
+}
+
+fn zpop(s: &mut Server, a: &[Vec<u8>], max: bool) -> Reply {
+    if a.len() > 3 {
+        return Reply::err(errors::SYNTAX);
+    }
+    let count = match a.get(2) {
+        None => 1,
+        Some(c) => match crate::number::parse_i64(c) {
+            Some(n) if n >= 0 => n as usize,
+            _ => return Reply::err("ERR value is out of range, must be positive"),
+        },
+    };
+    if count == 0 {
+        return Reply::Array(vec![]);
+    }
+    let now = s.now_ms;
+    let out = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+        None => return Reply::Array(vec![]),
+        Some(Value::ZSet(z)) => {
+            let picked: Vec<(Vec<u8>, f64)> = if max {
+                z.iter()
+                    .rev()
+                    .take(count)
+                    .map(|(m, sc)| (m.clone(), sc))
+                    .collect()
+            } else {
+                z.iter()
+                    .take(count)
+                    .map(|(m, sc)| (m.clone(), sc))
+                    .collect()
+            };
+            let mut out = Vec::with_capacity(picked.len() * 2);
+            for (m, sc) in picked {
+                z.remove(&m);
+                out.push(Reply::Bulk(m));
+                out.push(Reply::Double(sc));
+            }
+            out
+        }
+        Some(_) => return wrongtype(),
+    };
+    s.db.drop_if_empty(&a[1]);
+    Reply::Array(out)
+}
+
+pub fn zpopmin(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zpop(s, a, false)
+}
+
+pub fn zpopmax(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zpop(s, a, true)
+}
+
+pub fn zremrangebyrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let start = int_arg(&a[2])?;
+        let end = int_arg(&a[3])?;
+        let now = s.now_ms;
+        let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+            None => 0,
+            Some(Value::ZSet(z)) => match clamp_range(start, end, z.len()) {
+                None => 0,
+                Some((lo, hi)) => {
+                    let doomed: Vec<Vec<u8>> = z
+                        .iter()
+                        .skip(lo)
+                        .take(hi - lo + 1)
+                        .map(|(m, _)| m.clone())
+                        .collect();
+                    doomed.iter().filter(|m| z.remove(m)).count()
+                }
+            },
+            Some(_) => return Err(wrongtype()),
+        };
+        s.db.drop_if_empty(&a[1]);
+        Ok(Reply::Int(n as i64))
+    })())
+}
