@@ -62,6 +62,12 @@ pub trait Locker: Clone + Send + Sync + 'static {
 
     /// `standalone`, `redlock`, ... for the report.
     fn mode(&self) -> &'static str;
+
+    /// The library's recovery counters (NOSCRIPT re-sends, unknown-outcome clean-ups), where
+    /// the locker keeps them (`None` for Redlock, whose node clients are internal).
+    fn client_stats(&self) -> Option<lockkit::ClientStats> {
+        None
+    }
 }
 
 impl Locker for LockClient {
@@ -119,6 +125,10 @@ impl Locker for LockClient {
 
     fn mode(&self) -> &'static str {
         "standalone"
+    }
+
+    fn client_stats(&self) -> Option<lockkit::ClientStats> {
+        Some(self.stats())
     }
 }
 

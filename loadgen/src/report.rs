@@ -118,6 +118,10 @@ pub struct Safety {
     pub violations: u64,
     /// Releases/extends that found another token or no key; watchdog losses.
     pub lost_locks: u64,
+    /// Holders told by their watchdog that the lock was lost (`--watchdog`; part of
+    /// `lost_locks`).
+    #[serde(default)]
+    pub watchdog_lost: u64,
 }
 
 /// `errors`.
@@ -127,6 +131,21 @@ pub struct ErrorsReport {
     pub total: u64,
     /// By kind (timeout, connection_refused, server:CODE, acquire_timeout, ...).
     pub by_kind: BTreeMap<String, u64>,
+    /// Faults the library recovered from without an error reaching the caller.
+    #[serde(default)]
+    pub recovered: Recovered,
+}
+
+/// `errors.recovered`: the library's recovery counters over the whole run (warm-up included);
+/// `null` where the locker does not expose them (Redlock).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Recovered {
+    /// Script calls that met `NOSCRIPT` (restart, `SCRIPT FLUSH`) and were re-sent with the
+    /// script: one extra round trip each.
+    pub noscript: Option<u64>,
+    /// Acquires whose reply was lost (timeout, killed connection) and that ran a
+    /// compare-and-delete so no ghost lock stays held.
+    pub unknown_outcome_cleanups: Option<u64>,
 }
 
 /// `cpu`.
@@ -359,6 +378,17 @@ pub fn summary(r: &Report) -> String {
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         s.push_str(&format!("  errors by kind: {}\n", kinds.join(", ")));
+    }
+    let rec = &r.errors.recovered;
+    let (noscript, cleanups) = (
+        rec.noscript.unwrap_or(0),
+        rec.unknown_outcome_cleanups.unwrap_or(0),
+    );
+    if noscript + cleanups + r.safety.watchdog_lost > 0 {
+        s.push_str(&format!(
+            "  recovered: NOSCRIPT re-sends {noscript}, unknown-outcome clean-ups {cleanups}; watchdog losses {}\n",
+            r.safety.watchdog_lost
+        ));
     }
     if r.load.mode == "closed" {
         s.push_str("  (closed loop: latencies count from each request's send; a stalled server shows in throughput more than in the tail. Use --rate for an open loop.)\n");

@@ -262,6 +262,7 @@ impl Run<'_> {
     ) -> anyhow::Result<Report> {
         let a = self.args;
         let c = &total.counters;
+        let recovered = locker.client_stats();
         let per_s = |n: u64| {
             if duration_s > 0.0 {
                 n as f64 / duration_s
@@ -341,10 +342,15 @@ impl Run<'_> {
             safety: report::Safety {
                 violations,
                 lost_locks: c.lost_locks,
+                watchdog_lost: c.watchdog_lost,
             },
             errors: report::ErrorsReport {
                 total: c.error_total(),
                 by_kind: c.errors.clone(),
+                recovered: report::Recovered {
+                    noscript: recovered.map(|s| s.noscript_recoveries),
+                    unknown_outcome_cleanups: recovered.map(|s| s.unknown_outcome_cleanups),
+                },
             },
             ttl: (&ttl).into(),
             cpu: report::CpuReport {

@@ -73,6 +73,8 @@ pub struct Counters {
     pub lost_locks: u64,
     /// Open loop: cycles that started more than 1 ms after their scheduled time.
     pub late_starts: u64,
+    /// Holders whose watchdog reported the lock lost (also counted in `lost_locks`).
+    pub watchdog_lost: u64,
     /// Errors by kind.
     pub errors: BTreeMap<String, u64>,
 }
@@ -85,6 +87,7 @@ impl Counters {
         self.contended += o.contended;
         self.lost_locks += o.lost_locks;
         self.late_starts += o.late_starts;
+        self.watchdog_lost += o.watchdog_lost;
         for (k, v) in &o.errors {
             *self.errors.entry(k.clone()).or_default() += v;
         }

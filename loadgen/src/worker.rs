@@ -324,6 +324,10 @@ async fn single_cycle<L: Locker>(
     };
     let now = Instant::now();
     let mut s = lock(stats);
+    // Counted whether or not the release then reaches the server (it may be down).
+    if lost_by_watchdog {
+        s.counters.watchdog_lost += 1;
+    }
     match outcome {
         Ok(o) => {
             s.record(Op::Release, now - t);
