@@ -180,3 +180,37 @@ fn redis_log_is_captured_and_unemulated_commands_say_so() {
         "{r:?}"
     );
 }
+
+#[test]
+fn hostile_msgpack_nesting_is_an_error_not_a_crash() {
+    let mut h = Harness::new().unwrap();
+    let r = h.eval(
+        "return cmsgpack.unpack(string.rep(string.char(0x91), 100000) .. string.char(1))",
+        &[],
+        &[],
+    );
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("nested more than 200")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn hostile_json_nesting_is_an_error_not_a_crash() {
+    let mut h = Harness::new().unwrap();
+    let r = h.eval("return cjson.decode(string.rep('[', 100000))", &[], &[]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("JSON nested deeper than 200")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn self_referencing_reply_is_an_error_not_a_crash() {
+    let mut h = Harness::new().unwrap();
+    let r = h.eval("local t = {} t[1] = t return t", &[], &[]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("nested deeper than 200")),
+        "{r:?}"
+    );
+}

@@ -6,7 +6,10 @@ use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 use super::libargs::{answer, bad_arg};
 use crate::number::format_g;
 
+/// lua-cjson's default depth limit (`encode_max_depth`, `decode_max_depth`).
 const MAX_DEPTH: usize = 1000;
+/// The harness recurses on the caller's stack: it stops earlier than Redis, with its own error.
+const HARNESS_MAX_DEPTH: usize = 200;
 
 fn escape(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
@@ -80,6 +83,11 @@ fn array_length(t: &Table) -> Result<Option<usize>, String> {
 fn encode_table(out: &mut Vec<u8>, t: &Table, depth: usize) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Err(format!("Cannot serialise, excessive nesting ({depth})"));
+    }
+    if depth > HARNESS_MAX_DEPTH {
+        return Err(format!(
+            "harness: cannot serialise tables nested deeper than {HARNESS_MAX_DEPTH} levels (Redis allows {MAX_DEPTH})"
+        ));
     }
     match array_length(t)? {
         Some(len) => {
@@ -275,6 +283,11 @@ impl Parser<'_> {
 
     fn nest(&mut self) -> Result<(), String> {
         self.depth += 1;
+        if self.depth > HARNESS_MAX_DEPTH && self.depth <= MAX_DEPTH {
+            return Err(format!(
+                "harness: JSON nested deeper than {HARNESS_MAX_DEPTH} levels (Redis allows {MAX_DEPTH})"
+            ));
+        }
         if self.depth > MAX_DEPTH {
             return Err(format!(
                 "Found too many nested data structures ({}) at character {}",

@@ -140,7 +140,11 @@ fn pack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
+    depth: usize,
 }
+
+/// Nesting beyond this is refused (the harness would otherwise recurse without bound).
+const MAX_DECODE_DEPTH: usize = 200;
 
 const MISSING: &str = "Missing bytes in input.";
 
@@ -159,6 +163,16 @@ impl Reader<'_> {
     }
 
     fn value(&mut self, lua: &Lua) -> Result<Value, String> {
+        self.depth += 1;
+        if self.depth > MAX_DECODE_DEPTH {
+            return Err("harness: MessagePack data nested more than 200 levels".into());
+        }
+        let v = self.value_inner(lua);
+        self.depth -= 1;
+        v
+    }
+
+    fn value_inner(&mut self, lua: &Lua) -> Result<Value, String> {
         let lerr = |e: mlua::Error| e.to_string();
         let c = self.take(1)?[0];
         let num = |v: f64| Ok(Value::Number(v));
@@ -224,7 +238,11 @@ impl Reader<'_> {
 
 fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
     let b = super::libargs::check_bytes(args, 1, "unpack")?;
-    let mut r = Reader { b: &b, i: 0 };
+    let mut r = Reader {
+        b: &b,
+        i: 0,
+        depth: 0,
+    };
     let mut out = MultiValue::new();
     while r.i < b.len() {
         out.push_back(r.value(lua)?);

@@ -5,8 +5,9 @@ use mlua::{Lua, MultiValue, Table, Value};
 use crate::number::{format_g, lua_number_to_i64};
 use crate::reply::Reply;
 
-/// How deep a returned table may nest before the harness refuses it.
-const MAX_DEPTH: usize = 1000;
+/// How deep a returned table may nest before the harness refuses it (it recurses on the
+/// caller's stack; Redis goes deeper).
+const MAX_DEPTH: usize = 200;
 
 /// A command reply as `redis.call` hands it to Lua under protocol `resp` (2 or 3).
 pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
@@ -60,14 +61,17 @@ fn one_line(s: &[u8]) -> String {
 
 /// What a script's return value becomes for the client (RESP2), under `redis.setresp(resp)`.
 pub fn lua_to_reply(v: &Value, resp: u8) -> Reply {
-    to_reply(v, resp, 0)
+    to_reply(v, resp, 0).unwrap_or_else(|e| e)
 }
 
-fn to_reply(v: &Value, resp: u8, depth: usize) -> Reply {
+/// `Err` only when the nesting limit is hit: the whole reply becomes that error.
+fn to_reply(v: &Value, resp: u8, depth: usize) -> Result<Reply, Reply> {
     if depth > MAX_DEPTH {
-        return Reply::err("ERR harness: reply nested too deeply");
+        return Err(Reply::err(
+            "ERR harness: reply nested deeper than 200 levels",
+        ));
     }
-    match v {
+    Ok(match v {
         Value::Nil => Reply::Nil,
         Value::Boolean(b) if resp == 3 => Reply::Int(i64::from(*b)),
         Value::Boolean(true) => Reply::Int(1),
@@ -75,55 +79,54 @@ fn to_reply(v: &Value, resp: u8, depth: usize) -> Reply {
         Value::Integer(i) => Reply::Int(*i),
         Value::Number(n) => Reply::Int(lua_number_to_i64(*n)),
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
-        Value::Table(t) => table_to_reply(t, resp, depth),
+        Value::Table(t) => table_to_reply(t, resp, depth)?,
         _ => Reply::Nil,
-    }
+    })
 }
 
-fn table_to_reply(t: &Table, resp: u8, depth: usize) -> Reply {
+fn table_to_reply(t: &Table, resp: u8, depth: usize) -> Result<Reply, Reply> {
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
-        return Reply::Error(one_line(&e.as_bytes()));
+        return Ok(Reply::Error(one_line(&e.as_bytes())));
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("ok") {
-        return Reply::Status(one_line(&s.as_bytes()));
+        return Ok(Reply::Status(one_line(&s.as_bytes())));
     }
     match t.raw_get::<Value>("double") {
-        Ok(Value::Number(d)) => return Reply::Double(d),
-        Ok(Value::Integer(i)) => return Reply::Double(i as f64),
+        Ok(Value::Number(d)) => return Ok(Reply::Double(d)),
+        Ok(Value::Integer(i)) => return Ok(Reply::Double(i as f64)),
         _ => {}
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
-        return Reply::Bulk(s.as_bytes().to_vec());
+        return Ok(Reply::Bulk(s.as_bytes().to_vec()));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let Ok(Value::String(s)) = v.raw_get::<Value>("string") {
-            return Reply::Bulk(s.as_bytes().to_vec());
+            return Ok(Reply::Bulk(s.as_bytes().to_vec()));
         }
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         let mut out = Vec::new();
         for (k, v) in m.pairs::<Value, Value>().flatten() {
-            out.push(to_reply(&k, resp, depth + 1));
-            out.push(to_reply(&v, resp, depth + 1));
+            out.push(to_reply(&k, resp, depth + 1)?);
+            out.push(to_reply(&v, resp, depth + 1)?);
         }
-        return Reply::Array(out);
+        return Ok(Reply::Array(out));
     }
     if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
-        let out = set
-            .pairs::<Value, Value>()
-            .flatten()
-            .map(|(k, _)| to_reply(&k, resp, depth + 1))
-            .collect();
-        return Reply::Array(out);
+        let mut out = Vec::new();
+        for (k, _) in set.pairs::<Value, Value>().flatten() {
+            out.push(to_reply(&k, resp, depth + 1)?);
+        }
+        return Ok(Reply::Array(out));
     }
     let mut out = Vec::new();
     for i in 1.. {
         match t.raw_get::<Value>(i) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => out.push(to_reply(&v, resp, depth + 1)),
+            Ok(v) => out.push(to_reply(&v, resp, depth + 1)?),
         }
     }
-    Reply::Array(out)
+    Ok(Reply::Array(out))
 }
 
 /// Why `redis.call`'s arguments could not become a command.
