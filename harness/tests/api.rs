@@ -214,3 +214,14 @@ fn self_referencing_reply_is_an_error_not_a_crash() {
         "{r:?}"
     );
 }
+
+#[test]
+fn a_library_that_never_finishes_loading_times_out() {
+    let mut h = Harness::new().unwrap();
+    let r = h.call(&["FUNCTION", "LOAD", "#!lua name=spin\nwhile true do end"]);
+    assert_eq!(
+        r,
+        Reply::err("ERR Error registering functions: ERR FUNCTION LOAD timeout")
+    );
+    assert_eq!(h.eval("return 3", &[], &[]), Reply::Int(3));
+}

@@ -335,6 +335,7 @@ const TRAPS: &[&str] = &[
     "FCALL_RO ro 0",
     r##"FUNCTION LOAD "#!lua name=err\nredis.register_function('e', function() return undefined_thing end)""##,
     "FCALL e 0",
+    "FUNCTION LOAD \"#!lua name=spin\nwhile true do end\"",
     "FUNCTION DELETE lib",
     "FUNCTION DELETE lib",
     "FCALL f1 0",

@@ -207,8 +207,14 @@ impl Engine {
                 }
                 other => format!("Error compiling function: {other}"),
             })?;
+        // Redis gives a library's top-level code 500 ms (LOAD_TIMEOUT_MS).
+        self.arm_timer(std::time::Duration::from_millis(500));
         let outcome = self.capped(|| self.run.call::<(bool, Value)>(chunk));
+        let timed_out = self.disarm_timer();
         let _ = self.load_env.call::<Value>(Value::Nil);
+        if timed_out {
+            return Err("Error registering functions: ERR FUNCTION LOAD timeout".into());
+        }
         match outcome {
             Ok((true, _)) => {}
             Ok((false, v)) => {

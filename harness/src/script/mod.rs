@@ -302,24 +302,9 @@ impl Engine {
         if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
             *c = ctx;
         }
-        let was_fired = match self.timer.lock() {
-            Ok(mut t) => {
-                t.deadline = Some(Instant::now() + self.limits.time_limit);
-                std::mem::replace(&mut t.fired, false)
-            }
-            Err(_) => false,
-        };
-        if was_fired {
-            let _ = install_hook(&self.lua, &self.timer, HOOK_EVERY);
-        }
+        self.arm_timer(self.limits.time_limit);
         let outcome = self.capped(|| call(self));
-        let fired = match self.timer.lock() {
-            Ok(mut t) => {
-                t.deadline = None;
-                t.fired
-            }
-            Err(_) => false,
-        };
+        let fired = self.disarm_timer();
         let resp = self.lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
         let reply = if fired {
             err(format!(
@@ -339,6 +324,31 @@ impl Engine {
             *c = RunCtx::default();
         }
         reply.into_resp2()
+    }
+
+    /// Starts the clock on a run of Lua code that may take at most `limit`.
+    pub(crate) fn arm_timer(&self, limit: Duration) {
+        let was_fired = match self.timer.lock() {
+            Ok(mut t) => {
+                t.deadline = Some(Instant::now() + limit);
+                std::mem::replace(&mut t.fired, false)
+            }
+            Err(_) => false,
+        };
+        if was_fired {
+            let _ = install_hook(&self.lua, &self.timer, HOOK_EVERY);
+        }
+    }
+
+    /// Stops the clock; whether the limit was hit.
+    pub(crate) fn disarm_timer(&self) -> bool {
+        match self.timer.lock() {
+            Ok(mut t) => {
+                t.deadline = None;
+                t.fired
+            }
+            Err(_) => false,
+        }
     }
 
     /// Runs `f` with the Lua heap capped at the memory limit.
