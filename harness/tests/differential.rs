@@ -446,6 +446,22 @@ const TRAPS: &[&str] = &[
     "LRANGE l2 0 -1",
     "LTRIM l2 5 1",
     "EXISTS l2",
+    "RPUSH q1 a b c",
+    "RPOPLPUSH q1 q2",
+    "LMOVE q1 q2 LEFT RIGHT",
+    "LMOVE q1 q2 UP DOWN",
+    "LRANGE q2 0 -1",
+    "RPOPLPUSH q1 str",
+    "RPOPLPUSH nolist str",
+    "RPOPLPUSH q1 q1",
+    "LMOVE q1 q2 LEFT LEFT",
+    "EXISTS q1",
+    "LSET q2 0 z",
+    "LSET q2 9 z",
+    "LSET nolist 0 z",
+    "LPUSHX nolist a",
+    "RPUSHX q2 y",
+    "LRANGE q2 0 -1",
     "HINCRBYFLOAT hf f 0.1",
     "HINCRBYFLOAT hf f 1e3",
     "HINCRBYFLOAT hf f inf",
@@ -608,7 +624,7 @@ impl Gen {
         let k = self.key();
         let v = self.val();
         let s = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        match self.rng.random_range(0..41) {
+        match self.rng.random_range(0..43) {
             0 => s(&["GET", &k]),
             1 => {
                 let mut c = s(&["SET", &k, &v]);
@@ -689,6 +705,8 @@ impl Gen {
             36 => s(&["SADD", &k, &v, &self.val()]),
             37 => s(&["SREM", &k, &v]),
             38 => s(&["SISMEMBER", &k, &v]),
+            39 => s(&["RPOPLPUSH", &k, &self.key()]),
+            40 => s(&["LSET", &k, self.pick(&["0", "-1", "5"]), &v]),
             _ => self.script(),
         }
     }

@@ -195,3 +195,110 @@ pub fn lrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         Ok(Reply::Int(removed as i64))
     })())
 }
+
+/// LEFT or RIGHT, as `getListPositionFromObjectOrReply` reads it.
+fn side(b: &[u8]) -> Result<bool, Reply> {
+    if super::is(b, "left") {
+        Ok(true)
+    } else if super::is(b, "right") {
+        Ok(false)
+    } else {
+        Err(Reply::err(crate::reply::errors::SYNTAX))
+    }
+}
+
+fn lmove_generic(s: &mut Server, src: &[u8], dst: &[u8], from_left: bool, to_left: bool) -> Reply {
+    let now = s.now_ms;
+    match s.db.get_mut(src, now).map(|e| &e.value) {
+        None => return Reply::Nil,
+        Some(Value::List(_)) => {}
+        Some(_) => return wrongtype(),
+    }
+    match s.db.get_mut(dst, now).map(|e| &e.value) {
+        None | Some(Value::List(_)) => {}
+        Some(_) => return wrongtype(),
+    }
+    let value = match s.db.get_mut(src, now).map(|e| &mut e.value) {
+        Some(Value::List(l)) => {
+            if from_left {
+                l.pop_front()
+            } else {
+                l.pop_back()
+            }
+        }
+        _ => None,
+    };
+    let Some(value) = value else {
+        return Reply::Nil;
+    };
+    s.db.drop_if_empty(src);
+    if s.db.get_mut(dst, now).is_none() {
+        s.db.set(dst, Value::List(VecDeque::new()), None);
+    }
+    if let Some(Value::List(l)) = s.db.get_mut(dst, now).map(|e| &mut e.value) {
+        if to_left {
+            l.push_front(value.clone());
+        } else {
+            l.push_back(value.clone());
+        }
+    }
+    Reply::Bulk(value)
+}
+
+pub fn rpoplpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    lmove_generic(s, &a[1], &a[2], false, true)
+}
+
+pub fn lmove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match (side(&a[3]), side(&a[4])) {
+        (Ok(from), Ok(to)) => lmove_generic(s, &a[1], &a[2], from, to),
+        (Err(e), _) | (_, Err(e)) => e,
+    }
+}
+
+fn pushx(s: &mut Server, a: &[Vec<u8>], left: bool) -> Reply {
+    let now = s.now_ms;
+    match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+        None => Reply::Int(0),
+        Some(Value::List(l)) => {
+            for v in &a[2..] {
+                if left {
+                    l.push_front(v.clone());
+                } else {
+                    l.push_back(v.clone());
+                }
+            }
+            Reply::Int(l.len() as i64)
+        }
+        Some(_) => wrongtype(),
+    }
+}
+
+pub fn lpushx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    pushx(s, a, true)
+}
+
+pub fn rpushx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    pushx(s, a, false)
+}
+
+pub fn lset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let idx = int_arg(&a[2])?;
+        let now = s.now_ms;
+        match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+            None => Err(Reply::err("ERR no such key")),
+            Some(Value::List(l)) => {
+                let i = if idx < 0 { l.len() as i64 + idx } else { idx };
+                match usize::try_from(i).ok().and_then(|i| l.get_mut(i)) {
+                    Some(slot) => {
+                        *slot = a[3].clone();
+                        Ok(Reply::ok())
+                    }
+                    None => Err(Reply::err("ERR index out of range")),
+                }
+            }
+            Some(_) => Err(wrongtype()),
+        }
+    })())
+}
