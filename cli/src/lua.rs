@@ -80,7 +80,18 @@ fn redact(url: &str) -> String {
 }
 
 fn connect(url: &str) -> anyhow::Result<Remote> {
-    Remote::connect(url).with_context(|| format!("connecting to {}", redact(url)))
+    // One line with the fix, as `bench` and `probe` print it (the error's own chain repeats it).
+    Remote::connect(url).map_err(|e| {
+        let why = if e.is_timeout() {
+            format!(
+                "no answer within {} s; is it a TLS (rediss://) URL to a plain server, or the wrong port?",
+                lockkit_harness::remote::CONNECT_TIMEOUT.as_secs()
+            )
+        } else {
+            lockkit_loadgen::target::connect_hint(&e.to_string())
+        };
+        anyhow::anyhow!("connecting to {}: {why}", redact(url))
+    })
 }
 
 fn offline() -> anyhow::Result<Target> {

@@ -208,7 +208,37 @@ fn wrong_password_and_wrong_acl_user_fail_at_connect_with_the_fix() {
         &format!("connecting to redis://:***@127.0.0.1:{port}: {auth_failed}"),
     );
     assert!(r.stdout.is_empty() && !r.stderr.contains("wrong-pw"));
+    // TLS to a plain server: the handshake gets no answer; bounded, named, not a hang.
+    let r = lockkit(
+        &[
+            "lua",
+            "exec",
+            "--url",
+            &format!("rediss://:right-pw@127.0.0.1:{port}"),
+            "-",
+        ],
+        Some("PING\n"),
+    );
+    assert_fails(&r, 1, &format!("connecting to rediss://:***@127.0.0.1:{port}: no answer within 5 s; is it a TLS (rediss://) URL to a plain server"));
+    assert_one_error_line(&r);
+    // Right user, but its ACL allows only `lock:*`: refused before the run, not a run of
+    // NOPERM errors; with a prefix it may use, the run works.
+    let locker = format!("redis://locker:locker-pw@127.0.0.1:{port}");
+    let mut args = vec!["bench", "--url", &locker, "--out", &out, "--quiet"];
+    args.extend(SHORT);
+    let r = lockkit(&args, None);
+    assert_fails(
+        &r,
+        1,
+        &format!("error: redis://locker:***@127.0.0.1:{port} refused a lock on \"lockkit:bench:preflight\": redis: NoPerm"),
+    );
+    assert_fails(&r, 1, "or pick another --key-prefix");
+    assert_one_error_line(&r);
     assert!(files_in(dir.path()).is_empty(), "nothing written");
+    args.extend(["--key-prefix", "lock:bench:"]);
+    let r = lockkit(&args, None);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(!r.stderr.contains("locker-pw") && !r.stdout.contains("locker-pw"));
 }
 
 #[test]

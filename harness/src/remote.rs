@@ -1,7 +1,12 @@
 //! A real server as a [`Reply`] source, through the `redis` crate (sync API): for
 //! `lua record`, `lua test --url`, `lua exec --url` and the differential tests.
 
+use std::time::Duration;
+
 use crate::reply::Reply;
+
+/// How long connecting to a server (TCP, TLS, AUTH) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connection to a real Redis server.
 pub struct Remote {
@@ -18,11 +23,13 @@ impl Remote {
     /// Connects to `url` (`redis://`, `rediss://`, `redis+unix://`).
     ///
     /// # Errors
-    /// A malformed URL or a server that cannot be reached.
+    /// A malformed URL or a server that cannot be reached, or that does not finish the
+    /// connection set-up (TLS handshake, AUTH, HELLO) within [`CONNECT_TIMEOUT`]: `rediss://`
+    /// to a plain server used to wait forever for its TLS reply.
     pub fn connect(url: &str) -> redis::RedisResult<Remote> {
         let client = redis::Client::open(url)?;
         Ok(Remote {
-            conn: client.get_connection()?,
+            conn: client.get_connection_with_timeout(CONNECT_TIMEOUT)?,
         })
     }
 

@@ -13,6 +13,7 @@ use lockkit_test_support::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
 use crate::args::BenchArgs;
+use crate::locker::Locker;
 use crate::report::{self, IntervalLog, Report};
 use crate::run::{round3, Run};
 use crate::stats::Op;
@@ -53,6 +54,28 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
+/// there (an ACL limited to other keys or commands) fails at once with one line, instead of a
+/// whole run of errors and a report of nothing. Retryable errors are left to the run to count.
+async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> anyhow::Result<()> {
+    let key = format!("{}preflight", args.key_prefix);
+    let refused = |e: lockkit::Error| {
+        anyhow::anyhow!(
+            "{target} refused a lock on {key:?}: {e}; the user needs the lock commands on keys \
+             {:?} (README: Security, the minimal ACL rule), or pick another --key-prefix",
+            format!("{}*", args.key_prefix)
+        )
+    };
+    match locker.try_acquire(&key, args.ttl).await {
+        Ok(Some(lock)) => match locker.release(&lock).await {
+            Err(e) if !e.is_retryable() => Err(refused(e)),
+            _ => Ok(()),
+        },
+        Err(e) if !e.is_retryable() => Err(refused(e)),
+        _ => Ok(()),
+    }
 }
 
 /// Half the cores (at least one): the other half is left to a server on the same machine.
@@ -169,12 +192,14 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
             let client = LockClient::connect_with(&url, opts)
                 .await
                 .map_err(connect_err)?;
+            preflight(&client, &args, &redacted).await?;
             run.execute(client, &mut info_conns, rx, &interrupted)
                 .await?
         } else {
             let redlock = Redlock::connect_with(&urls, RedlockOptions::new().client(opts))
                 .await
                 .map_err(connect_err)?;
+            preflight(&redlock, &args, &redacted).await?;
             run.execute(redlock, &mut info_conns, rx, &interrupted)
                 .await?
         };
