@@ -447,14 +447,17 @@ fn an_unwritable_results_folder_fails_before_the_run_and_damages_nothing() {
     assert_eq!(files_in(dir.path()), vec![file]);
 }
 
-/// A real interval log from the reference run in results/.
+/// A good interval log, written the way `lockkit bench` writes one (tagged `cycle`).
 fn good_log() -> Vec<u8> {
-    let results = Path::new(env!("CARGO_MANIFEST_DIR")).join("../results");
-    let path = files_in(&results)
-        .into_iter()
-        .find(|p| p.to_string_lossy().ends_with(".cycle.hlog"))
-        .expect("a reference .cycle.hlog in results/");
-    std::fs::read(path).unwrap()
+    let mut log = lockkit_loadgen::report::IntervalLog::starting(std::time::SystemTime::now());
+    for second in 0..3u64 {
+        let mut h = lockkit_loadgen::stats::new_histogram();
+        for us in 1..=500 {
+            h.record(us * (second + 1)).unwrap();
+        }
+        log.push(Duration::from_secs(second), Duration::from_secs(1), h);
+    }
+    log.render("cycle").unwrap()
 }
 
 #[test]
