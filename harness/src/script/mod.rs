@@ -451,6 +451,15 @@ fn one_line(s: &str) -> String {
 
 /// `redis.call` (`raise`) and `redis.pcall`: runs one command from inside a script.
 fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
+    // The cap guards Lua code; the reply of a command is bounded by the keyspace. Lifting it
+    // here lets mlua build the reply without a protected call per value.
+    let limit = lua.set_memory_limit(0).unwrap_or(0);
+    let r = redis_call_uncapped(lua, args, raise);
+    let _ = lua.set_memory_limit(limit);
+    r
+}
+
+fn redis_call_uncapped(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
     let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
     let reply = match convert::lua_args(args) {
         Ok(argv) => dispatch_from_script(lua, &argv, ctx),
