@@ -222,27 +222,44 @@ async fn run_watchdog(
     let interval = opts.interval_for(ttl);
     let hold_until = opts.max_hold.map(|d| first.acquired_at + d);
     let mut next = Instant::now() + interval;
+    // Set once a renewal was shortened to end at the max-hold bound: there is no next one.
+    let mut at_bound = false;
     loop {
         tokio::time::sleep_until(next.into()).await;
         let mut lock = shared.snapshot();
-        // Under max_hold, the last renewals are shortened so the key expires at the bound.
+        // Under max_hold, the last renewal is shortened so the key expires at the bound.
         let this_ttl = match hold_until {
             Some(until) => {
                 let left = until.saturating_duration_since(Instant::now());
-                if left < Duration::from_millis(1) {
+                if at_bound || left < Duration::from_millis(1) {
                     tokio::time::sleep_until(lock.valid_until.into()).await;
                     let _ = tx.send(Some(LossReason::MaxHoldReached));
                     return;
                 }
+                at_bound = left < ttl;
                 left.min(ttl)
             }
             None => ttl,
         };
-        match client.extend(&mut lock, this_ttl).await {
+        // A renewal cannot take longer than the validity left: once that is gone the lock must be
+        // presumed lost, whatever the response timeout says.
+        let left = lock.valid_until.saturating_duration_since(Instant::now());
+        let renewal = match tokio::time::timeout(left, client.extend(&mut lock, this_ttl)).await {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::warn!(key = %lock.key, "no renewal answer before the validity ran out");
+                let _ = tx.send(Some(LossReason::Unreachable));
+                return;
+            }
+        };
+        match renewal {
             Ok(ExtendOutcome::Extended) => {
                 let valid_until = lock.valid_until;
                 *shared.lock.lock().unwrap_or_else(PoisonError::into_inner) = lock;
-                next = (Instant::now() + interval).min(valid_until);
+                // Never later than a tenth of the TTL before the validity ends, so an interval
+                // chosen close to the TTL still leaves the renewal time for its round trip.
+                next = (Instant::now() + interval)
+                    .min(valid_until.checked_sub(ttl / 10).unwrap_or(valid_until));
             }
             Ok(ExtendOutcome::NotHeld) => {
                 let _ = tx.send(Some(LossReason::Expired));

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::client::{ClientStats, Connections};
+use crate::conn::Conn;
 use crate::error::{unknown_outcome, Error, Result};
 use crate::guard::{Holder, LockGuard};
 use crate::options::{validate_ttl, ClientOptions, LockOptions, WatchdogOptions};
@@ -251,7 +252,7 @@ impl LockClient {
                 reply: format!("{other:?}"),
             }),
             Err(e) if unknown_outcome(&e) => {
-                self.clean_up_unknown(key, &token).await;
+                self.clean_up_unknown(&mut conn, key, &token).await;
                 Err(e.into())
             }
             Err(e) => Err(e.into()),
@@ -280,41 +281,50 @@ impl LockClient {
     }
 
     /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
-    async fn clean_up_unknown(&self, key: &str, token: &str) {
+    ///
+    /// The clean-up goes over the same connection as the lost command: after a drop, that
+    /// connection is the one being re-established, while the next one in the rotation may have
+    /// been closed by the same fault and not know it yet.
+    async fn clean_up_unknown(&self, conn: &mut Conn, key: &str, token: &str) {
         self.conns
             .0
             .counters
             .unknown_outcome_cleanups
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut conn = self.conns.conn();
-        match self
-            .conns
-            .run_script(&mut conn, &scripts::RELEASE, &[key], &[token.as_bytes()])
-            .await
-        {
-            Ok(_) => {}
-            Err(e) => {
-                // The server is unreachable right now; keep trying in the background for a short
-                // while so a SET that did land is not left for its whole TTL.
-                tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
-                let this = self.clone();
-                let (key, token) = (key.to_string(), token.to_string());
-                tokio::spawn(async move {
-                    for delay_ms in [50u64, 200, 800, 2000] {
-                        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                        let mut conn = this.conns.conn();
-                        if this
-                            .conns
-                            .run_script(&mut conn, &scripts::RELEASE, &[&key], &[token.as_bytes()])
-                            .await
-                            .is_ok()
-                        {
-                            return;
-                        }
-                    }
-                });
-            }
+        if let Err(e) = self.release_on(conn, key, token).await {
+            tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
+            self.release_in_background(key, token);
         }
+    }
+
+    /// Compare-and-delete of `key` for `token` over `conn`.
+    async fn release_on(&self, conn: &mut Conn, key: &str, token: &str) -> Result<ReleaseOutcome> {
+        let v = self
+            .conns
+            .run_script(conn, &scripts::RELEASE, &[key], &[token.as_bytes()])
+            .await?;
+        release_outcome(&v)
+    }
+
+    /// Keeps trying a compare-and-delete for a few seconds while the server is unreachable, so
+    /// a lock whose release (or whose acquire's reply) was lost is not left for its whole TTL.
+    /// Safe at any time: it deletes the key only while it still holds this token.
+    fn release_in_background(&self, key: &str, token: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let this = self.clone();
+        let (key, token) = (key.to_string(), token.to_string());
+        runtime.spawn(async move {
+            for delay_ms in [50u64, 200, 800, 2000] {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                let mut conn = this.conns.conn();
+                match this.release_on(&mut conn, &key, &token).await {
+                    Err(e) if e.is_retryable() => continue,
+                    _ => return,
+                }
+            }
+        });
     }
 
     /// Acquires `key`, retrying a busy lock with delay + jitter until `opts.retry`'s deadline or
@@ -359,23 +369,18 @@ impl LockClient {
     /// Compare-and-delete is idempotent, so a release whose connection dropped or timed out is
     /// sent once more (on the re-established connection) before the error is returned.
     pub async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
-        let once = || async {
-            let mut conn = self.conns.conn();
-            let v = self
-                .conns
-                .run_script(
-                    &mut conn,
-                    &scripts::RELEASE,
-                    &[&lock.key],
-                    &[lock.token.as_bytes()],
-                )
-                .await?;
-            release_outcome(&v)
-        };
-        match once().await {
+        // The retry uses the same connection: after a drop it is the one being re-established.
+        let mut conn = self.conns.conn();
+        match self.release_on(&mut conn, &lock.key, &lock.token).await {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
-                once().await
+                let again = self.release_on(&mut conn, &lock.key, &lock.token).await;
+                if matches!(&again, Err(e) if e.is_retryable()) {
+                    // Still unreachable: report the error, and keep trying for a few seconds so
+                    // the lock does not outlive its holder's intent by a whole TTL.
+                    self.release_in_background(&lock.key, &lock.token);
+                }
+                again
             }
             other => other,
         }
@@ -568,7 +573,7 @@ impl LockClient {
         let v = match reply {
             Ok(v) => v,
             Err(e) if e.is_unknown_outcome() => {
-                self.clean_up_unknown(key, &token).await;
+                self.clean_up_unknown(&mut conn, key, &token).await;
                 return Err(e);
             }
             Err(e) => return Err(e),

@@ -32,10 +32,23 @@ fn signal(pid: u32, sig: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connections_leave_no_ghost_locks() {
+    kill_connections_mid_run(1).await;
+}
+
+/// A kill closes every connection at once: the retry of a release must not land on a sibling
+/// connection that is just as dead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_connections_leave_no_ghost_locks_over_several_connections() {
+    kill_connections_mid_run(4).await;
+}
+
+async fn kill_connections_mid_run(connections: usize) {
     let server = RedisServer::start();
     let client = LockClient::connect_with(
         &server.url(),
-        ClientOptions::new().response_timeout(Some(Duration::from_millis(500))),
+        ClientOptions::new()
+            .connections(connections)
+            .response_timeout(Some(Duration::from_millis(500))),
     )
     .await
     .unwrap();
@@ -95,12 +108,9 @@ async fn killed_connections_leave_no_ghost_locks() {
 #[tokio::test]
 async fn paused_server_past_ttl_is_reported_as_lost_to_watchdog_holders() {
     let server = RedisServer::start();
-    let client = LockClient::connect_with(
-        &server.url(),
-        ClientOptions::new().response_timeout(Some(Duration::from_millis(100))),
-    )
-    .await
-    .unwrap();
+    // The default 2 s response timeout is far longer than the 400 ms TTL: the watchdog must
+    // still give up at the validity deadline, not when the reply times out.
+    let client = LockClient::connect(&server.url()).await.unwrap();
     let opts = LockOptions::new(Duration::from_millis(400));
     let guard = client
         .lock("lock:paused", &opts, WatchdogOptions::new())

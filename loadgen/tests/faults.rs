@@ -280,14 +280,10 @@ async fn killed_connections_mid_bench_leave_no_ghost_locks() {
     kill_connections_mid_bench("1").await;
 }
 
-/// Known library gap, kept as a failing case to un-ignore once fixed: with several
-/// connections, `LockClient::release` sends its one retry on the *next* connection of the
-/// round robin, which a `CLIENT KILL TYPE normal` has killed too, so the release fails and the
-/// lock stays held for its TTL (3 to 6 keys of 100 in runs here). Retrying on the connection
-/// that failed (reconnected by then), or cleaning up in the background as an unknown-outcome
-/// acquire does, would fix it (src/lock.rs, `release`).
+/// With several connections a `CLIENT KILL TYPE normal` closes all of them; a release (or the
+/// clean-up of an acquire whose reply was lost) retries on the connection that failed, which is
+/// the one being re-established, and keeps trying in the background if that fails too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "library gap: release retries on another killed connection (see doc comment)"]
 async fn killed_connections_over_several_connections_leave_no_ghost_locks() {
     kill_connections_mid_bench("4").await;
 }
