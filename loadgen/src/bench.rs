@@ -140,12 +140,39 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
         .collect::<Vec<_>>()
         .join(",");
     let mut info_conns = Vec::with_capacity(urls.len());
-    for u in &urls {
-        info_conns.push(target::info_connection(u).await?);
+    let mut first_reachable = None;
+    if urls.len() == 1 {
+        info_conns.push(target::info_connection(&urls[0]).await?);
+        first_reachable = Some(0);
+    } else {
+        // Redlock: a node that is down now is what Redlock is for; start while a quorum answers.
+        let mut down = Vec::new();
+        for (i, u) in urls.iter().enumerate() {
+            match target::info_connection(u).await {
+                Ok(c) => {
+                    info_conns.push(c);
+                    first_reachable.get_or_insert(i);
+                }
+                Err(e) => down.push(format!("{e:#}")),
+            }
+        }
+        let quorum = lockkit::quorum_of(urls.len());
+        if info_conns.len() < quorum {
+            anyhow::bail!(
+                "only {} of {} Redlock nodes answer, a quorum needs {quorum}: {}",
+                info_conns.len(),
+                urls.len(),
+                down.join("; ")
+            );
+        }
+        for d in &down {
+            eprintln!("warning: Redlock node down at start (the run goes on with a quorum): {d}");
+        }
     }
+    let first = first_reachable.unwrap_or(0);
     let info = target::server_info(&mut info_conns[0])
         .await
-        .with_context(|| format!("connecting to {}", lockkit::redact_url(&urls[0])))?;
+        .with_context(|| format!("connecting to {}", lockkit::redact_url(&urls[first])))?;
     let url = urls[0].clone();
 
     let (stop_tx, stop_rx) = watch::channel(false);

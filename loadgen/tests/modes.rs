@@ -62,3 +62,50 @@ async fn bench_on_a_cluster_node_url_reports_cluster_mode() {
     assert_eq!(report.errors.total, 0, "{:?}", report.errors.by_kind);
     assert_eq!(report.safety.violations, 0);
 }
+
+fn redlock_args(urls: &[String], out: &std::path::Path) -> BenchArgs {
+    let mut v = vec!["bench".to_string()];
+    for u in urls {
+        v.push("--url".into());
+        v.push(u.clone());
+    }
+    for a in [
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--clients",
+        "4",
+        "--quiet",
+        "--out",
+    ] {
+        v.push(a.into());
+    }
+    v.push(out.display().to_string());
+    Cli::parse_from(v).bench
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_bench_runs_with_one_node_down_and_refuses_without_a_quorum() {
+    let mut servers = RedisServer::start_many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    servers[2].kill();
+    let dir = tempfile::tempdir().unwrap();
+    let mut runs = run_async(redlock_args(&urls, dir.path())).await.unwrap();
+    let report = runs.pop().unwrap().report;
+    assert_eq!(report.target.mode, "redlock");
+    assert!(report.throughput.cycles > 0);
+    assert_eq!(report.safety.violations, 0);
+
+    servers[1].kill();
+    let out = dir.path().join("none");
+    let err = run_async(redlock_args(&urls, &out)).await.unwrap_err();
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("only 1 of 3 Redlock nodes answer, a quorum needs 2"),
+        "{text}"
+    );
+    assert!(text.contains(&servers[1].port().to_string()), "{text}");
+    assert!(text.contains(&servers[2].port().to_string()), "{text}");
+    assert!(!out.exists(), "nothing written when the run cannot start");
+}
