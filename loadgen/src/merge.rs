@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use base64::Engine as _;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry, LogIteratorError};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -24,8 +24,12 @@ pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>
     let mut de = Deserializer::new();
     let mut intervals = 0usize;
     for entry in IntervalLogIterator::new(bytes) {
-        let entry =
-            entry.map_err(|e| anyhow::anyhow!("not an HdrHistogram interval log ({e:?})"))?;
+        let entry = entry.map_err(|LogIteratorError::ParseError { offset }| {
+            anyhow::anyhow!(
+                "not an HdrHistogram interval log (the line at byte {offset} does not parse); \
+                 pass a .hlog written by lockkit bench or another HdrHistogram tool"
+            )
+        })?;
         let LogEntry::Interval(i) = entry else {
             continue;
         };
