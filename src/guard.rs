@@ -126,24 +126,28 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
+    /// Checks the watchdog options against the lock's TTL, then starts the watchdog.
     pub(crate) fn start(
         client: Holder,
         lock: Lock,
         watchdog: Option<WatchdogOptions>,
-    ) -> LockGuard {
+    ) -> Result<LockGuard> {
+        if let Some(w) = &watchdog {
+            w.validate(lock.ttl)?;
+        }
         let (tx, rx) = watch::channel(None);
         let shared = Arc::new(Shared {
             lock: Mutex::new(lock),
         });
         let task = watchdog
             .map(|opts| tokio::spawn(run_watchdog(client.clone(), Arc::clone(&shared), tx, opts)));
-        LockGuard {
+        Ok(LockGuard {
             client,
             shared,
             lost_rx: rx,
             task,
             done: false,
-        }
+        })
     }
 
     /// The lock as of now (validity updated by every successful renewal).

@@ -133,6 +133,26 @@ pub(crate) fn extend_outcome(v: &Value) -> Result<ExtendOutcome> {
     })
 }
 
+/// The acquire: `SET key token NX PX ttl`, one command.
+fn set_nx_cmd(key: &str, token: &str, ttl: Duration) -> redis::Cmd {
+    let mut c = redis::cmd("SET");
+    c.arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms(ttl));
+    c
+}
+
+/// Reads a `SET NX` reply: taken (`OK`), busy (nil), or an error.
+fn set_nx_taken(v: &Value) -> Result<bool> {
+    match v {
+        Value::Okay => Ok(true),
+        Value::Nil => Ok(false),
+        Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
+        other => Err(Error::UnexpectedReply {
+            what: "SET NX PX",
+            reply: format!("{other:?}"),
+        }),
+    }
+}
+
 /// A fresh token: UUID v4 as 32 lowercase hex digits.
 pub fn new_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
@@ -229,16 +249,11 @@ impl LockClient {
         let token = new_token();
         let mut conn = self.conns.conn();
         let start = Instant::now();
-        let reply = redis::cmd("SET")
-            .arg(key)
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms(opts.ttl))
+        let reply = set_nx_cmd(key, &token, opts.ttl)
             .query_async::<Value>(&mut conn)
             .await;
         match reply {
-            Ok(Value::Okay) => Ok(Some(Lock {
+            Ok(v) => Ok(set_nx_taken(&v)?.then(|| Lock {
                 key: key.to_string(),
                 token,
                 ttl: opts.ttl,
@@ -246,11 +261,6 @@ impl LockClient {
                 valid_until: validity_deadline(start, opts.ttl, opts.drift()),
                 fencing_token: None,
             })),
-            Ok(Value::Nil) => Ok(None),
-            Ok(other) => Err(Error::UnexpectedReply {
-                what: "SET NX PX",
-                reply: format!("{other:?}"),
-            }),
             Err(e) if unknown_outcome(&e) => {
                 self.clean_up_unknown(&mut conn, key, &token).await;
                 Err(e.into())
@@ -262,22 +272,10 @@ impl LockClient {
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
     pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         let mut conn = self.conns.conn();
-        let reply = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms(ttl))
+        let reply = set_nx_cmd(key, token, ttl)
             .query_async::<Value>(&mut conn)
             .await?;
-        match reply {
-            Value::Okay => Ok(true),
-            Value::Nil => Ok(false),
-            other => Err(Error::UnexpectedReply {
-                what: "SET NX PX",
-                reply: format!("{other:?}"),
-            }),
-        }
+        set_nx_taken(&reply)
     }
 
     /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
@@ -419,16 +417,11 @@ impl LockClient {
             check_key(k)?;
         }
         let drift = LockOptions::new(ttl).drift();
-        let ms = ttl_ms(ttl);
         let tokens: Vec<String> = keys.iter().map(|_| new_token()).collect();
         let cmds = keys
             .iter()
             .zip(&tokens)
-            .map(|(key, token)| {
-                let mut c = redis::cmd("SET");
-                c.arg(*key).arg(token).arg("NX").arg("PX").arg(ms);
-                c
-            })
+            .map(|(key, token)| set_nx_cmd(key, token, ttl))
             .collect();
         let start = Instant::now();
         let replies = match self.conns.query_each(keys, cmds).await {
@@ -447,24 +440,14 @@ impl LockClient {
         let valid_until = validity_deadline(start, ttl, drift);
         let mut out = Vec::with_capacity(keys.len());
         for ((key, token), reply) in keys.iter().zip(tokens).zip(replies) {
-            out.push(match reply {
-                Value::Okay => Some(Lock {
-                    key: key.to_string(),
-                    token,
-                    ttl,
-                    acquired_at: start,
-                    valid_until,
-                    fencing_token: None,
-                }),
-                Value::Nil => None,
-                Value::ServerError(e) => return Err(Error::Redis(e.into())),
-                other => {
-                    return Err(Error::UnexpectedReply {
-                        what: "SET NX PX",
-                        reply: format!("{other:?}"),
-                    })
-                }
-            });
+            out.push(set_nx_taken(&reply)?.then(|| Lock {
+                key: key.to_string(),
+                token,
+                ttl,
+                acquired_at: start,
+                valid_until,
+                fencing_token: None,
+            }));
         }
         Ok(out)
     }
@@ -512,25 +495,15 @@ impl LockClient {
         opts: &LockOptions,
         watchdog: WatchdogOptions,
     ) -> Result<LockGuard> {
+        // Checked before acquiring, so bad options never take a lock.
         watchdog.validate(opts.ttl)?;
         let lock = self.acquire(key, opts).await?;
-        Ok(LockGuard::start(
-            Holder::Single(self.clone()),
-            lock,
-            Some(watchdog),
-        ))
+        self.guard(lock, Some(watchdog))
     }
 
     /// Wraps an already acquired lock in a guard (`watchdog: None` for no renewal).
     pub fn guard(&self, lock: Lock, watchdog: Option<WatchdogOptions>) -> Result<LockGuard> {
-        if let Some(w) = &watchdog {
-            w.validate(lock.ttl)?;
-        }
-        Ok(LockGuard::start(
-            Holder::Single(self.clone()),
-            lock,
-            watchdog,
-        ))
+        LockGuard::start(Holder::Single(self.clone()), lock, watchdog)
     }
 
     /// Acquires with a fencing token in one atomic script (`SET NX PX` + `INCR fence_key`).

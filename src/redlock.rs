@@ -349,14 +349,7 @@ impl Redlock {
 
     /// Wraps an already acquired Redlock lock in a guard (`watchdog: None` for no renewal).
     pub fn guard(&self, lock: Lock, watchdog: Option<WatchdogOptions>) -> Result<LockGuard> {
-        if let Some(w) = &watchdog {
-            w.validate(lock.ttl)?;
-        }
-        Ok(LockGuard::start(
-            Holder::Redlock(self.clone()),
-            lock,
-            watchdog,
-        ))
+        LockGuard::start(Holder::Redlock(self.clone()), lock, watchdog)
     }
 
     /// Acquires (with retries) and guards the lock with a watchdog that extends it on a quorum.
@@ -366,13 +359,10 @@ impl Redlock {
         opts: &LockOptions,
         watchdog: WatchdogOptions,
     ) -> Result<LockGuard> {
+        // Checked before acquiring, so bad options never take a lock.
         watchdog.validate(opts.ttl)?;
         let lock = self.acquire(key, opts).await?;
-        Ok(LockGuard::start(
-            Holder::Redlock(self.clone()),
-            lock,
-            Some(watchdog),
-        ))
+        self.guard(lock, Some(watchdog))
     }
 }
 
