@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lockkit::{ClientOptions, LockClient, Redlock, RedlockOptions, ScriptMode};
-use lockkit_test_support::{RedisServer, ServerOptions};
+use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
 use crate::args::BenchArgs;

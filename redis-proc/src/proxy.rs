@@ -76,7 +76,7 @@ impl Nutcracker {
 
     /// Starts it or panics with its log (for tests).
     pub fn start(backends: &[&RedisServer]) -> Nutcracker {
-        Self::try_start(backends).unwrap_or_else(|e| panic!("test support: {e}"))
+        Self::try_start(backends).unwrap_or_else(|e| panic!("redis-proc: {e}"))
     }
 
     /// The proxy's `redis://127.0.0.1:PORT` URL.

@@ -61,7 +61,7 @@ impl RedisCluster {
 
     /// Starts a cluster or panics with the reason (for tests).
     pub fn start(n: usize) -> RedisCluster {
-        Self::try_start(n).unwrap_or_else(|e| panic!("test support: {e}"))
+        Self::try_start(n).unwrap_or_else(|e| panic!("redis-proc: {e}"))
     }
 
     fn is_ok(&self) -> bool {
