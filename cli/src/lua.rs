@@ -1,4 +1,4 @@
-//! `lockkit lua exec|test|record`: a thin front door over `lockkit_harness::run`.
+//! `lockkit lua exec|test|record`: a thin front door over `lockkit_harness::tooling::run`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
-use lockkit_harness::remote::Remote;
-use lockkit_harness::run::{self, Target};
-use lockkit_harness::transcript::Transcript;
+use lockkit_harness::tooling::remote::Remote;
+use lockkit_harness::tooling::run::{self, Target};
+use lockkit_harness::tooling::transcript::Transcript;
 use lockkit_harness::Harness;
 
 /// Offline Redis scripting: run commands and transcripts without a server.
@@ -85,7 +85,7 @@ fn connect(url: &str) -> anyhow::Result<Remote> {
         let why = if e.is_timeout() {
             format!(
                 "no answer within {} s; is it a TLS (rediss://) URL to a plain server, or the wrong port?",
-                lockkit_harness::remote::CONNECT_TIMEOUT.as_secs()
+                lockkit_harness::tooling::remote::CONNECT_TIMEOUT.as_secs()
             )
         } else {
             lockkit_loadgen::target::connect_hint(&e.to_string())

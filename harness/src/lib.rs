@@ -16,6 +16,14 @@
 //!
 //! What is emulated, what is not, and how fidelity is checked: see `docs/HARNESS.md`.
 //!
+//! # Layout
+//! - **The engine** (the modules at the root): the Lua environment (`script`, `scripting`),
+//!   Redis's commands (`commands`), the keyspace and clock ([`keyspace`], `server`), number
+//!   formatting ([`number`]), and the [`Harness`] API over them. It never touches a file, a
+//!   terminal or a network.
+//! - **The tooling** ([`tooling`]): redis-cli command lines and output, transcript files, a
+//!   real server as a reply source, and the runner behind `lockkit lua`.
+//!
 //! # Errors
 //! Commands and scripts never fail in Rust: they answer a [`Reply::Error`] with Redis's exact
 //! text. Only setting up a harness and reading files return [`HarnessError`].
@@ -33,12 +41,10 @@
 //! - The time limit stops a runaway script with an error; Redis would keep it running and
 //!   answer BUSY until `SCRIPT KILL`.
 
+// The engine: Redis's scripting environment, its commands and its keyspace.
 mod bignum;
-pub mod cmdline;
 mod commands;
 mod decimal;
-mod fnv;
-pub mod format;
 mod harness;
 pub mod keyspace;
 pub mod number;
@@ -47,11 +53,14 @@ mod script;
 mod scripting;
 mod server;
 
+// The tooling: command lines, transcripts, redis-cli output, a real server, the runner.
+pub mod tooling;
+// The engine splits shebang flags and library metadata with redis's own `sdssplitargs`,
+// which lives with the command-line tooling.
+use tooling::cmdline;
+
 pub use commands::is_redis_command;
 pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot};
 pub use reply::Reply;
 pub use script::{sha1hex, FunctionLibrary, REDIS_VERSION};
 pub use server::LogLine;
-pub mod remote;
-pub mod run;
-pub mod transcript;

@@ -67,7 +67,7 @@ impl Reply {
 impl fmt::Display for Reply {
     /// Formats as `redis-cli --no-raw` prints it, without the final newline.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text = crate::format::format_reply(self);
+        let text = crate::tooling::format::format_reply(self);
         f.write_str(text.strip_suffix('\n').unwrap_or(&text))
     }
 }

@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 
-use lockkit_harness::cmdline::split_args;
-use lockkit_harness::format::format_reply;
-use lockkit_harness::remote::Remote;
+use lockkit_harness::tooling::cmdline::split_args;
+use lockkit_harness::tooling::format::format_reply;
+use lockkit_harness::tooling::remote::Remote;
 use lockkit_harness::{Harness, Reply};
 use lockkit_test_support::RedisServer;
 use rand::rngs::StdRng;
@@ -123,7 +123,7 @@ impl Pair {
 
 fn show(argv: &[Vec<u8>]) -> String {
     argv.iter()
-        .map(|a| lockkit_harness::cmdline::quote_arg(a))
+        .map(|a| lockkit_harness::tooling::cmdline::quote_arg(a))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use lockkit_harness::cmdline::{quote_arg, split_args};
-use lockkit_harness::transcript::{parse, parse_command};
+use lockkit_harness::tooling::cmdline::{quote_arg, split_args};
+use lockkit_harness::tooling::transcript::{parse, parse_command};
 use proptest::prelude::*;
 
 /// Text made of the characters that matter to the parsers, so cases hit the interesting paths

@@ -172,7 +172,7 @@ static TABLE: &[Spec] = &[
     scripting("fcall_ro", -3, false),
 ];
 
-type Table = HashMap<&'static str, &'static Spec, crate::fnv::FnvBuild>;
+type Table = HashMap<&'static str, &'static Spec, fnv::FnvBuildHasher>;
 
 fn table() -> &'static Table {
     static MAP: OnceLock<Table> = OnceLock::new();

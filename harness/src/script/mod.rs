@@ -85,7 +85,7 @@ pub struct Engine {
     run: Function,
     run_fn: Function,
     load_env: Function,
-    scripts: HashMap<String, Compiled, crate::fnv::FnvBuild>,
+    scripts: HashMap<String, Compiled, fnv::FnvBuildHasher>,
     functions: functions::Registry,
     limits: Limits,
     timer: Arc<Mutex<Timer>>,

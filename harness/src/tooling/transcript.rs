@@ -20,7 +20,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::cmdline::split_args;
+use super::cmdline::split_args;
 
 /// A transcript that does not parse: where and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

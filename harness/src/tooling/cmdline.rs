@@ -11,7 +11,7 @@ pub struct SplitError {
 /// \\ \" \xHH` escapes; `'...'` takes `\'`; a closing quote must be followed by a blank or the end.
 ///
 /// ```
-/// use lockkit_harness::cmdline::split_args;
+/// use lockkit_harness::tooling::cmdline::split_args;
 /// let args = split_args(r#"SET "a b" 'c\'d' "\x41""#).unwrap();
 /// assert_eq!(args, vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A".to_vec()]);
 /// ```
@@ -113,7 +113,7 @@ pub fn quote_arg(arg: &[u8]) -> String {
     if plain {
         return String::from_utf8_lossy(arg).into_owned();
     }
-    crate::format::repr(arg)
+    super::format::repr(arg)
 }
 
 #[cfg(test)]

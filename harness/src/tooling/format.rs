@@ -27,7 +27,7 @@ pub fn repr(b: &[u8]) -> String {
 /// The reply as redis-cli prints it, ending in a newline.
 ///
 /// ```
-/// use lockkit_harness::{format::format_reply, Reply};
+/// use lockkit_harness::{tooling::format::format_reply, Reply};
 /// let r = Reply::Array(vec![Reply::Int(1), Reply::Array(vec![Reply::Nil]), Reply::bulk("a\n")]);
 /// assert_eq!(format_reply(&r), "1) (integer) 1\n2) 1) (nil)\n3) \"a\\n\"\n");
 /// ```

@@ -4,9 +4,9 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::format::format_reply;
-use crate::remote::Remote;
-use crate::transcript::{parse_command, Transcript};
+use super::format::format_reply;
+use super::remote::Remote;
+use super::transcript::{parse_command, Transcript};
 use crate::{Harness, Reply};
 
 /// Where commands go.
