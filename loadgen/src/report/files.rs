@@ -1,0 +1,144 @@
+//! The files a run writes: whole-or-nothing writes, HdrHistogram interval logs, file names.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2Serializer;
+use hdrhistogram::Histogram;
+
+/// Writes `bytes` to `path` whole or not at all (temporary file in the same folder, then rename).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| e.error)
+        .with_context(|| format!("renaming into {}", path.display()))?;
+    Ok(())
+}
+
+/// Checks early that reports can be written to `dir` (creating it), so a bad `--out` fails
+/// before the run, not after. Returns whether the folder was created (and can be removed again
+/// if the run fails before writing anything).
+pub fn check_writable(dir: &Path) -> anyhow::Result<bool> {
+    let created = !dir.exists();
+    let hint = || {
+        format!(
+            "cannot write reports to {}; pick a writable folder with --out DIR (or --json FILE)",
+            dir.display()
+        )
+    };
+    std::fs::create_dir_all(dir).with_context(hint)?;
+    tempfile::NamedTempFile::new_in(dir).with_context(hint)?;
+    Ok(created)
+}
+
+/// One operation's interval log: a sequence of (start offset, length, histogram), offsets
+/// counted from the wall-clock moment measuring began.
+#[derive(Debug)]
+pub struct IntervalLog {
+    start: SystemTime,
+    entries: Vec<(Duration, Duration, Histogram<u64>)>,
+}
+
+impl IntervalLog {
+    /// An empty log whose offsets count from `start`.
+    pub fn starting(start: SystemTime) -> Self {
+        IntervalLog {
+            start,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Adds an interval.
+    pub fn push(&mut self, start: Duration, len: Duration, h: Histogram<u64>) {
+        self.entries.push((start, len, h));
+    }
+
+    /// The log text (values in microseconds, tagged with the operation).
+    pub fn render(&self, tag: &str) -> anyhow::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        let mut ser = V2Serializer::new();
+        let mut w = IntervalLogWriterBuilder::new()
+            .add_comment(&format!(
+                "lockkit bench {}: {tag} latency in microseconds",
+                env!("CARGO_PKG_VERSION")
+            ))
+            .with_start_time(self.start)
+            .with_base_time(self.start)
+            .begin_log_with(&mut buf, &mut ser)?;
+        let t = Tag::new(tag);
+        for (start, len, h) in &self.entries {
+            w.write_histogram(h, *start, *len, t)
+                .map_err(|e| anyhow::anyhow!("serializing a histogram: {e:?}"))?;
+        }
+        drop(w);
+        Ok(buf)
+    }
+}
+
+/// Where the files of one run go: the JSON path and the stem the logs share.
+pub fn paths(out: &Path, json: Option<&PathBuf>, stamp: &str, suffix: &str) -> (PathBuf, PathBuf) {
+    let json = match json {
+        Some(p) if suffix.is_empty() => p.clone(),
+        Some(p) => {
+            let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
+            p.with_file_name(format!("{stem}-{suffix}.json"))
+        }
+        None if suffix.is_empty() => out.join(format!("bench-{stamp}.json")),
+        None => out.join(format!("bench-{stamp}-{suffix}.json")),
+    };
+    let stem = json.with_extension("");
+    (json, stem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_leaves_the_whole_file_and_no_temporaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        write_atomic(&p, b"{}").unwrap();
+        write_atomic(&p, b"{\"a\":1}").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"a\":1}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn unwritable_out_is_refused_early() {
+        let e = check_writable(Path::new("/proc/lockkit-cannot-be-here")).unwrap_err();
+        assert!(format!("{e:#}").contains("--out"), "{e:#}");
+    }
+
+    #[test]
+    fn file_names_follow_json_or_out() {
+        let (j, stem) = paths(Path::new("res"), None, "20260101-000000", "");
+        assert_eq!(j, Path::new("res/bench-20260101-000000.json"));
+        assert_eq!(stem, Path::new("res/bench-20260101-000000"));
+        let given = PathBuf::from("x/run.json");
+        let (j, _) = paths(Path::new("res"), Some(&given), "s", "eval");
+        assert_eq!(j, Path::new("x/run-eval.json"));
+    }
+
+    #[test]
+    fn interval_log_round_trips_through_the_parser() {
+        let mut log = IntervalLog::starting(SystemTime::now());
+        let mut h = crate::stats::new_histogram();
+        h.record(120).unwrap();
+        log.push(Duration::ZERO, Duration::from_secs(1), h);
+        let text = log.render("cycle").unwrap();
+        let merged = crate::merge::read_log(&text).unwrap();
+        assert_eq!(merged["cycle"].len(), 1);
+    }
+}

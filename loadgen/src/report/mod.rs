@@ -1,0 +1,11 @@
+//! The report of a run: the JSON types of schema `lockkit.bench/1` ([`schema`]), the files a run
+//! writes ([`files`]: atomic writes, HdrHistogram interval logs, file names), and the terminal
+//! summary ([`summary`](mod@summary)).
+
+pub mod files;
+pub mod schema;
+pub mod summary;
+
+pub use files::{check_writable, paths, write_atomic, IntervalLog};
+pub use schema::*;
+pub use summary::summary;
