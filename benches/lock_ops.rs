@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lockkit::Locker;
 use lockkit::{ClientOptions, LockClient, ScriptMode};
 use lockkit_test_support::{RedisServer, ServerOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

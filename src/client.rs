@@ -1,466 +1,271 @@
-//! Connections and script invocation: preload with `SCRIPT LOAD`, call with `EVALSHA`, recover
-//! from `NOSCRIPT` in one extra round trip.
+//! [`LockClient`]: locks on one server, a proxy in front of servers, or a Redis Cluster.
+//! Acquire is one `SET NX PX`; release and extend run the scripts.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use futures_util::future::join_all;
+use redis::Value;
 
-use redis::{Cmd, Value};
+use crate::conn::Conn;
+use crate::connections::{ClientStats, Connections};
+use crate::error::{unknown_outcome, Result};
+use crate::lock::{
+    check_key, extend_outcome, new_token, release_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
+    ExtendOutcome, Lock, ReleaseOutcome,
+};
+use crate::locker::Locker;
+use crate::options::{validate_ttl, ClientOptions, LockOptions};
+use crate::scripts;
 
-use crate::conn::{self, Conn, Topology};
-use crate::error::{Error, Result};
-use crate::options::{ClientOptions, ScriptMode};
-use crate::scripts::{self, LuaScript};
-
-/// Counters of what the client did, for tests, benchmarks and reports.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub(crate) noscript_recoveries: AtomicU64,
-    pub(crate) unknown_outcome_cleanups: AtomicU64,
-}
-
-/// A snapshot of a client's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClientStats {
-    /// Calls that met `NOSCRIPT` (or a missing function) and re-sent the script.
-    pub noscript_recoveries: u64,
-    /// Acquires whose reply was lost and that ran a compare-and-delete to leave no ghost lock.
-    pub unknown_outcome_cleanups: u64,
-}
-
-pub(crate) struct Inner {
-    conns: Vec<Conn>,
-    topology: Topology,
-    next: AtomicUsize,
-    pub(crate) options: ClientOptions,
-    pub(crate) counters: Counters,
-    target: String,
-    warned_preload: AtomicBool,
-}
-
-/// The connection side of a [`LockClient`](crate::LockClient): a set of auto-reconnecting
-/// multiplexed connections, the script cache state and counters.
-#[derive(Clone)]
-pub(crate) struct Connections(pub(crate) Arc<Inner>);
-
-impl std::fmt::Debug for Connections {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connections")
-            .field("target", &self.0.target)
-            .field("connections", &self.0.conns.len())
-            .field("script_mode", &self.0.options.script_mode)
-            .finish()
-    }
-}
-
-/// Shows a connection URL with any password replaced by `***`.
+/// A Redis lock client: acquire, release, extend, pipelined batches, guards with a watchdog.
 ///
-/// ```
-/// assert_eq!(
-///     lockkit::redact_url("redis://user:s3cret@localhost:6379/0"),
-///     "redis://user:***@localhost:6379/0"
-/// );
-/// assert_eq!(lockkit::redact_url("redis://localhost"), "redis://localhost");
-/// ```
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    let redacted = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        None if userinfo.is_empty() => String::new(),
-        // `redis://password@host` is not a password form redis-rs reads, but hide it anyway.
-        None => "***".to_string(),
-    };
-    format!("{}{}@{}", &url[..scheme_end + 3], redacted, &rest[at + 1..])
+/// Cheap to clone (the connections are shared). Every call goes over one of the client's
+/// multiplexed connections, which pipeline concurrent calls and reconnect by themselves.
+#[derive(Debug, Clone)]
+pub struct LockClient {
+    pub(crate) conns: Connections,
 }
 
-impl Connections {
-    pub(crate) async fn connect(url: &str, mut options: ClientOptions) -> Result<Connections> {
-        let (conns, topology) = conn::open(url, &options).await?;
-        if topology == Topology::Proxy {
-            options.proxy = Some(true);
-        }
-        let this = Self::assemble(url, options, conns, topology);
-        this.preload().await?;
-        Ok(this)
+impl LockClient {
+    /// Connects to `url` (`redis://`, `rediss://`, `redis+unix://`; user and password in the URL)
+    /// with default options, and preloads the scripts.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = lockkit::LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A malformed URL, a server that does not answer, or a refused AUTH.
+    pub async fn connect(url: &str) -> Result<LockClient> {
+        Self::connect_with(url, ClientOptions::default()).await
     }
 
-    /// Connections that are established on first use (for a Redlock node that is down at
-    /// start-up); scripts then reach the server through the `NOSCRIPT` recovery path.
-    pub(crate) fn lazy(url: &str, options: ClientOptions) -> Result<Connections> {
-        let conns = conn::open_lazy(url, &options)?;
-        let topology = if options.proxy == Some(true) {
-            Topology::Proxy
-        } else {
-            Topology::Standalone
-        };
-        Ok(Self::assemble(url, options, conns, topology))
+    /// Connects with explicit options (validated here, once).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{ClientOptions, LockClient};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let opts = ClientOptions::new().response_timeout(Some(Duration::from_millis(500)));
+    /// let client = LockClient::connect_with("redis://127.0.0.1:6379", opts).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), and [`Error::InvalidOptions`](crate::Error::InvalidOptions) for bad options.
+    pub async fn connect_with(url: &str, options: ClientOptions) -> Result<LockClient> {
+        Ok(LockClient {
+            conns: Connections::connect(url, options).await?,
+        })
     }
 
-    fn assemble(
-        url: &str,
-        options: ClientOptions,
-        conns: Vec<Conn>,
-        topology: Topology,
-    ) -> Connections {
-        Connections(Arc::new(Inner {
-            conns,
-            next: AtomicUsize::new(0),
-            options,
-            counters: Counters::default(),
-            target: redact_url(url),
-            warned_preload: AtomicBool::new(false),
-            topology,
-        }))
+    /// The target URL with the password redacted.
+    pub fn target(&self) -> &str {
+        self.conns.target()
     }
 
-    /// What the target is: one server, a proxy, or a cluster.
-    pub(crate) fn topology(&self) -> Topology {
-        self.0.topology
+    /// What the target is: one server, a proxy, or a cluster (detected at connect).
+    pub fn topology(&self) -> crate::Topology {
+        self.conns.topology()
     }
 
-    pub(crate) fn target(&self) -> &str {
-        &self.0.target
+    /// Whether the target is treated as a proxy (configured, or detected at connect).
+    pub fn is_proxy(&self) -> bool {
+        self.conns.is_proxy()
     }
 
-    /// One connection, round-robin over the set (each is multiplexed and cheap to clone).
-    pub(crate) fn conn(&self) -> Conn {
-        let conns = &self.0.conns;
-        if conns.len() == 1 {
-            return conns[0].clone();
-        }
-        let i = self.0.next.fetch_add(1, Ordering::Relaxed) % conns.len();
-        conns[i].clone()
+    /// What the client has counted so far (NOSCRIPT recoveries, unknown-outcome clean-ups).
+    pub fn stats(&self) -> ClientStats {
+        self.conns.stats()
     }
 
-    pub(crate) fn stats(&self) -> ClientStats {
-        ClientStats {
-            noscript_recoveries: self.0.counters.noscript_recoveries.load(Ordering::Relaxed),
-            unknown_outcome_cleanups: self
-                .0
-                .counters
-                .unknown_outcome_cleanups
-                .load(Ordering::Relaxed),
-        }
+    /// One attempt: `SET key token NX PX ttl`. `Ok(None)` when the lock is held by someone else.
+    ///
+    /// The returned lock is valid until request start + TTL − drift (0.01 × TTL + 2 ms).
+    ///
+    /// If the reply is lost (timeout, dropped connection) the SET may or may not have landed;
+    /// lockkit then runs a compare-and-delete with this attempt's token before returning the
+    /// error, so no ghost lock is left held for a whole TTL.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, Locker};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// match client.try_acquire("lock:order:42", Duration::from_secs(5)).await? {
+    ///     Some(lock) => { /* ... */ client.release(&lock).await?; }
+    ///     None => println!("someone else holds it"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A bad key or TTL ([`Error::InvalidKey`](crate::Error::InvalidKey), [`Error::InvalidOptions`](crate::Error::InvalidOptions)), a Redis error or a
+    /// timeout.
+    pub async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lock>> {
+        self.try_acquire_with(key, &LockOptions::new(ttl)).await
     }
 
-    /// Makes the scripts available on the server(s): `SCRIPT LOAD` (EVALSHA mode) or
-    /// `FUNCTION LOAD REPLACE` (function mode). The script cache is per server, not per
-    /// connection, so this is one pipelined round trip per client; in a cluster each command is
-    /// sent on its own, which routes it to every node.
-    async fn preload(&self) -> Result<()> {
-        let mut conn = self.conn();
-        let cluster = self.topology() == Topology::Cluster;
-        match self.0.options.script_mode {
-            ScriptMode::Eval => Ok(()),
-            ScriptMode::EvalSha if !self.0.options.preload || self.is_proxy() => Ok(()),
-            ScriptMode::EvalSha => {
-                let loaded: redis::RedisResult<Vec<String>> = if cluster {
-                    let mut shas = Vec::new();
-                    for s in scripts::ALL {
-                        shas.push(
-                            redis::cmd("SCRIPT")
-                                .arg("LOAD")
-                                .arg(s.source())
-                                .query_async::<String>(&mut conn)
-                                .await?,
-                        );
-                    }
-                    Ok(shas)
-                } else {
-                    let mut pipe = redis::pipe();
-                    for s in scripts::ALL {
-                        pipe.cmd("SCRIPT").arg("LOAD").arg(s.source());
-                    }
-                    pipe.query_async(&mut conn).await
-                };
-                match loaded {
-                    Ok(shas) => {
-                        for (sha, s) in shas.iter().zip(scripts::ALL) {
-                            if sha != s.sha() {
-                                return Err(Error::UnexpectedReply {
-                                    what: "SCRIPT LOAD",
-                                    reply: format!("{sha} for {} (expected {})", s.name(), s.sha()),
-                                });
-                            }
-                        }
-                        Ok(())
-                    }
-                    Err(e) if is_auth_error(&e) => Err(e.into()),
-                    Err(e) => {
-                        self.warn_preload_refused(&e);
-                        Ok(())
-                    }
-                }
-            }
-            ScriptMode::Function => {
-                redis::cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(scripts::function_library())
-                    .query_async::<String>(&mut conn)
-                    .await?;
-                Ok(())
-            }
-        }
+    /// [`try_acquire`](Self::try_acquire) with full options (drift allowance, min validity); the
+    /// retry policy is not used (one attempt).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, LockOptions};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let opts = LockOptions::new(Duration::from_secs(5)).drift_fixed(Duration::from_millis(50));
+    /// let lock = client.try_acquire_with("lock:order:42", &opts).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_acquire`](Self::try_acquire).
+    pub async fn try_acquire_with(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        // Also refuses a TTL the drift allowance eats whole: such a lock is born expired.
+        opts.validate()?;
+        self.attempt_validated(key, opts).await
     }
 
-    /// Whether the client treats its target as a proxy (set, or detected at connect).
-    pub(crate) fn is_proxy(&self) -> bool {
-        self.0.topology == Topology::Proxy
-    }
-
-    fn warn_preload_refused(&self, e: &redis::RedisError) {
-        if !self.0.warned_preload.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                target = %self.0.target,
-                error = %e,
-                "SCRIPT LOAD refused (a proxy?); scripts will be sent with EVAL on first use per server, EVALSHA after"
-            );
-        }
-    }
-
-    /// The command that runs `script` in the configured mode.
-    pub(crate) fn script_cmd(&self, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
-        script_cmd(self.0.options.script_mode, script, keys, args)
-    }
-
-    /// Runs a script and returns its reply; `NOSCRIPT` (or a missing function) is recovered by
-    /// re-sending the script in one extra round trip (`EVAL` caches it again on the server).
-    pub(crate) async fn run_script(
-        &self,
-        conn: &mut Conn,
-        script: &LuaScript,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Value> {
-        let mode = self.0.options.script_mode;
-        let cmd = script_cmd(mode, script, keys, args);
-        match cmd.query_async::<Value>(conn).await {
-            Ok(v) => Ok(v),
-            Err(e) if is_missing_script(&e) => {
-                self.0
-                    .counters
-                    .noscript_recoveries
-                    .fetch_add(1, Ordering::Relaxed);
-                self.recover(conn, mode, script, keys, args).await
+    async fn attempt_validated(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        check_key(key)?;
+        let token = new_token();
+        let mut conn = self.conns.conn();
+        let start = Instant::now();
+        let reply = set_nx_cmd(key, &token, opts.ttl)
+            .query_async::<Value>(&mut conn)
+            .await;
+        match reply {
+            Ok(v) => Ok(set_nx_taken(&v)?.then(|| Lock::acquired(key, token, opts, start, None))),
+            Err(e) if unknown_outcome(&e) => {
+                self.clean_up_unknown(&mut conn, key, &token).await;
+                Err(e.into())
             }
             Err(e) => Err(e.into()),
         }
     }
 
-    async fn recover(
+    /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
+    pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
+        let mut conn = self.conns.conn();
+        let reply = set_nx_cmd(key, token, ttl)
+            .query_async::<Value>(&mut conn)
+            .await?;
+        set_nx_taken(&reply)
+    }
+
+    /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
+    ///
+    /// The clean-up goes over the same connection as the lost command: after a drop, that
+    /// connection is the one being re-established, while the next one in the rotation may have
+    /// been closed by the same fault and not know it yet.
+    pub(crate) async fn clean_up_unknown(&self, conn: &mut Conn, key: &str, token: &str) {
+        self.conns.count_unknown_outcome_cleanup();
+        if let Err(e) = self.release_on(conn, key, token).await {
+            tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
+            self.release_in_background(key, token);
+        }
+    }
+
+    /// Compare-and-delete of `key` for `token` over `conn`.
+    pub(crate) async fn release_on(
         &self,
         conn: &mut Conn,
-        mode: ScriptMode,
-        script: &LuaScript,
-        keys: &[&str],
-        args: &[&[u8]],
-    ) -> Result<Value> {
-        match mode {
-            ScriptMode::Function => {
-                // FUNCTION LOAD and the FCALL in one pipelined round trip.
-                let mut pipe = redis::pipe();
-                pipe.cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(scripts::function_library())
-                    .ignore()
-                    .add_command(script_cmd(mode, script, keys, args));
-                let (v,): (Value,) = pipe.query_async(conn).await?;
-                Ok(v)
-            }
-            _ => Ok(script_cmd(ScriptMode::Eval, script, keys, args)
-                .query_async::<Value>(conn)
-                .await?),
-        }
+        key: &str,
+        token: &str,
+    ) -> Result<ReleaseOutcome> {
+        let v = self
+            .conns
+            .run_script(conn, &scripts::RELEASE, &[key], &[token.as_bytes()])
+            .await?;
+        release_outcome(&v)
     }
 
-    /// Runs one command per key, pipelined, and returns every command's reply in order, a server
-    /// error as `Value::ServerError` in its place.
-    ///
-    /// On one server this is one round trip. In a cluster, a pipeline must stay inside one slot,
-    /// so commands are grouped by their key's slot and the groups are sent concurrently (each to
-    /// the node owning it), which still costs about one round trip.
-    pub(crate) async fn query_each(&self, keys: &[&str], cmds: Vec<Cmd>) -> Result<Vec<Value>> {
-        if self.topology() != Topology::Cluster {
-            let mut pipe = redis::pipe();
-            for c in cmds {
-                pipe.add_command(c);
-            }
-            let mut conn = self.conn();
-            return Ok(pipe
-                .ignore_errors()
-                .query_async::<Vec<Value>>(&mut conn)
-                .await?);
-        }
-        let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
-        for (i, key) in keys.iter().enumerate() {
-            groups
-                .entry(conn::key_slot(key.as_bytes()))
-                .or_default()
-                .push(i);
-        }
-        let mut cmds: Vec<Option<Cmd>> = cmds.into_iter().map(Some).collect();
-        let sends = groups.into_values().map(|idxs| {
-            let mut pipe = redis::pipe();
-            for &i in &idxs {
-                if let Some(c) = cmds[i].take() {
-                    pipe.add_command(c);
+    /// Keeps trying a compare-and-delete for a few seconds while the server is unreachable, so
+    /// a lock whose release (or whose acquire's reply) was lost is not left for its whole TTL.
+    /// Safe at any time: it deletes the key only while it still holds this token.
+    pub(crate) fn release_in_background(&self, key: &str, token: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let this = self.clone();
+        let (key, token) = (key.to_string(), token.to_string());
+        runtime.spawn(async move {
+            for delay_ms in [50u64, 200, 800, 2000] {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                let mut conn = this.conns.conn();
+                match this.release_on(&mut conn, &key, &token).await {
+                    Err(e) if e.is_retryable() => continue,
+                    _ => return,
                 }
             }
-            let mut conn = self.conn();
-            async move {
-                let replies = pipe
-                    .ignore_errors()
-                    .query_async::<Vec<Value>>(&mut conn)
-                    .await;
-                (idxs, replies)
-            }
         });
-        let mut out = vec![Value::Nil; keys.len()];
-        for (idxs, replies) in join_all(sends).await {
-            for (i, v) in idxs.into_iter().zip(replies?) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
+    }
+}
+
+impl Locker for LockClient {
+    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        self.attempt_validated(key, opts).await
     }
 
-    /// Runs the same script once per `(key, args)` in one round trip; entries that met
-    /// `NOSCRIPT` are re-sent with `EVAL` in one more round trip (function mode: the library is
-    /// loaded again first).
-    pub(crate) async fn run_script_many(
-        &self,
-        script: &LuaScript,
-        calls: &[(&str, Vec<&[u8]>)],
-    ) -> Result<Vec<Value>> {
-        let keys: Vec<&str> = calls.iter().map(|(k, _)| *k).collect();
-        let cmds = calls
-            .iter()
-            .map(|(key, args)| self.script_cmd(script, &[key], args))
-            .collect();
-        let mut replies = self.query_each(&keys, cmds).await?;
-        let missing: Vec<usize> = replies
-            .iter()
-            .enumerate()
-            .filter(
-                |(_, v)| matches!(v, Value::ServerError(e) if server_error_is_missing_script(e)),
+    /// Compare-and-delete is idempotent, so a release whose connection dropped or timed out is
+    /// sent once more (on the re-established connection) before the error is returned, and then
+    /// kept trying in the background for a few seconds.
+    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
+        // The retry uses the same connection: after a drop it is the one being re-established.
+        let mut conn = self.conns.conn();
+        match self.release_on(&mut conn, &lock.key, &lock.token).await {
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
+                let again = self.release_on(&mut conn, &lock.key, &lock.token).await;
+                if matches!(&again, Err(e) if e.is_retryable()) {
+                    // Still unreachable: report the error, and keep trying for a few seconds so
+                    // the lock does not outlive its holder's intent by a whole TTL.
+                    self.release_in_background(&lock.key, &lock.token);
+                }
+                again
+            }
+            other => other,
+        }
+    }
+
+    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+        validate_ttl("ttl", ttl)?;
+        let mut conn = self.conns.conn();
+        let start = Instant::now();
+        let ms = ttl_ms(ttl).to_string();
+        let v = self
+            .conns
+            .run_script(
+                &mut conn,
+                &scripts::EXTEND,
+                &[&lock.key],
+                &[lock.token.as_bytes(), ms.as_bytes()],
             )
-            .map(|(i, _)| i)
-            .collect();
-        if missing.is_empty() {
-            return Ok(replies);
+            .await?;
+        let outcome = extend_outcome(&v)?;
+        if outcome.is_extended() {
+            lock.extended(ttl, start);
         }
-        self.0
-            .counters
-            .noscript_recoveries
-            .fetch_add(1, Ordering::Relaxed);
-        let mode = match self.0.options.script_mode {
-            ScriptMode::Function => {
-                redis::cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(scripts::function_library())
-                    .query_async::<String>(&mut self.conn())
-                    .await?;
-                ScriptMode::Function
-            }
-            _ => ScriptMode::Eval,
-        };
-        let again_keys: Vec<&str> = missing.iter().map(|&i| calls[i].0).collect();
-        let again_cmds = missing
-            .iter()
-            .map(|&i| script_cmd(mode, script, &[calls[i].0], &calls[i].1))
-            .collect();
-        let again = self.query_each(&again_keys, again_cmds).await?;
-        for (i, v) in missing.into_iter().zip(again) {
-            replies[i] = v;
-        }
-        Ok(replies)
-    }
-}
-
-fn script_cmd(mode: ScriptMode, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
-    let mut cmd = match mode {
-        ScriptMode::EvalSha => {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(script.sha());
-            c
-        }
-        ScriptMode::Eval => {
-            let mut c = redis::cmd("EVAL");
-            c.arg(script.source());
-            c
-        }
-        ScriptMode::Function => {
-            let mut c = redis::cmd("FCALL");
-            c.arg(script.function_name());
-            c
-        }
-    };
-    cmd.arg(keys.len()).arg(keys);
-    for a in args {
-        cmd.arg(*a);
-    }
-    cmd
-}
-
-fn is_missing_script(e: &redis::RedisError) -> bool {
-    matches!(
-        e.kind(),
-        redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-    ) || e
-        .detail()
-        .is_some_and(|d| d.starts_with("Function not found"))
-}
-
-fn server_error_is_missing_script(e: &redis::ServerError) -> bool {
-    e.code() == "NOSCRIPT"
-        || e.details()
-            .is_some_and(|d| d.starts_with("Function not found"))
-}
-
-fn is_auth_error(e: &redis::RedisError) -> bool {
-    matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
-        || e.code().is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redact_hides_password_only() {
-        assert_eq!(redact_url("redis://:pw@h:1"), "redis://:***@h:1");
-        assert_eq!(redact_url("rediss://u:p@ss@h/2"), "rediss://u:***@h/2");
-        assert_eq!(
-            redact_url("redis://h:1/0?password=x"),
-            "redis://h:1/0?password=x"
-        );
-        assert_eq!(redact_url("not a url"), "not a url");
+        Ok(outcome)
     }
 
-    #[test]
-    fn evalsha_cmd_carries_sha_numkeys_and_args() {
-        let cmd = script_cmd(ScriptMode::EvalSha, &scripts::RELEASE, &["k"], &[b"tok"]);
-        let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
-        assert!(packed.contains("EVALSHA"));
-        assert!(packed.contains(scripts::RELEASE.sha()));
-        assert!(
-            packed.contains("\r\n1\r\n") && packed.ends_with("k\r\n$3\r\ntok\r\n"),
-            "{packed}"
-        );
+    /// One pipelined round trip ([`LockClient::acquire_many`]).
+    async fn acquire_many(&self, keys: &[&str], ttl: Duration) -> Result<Vec<Option<Lock>>> {
+        LockClient::acquire_many(self, keys, ttl).await
+    }
+
+    /// One pipelined round trip ([`LockClient::release_many`]).
+    async fn release_many(&self, locks: &[Lock]) -> Result<Vec<ReleaseOutcome>> {
+        LockClient::release_many(self, locks).await
+    }
+
+    fn mode(&self) -> &'static str {
+        self.topology().name()
+    }
+
+    fn stats(&self) -> ClientStats {
+        self.conns.stats()
     }
 }

@@ -4,11 +4,11 @@
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use crate::client::redact_url;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::options::ClientOptions;
+use crate::url::redact_url;
 
 /// What kind of target a client talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ fn single_client(
     proxy: bool,
 ) -> Result<(redis::Client, ConnectionManagerConfig)> {
     ensure_crypto_provider();
-    let info = url.into_connection_info().map_err(Error::Redis)?;
+    let info = crate::url::parse_url(url)?;
     let settings = info.redis_settings().clone();
     let settings = if proxy {
         settings.set_skip_set_lib_name()

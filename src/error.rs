@@ -1,4 +1,4 @@
-//! The one error type of the lock library.
+//! The one error type of the lock library, and its classification by kind.
 
 use std::time::Duration;
 
@@ -7,8 +7,8 @@ use std::time::Duration;
 /// An expected outcome is not an error: a contended [`try_acquire`](crate::LockClient::try_acquire)
 /// returns `Ok(None)`, a release of a lock that expired returns
 /// [`ReleaseOutcome::NotHeld`](crate::ReleaseOutcome::NotHeld). A Redis error is always an `Err`,
-/// never folded into `false`.
-#[derive(Debug, thiserror::Error)]
+/// never folded into `false`. Match on [`Error::kind`] to decide what to do; never on the text.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Redis answered with an error, or the connection failed or timed out.
@@ -36,22 +36,16 @@ pub enum Error {
     AcquireTimeout {
         /// The key that was wanted.
         key: String,
-        /// How many `SET NX` attempts were made.
+        /// How many acquire attempts were made.
         attempts: u32,
         /// Time spent trying.
         elapsed: Duration,
     },
 
-    /// The lock is no longer held by this holder (it expired, or another token is in the key).
-    #[error("lock `{key}` was lost")]
-    LockLost {
-        /// The key.
-        key: String,
-    },
-
-    /// Redlock: fewer nodes than the quorum granted the lock in time.
+    /// Redlock: node failures (not a busy lock) left fewer grants than the quorum.
     #[error(
-        "quorum not reached for `{key}`: {acquired} of {needed} needed ({errors} node errors{})",
+        "quorum not reached for `{key}`: {acquired} of {needed} needed ({} node errors{})",
+        .node_errors.len(),
         fmt_node_errors(.node_errors)
     )]
     QuorumNotReached {
@@ -61,10 +55,8 @@ pub enum Error {
         acquired: usize,
         /// The quorum (N/2 + 1).
         needed: usize,
-        /// Nodes that answered with an error or not at all.
-        errors: usize,
-        /// One line per failed node: `url: error`.
-        node_errors: Vec<String>,
+        /// One entry per node that failed, with its real error.
+        node_errors: Vec<NodeError>,
     },
 
     /// A script or command answered with a reply lockkit does not understand.
@@ -77,35 +69,132 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Whether trying the same operation again may succeed (a connection or timeout problem,
-    /// a server busy loading, a failover in progress), as opposed to a permanent refusal
-    /// (bad options, wrong password, missing permission).
-    pub fn is_retryable(&self) -> bool {
+/// What kind of failure an [`Error`] is: the thing to match on to decide what to do
+/// (retry, alert, fix the configuration), in the way redis-rs classifies its errors.
+///
+/// ```
+/// use lockkit::{Error, ErrorKind};
+/// let e = Error::AcquireTimeout { key: "k".into(), attempts: 3, elapsed: Default::default() };
+/// assert_eq!(e.kind(), ErrorKind::Busy);
+/// assert_eq!(e.kind().as_str(), "busy");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Bad options or a bad key: fix the call; retrying cannot help.
+    InvalidInput,
+    /// The lock stayed busy until the retry policy gave up.
+    Busy,
+    /// The server did not answer within the response (or node) timeout; the outcome is unknown.
+    Timeout,
+    /// The connection could not be made (refused, DNS, TLS handshake).
+    ConnectionRefused,
+    /// An established connection dropped, or another I/O error.
+    Io,
+    /// Authentication or permission failure (`NOAUTH`, `WRONGPASS`, `NOPERM`).
+    Auth,
+    /// The server refused the command for a transient reason (`LOADING`, `TRYAGAIN`,
+    /// `MASTERDOWN`, `CLUSTERDOWN`, `READONLY` during a failover).
+    Unavailable,
+    /// The server refused the command (`OOM`, a script error, ...).
+    Server,
+    /// Redlock: node failures left too few grants for a quorum.
+    QuorumNotReached,
+    /// A reply lockkit does not understand (a proxy or server that speaks differently).
+    UnexpectedReply,
+}
+
+impl ErrorKind {
+    /// A short stable name (`timeout`, `busy`, ...) for logs, metrics labels and reports.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Error::Redis(e) => {
-                e.is_io_error()
-                    || e.is_timeout()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal()
-                    || matches!(
-                        e.kind(),
-                        redis::ErrorKind::Server(
-                            redis::ServerErrorKind::BusyLoading
-                                | redis::ServerErrorKind::TryAgain
-                                | redis::ServerErrorKind::MasterDown
-                                | redis::ServerErrorKind::ClusterDown
-                                | redis::ServerErrorKind::ReadOnly
-                        )
-                    )
-            }
-            Error::AcquireTimeout { .. } | Error::QuorumNotReached { .. } => true,
-            _ => false,
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::Busy => "busy",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::ConnectionRefused => "connection_refused",
+            ErrorKind::Io => "io",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Server => "server",
+            ErrorKind::QuorumNotReached => "quorum_not_reached",
+            ErrorKind::UnexpectedReply => "unexpected_reply",
         }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One node's failure in a Redlock operation, with the real error.
+#[derive(Debug, Clone)]
+pub struct NodeError {
+    /// The node's URL, password redacted.
+    pub node: String,
+    /// What went wrong; a node that did not answer in time is an [`ErrorKind::Timeout`].
+    pub error: Box<Error>,
+}
+
+impl NodeError {
+    /// The kind of the node's error.
+    pub fn kind(&self) -> ErrorKind {
+        self.error.kind()
+    }
+}
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.node, self.error)
+    }
+}
+
+impl Error {
+    /// What kind of failure this is.
+    ///
+    /// ```
+    /// use lockkit::{Error, ErrorKind};
+    /// let e = Error::InvalidKey { reason: "empty".into() };
+    /// assert_eq!(e.kind(), ErrorKind::InvalidInput);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Redis(e) => redis_kind(e),
+            Error::InvalidOptions { .. } | Error::InvalidKey { .. } => ErrorKind::InvalidInput,
+            Error::AcquireTimeout { .. } => ErrorKind::Busy,
+            Error::QuorumNotReached { .. } => ErrorKind::QuorumNotReached,
+            Error::UnexpectedReply { .. } => ErrorKind::UnexpectedReply,
+        }
+    }
+
+    /// Whether trying the same operation again may succeed (a connection or timeout problem,
+    /// a server busy loading, a failover in progress, a busy lock, a missed quorum), as opposed
+    /// to a permanent refusal (bad options, wrong password, missing permission).
+    ///
+    /// ```
+    /// use lockkit::Error;
+    /// assert!(!Error::InvalidKey { reason: "empty".into() }.is_retryable());
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self.kind(),
+            ErrorKind::Busy
+                | ErrorKind::Timeout
+                | ErrorKind::ConnectionRefused
+                | ErrorKind::Io
+                | ErrorKind::Unavailable
+                | ErrorKind::QuorumNotReached
+        )
     }
 
     /// Whether the request may have reached the server without its reply reaching us
     /// (timeout or dropped connection): the command's effect is unknown.
+    ///
+    /// ```
+    /// use lockkit::Error;
+    /// assert!(!Error::InvalidKey { reason: "empty".into() }.is_unknown_outcome());
+    /// ```
     pub fn is_unknown_outcome(&self) -> bool {
         match self {
             Error::Redis(e) => unknown_outcome(e),
@@ -119,14 +208,49 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// A node or response timeout as a real timeout error (`kind() == Timeout`).
+    pub(crate) fn timed_out(what: &str, after: Duration) -> Error {
+        Error::Redis(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{what}: no answer within {after:?}"),
+        )))
+    }
 }
 
-fn fmt_node_errors(errors: &[String]) -> String {
-    if errors.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", errors.join("; "))
+fn redis_kind(e: &redis::RedisError) -> ErrorKind {
+    use redis::ServerErrorKind as S;
+    if e.is_timeout() {
+        return ErrorKind::Timeout;
     }
+    if e.is_connection_refusal() {
+        return ErrorKind::ConnectionRefused;
+    }
+    if e.is_connection_dropped() || e.is_io_error() {
+        return ErrorKind::Io;
+    }
+    if matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || e.code()
+            .is_some_and(|c| matches!(c, "NOAUTH" | "WRONGPASS" | "NOPERM"))
+    {
+        return ErrorKind::Auth;
+    }
+    match e.kind() {
+        redis::ErrorKind::Server(
+            S::BusyLoading | S::TryAgain | S::MasterDown | S::ClusterDown | S::ReadOnly,
+        ) => ErrorKind::Unavailable,
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension => ErrorKind::Server,
+        _ if e.code().is_some() => ErrorKind::Server,
+        _ => ErrorKind::UnexpectedReply,
+    }
+}
+
+fn fmt_node_errors(errors: &[NodeError]) -> String {
+    if errors.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    format!(": {}", lines.join("; "))
 }
 
 pub(crate) fn unknown_outcome(e: &redis::RedisError) -> bool {
@@ -135,3 +259,28 @@ pub(crate) fn unknown_outcome(e: &redis::RedisError) -> bool {
 
 /// `Result` with lockkit's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_classify_timeouts_and_input() {
+        let t = Error::timed_out("node", Duration::from_millis(50));
+        assert_eq!(t.kind(), ErrorKind::Timeout);
+        assert!(t.is_retryable());
+        assert!(t.is_unknown_outcome());
+        let io = Error::Redis(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into());
+        assert_eq!(io.kind(), ErrorKind::ConnectionRefused);
+        assert!(io.is_retryable());
+        assert_eq!(Error::invalid("ttl", "x").kind(), ErrorKind::InvalidInput);
+        let noperm = Error::Redis(redis::make_extension_error(
+            "NOPERM".into(),
+            Some("no".into()),
+        ));
+        assert_eq!(noperm.kind(), ErrorKind::Auth);
+        assert!(!noperm.is_retryable());
+        let oom = Error::Redis(redis::make_extension_error("OOM".into(), None));
+        assert_eq!(oom.kind(), ErrorKind::Server);
+    }
+}

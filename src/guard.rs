@@ -8,9 +8,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::Result;
-use crate::lock::{ExtendOutcome, Lock, LockClient, ReleaseOutcome};
+use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
+use crate::locker::Locker;
 use crate::options::WatchdogOptions;
-use crate::redlock::Redlock;
+use crate::LockClient;
 
 /// Why a guarded lock was lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,38 +55,6 @@ impl LossSignal {
     }
 }
 
-/// Who renews and releases a guarded lock: one server, or a Redlock quorum.
-#[derive(Debug, Clone)]
-pub(crate) enum Holder {
-    Single(LockClient),
-    Redlock(Redlock),
-}
-
-impl Holder {
-    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
-        match self {
-            Holder::Single(c) => c.extend(lock, ttl).await,
-            Holder::Redlock(r) => r.extend(lock, ttl).await,
-        }
-    }
-
-    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
-        match self {
-            Holder::Single(c) => c.release(lock).await,
-            Holder::Redlock(r) => {
-                let out = r.release(lock).await?;
-                Ok(if out.released > 0 {
-                    ReleaseOutcome::Released
-                } else if out.held_by_other > 0 {
-                    ReleaseOutcome::HeldByOther
-                } else {
-                    ReleaseOutcome::NotHeld
-                })
-            }
-        }
-    }
-}
-
 struct Shared {
     lock: Mutex<Lock>,
 }
@@ -100,21 +69,34 @@ impl Shared {
 }
 
 /// A lock that is released when you call [`release`](Self::release) and, with a watchdog,
-/// kept alive until then.
+/// kept alive until then. Made by [`Locker::guard`] and [`Locker::lock`], for any locker (one
+/// server by default, or a [`Redlock`](crate::Redlock)).
+///
+/// # The watchdog
+/// Every renewal, the first included, is due no later than a tenth of the TTL before the lock's
+/// validity ends, so it has time for its round trip; a guard over a lock with little validity
+/// left renews at once, and one over a lock whose validity is already gone reports it lost at
+/// once. The holder is told through the [`LossSignal`] no later than the validity's end, which
+/// comes before the key can expire on the server (validity = TTL − drift).
+///
+/// Validity is measured on the monotonic clock ([`Instant`]), which on some platforms does not
+/// advance while the machine is suspended: a laptop that sleeps through a TTL wakes up holding a
+/// lock that expired on the server while its validity still looks positive. Do not hold locks
+/// across a system suspend.
 ///
 /// # Dropping without `release`
 /// Drop never blocks: it stops the watchdog and, when called inside a Tokio runtime, spawns a
 /// best-effort compare-and-delete in the background. Outside a runtime (or if that release fails)
 /// the key simply expires after the TTL it was last given; it is never extended again.
-pub struct LockGuard {
-    client: Holder,
+pub struct LockGuard<L: Locker = LockClient> {
+    client: L,
     shared: Arc<Shared>,
     lost_rx: watch::Receiver<Option<LossReason>>,
     task: Option<JoinHandle<()>>,
     done: bool,
 }
 
-impl std::fmt::Debug for LockGuard {
+impl<L: Locker> std::fmt::Debug for LockGuard<L> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let lock = self.shared.snapshot();
         f.debug_struct("LockGuard")
@@ -125,17 +107,30 @@ impl std::fmt::Debug for LockGuard {
     }
 }
 
-impl LockGuard {
+impl<L: Locker> LockGuard<L> {
     /// Checks the watchdog options against the lock's TTL, then starts the watchdog.
     pub(crate) fn start(
-        client: Holder,
+        client: L,
         lock: Lock,
         watchdog: Option<WatchdogOptions>,
-    ) -> Result<LockGuard> {
+    ) -> Result<LockGuard<L>> {
         if let Some(w) = &watchdog {
-            w.validate(lock.ttl)?;
+            w.validate(lock.ttl())?;
         }
         let (tx, rx) = watch::channel(None);
+        if watchdog.is_some() && !lock.is_valid() {
+            // Nothing left to renew in time: the holder must stop now.
+            let _ = tx.send(Some(LossReason::Expired));
+            return Ok(LockGuard {
+                client,
+                shared: Arc::new(Shared {
+                    lock: Mutex::new(lock),
+                }),
+                lost_rx: rx,
+                task: None,
+                done: false,
+            });
+        }
         let shared = Arc::new(Shared {
             lock: Mutex::new(lock),
         });
@@ -183,11 +178,18 @@ impl LockGuard {
     }
 
     /// Stops the watchdog and releases the lock (compare-and-delete).
+    ///
+    /// If this future is dropped before it finishes (a `select!` or timeout that cancelled it),
+    /// the guard's drop releases the lock in the background instead.
+    ///
+    /// # Errors
+    /// As [`Locker::release`].
     pub async fn release(mut self) -> Result<ReleaseOutcome> {
         self.stop_watchdog();
-        self.done = true;
         let lock = self.shared.snapshot();
-        self.client.release(&lock).await
+        let outcome = self.client.release(&lock).await;
+        self.done = true;
+        outcome
     }
 
     fn stop_watchdog(&mut self) {
@@ -197,7 +199,7 @@ impl LockGuard {
     }
 }
 
-impl Drop for LockGuard {
+impl<L: Locker> Drop for LockGuard<L> {
     fn drop(&mut self) {
         self.stop_watchdog();
         if self.done {
@@ -215,17 +217,31 @@ impl Drop for LockGuard {
     }
 }
 
-async fn run_watchdog(
-    client: Holder,
+/// When the next renewal is due: after `interval`, but never later than `margin` before the
+/// validity ends (at once when that is already past).
+fn renewal_due(
+    now: Instant,
+    interval: Duration,
+    valid_until: Instant,
+    margin: Duration,
+) -> Instant {
+    let latest = valid_until.checked_sub(margin).unwrap_or(now).max(now);
+    (now + interval).min(latest)
+}
+
+async fn run_watchdog<L: Locker>(
+    client: L,
     shared: Arc<Shared>,
     tx: watch::Sender<Option<LossReason>>,
     opts: WatchdogOptions,
 ) {
     let first = shared.snapshot();
-    let ttl = first.ttl;
+    let ttl = first.ttl();
     let interval = opts.interval_for(ttl);
+    // Room for a renewal's round trip before the validity ends.
+    let margin = ttl / 10;
     let hold_until = opts.max_hold.map(|d| first.acquired_at + d);
-    let mut next = Instant::now() + interval;
+    let mut next = renewal_due(Instant::now(), interval, first.valid_until, margin);
     // Set once a renewal was shortened to end at the max-hold bound: there is no next one.
     let mut at_bound = false;
     loop {
@@ -260,10 +276,7 @@ async fn run_watchdog(
             Ok(ExtendOutcome::Extended) => {
                 let valid_until = lock.valid_until;
                 *shared.lock.lock().unwrap_or_else(PoisonError::into_inner) = lock;
-                // Never later than a tenth of the TTL before the validity ends, so an interval
-                // chosen close to the TTL still leaves the renewal time for its round trip.
-                next = (Instant::now() + interval)
-                    .min(valid_until.checked_sub(ttl / 10).unwrap_or(valid_until));
+                next = renewal_due(Instant::now(), interval, valid_until, margin);
             }
             Ok(ExtendOutcome::NotHeld) => {
                 let _ = tx.send(Some(LossReason::Expired));
@@ -285,5 +298,33 @@ async fn run_watchdog(
                 next = (now + interval / 4).min(lock.valid_until);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_renewal_is_due_before_the_validity_ends() {
+        let now = Instant::now();
+        let ms = Duration::from_millis;
+        // Plenty of validity: the interval decides.
+        assert_eq!(
+            renewal_due(now, ms(100), now + ms(295), ms(30)),
+            now + ms(100)
+        );
+        // A guard started late: due a margin before the validity ends, not after the interval.
+        assert_eq!(
+            renewal_due(now, ms(100), now + ms(75), ms(30)),
+            now + ms(45)
+        );
+        // Less than the margin left: at once.
+        assert_eq!(renewal_due(now, ms(100), now + ms(10), ms(30)), now);
+        // An interval close to the TTL never passes the validity.
+        assert_eq!(
+            renewal_due(now, ms(290), now + ms(295), ms(30)),
+            now + ms(265)
+        );
     }
 }

@@ -4,11 +4,28 @@
 //! - release is a Lua compare-and-delete, extend a Lua compare-and-`PEXPIRE`, both preloaded with
 //!   `SCRIPT LOAD` and called with `EVALSHA` (recovering from `NOSCRIPT` by itself);
 //! - many acquires go out pipelined in one round trip ([`LockClient::acquire_many`]);
-//! - a [`LockGuard`] renews its lock from a watchdog and tells you the moment it is lost.
+//! - a [`LockGuard`] renews its lock from a watchdog and tells you the moment it is lost;
+//! - one [`Locker`] trait over one server ([`LockClient`]) and a Redlock quorum ([`Redlock`]),
+//!   with one retry loop ([`retry`]) that every acquire goes through.
+//!
+//! # Module map
+//! | module | one job |
+//! | --- | --- |
+//! | `conn`, `connections` | opening connections (server, proxy, cluster); the script cache and `EVALSHA`/`NOSCRIPT` |
+//! | `url` | parsing and redacting Redis URLs ([`parse_url`], [`redact_url`]) |
+//! | `lock` | the [`Lock`] data, tokens, release/extend outcomes |
+//! | `locker` | the [`Locker`] trait |
+//! | `client` | [`LockClient`]: one server, proxy or cluster |
+//! | `batch` | pipelined `acquire_many` / `release_many` |
+//! | [`retry`] | [`RetryOptions`] and the one retry loop |
+//! | `guard` | [`LockGuard`] and its watchdog |
+//! | `redlock` | [`Redlock`]: a quorum over independent masters |
+//! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |
+//! | `options`, `error`, [`scripts`], `probe` | options, [`Error`]/[`ErrorKind`], the Lua scripts, target probing |
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use lockkit::{LockClient, LockOptions, WatchdogOptions};
+//! use lockkit::{LockClient, LockOptions, Locker, WatchdogOptions};
 //!
 //! # async fn demo() -> lockkit::Result<()> {
 //! let client = LockClient::connect("redis://127.0.0.1:6379").await?;
@@ -47,26 +64,36 @@
 //!   node is not a consensus system.
 //! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
 
-pub mod client;
+mod batch;
+mod client;
 mod conn;
+mod connections;
 mod error;
+mod fencing;
 mod guard;
 mod lock;
+mod locker;
 #[cfg(feature = "tower")]
 pub mod middleware;
-pub mod options;
+mod options;
 mod probe;
 mod redlock;
+pub mod retry;
 pub mod scripts;
+mod url;
 
-pub use client::{redact_url, ClientStats};
+pub use client::LockClient;
 pub use conn::{key_slot, Topology};
-pub use error::{Error, Result};
+pub use connections::ClientStats;
+pub use error::{Error, ErrorKind, NodeError, Result};
 pub use guard::{LockGuard, LossReason, LossSignal};
-pub use lock::{new_token, ExtendOutcome, Lock, LockClient, ReleaseOutcome, MAX_KEY_LEN};
-pub use options::{ClientOptions, LockOptions, RetryOptions, ScriptMode, WatchdogOptions, MAX_TTL};
+pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
+pub use locker::Locker;
+pub use options::{ClientOptions, LockOptions, ScriptMode, WatchdogOptions, MAX_TTL};
 pub use probe::{probe, ProbeReport, Support};
-pub use redlock::{quorum_of, NodeError, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
+pub use redlock::{quorum_of, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
+pub use retry::{AcquireObserver, AttemptOutcome, NoObserver, RetryOptions};
+pub use url::{parse_url, redact_url};
 
 /// The README's examples compile as doctests.
 #[cfg(doctest)]

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+use std::time::Instant;
+
 use crate::error::{Error, Result};
+use crate::retry::RetryOptions;
 
 /// The longest TTL lockkit accepts (Redis takes up to ~292 million years; a lock held a year is a bug).
 pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -142,120 +145,6 @@ impl ClientOptions {
     }
 }
 
-/// How [`acquire`](crate::LockClient::acquire) retries a busy lock: a delay plus random jitter
-/// between attempts, until a deadline and/or an attempt count runs out.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[must_use]
-pub struct RetryOptions {
-    pub(crate) delay: Duration,
-    pub(crate) jitter: Duration,
-    pub(crate) max_attempts: Option<u32>,
-    pub(crate) deadline: Option<Duration>,
-}
-
-impl Default for RetryOptions {
-    fn default() -> Self {
-        RetryOptions {
-            delay: Duration::from_millis(50),
-            jitter: Duration::from_millis(50),
-            max_attempts: None,
-            deadline: Some(Duration::from_secs(10)),
-        }
-    }
-}
-
-impl RetryOptions {
-    /// 50 ms delay + up to 50 ms jitter, for at most 10 s.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A single attempt, no retry.
-    pub fn none() -> Self {
-        RetryOptions {
-            delay: Duration::ZERO,
-            jitter: Duration::ZERO,
-            max_attempts: Some(1),
-            deadline: None,
-        }
-    }
-
-    /// The fixed part of the pause between attempts.
-    pub fn delay(mut self, d: Duration) -> Self {
-        self.delay = d;
-        self
-    }
-
-    /// The random part added to each pause, uniform in `0..=jitter` (spreads out contenders).
-    pub fn jitter(mut self, d: Duration) -> Self {
-        self.jitter = d;
-        self
-    }
-
-    /// Stop after this many attempts (`None`: only the deadline counts).
-    pub fn max_attempts(mut self, n: Option<u32>) -> Self {
-        self.max_attempts = n;
-        self
-    }
-
-    /// Stop trying this long after the first attempt (`None`: only the attempt count counts).
-    pub fn deadline(mut self, d: Option<Duration>) -> Self {
-        self.deadline = d;
-        self
-    }
-
-    /// The pause before the next attempt: `delay + uniform(0..=jitter)`.
-    pub fn pause(&self) -> Duration {
-        let jitter_us = self.jitter.as_micros().min(u128::from(u64::MAX)) as u64;
-        let extra = if jitter_us == 0 {
-            0
-        } else {
-            rand::random_range(0..=jitter_us)
-        };
-        self.delay + Duration::from_micros(extra)
-    }
-
-    /// The pause before attempt `attempts + 1`, or `None` when the attempt count is used up or
-    /// the pause would end past the deadline (`elapsed` since the first attempt).
-    pub fn next_pause(&self, attempts: u32, elapsed: Duration) -> Option<Duration> {
-        if self.max_attempts.is_some_and(|m| attempts >= m) {
-            return None;
-        }
-        let pause = self.pause();
-        if self.deadline.is_some_and(|d| elapsed + pause > d) {
-            return None;
-        }
-        Some(pause)
-    }
-
-    pub(crate) fn validate(&self) -> Result<()> {
-        if self.max_attempts.is_none() && self.deadline.is_none() {
-            return Err(Error::invalid(
-                "retry",
-                "set a deadline or max_attempts, or retries would never end",
-            ));
-        }
-        if self.max_attempts == Some(0) {
-            return Err(Error::invalid("retry.max_attempts", "must be at least 1"));
-        }
-        if let Some(deadline) = self.deadline {
-            if deadline.is_zero() && self.max_attempts.is_none() {
-                return Err(Error::invalid(
-                    "retry.deadline",
-                    "must be greater than zero",
-                ));
-            }
-            if self.delay > deadline {
-                return Err(Error::invalid(
-                    "retry.delay",
-                    format!("{:?} is longer than the deadline {deadline:?}", self.delay),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
 /// Everything about one lock: its TTL, how to retry, how much clock drift to allow.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[must_use]
@@ -311,8 +200,37 @@ impl LockOptions {
     }
 
     /// The drift allowance for this TTL: `ttl x drift_factor + drift_fixed`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let o = lockkit::LockOptions::new(Duration::from_secs(10));
+    /// assert_eq!(o.drift(), Duration::from_millis(102));
+    /// ```
     pub fn drift(&self) -> Duration {
         self.ttl.mul_f64(self.drift_factor) + self.drift_fixed
+    }
+
+    /// The TTL these options give a lock.
+    pub fn get_ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The retry policy these options give [`acquire`](crate::Locker::acquire).
+    pub fn get_retry(&self) -> &RetryOptions {
+        &self.retry
+    }
+
+    /// The validity deadline of a lock whose acquiring (or extending) command was sent at `sent`:
+    /// `sent + ttl − drift`, never before `sent`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let o = lockkit::LockOptions::new(Duration::from_secs(10));
+    /// let t0 = Instant::now();
+    /// assert_eq!(o.valid_until(t0) - t0, Duration::from_millis(9898));
+    /// ```
+    pub fn valid_until(&self, sent: Instant) -> Instant {
+        sent + self.ttl.saturating_sub(self.drift())
     }
 
     /// Checks every field; the error names the one that is wrong.
@@ -439,24 +357,6 @@ mod tests {
     }
 
     #[test]
-    fn retry_delay_longer_than_deadline_is_rejected() {
-        let retry = RetryOptions::new()
-            .delay(Duration::from_secs(2))
-            .deadline(Some(Duration::from_secs(1)));
-        assert_eq!(field(retry.validate()), "retry.delay");
-    }
-
-    #[test]
-    fn endless_retry_is_rejected() {
-        let retry = RetryOptions::new().deadline(None).max_attempts(None);
-        assert_eq!(field(retry.validate()), "retry");
-        assert_eq!(
-            field(RetryOptions::new().max_attempts(Some(0)).validate()),
-            "retry.max_attempts"
-        );
-    }
-
-    #[test]
     fn watchdog_interval_not_below_ttl_is_rejected() {
         let ttl = Duration::from_secs(3);
         let wd = WatchdogOptions::new().interval(ttl);
@@ -471,20 +371,6 @@ mod tests {
     fn drift_follows_redlock_formula() {
         let o = LockOptions::new(Duration::from_secs(10));
         assert_eq!(o.drift(), Duration::from_millis(102));
-    }
-
-    #[test]
-    fn pause_stays_within_delay_plus_jitter() {
-        let r = RetryOptions::new()
-            .delay(Duration::from_millis(10))
-            .jitter(Duration::from_millis(5));
-        for _ in 0..1000 {
-            let p = r.pause();
-            assert!(
-                p >= Duration::from_millis(10) && p <= Duration::from_millis(15),
-                "{p:?}"
-            );
-        }
     }
 
     #[test]

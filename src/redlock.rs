@@ -18,13 +18,12 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::client::Connections;
-use crate::error::{Error, Result};
-use crate::guard::{Holder, LockGuard};
-use crate::lock::{
-    check_key, new_token, validity_deadline, ExtendOutcome, Lock, LockClient, ReleaseOutcome,
-};
-use crate::options::{validate_ttl, ClientOptions, LockOptions, WatchdogOptions};
+use crate::connections::Connections;
+use crate::error::{Error, NodeError, Result};
+use crate::lock::{check_key, new_token, ExtendOutcome, Lock, ReleaseOutcome};
+use crate::locker::Locker;
+use crate::options::{validate_ttl, ClientOptions, LockOptions};
+use crate::{ClientStats, LockClient};
 
 /// Options for a [`Redlock`].
 #[derive(Debug, Clone)]
@@ -63,21 +62,6 @@ impl RedlockOptions {
     }
 }
 
-/// One node's failure in a Redlock operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeError {
-    /// The node's URL, password redacted.
-    pub node: String,
-    /// What went wrong (an error or a timeout).
-    pub error: String,
-}
-
-impl std::fmt::Display for NodeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.node, self.error)
-    }
-}
-
 /// The result of one Redlock acquire round.
 #[derive(Debug)]
 pub struct RedlockAttempt {
@@ -100,6 +84,29 @@ pub struct RedlockRelease {
     pub held_by_other: usize,
     /// Nodes that failed or timed out.
     pub node_errors: Vec<NodeError>,
+}
+
+impl RedlockRelease {
+    /// What the release means for the lock, the one mapping used everywhere (the guard, the
+    /// middleware, the load generator): [`Released`](ReleaseOutcome::Released) when a quorum of
+    /// nodes still held our token (the lock was ours until released); otherwise
+    /// [`HeldByOther`](ReleaseOutcome::HeldByOther) if any node had another token, else
+    /// [`NotHeld`](ReleaseOutcome::NotHeld).
+    ///
+    /// ```
+    /// use lockkit::{RedlockRelease, ReleaseOutcome};
+    /// let r = RedlockRelease { released: 1, not_held: 2, ..Default::default() };
+    /// assert_eq!(r.outcome(2), ReleaseOutcome::NotHeld);
+    /// ```
+    pub fn outcome(&self, quorum: usize) -> ReleaseOutcome {
+        if self.released >= quorum {
+            ReleaseOutcome::Released
+        } else if self.held_by_other > 0 {
+            ReleaseOutcome::HeldByOther
+        } else {
+            ReleaseOutcome::NotHeld
+        }
+    }
 }
 
 /// A Redlock client over N independent masters. Cheap to clone.
@@ -197,17 +204,15 @@ impl Redlock {
         join_all(self.nodes.iter().map(|node| {
             let fut = f(node);
             async move {
-                match tokio::time::timeout(timeout, fut).await {
-                    Ok(Ok(v)) => NodeReply::Ok(v),
-                    Ok(Err(e)) => NodeReply::Failed(NodeError {
-                        node: node.target().to_string(),
-                        error: e.to_string(),
-                    }),
-                    Err(_) => NodeReply::Failed(NodeError {
-                        node: node.target().to_string(),
-                        error: format!("no answer within the node timeout {timeout:?}"),
-                    }),
-                }
+                let error = match tokio::time::timeout(timeout, fut).await {
+                    Ok(Ok(v)) => return NodeReply::Ok(v),
+                    Ok(Err(e)) => e,
+                    Err(_) => Error::timed_out("Redlock node", timeout),
+                };
+                NodeReply::Failed(NodeError {
+                    node: node.target().to_string(),
+                    error: Box::new(error),
+                })
             }
         }))
         .await
@@ -215,8 +220,25 @@ impl Redlock {
 
     /// One round: `SET NX PX` on every node; granted on a quorum with validity left, otherwise
     /// released everywhere. Node failures are listed, not raised.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockOptions, Redlock};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let redlock = Redlock::connect(&["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]).await?;
+    /// let round = redlock.try_acquire("cron:tick", &LockOptions::new(Duration::from_secs(10))).await?;
+    /// println!("granted on {} nodes; {} failed", round.acquired, round.node_errors.len());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// Bad options or key; node failures are not errors here, they are listed.
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
         opts.validate()?;
+        self.round(key, opts).await
+    }
+
+    async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
         check_key(key)?;
         let token = new_token();
         let start = Instant::now();
@@ -230,14 +252,7 @@ impl Redlock {
                 NodeReply::Failed(e) => node_errors.push(e),
             }
         }
-        let lock = Lock {
-            key: key.to_string(),
-            token,
-            ttl: opts.ttl,
-            acquired_at: start,
-            valid_until: validity_deadline(start, opts.ttl, opts.drift()),
-            fencing_token: None,
-        };
+        let lock = Lock::acquired(key, token, opts, start, None);
         if acquired >= self.quorum() && lock.remaining_validity() > opts.min_validity {
             return Ok(RedlockAttempt {
                 lock: Some(lock),
@@ -247,7 +262,7 @@ impl Redlock {
         }
         // Not granted: undo everywhere, including nodes whose reply was lost.
         if acquired > 0 || !node_errors.is_empty() {
-            let _ = self.release(&lock).await;
+            let _ = self.release_detailed(&lock).await;
         }
         Ok(RedlockAttempt {
             lock: None,
@@ -256,38 +271,24 @@ impl Redlock {
         })
     }
 
-    /// Acquires with retries (random delay between rounds) until `opts.retry` runs out; then
-    /// [`Error::QuorumNotReached`] with the last round's counts and per-node errors.
-    pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<Lock> {
-        opts.validate()?;
-        let first = Instant::now();
-        let mut attempts = 0u32;
-        loop {
-            attempts += 1;
-            let attempt = self.try_acquire(key, opts).await?;
-            if let Some(lock) = attempt.lock {
-                return Ok(lock);
-            }
-            let Some(pause) = opts.retry.next_pause(attempts, first.elapsed()) else {
-                return Err(Error::QuorumNotReached {
-                    key: key.to_string(),
-                    acquired: attempt.acquired,
-                    needed: self.quorum(),
-                    errors: attempt.node_errors.len(),
-                    node_errors: attempt
-                        .node_errors
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect(),
-                });
-            };
-            tokio::time::sleep(pause).await;
-        }
-    }
-
-    /// Releases on every node (compare-and-delete); says how many still held our token.
-    pub async fn release(&self, lock: &Lock) -> Result<RedlockRelease> {
-        let replies = self.on_all(|node| node.release(lock)).await;
+    /// Releases on every node (compare-and-delete) and says, node by node, what happened.
+    /// [`Locker::release`] gives the same as one [`ReleaseOutcome`] ([`RedlockRelease::outcome`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockOptions, Locker, Redlock};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let redlock = Redlock::connect(&["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]).await?;
+    /// let lock = redlock.acquire("cron:tick", &LockOptions::new(Duration::from_secs(10))).await?;
+    /// let released = redlock.release_detailed(&lock).await?;
+    /// println!("released on {} of {} nodes", released.released, redlock.len());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// None today (node failures are listed); kept fallible for future node checks.
+    pub async fn release_detailed(&self, lock: &Lock) -> Result<RedlockRelease> {
+        let replies = self.on_all(|node| Locker::release(node, lock)).await;
         let mut out = RedlockRelease::default();
         for r in replies {
             match r {
@@ -299,20 +300,48 @@ impl Redlock {
         }
         Ok(out)
     }
+}
+
+/// Redlock as a [`Locker`]: the retry loop, the guard and its watchdog, the middleware and the
+/// load generator drive it exactly as they drive one server.
+impl Locker for Redlock {
+    /// One round. Busy (`Ok(None)`) when the nodes that refused already make a quorum
+    /// impossible; [`Error::QuorumNotReached`] when node failures, not refusals, kept it from a
+    /// quorum (had the failed nodes granted, it would have been won).
+    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        let round = self.round(key, opts).await?;
+        if round.lock.is_some()
+            || round.node_errors.is_empty()
+            || round.acquired + round.node_errors.len() < self.quorum()
+        {
+            return Ok(round.lock);
+        }
+        Err(Error::QuorumNotReached {
+            key: key.to_string(),
+            acquired: round.acquired,
+            needed: self.quorum(),
+            node_errors: round.node_errors,
+        })
+    }
+
+    /// Released when a quorum of nodes still held our token ([`RedlockRelease::outcome`]).
+    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
+        Ok(self.release_detailed(lock).await?.outcome(self.quorum()))
+    }
 
     /// Extends on every node; succeeds only when a quorum extended with validity left, and then
     /// recomputes the lock's validity from this round's start.
     ///
     /// # Errors
     /// [`Error::QuorumNotReached`] when node failures (not refusals) left too few answers.
-    pub async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
         let start = Instant::now();
         let snapshot = lock.clone();
         let replies = self
             .on_all(|node| {
                 let mut l = snapshot.clone();
-                async move { node.extend(&mut l, ttl).await }
+                async move { Locker::extend(node, &mut l, ttl).await }
             })
             .await;
         let (mut extended, mut other, mut errors) = (0, 0, Vec::new());
@@ -324,11 +353,10 @@ impl Redlock {
                 NodeReply::Failed(e) => errors.push(e),
             }
         }
-        let drift = LockOptions::new(ttl).drift();
-        let valid_until = validity_deadline(start, ttl, drift);
-        if extended >= self.quorum() && Instant::now() < valid_until {
-            lock.ttl = ttl;
-            lock.valid_until = valid_until;
+        let mut renewed = lock.clone();
+        renewed.extended(ttl, start);
+        if extended >= self.quorum() && renewed.is_valid() {
+            *lock = renewed;
             return Ok(ExtendOutcome::Extended);
         }
         if extended + errors.len() >= self.quorum() && !errors.is_empty() {
@@ -336,8 +364,7 @@ impl Redlock {
                 key: lock.key.clone(),
                 acquired: extended,
                 needed: self.quorum(),
-                errors: errors.len(),
-                node_errors: errors.iter().map(ToString::to_string).collect(),
+                node_errors: errors,
             });
         }
         Ok(if other > 0 {
@@ -347,22 +374,19 @@ impl Redlock {
         })
     }
 
-    /// Wraps an already acquired Redlock lock in a guard (`watchdog: None` for no renewal).
-    pub fn guard(&self, lock: Lock, watchdog: Option<WatchdogOptions>) -> Result<LockGuard> {
-        LockGuard::start(Holder::Redlock(self.clone()), lock, watchdog)
+    fn mode(&self) -> &'static str {
+        "redlock"
     }
 
-    /// Acquires (with retries) and guards the lock with a watchdog that extends it on a quorum.
-    pub async fn lock(
-        &self,
-        key: &str,
-        opts: &LockOptions,
-        watchdog: WatchdogOptions,
-    ) -> Result<LockGuard> {
-        // Checked before acquiring, so bad options never take a lock.
-        watchdog.validate(opts.ttl)?;
-        let lock = self.acquire(key, opts).await?;
-        self.guard(lock, Some(watchdog))
+    /// The sum over the nodes' clients.
+    fn stats(&self) -> ClientStats {
+        self.nodes.iter().fold(ClientStats::default(), |sum, n| {
+            let s = n.stats();
+            ClientStats {
+                noscript_recoveries: sum.noscript_recoveries + s.noscript_recoveries,
+                unknown_outcome_cleanups: sum.unknown_outcome_cleanups + s.unknown_outcome_cleanups,
+            }
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use lockkit::Locker;
 use lockkit::{key_slot, ExtendOutcome, LockClient, ReleaseOutcome, Topology};
 use lockkit_test_support::RedisCluster;
 

@@ -5,9 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lockkit::{
-    ClientOptions, Error, LockClient, LockOptions, LossReason, RetryOptions, WatchdogOptions,
-};
+use lockkit::Locker;
+use lockkit::{ClientOptions, LockClient, LockOptions, LossReason, RetryOptions, WatchdogOptions};
 use lockkit_test_support::{DelayRelay, RedisServer};
 
 fn conn(server: &RedisServer) -> redis::Connection {
@@ -175,10 +174,16 @@ async fn slow_network_shrinks_validity_fires_timeouts_and_bounds_retries() {
             .max_attempts(Some(3)),
     );
     let t0 = Instant::now();
-    match client.acquire("lock:slow3", &opts).await {
-        Err(Error::AcquireTimeout { attempts, .. }) => assert!(attempts <= 3),
-        other => panic!("expected AcquireTimeout, got {other:?}"),
+    let mut attempts = CountAttempts::default();
+    // When every attempt failed, the last attempt's error comes back (not "still busy").
+    match client
+        .acquire_observed("lock:slow3", &opts, &mut attempts)
+        .await
+    {
+        Err(e) => assert_eq!(e.kind(), lockkit::ErrorKind::Timeout, "{e}"),
+        other => panic!("expected a timeout, got {other:?}"),
     }
+    assert!((1..=3).contains(&attempts.0), "{} attempts", attempts.0);
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
 
     // Back to normal speed: the ghost of the timed-out SET was cleaned up, the key is free.
@@ -256,4 +261,14 @@ fn killed_holder_locks_free_after_ttl_never_before() {
         .query(&mut c)
         .unwrap();
     assert_eq!(held, None);
+}
+
+/// Counts the retry loop's attempts.
+#[derive(Default)]
+struct CountAttempts(u32);
+
+impl lockkit::AcquireObserver for CountAttempts {
+    fn on_attempt(&mut self, _: lockkit::AttemptOutcome, _: Instant, _: Duration) {
+        self.0 += 1;
+    }
 }

@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use lockkit::Locker;
 use lockkit::{ClientOptions, LockClient, ReleaseOutcome, ScriptMode};
 use lockkit_test_support::RedisServer;
 

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use lockkit::Locker;
 use lockkit::{
     ClientOptions, Error, ExtendOutcome, LockClient, LockOptions, LossReason, ReleaseOutcome,
     RetryOptions, WatchdogOptions,

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use lockkit::Locker;
 use lockkit::{ExtendOutcome, LockClient, ReleaseOutcome};
 use lockkit_test_support::{Nutcracker, RedisServer};
 

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use lockkit::Locker;
 use lockkit::{Error, LockClient, ReleaseOutcome};
 use lockkit_test_support::{RedisServer, ServerOptions};
 

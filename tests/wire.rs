@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use lockkit::Locker;
 use lockkit::{ClientOptions, LockClient, LockOptions, ScriptMode, WatchdogOptions};
 use lockkit_test_support::RedisServer;
 

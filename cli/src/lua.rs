@@ -65,20 +65,6 @@ pub fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// A URL with its password replaced by `***`.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
 fn connect(url: &str) -> anyhow::Result<Remote> {
     // One line with the fix, as `bench` and `probe` print it (the error's own chain repeats it).
     Remote::connect(url).map_err(|e| {
@@ -90,7 +76,7 @@ fn connect(url: &str) -> anyhow::Result<Remote> {
         } else {
             lockkit_loadgen::target::connect_hint(&e.to_string())
         };
-        anyhow::anyhow!("connecting to {}: {why}", redact(url))
+        anyhow::anyhow!("connecting to {}: {why}", lockkit::redact_url(url))
     })
 }
 
@@ -140,11 +126,11 @@ fn parse_all(files: &[PathBuf]) -> anyhow::Result<Vec<Transcript>> {
 fn require_empty(remote: &mut Remote, url: &str) -> anyhow::Result<()> {
     let size = remote
         .call(&[b"DBSIZE".to_vec()])
-        .with_context(|| format!("asking {} for DBSIZE", redact(url)))?;
+        .with_context(|| format!("asking {} for DBSIZE", lockkit::redact_url(url)))?;
     if size != lockkit_harness::Reply::Int(0) {
         bail!(
             "{} is not empty ({size}); transcripts need an empty server: use a throwaway one",
-            redact(url)
+            lockkit::redact_url(url)
         );
     }
     Ok(())
@@ -239,13 +225,4 @@ fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(super::redact("redis://u:pw@h:1"), "redis://u:***@h:1");
-        assert_eq!(super::redact("redis://h:1"), "redis://h:1");
-    }
 }

@@ -13,12 +13,12 @@ use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
 use crate::args::BenchArgs;
-use crate::locker::Locker;
 use crate::report::{self, IntervalLog, Report};
 use crate::run::{round3, Run};
 use crate::stats::Op;
 use crate::target::{self, connect_hint};
 use crate::units::{format_duration, format_rate};
+use lockkit::Locker;
 
 /// Exit code of a run stopped with Ctrl-C (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -68,7 +68,10 @@ async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> any
             format!("{}*", args.key_prefix)
         )
     };
-    match locker.try_acquire(&key, args.ttl).await {
+    match locker
+        .attempt(&key, &lockkit::LockOptions::new(args.ttl))
+        .await
+    {
         Ok(Some(lock)) => match locker.release(&lock).await {
             Err(e) if !e.is_retryable() => Err(refused(e)),
             _ => Ok(()),

@@ -37,7 +37,7 @@
 //! - The safety checker is exact only within one process: several load machines each check
 //!   their own holders.
 //! - The tool's CPU is read from `/proc/self/stat` (Linux); elsewhere it is left out.
-//! - Several `--url` run [`lockkit::Redlock`] through the same [`locker::Locker`] trait; its
+//! - Several `--url` run [`lockkit::Redlock`] through the same [`lockkit::Locker`] trait; its
 //!   batches (`--batch`) are sequential rounds, not one pipelined round trip.
 
 pub mod args;
@@ -45,7 +45,6 @@ pub mod bench;
 pub mod ceiling;
 pub mod checker;
 pub mod keys;
-pub mod locker;
 pub mod merge;
 pub mod report;
 mod run;

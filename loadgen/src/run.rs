@@ -13,13 +13,13 @@ use tokio::task::JoinSet;
 use crate::args::{BenchArgs, KeyDist};
 use crate::checker::SafetyChecker;
 use crate::keys::{zipf_table, KeyPicker};
-use crate::locker::Locker;
 use crate::report::{self, IntervalLog, Report};
 use crate::stats::{lock, Interval, Op, SharedStats, TaskStats};
 use crate::target::{self, ServerInfo};
 use crate::ttl_cmd::{recommend_from_latency, work_from_config};
 use crate::units::{format_duration, format_rate};
 use crate::worker::{run_worker, Shared, WorkerPlan};
+use lockkit::Locker;
 
 /// How long workers get to finish their cycle after the run ends before they are aborted.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -262,7 +262,7 @@ impl Run<'_> {
     ) -> anyhow::Result<Report> {
         let a = self.args;
         let c = &total.counters;
-        let recovered = locker.client_stats();
+        let recovered = Some(locker.stats());
         let per_s = |n: u64| {
             if duration_s > 0.0 {
                 n as f64 / duration_s

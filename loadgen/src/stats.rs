@@ -225,34 +225,6 @@ impl LatencySummary {
     }
 }
 
-/// The kind of a library error, as counted in the report.
-pub fn error_kind(e: &lockkit::Error) -> String {
-    match e {
-        lockkit::Error::Redis(r) => {
-            if r.is_timeout() {
-                "timeout".into()
-            } else if r.is_connection_refusal() {
-                "connection_refused".into()
-            } else if r.is_connection_dropped() {
-                "connection_dropped".into()
-            } else if r.is_io_error() {
-                "io".into()
-            } else if let Some(code) = r.code() {
-                format!("server:{code}")
-            } else {
-                "redis".into()
-            }
-        }
-        lockkit::Error::AcquireTimeout { .. } => "acquire_timeout".into(),
-        lockkit::Error::UnexpectedReply { .. } => "unexpected_reply".into(),
-        lockkit::Error::InvalidOptions { .. } | lockkit::Error::InvalidKey { .. } => {
-            "invalid".into()
-        }
-        lockkit::Error::LockLost { .. } => "lock_lost".into(),
-        _ => "other".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,12 +18,8 @@ pub struct ServerInfo {
 
 /// A plain connection for metadata (the measured calls all go through the lock library).
 pub async fn info_connection(url: &str) -> anyhow::Result<MultiplexedConnection> {
-    use redis::IntoConnectionInfo;
     let redacted = lockkit::redact_url(url);
-    let info = url
-        .into_connection_info()
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("`{redacted}` is not a valid Redis URL"))?;
+    let info = lockkit::parse_url(url)?;
     // No CLIENT SETINFO: a proxy such as twemproxy closes the connection on it.
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     let client = redis::Client::open(info.set_redis_settings(settings))

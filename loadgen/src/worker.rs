@@ -4,7 +4,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockkit::{ExtendOutcome, ReleaseOutcome, RetryOptions, WatchdogOptions};
+use lockkit::{
+    AcquireObserver, AttemptOutcome, ErrorKind, ExtendOutcome, Lock, LockOptions, Locker,
+    ReleaseOutcome, RetryOptions, WatchdogOptions,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
@@ -12,8 +15,7 @@ use tokio::sync::watch;
 use crate::args::{HoldDist, KeyDist};
 use crate::checker::SafetyChecker;
 use crate::keys::{KeyChoice, KeyPicker};
-use crate::locker::Locker;
-use crate::stats::{error_kind, lock, Op, SharedStats};
+use crate::stats::{lock, Op, SharedStats};
 
 /// A late start: the cycle began more than this after its scheduled time.
 const LATE: Duration = Duration::from_millis(1);
@@ -68,87 +70,373 @@ pub struct WorkerPlan {
     pub key_dist: KeyDist,
 }
 
+impl WorkerPlan {
+    /// The lock options every acquire of this worker uses: the TTL, and the retry policy (one
+    /// attempt without `--retry`). The library's retry loop runs them.
+    fn lock_options(&self) -> LockOptions {
+        LockOptions::new(self.ttl).retry(self.retry.unwrap_or_else(RetryOptions::none))
+    }
+}
+
 /// Runs cycles until `shared.stop` is set.
 pub async fn run_worker<L: Locker>(
     locker: L,
-    mut keys: KeyPicker,
+    keys: KeyPicker,
     plan: WorkerPlan,
     stats: SharedStats,
     shared: Arc<Shared>,
 ) {
-    let mut rng = SmallRng::seed_from_u64(plan.task.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 7);
-    let mut stop_rx = shared.stop_rx.clone();
-    let period = plan
-        .rate
-        .map(|r| Duration::from_secs_f64(plan.clients as f64 / r as f64));
-    let mut next = plan.t0
-        + period.map_or(Duration::ZERO, |_| {
-            Duration::from_secs_f64(plan.task as f64 / plan.rate.unwrap_or(1) as f64)
-        });
-    let mut key_buf = String::new();
-    let mut batch_bufs: Vec<String> = Vec::new();
-    let mut batch_choices: Vec<KeyChoice> = Vec::new();
-    loop {
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
+    Worker::new(locker, keys, plan, stats, shared).run().await;
+}
+
+/// One benchmark client and everything its cycles share.
+struct Worker<L: Locker> {
+    locker: L,
+    keys: KeyPicker,
+    plan: WorkerPlan,
+    opts: LockOptions,
+    stats: SharedStats,
+    shared: Arc<Shared>,
+    rng: SmallRng,
+    stop_rx: watch::Receiver<bool>,
+    key_buf: String,
+    batch_bufs: Vec<String>,
+    batch_choices: Vec<KeyChoice>,
+}
+
+/// Records every attempt of the library's retry loop into the worker's histograms.
+struct Recorder<'a> {
+    stats: &'a SharedStats,
+    shared: &'a Shared,
+    /// The cycle's scheduled start (open loop) or real start.
+    intended: Instant,
+    open_loop: bool,
+    retrying: bool,
+    first: bool,
+}
+
+impl AcquireObserver for Recorder<'_> {
+    fn on_attempt(&mut self, outcome: AttemptOutcome, sent: Instant, latency: Duration) {
+        // The first attempt of an open-loop cycle is charged from the scheduled start.
+        let from = if self.first && self.open_loop {
+            self.intended
+        } else {
+            sent
+        };
+        self.first = false;
+        let end = sent + latency;
+        let mut s = lock(self.stats);
+        s.counters.attempts += 1;
+        match outcome {
+            AttemptOutcome::Acquired => {
+                s.record(Op::AcquireOk, end - from);
+                // Without retries this equals acquire_ok; the collector copies it instead.
+                if self.retrying {
+                    s.record(Op::TimeToAcquire, end - self.intended);
+                }
+            }
+            AttemptOutcome::Busy => {
+                s.record(Op::AcquireContended, end - from);
+                s.counters.contended += 1;
+            }
+            AttemptOutcome::TooLittleValidity => s.error("too_little_validity"),
+            AttemptOutcome::Failed(kind) => s.error(kind.as_str()),
+            _ => s.error("other"),
         }
-        if let Some(limit) = plan.cycles {
-            if shared.measuring.load(Ordering::Relaxed)
-                && shared.started.fetch_add(1, Ordering::Relaxed) >= limit
-            {
+    }
+
+    fn keep_trying(&mut self) -> bool {
+        !self.shared.stop.load(Ordering::Relaxed)
+    }
+}
+
+impl<L: Locker> Worker<L> {
+    fn new(
+        locker: L,
+        keys: KeyPicker,
+        plan: WorkerPlan,
+        stats: SharedStats,
+        shared: Arc<Shared>,
+    ) -> Self {
+        Worker {
+            rng: SmallRng::seed_from_u64(plan.task.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 7),
+            stop_rx: shared.stop_rx.clone(),
+            opts: plan.lock_options(),
+            locker,
+            keys,
+            plan,
+            stats,
+            shared,
+            key_buf: String::new(),
+            batch_bufs: Vec::new(),
+            batch_choices: Vec::new(),
+        }
+    }
+
+    async fn run(mut self) {
+        let plan = &self.plan;
+        let period = plan
+            .rate
+            .map(|r| Duration::from_secs_f64(plan.clients as f64 / r as f64));
+        let mut next = plan.t0
+            + period.map_or(Duration::ZERO, |_| {
+                Duration::from_secs_f64(plan.task as f64 / plan.rate.unwrap_or(1) as f64)
+            });
+        loop {
+            if self.shared.stop.load(Ordering::Relaxed) {
                 return;
             }
-        }
-        let intended = match period {
-            None => Instant::now(),
-            Some(p) => {
-                let at = next;
-                next += p;
-                // Tokio's timer fires on 1 ms ticks at or after the deadline; aiming one tick
-                // early starts on time instead of up to 1 ms late.
-                let wake = at.checked_sub(TIMER_TICK).unwrap_or(at);
-                if wake > Instant::now() && !sleep_until(wake, &mut stop_rx).await {
+            if let Some(limit) = self.plan.cycles {
+                if self.shared.measuring.load(Ordering::Relaxed)
+                    && self.shared.started.fetch_add(1, Ordering::Relaxed) >= limit
+                {
                     return;
                 }
-                let now = Instant::now();
-                if now.saturating_duration_since(at) > LATE {
-                    lock(&stats).counters.late_starts += 1;
+            }
+            let intended = match period {
+                None => Instant::now(),
+                Some(p) => {
+                    let at = next;
+                    next += p;
+                    // Tokio's timer fires on 1 ms ticks at or after the deadline; aiming one tick
+                    // early starts on time instead of up to 1 ms late.
+                    let wake = at.checked_sub(TIMER_TICK).unwrap_or(at);
+                    if wake > Instant::now() && !sleep_until(wake, &mut self.stop_rx).await {
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now.saturating_duration_since(at) > LATE {
+                        lock(&self.stats).counters.late_starts += 1;
+                    }
+                    // Latency counts from the scheduled start, or from the real start when that
+                    // was (slightly) early: a late start is charged in full, an early one never
+                    // shortens what is measured.
+                    at.min(now)
                 }
-                // Latency counts from the scheduled start, or from the real start when that
-                // was (slightly) early: a late start is charged in full, an early one never
-                // shortens what is measured.
-                at.min(now)
+            };
+            if self.plan.batch > 1 {
+                self.batch_cycle(intended).await;
+            } else {
+                let choice = self.keys.pick();
+                let mut key = std::mem::take(&mut self.key_buf);
+                self.keys.format(choice, &mut key);
+                self.single_cycle(&key, choice, intended).await;
+                self.key_buf = key;
+            }
+        }
+    }
+
+    /// Acquires one key through the library's retry loop (a single attempt without `--retry`),
+    /// recording every attempt. `None` when busy, failed, or stopped.
+    async fn acquire_one(&mut self, key: &str, intended: Instant) -> Option<Lock> {
+        let mut recorder = Recorder {
+            stats: &self.stats,
+            shared: &self.shared,
+            intended,
+            open_loop: self.plan.rate.is_some(),
+            retrying: self.plan.retry.is_some(),
+            first: true,
+        };
+        // Never cancelled mid-attempt (a taken lock must come back to be released); the recorder
+        // ends the retries when the run stops.
+        let result = self
+            .locker
+            .acquire_observed(key, &self.opts, &mut recorder)
+            .await;
+        match result {
+            Ok(lock) => Some(lock),
+            Err(e) => {
+                match e.kind() {
+                    // Each busy attempt was counted as contention already.
+                    ErrorKind::Busy if self.plan.retry.is_some() => {
+                        lock(&self.stats).error("acquire_timeout");
+                    }
+                    ErrorKind::Busy => {}
+                    // Counted by the recorder; pause so a dead server does not become a spin.
+                    _ => {
+                        let _ = sleep_until(Instant::now() + ERROR_PAUSE, &mut self.stop_rx).await;
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Waits out the hold, with `extends` explicit extends spread over it. `false` if stopped.
+    async fn hold(&mut self, held: &mut Lock, d: Duration) -> bool {
+        let parts = self.plan.extends + 1;
+        let slice = d / u32::try_from(parts).unwrap_or(u32::MAX);
+        for i in 0..parts {
+            if !slice.is_zero() && !sleep_until(Instant::now() + slice, &mut self.stop_rx).await {
+                return false;
+            }
+            if i + 1 < parts {
+                let t = Instant::now();
+                let r = self.locker.extend(held, self.plan.ttl).await;
+                let mut s = lock(&self.stats);
+                match r {
+                    Ok(ExtendOutcome::Extended) => s.record(Op::Extend, t.elapsed()),
+                    Ok(_) => {
+                        s.record(Op::Extend, t.elapsed());
+                        s.counters.lost_locks += 1;
+                    }
+                    Err(e) => s.error(e.kind().as_str()),
+                }
+            }
+        }
+        true
+    }
+
+    fn checked_slot(&self, choice: KeyChoice) -> Option<u64> {
+        match choice {
+            KeyChoice::Shared(i) if self.plan.key_dist != KeyDist::Unique => Some(i),
+            _ => None,
+        }
+    }
+
+    async fn single_cycle(&mut self, key: &str, choice: KeyChoice, intended: Instant) {
+        let Some(mut held) = self.acquire_one(key, intended).await else {
+            return;
+        };
+        let slot = self.checked_slot(choice);
+        if let Some(i) = slot {
+            self.shared.checker.enter(i);
+        }
+        let d = hold_time(&self.plan, &mut self.rng);
+        let (outcome, lost_by_watchdog, t) = if self.plan.watchdog {
+            match self.locker.guard(held, Some(WatchdogOptions::new())) {
+                Ok(guard) => {
+                    if !d.is_zero() {
+                        let _ = sleep_until(Instant::now() + d, &mut self.stop_rx).await;
+                    }
+                    if let Some(i) = slot {
+                        self.shared.checker.leave(i);
+                    }
+                    let lost = guard.is_lost().is_some();
+                    let t = Instant::now();
+                    (guard.release().await, lost, t)
+                }
+                Err(e) => {
+                    if let Some(i) = slot {
+                        self.shared.checker.leave(i);
+                    }
+                    lock(&self.stats).error(e.kind().as_str());
+                    return;
+                }
+            }
+        } else {
+            if self.plan.extends > 0 || !d.is_zero() {
+                let _ = self.hold(&mut held, d).await;
+            }
+            if let Some(i) = slot {
+                self.shared.checker.leave(i);
+            }
+            let t = Instant::now();
+            (self.locker.release(&held).await, false, t)
+        };
+        let now = Instant::now();
+        let mut s = lock(&self.stats);
+        // Counted whether or not the release then reaches the server (it may be down).
+        if lost_by_watchdog {
+            s.counters.watchdog_lost += 1;
+        }
+        match outcome {
+            Ok(o) => {
+                s.record(Op::Release, now - t);
+                s.record(Op::Cycle, now - intended);
+                s.counters.cycles += 1;
+                if o != ReleaseOutcome::Released || lost_by_watchdog {
+                    s.counters.lost_locks += 1;
+                }
+            }
+            Err(e) => s.error(e.kind().as_str()),
+        }
+    }
+
+    async fn batch_cycle(&mut self, intended: Instant) {
+        let n = self.plan.batch as usize;
+        let mut bufs = std::mem::take(&mut self.batch_bufs);
+        let mut choices = std::mem::take(&mut self.batch_choices);
+        bufs.resize_with(n, String::new);
+        choices.clear();
+        for buf in bufs.iter_mut() {
+            let c = self.keys.pick();
+            self.keys.format(c, buf);
+            choices.push(c);
+        }
+        self.batch(&bufs, &choices, intended).await;
+        self.batch_bufs = bufs;
+        self.batch_choices = choices;
+    }
+
+    async fn batch(&mut self, bufs: &[String], choices: &[KeyChoice], intended: Instant) {
+        let n = bufs.len();
+        let refs: Vec<&str> = bufs.iter().map(String::as_str).collect();
+        let sent = Instant::now();
+        let r = self.locker.acquire_many(&refs, self.plan.ttl).await;
+        let from = if self.plan.rate.is_some() {
+            intended
+        } else {
+            sent
+        };
+        let got = {
+            let mut s = lock(&self.stats);
+            s.counters.attempts += n as u64;
+            match r {
+                Ok(got) => {
+                    let busy = got.iter().filter(|g| g.is_none()).count() as u64;
+                    s.counters.contended += busy;
+                    if busy == n as u64 {
+                        s.record(Op::AcquireContended, from.elapsed());
+                    } else {
+                        s.record(Op::AcquireOk, from.elapsed());
+                    }
+                    Some(got)
+                }
+                Err(e) => {
+                    s.error(e.kind().as_str());
+                    None
+                }
             }
         };
-        if plan.batch > 1 {
-            batch_cycle(
-                &locker,
-                &mut keys,
-                &plan,
-                &stats,
-                &shared,
-                intended,
-                &mut batch_bufs,
-                &mut batch_choices,
-                &mut rng,
-                &mut stop_rx,
-            )
-            .await;
-        } else {
-            let choice = keys.pick();
-            keys.format(choice, &mut key_buf);
-            single_cycle(
-                &locker,
-                &key_buf,
-                choice,
-                &plan,
-                &stats,
-                &shared,
-                intended,
-                &mut rng,
-                &mut stop_rx,
-            )
-            .await;
+        let Some(got) = got else {
+            let _ = sleep_until(Instant::now() + ERROR_PAUSE, &mut self.stop_rx).await;
+            return;
+        };
+        let mut held = Vec::with_capacity(n);
+        let mut slots = Vec::with_capacity(n);
+        for (g, c) in got.into_iter().zip(choices) {
+            if let Some(l) = g {
+                held.push(l);
+                if let Some(i) = self.checked_slot(*c) {
+                    self.shared.checker.enter(i);
+                    slots.push(i);
+                }
+            }
+        }
+        if held.is_empty() {
+            return;
+        }
+        let d = hold_time(&self.plan, &mut self.rng);
+        if !d.is_zero() {
+            let _ = sleep_until(Instant::now() + d, &mut self.stop_rx).await;
+        }
+        for i in &slots {
+            self.shared.checker.leave(*i);
+        }
+        let t = Instant::now();
+        let r = self.locker.release_many(&held).await;
+        let now = Instant::now();
+        let mut s = lock(&self.stats);
+        match r {
+            Ok(outcomes) => {
+                s.record(Op::Release, now - t);
+                s.record(Op::Cycle, now - intended);
+                s.counters.cycles += held.len() as u64;
+                s.counters.lost_locks +=
+                    outcomes.iter().filter(|o| !o.is_released()).count() as u64;
+            }
+            Err(e) => s.error(e.kind().as_str()),
         }
     }
 }
@@ -172,259 +460,6 @@ fn hold_time(plan: &WorkerPlan, rng: &mut SmallRng) -> Duration {
             let u: f64 = rng.random::<f64>().max(1e-12);
             plan.hold.mul_f64((-u.ln()).min(10.0))
         }
-    }
-}
-
-/// Waits out the hold, with `extends` explicit extends spread over it. `false` if stopped.
-async fn hold<L: Locker>(
-    locker: &L,
-    lock_: &mut L::Lock,
-    plan: &WorkerPlan,
-    d: Duration,
-    stats: &SharedStats,
-    stop_rx: &mut watch::Receiver<bool>,
-) -> bool {
-    let parts = plan.extends + 1;
-    let slice = d / u32::try_from(parts).unwrap_or(u32::MAX);
-    for i in 0..parts {
-        if !slice.is_zero() && !sleep_until(Instant::now() + slice, stop_rx).await {
-            return false;
-        }
-        if i + 1 < parts {
-            let t = Instant::now();
-            let r = locker.extend(lock_, plan.ttl).await;
-            let mut s = lock(stats);
-            match r {
-                Ok(ExtendOutcome::Extended) => s.record(Op::Extend, t.elapsed()),
-                Ok(_) => {
-                    s.record(Op::Extend, t.elapsed());
-                    s.counters.lost_locks += 1;
-                }
-                Err(e) => s.error(&error_kind(&e)),
-            }
-        }
-    }
-    true
-}
-
-/// Acquires one key: a single attempt, or retries until the deadline. Records every attempt.
-/// The first attempt of an open-loop cycle is charged from the scheduled start.
-async fn acquire_one<L: Locker>(
-    locker: &L,
-    key: &str,
-    plan: &WorkerPlan,
-    stats: &SharedStats,
-    intended: Instant,
-    stop_rx: &mut watch::Receiver<bool>,
-) -> Option<L::Lock> {
-    let first_sent = Instant::now();
-    let mut attempts = 0u32;
-    loop {
-        let sent = Instant::now();
-        let r = locker.try_acquire(key, plan.ttl).await;
-        let from = if attempts == 0 && plan.rate.is_some() {
-            intended
-        } else {
-            sent
-        };
-        attempts += 1;
-        let failed = {
-            let mut s = lock(stats);
-            s.counters.attempts += 1;
-            match r {
-                Ok(Some(l)) => {
-                    s.record(Op::AcquireOk, from.elapsed());
-                    // Without retries this equals acquire_ok; the collector copies it instead.
-                    if plan.retry.is_some() {
-                        s.record(Op::TimeToAcquire, intended.elapsed());
-                    }
-                    return Some(l);
-                }
-                Ok(None) => {
-                    s.record(Op::AcquireContended, from.elapsed());
-                    s.counters.contended += 1;
-                    None
-                }
-                Err(e) => {
-                    s.error(&error_kind(&e));
-                    Some(e.is_retryable())
-                }
-            }
-        };
-        if let Some(retryable) = failed {
-            let _ = sleep_until(Instant::now() + ERROR_PAUSE, stop_rx).await;
-            if !retryable || plan.retry.is_none() {
-                return None;
-            }
-        }
-        // The library's own policy decides the pause and when to give up.
-        let Some(pause) = plan.retry?.next_pause(attempts, first_sent.elapsed()) else {
-            lock(stats).error("acquire_timeout");
-            return None;
-        };
-        if !sleep_until(Instant::now() + pause, stop_rx).await {
-            return None;
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn single_cycle<L: Locker>(
-    locker: &L,
-    key: &str,
-    choice: KeyChoice,
-    plan: &WorkerPlan,
-    stats: &SharedStats,
-    shared: &Shared,
-    intended: Instant,
-    rng: &mut SmallRng,
-    stop_rx: &mut watch::Receiver<bool>,
-) {
-    let Some(mut held) = acquire_one(locker, key, plan, stats, intended, stop_rx).await else {
-        return;
-    };
-    let slot = match choice {
-        KeyChoice::Shared(i) if plan.key_dist != KeyDist::Unique => Some(i),
-        _ => None,
-    };
-    if let Some(i) = slot {
-        shared.checker.enter(i);
-    }
-    let d = hold_time(plan, rng);
-    let (outcome, lost_by_watchdog, t) = if plan.watchdog {
-        match locker.guard(held, WatchdogOptions::new()) {
-            Ok(guard) => {
-                if !d.is_zero() {
-                    let _ = sleep_until(Instant::now() + d, stop_rx).await;
-                }
-                if let Some(i) = slot {
-                    shared.checker.leave(i);
-                }
-                let lost = L::guard_lost(&guard);
-                let t = Instant::now();
-                (L::release_guard(guard).await, lost, t)
-            }
-            Err(e) => {
-                if let Some(i) = slot {
-                    shared.checker.leave(i);
-                }
-                lock(stats).error(&error_kind(&e));
-                return;
-            }
-        }
-    } else {
-        if plan.extends > 0 || !d.is_zero() {
-            let _ = hold(locker, &mut held, plan, d, stats, stop_rx).await;
-        }
-        if let Some(i) = slot {
-            shared.checker.leave(i);
-        }
-        let t = Instant::now();
-        (locker.release(&held).await, false, t)
-    };
-    let now = Instant::now();
-    let mut s = lock(stats);
-    // Counted whether or not the release then reaches the server (it may be down).
-    if lost_by_watchdog {
-        s.counters.watchdog_lost += 1;
-    }
-    match outcome {
-        Ok(o) => {
-            s.record(Op::Release, now - t);
-            s.record(Op::Cycle, now - intended);
-            s.counters.cycles += 1;
-            if o != ReleaseOutcome::Released || lost_by_watchdog {
-                s.counters.lost_locks += 1;
-            }
-        }
-        Err(e) => s.error(&error_kind(&e)),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn batch_cycle<L: Locker>(
-    locker: &L,
-    keys: &mut KeyPicker,
-    plan: &WorkerPlan,
-    stats: &SharedStats,
-    shared: &Shared,
-    intended: Instant,
-    bufs: &mut Vec<String>,
-    choices: &mut Vec<KeyChoice>,
-    rng: &mut SmallRng,
-    stop_rx: &mut watch::Receiver<bool>,
-) {
-    let n = plan.batch as usize;
-    bufs.resize_with(n, String::new);
-    choices.clear();
-    for buf in bufs.iter_mut() {
-        let c = keys.pick();
-        keys.format(c, buf);
-        choices.push(c);
-    }
-    let refs: Vec<&str> = bufs.iter().map(String::as_str).collect();
-    let sent = Instant::now();
-    let r = locker.acquire_many(&refs, plan.ttl).await;
-    let from = if plan.rate.is_some() { intended } else { sent };
-    let got = {
-        let mut s = lock(stats);
-        s.counters.attempts += n as u64;
-        match r {
-            Ok(got) => {
-                let busy = got.iter().filter(|g| g.is_none()).count() as u64;
-                s.counters.contended += busy;
-                if busy == n as u64 {
-                    s.record(Op::AcquireContended, from.elapsed());
-                } else {
-                    s.record(Op::AcquireOk, from.elapsed());
-                }
-                Some(got)
-            }
-            Err(e) => {
-                s.error(&error_kind(&e));
-                None
-            }
-        }
-    };
-    let Some(got) = got else {
-        let _ = sleep_until(Instant::now() + ERROR_PAUSE, stop_rx).await;
-        return;
-    };
-    let mut held = Vec::with_capacity(n);
-    let mut slots = Vec::with_capacity(n);
-    for (g, c) in got.into_iter().zip(choices.iter()) {
-        if let Some(l) = g {
-            held.push(l);
-            if let KeyChoice::Shared(i) = c {
-                if plan.key_dist != KeyDist::Unique {
-                    shared.checker.enter(*i);
-                    slots.push(*i);
-                }
-            }
-        }
-    }
-    if held.is_empty() {
-        return;
-    }
-    let d = hold_time(plan, rng);
-    if !d.is_zero() {
-        let _ = sleep_until(Instant::now() + d, stop_rx).await;
-    }
-    for i in &slots {
-        shared.checker.leave(*i);
-    }
-    let t = Instant::now();
-    let r = locker.release_many(&held).await;
-    let now = Instant::now();
-    let mut s = lock(stats);
-    match r {
-        Ok(outcomes) => {
-            s.record(Op::Release, now - t);
-            s.record(Op::Cycle, now - intended);
-            s.counters.cycles += held.len() as u64;
-            s.counters.lost_locks += outcomes.iter().filter(|o| !o.is_released()).count() as u64;
-        }
-        Err(e) => s.error(&error_kind(&e)),
     }
 }
 

@@ -24,7 +24,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use redis::Value;
 
 use crate::error::{Error, Result};
-use crate::lock::{ttl_ms, LockClient};
+use crate::lock::ttl_ms;
+use crate::LockClient;
 
 const MAGIC: &str = "LKIDEM1";
 

@@ -23,7 +23,7 @@ use super::key::{UserExtractor, ANONYMOUS};
 use super::options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::lock::LockClient;
+use crate::{LockClient, Locker};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -1,0 +1,189 @@
+//! Batches on one server or cluster: many acquires pipelined in one round trip, many releases
+//! in another. A batch never leaks: when part of it fails, what it took is released before the
+//! error is returned, with the same clean-up path (and background retry) as a single acquire.
+
+use std::time::{Duration, Instant};
+
+use crate::error::Result;
+use crate::lock::{
+    check_key, new_token, release_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
+};
+use crate::options::LockOptions;
+use crate::scripts;
+use crate::LockClient;
+
+impl LockClient {
+    /// Tries every key once, all `SET NX PX` commands pipelined in one round trip (in a cluster,
+    /// one pipeline per slot, sent at the same time).
+    ///
+    /// Returns one entry per key, in order: `Some(lock)` where taken, `None` where busy.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::LockClient;
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let taken = client.acquire_many(&["sku:1", "sku:2"], Duration::from_secs(5)).await?;
+    /// let held: Vec<_> = taken.into_iter().flatten().collect();
+    /// client.release_many(&held).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A bad key or TTL; a Redis error for the batch or for any one key (`NOPERM`, `OOM`): then
+    /// every key the batch took has been released (or is being released in the background)
+    /// before the error is returned.
+    pub async fn acquire_many(&self, keys: &[&str], ttl: Duration) -> Result<Vec<Option<Lock>>> {
+        let opts = LockOptions::new(ttl);
+        opts.validate()?;
+        for k in keys {
+            check_key(k)?;
+        }
+        let tokens: Vec<String> = keys.iter().map(|_| new_token()).collect();
+        let cmds = keys
+            .iter()
+            .zip(&tokens)
+            .map(|(key, token)| set_nx_cmd(key, token, ttl))
+            .collect();
+        let pairs: Vec<(&str, &str)> = keys
+            .iter()
+            .copied()
+            .zip(tokens.iter().map(String::as_str))
+            .collect();
+        let start = Instant::now();
+        let replies = match self.conns.query_each(keys, cmds).await {
+            Ok(r) => r,
+            Err(e) => {
+                if e.is_unknown_outcome() {
+                    // Any of them may have landed.
+                    self.clean_up_pairs(&pairs).await;
+                }
+                return Err(e);
+            }
+        };
+        let mut taken = Vec::with_capacity(keys.len());
+        let mut failure = None;
+        for reply in &replies {
+            match set_nx_taken(reply) {
+                Ok(t) => taken.push(t),
+                Err(e) => {
+                    taken.push(false);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failure {
+            let held: Vec<(&str, &str)> = pairs
+                .iter()
+                .zip(&taken)
+                .filter(|(_, t)| **t)
+                .map(|(p, _)| *p)
+                .collect();
+            self.clean_up_pairs(&held).await;
+            return Err(e);
+        }
+        Ok(keys
+            .iter()
+            .zip(tokens)
+            .zip(taken)
+            .map(|((key, token), t)| t.then(|| Lock::acquired(key, token, &opts, start, None)))
+            .collect())
+    }
+
+    /// All or nothing: takes every key (one round trip) or, if any is busy, releases the ones it
+    /// took (one more round trip) and returns `Ok(None)`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::LockClient;
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// if let Some(locks) = client.acquire_all(&["seat:1", "seat:2"], Duration::from_secs(5)).await? {
+    ///     client.release_many(&locks).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many), and a failed release of the partial batch.
+    pub async fn acquire_all(&self, keys: &[&str], ttl: Duration) -> Result<Option<Vec<Lock>>> {
+        let got = self.acquire_many(keys, ttl).await?;
+        if got.iter().all(Option::is_some) {
+            return Ok(Some(got.into_iter().flatten().collect()));
+        }
+        let taken: Vec<Lock> = got.into_iter().flatten().collect();
+        if !taken.is_empty() {
+            self.release_many(&taken).await?;
+        }
+        Ok(None)
+    }
+
+    /// Releases many locks in one pipelined round trip; one outcome per lock, in order.
+    ///
+    /// A batch whose connection dropped or timed out is sent once more; if that fails too, the
+    /// error is returned and the releases go on in the background for a few seconds.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::LockClient;
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let held: Vec<_> = client.acquire_many(&["a", "b"], Duration::from_secs(5)).await?
+    ///     .into_iter().flatten().collect();
+    /// let outcomes = client.release_many(&held).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A Redis error or timeout for the batch, or an error reply for one of its releases.
+    pub async fn release_many(&self, locks: &[Lock]) -> Result<Vec<ReleaseOutcome>> {
+        let pairs: Vec<(&str, &str)> = locks
+            .iter()
+            .map(|l| (l.key.as_str(), l.token.as_str()))
+            .collect();
+        match self.release_pairs(&pairs).await {
+            Err(e) if e.is_retryable() => {
+                tracing::debug!(error = %e, "batch release failed; sending it once more");
+                let again = self.release_pairs(&pairs).await;
+                if matches!(&again, Err(e) if e.is_retryable()) {
+                    for (key, token) in &pairs {
+                        self.release_in_background(key, token);
+                    }
+                }
+                again
+            }
+            other => other,
+        }
+    }
+
+    async fn release_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<ReleaseOutcome>> {
+        let calls: Vec<(&str, Vec<&[u8]>)> = pairs
+            .iter()
+            .map(|(k, t)| (*k, vec![t.as_bytes()]))
+            .collect();
+        let replies = self
+            .conns
+            .run_script_many(&scripts::RELEASE, &calls)
+            .await?;
+        replies.iter().map(release_outcome).collect()
+    }
+
+    /// Gives back what a failed batch may hold: one pipelined compare-and-delete, and for each
+    /// key it could not confirm, the background retry a single acquire gets.
+    async fn clean_up_pairs(&self, pairs: &[(&str, &str)]) {
+        if pairs.is_empty() {
+            return;
+        }
+        self.conns.count_unknown_outcome_cleanup();
+        let confirmed = match self.release_pairs(pairs).await {
+            Ok(outcomes) => outcomes.len(),
+            Err(e) => {
+                tracing::warn!(error = %e, keys = pairs.len(), "batch clean-up failed; retrying in background");
+                0
+            }
+        };
+        for (key, token) in &pairs[confirmed.min(pairs.len())..] {
+            self.release_in_background(key, token);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! Connections and script invocation: preload with `SCRIPT LOAD`, call with `EVALSHA`, recover
+//! from `NOSCRIPT` in one extra round trip.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+
+use redis::{Cmd, Value};
+
+use crate::conn::{self, Conn, Topology};
+use crate::error::{Error, Result};
+use crate::options::{ClientOptions, ScriptMode};
+use crate::scripts::{self, LuaScript};
+
+/// Counters of what the client did, for tests, benchmarks and reports.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) noscript_recoveries: AtomicU64,
+    pub(crate) unknown_outcome_cleanups: AtomicU64,
+}
+
+/// A snapshot of a client's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Calls that met `NOSCRIPT` (or a missing function) and re-sent the script.
+    pub noscript_recoveries: u64,
+    /// Acquires whose reply was lost and that ran a compare-and-delete to leave no ghost lock.
+    pub unknown_outcome_cleanups: u64,
+}
+
+pub(crate) struct Inner {
+    conns: Vec<Conn>,
+    topology: Topology,
+    next: AtomicUsize,
+    pub(crate) options: ClientOptions,
+    pub(crate) counters: Counters,
+    target: String,
+    warned_preload: AtomicBool,
+}
+
+/// The connection side of a [`LockClient`](crate::LockClient): a set of auto-reconnecting
+/// multiplexed connections, the script cache state and counters.
+#[derive(Clone)]
+pub(crate) struct Connections(pub(crate) Arc<Inner>);
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("target", &self.0.target)
+            .field("connections", &self.0.conns.len())
+            .field("script_mode", &self.0.options.script_mode)
+            .finish()
+    }
+}
+
+impl Connections {
+    pub(crate) async fn connect(url: &str, mut options: ClientOptions) -> Result<Connections> {
+        let (conns, topology) = conn::open(url, &options).await?;
+        if topology == Topology::Proxy {
+            options.proxy = Some(true);
+        }
+        let this = Self::assemble(url, options, conns, topology);
+        this.preload().await?;
+        Ok(this)
+    }
+
+    /// Connections that are established on first use (for a Redlock node that is down at
+    /// start-up); scripts then reach the server through the `NOSCRIPT` recovery path.
+    pub(crate) fn lazy(url: &str, options: ClientOptions) -> Result<Connections> {
+        let conns = conn::open_lazy(url, &options)?;
+        let topology = if options.proxy == Some(true) {
+            Topology::Proxy
+        } else {
+            Topology::Standalone
+        };
+        Ok(Self::assemble(url, options, conns, topology))
+    }
+
+    fn assemble(
+        url: &str,
+        options: ClientOptions,
+        conns: Vec<Conn>,
+        topology: Topology,
+    ) -> Connections {
+        Connections(Arc::new(Inner {
+            conns,
+            next: AtomicUsize::new(0),
+            options,
+            counters: Counters::default(),
+            target: crate::url::redact_url(url),
+            warned_preload: AtomicBool::new(false),
+            topology,
+        }))
+    }
+
+    /// What the target is: one server, a proxy, or a cluster.
+    pub(crate) fn topology(&self) -> Topology {
+        self.0.topology
+    }
+
+    pub(crate) fn target(&self) -> &str {
+        &self.0.target
+    }
+
+    /// One connection, round-robin over the set (each is multiplexed and cheap to clone).
+    pub(crate) fn conn(&self) -> Conn {
+        let conns = &self.0.conns;
+        if conns.len() == 1 {
+            return conns[0].clone();
+        }
+        let i = self.0.next.fetch_add(1, Ordering::Relaxed) % conns.len();
+        conns[i].clone()
+    }
+
+    /// Counts one clean-up after a lost acquire reply.
+    pub(crate) fn count_unknown_outcome_cleanup(&self) {
+        self.0
+            .counters
+            .unknown_outcome_cleanups
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stats(&self) -> ClientStats {
+        ClientStats {
+            noscript_recoveries: self.0.counters.noscript_recoveries.load(Ordering::Relaxed),
+            unknown_outcome_cleanups: self
+                .0
+                .counters
+                .unknown_outcome_cleanups
+                .load(Ordering::Relaxed),
+        }
+    }
+
+    /// Makes the scripts available on the server(s): `SCRIPT LOAD` (EVALSHA mode) or
+    /// `FUNCTION LOAD REPLACE` (function mode). The script cache is per server, not per
+    /// connection, so this is one pipelined round trip per client; in a cluster each command is
+    /// sent on its own, which routes it to every node.
+    async fn preload(&self) -> Result<()> {
+        let mut conn = self.conn();
+        let cluster = self.topology() == Topology::Cluster;
+        match self.0.options.script_mode {
+            ScriptMode::Eval => Ok(()),
+            ScriptMode::EvalSha if !self.0.options.preload || self.is_proxy() => Ok(()),
+            ScriptMode::EvalSha => {
+                let loaded: redis::RedisResult<Vec<String>> = if cluster {
+                    let mut shas = Vec::new();
+                    for s in scripts::ALL {
+                        shas.push(
+                            redis::cmd("SCRIPT")
+                                .arg("LOAD")
+                                .arg(s.source())
+                                .query_async::<String>(&mut conn)
+                                .await?,
+                        );
+                    }
+                    Ok(shas)
+                } else {
+                    let mut pipe = redis::pipe();
+                    for s in scripts::ALL {
+                        pipe.cmd("SCRIPT").arg("LOAD").arg(s.source());
+                    }
+                    pipe.query_async(&mut conn).await
+                };
+                match loaded {
+                    Ok(shas) => {
+                        for (sha, s) in shas.iter().zip(scripts::ALL) {
+                            if sha != s.sha() {
+                                return Err(Error::UnexpectedReply {
+                                    what: "SCRIPT LOAD",
+                                    reply: format!("{sha} for {} (expected {})", s.name(), s.sha()),
+                                });
+                            }
+                        }
+                        Ok(())
+                    }
+                    Err(e) if is_auth_error(&e) => Err(e.into()),
+                    Err(e) => {
+                        self.warn_preload_refused(&e);
+                        Ok(())
+                    }
+                }
+            }
+            ScriptMode::Function => {
+                redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(scripts::function_library())
+                    .query_async::<String>(&mut conn)
+                    .await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the client treats its target as a proxy (set, or detected at connect).
+    pub(crate) fn is_proxy(&self) -> bool {
+        self.0.topology == Topology::Proxy
+    }
+
+    fn warn_preload_refused(&self, e: &redis::RedisError) {
+        if !self.0.warned_preload.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                target = %self.0.target,
+                error = %e,
+                "SCRIPT LOAD refused (a proxy?); scripts will be sent with EVAL on first use per server, EVALSHA after"
+            );
+        }
+    }
+
+    /// The command that runs `script` in the configured mode.
+    pub(crate) fn script_cmd(&self, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
+        script_cmd(self.0.options.script_mode, script, keys, args)
+    }
+
+    /// Runs a script and returns its reply; `NOSCRIPT` (or a missing function) is recovered by
+    /// re-sending the script in one extra round trip (`EVAL` caches it again on the server).
+    pub(crate) async fn run_script(
+        &self,
+        conn: &mut Conn,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        let mode = self.0.options.script_mode;
+        let cmd = script_cmd(mode, script, keys, args);
+        match cmd.query_async::<Value>(conn).await {
+            Ok(v) => Ok(v),
+            Err(e) if is_missing_script(&e) => {
+                self.0
+                    .counters
+                    .noscript_recoveries
+                    .fetch_add(1, Ordering::Relaxed);
+                self.recover(conn, mode, script, keys, args).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn recover(
+        &self,
+        conn: &mut Conn,
+        mode: ScriptMode,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Value> {
+        match mode {
+            ScriptMode::Function => {
+                // FUNCTION LOAD and the FCALL in one pipelined round trip.
+                let mut pipe = redis::pipe();
+                pipe.cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(scripts::function_library())
+                    .ignore()
+                    .add_command(script_cmd(mode, script, keys, args));
+                let (v,): (Value,) = pipe.query_async(conn).await?;
+                Ok(v)
+            }
+            _ => Ok(script_cmd(ScriptMode::Eval, script, keys, args)
+                .query_async::<Value>(conn)
+                .await?),
+        }
+    }
+
+    /// Runs one command per key, pipelined, and returns every command's reply in order, a server
+    /// error as `Value::ServerError` in its place.
+    ///
+    /// On one server this is one round trip. In a cluster, a pipeline must stay inside one slot,
+    /// so commands are grouped by their key's slot and the groups are sent concurrently (each to
+    /// the node owning it), which still costs about one round trip.
+    pub(crate) async fn query_each(&self, keys: &[&str], cmds: Vec<Cmd>) -> Result<Vec<Value>> {
+        if self.topology() != Topology::Cluster {
+            let mut pipe = redis::pipe();
+            for c in cmds {
+                pipe.add_command(c);
+            }
+            let mut conn = self.conn();
+            return Ok(pipe
+                .ignore_errors()
+                .query_async::<Vec<Value>>(&mut conn)
+                .await?);
+        }
+        let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        for (i, key) in keys.iter().enumerate() {
+            groups
+                .entry(conn::key_slot(key.as_bytes()))
+                .or_default()
+                .push(i);
+        }
+        let mut cmds: Vec<Option<Cmd>> = cmds.into_iter().map(Some).collect();
+        let sends = groups.into_values().map(|idxs| {
+            let mut pipe = redis::pipe();
+            for &i in &idxs {
+                if let Some(c) = cmds[i].take() {
+                    pipe.add_command(c);
+                }
+            }
+            let mut conn = self.conn();
+            async move {
+                let replies = pipe
+                    .ignore_errors()
+                    .query_async::<Vec<Value>>(&mut conn)
+                    .await;
+                (idxs, replies)
+            }
+        });
+        let mut out = vec![Value::Nil; keys.len()];
+        for (idxs, replies) in join_all(sends).await {
+            for (i, v) in idxs.into_iter().zip(replies?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs the same script once per `(key, args)` in one round trip; entries that met
+    /// `NOSCRIPT` are re-sent with `EVAL` in one more round trip (function mode: the library is
+    /// loaded again first).
+    pub(crate) async fn run_script_many(
+        &self,
+        script: &LuaScript,
+        calls: &[(&str, Vec<&[u8]>)],
+    ) -> Result<Vec<Value>> {
+        let keys: Vec<&str> = calls.iter().map(|(k, _)| *k).collect();
+        let cmds = calls
+            .iter()
+            .map(|(key, args)| self.script_cmd(script, &[key], args))
+            .collect();
+        let mut replies = self.query_each(&keys, cmds).await?;
+        let missing: Vec<usize> = replies
+            .iter()
+            .enumerate()
+            .filter(
+                |(_, v)| matches!(v, Value::ServerError(e) if server_error_is_missing_script(e)),
+            )
+            .map(|(i, _)| i)
+            .collect();
+        if missing.is_empty() {
+            return Ok(replies);
+        }
+        self.0
+            .counters
+            .noscript_recoveries
+            .fetch_add(1, Ordering::Relaxed);
+        let mode = match self.0.options.script_mode {
+            ScriptMode::Function => {
+                redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(scripts::function_library())
+                    .query_async::<String>(&mut self.conn())
+                    .await?;
+                ScriptMode::Function
+            }
+            _ => ScriptMode::Eval,
+        };
+        let again_keys: Vec<&str> = missing.iter().map(|&i| calls[i].0).collect();
+        let again_cmds = missing
+            .iter()
+            .map(|&i| script_cmd(mode, script, &[calls[i].0], &calls[i].1))
+            .collect();
+        let again = self.query_each(&again_keys, again_cmds).await?;
+        for (i, v) in missing.into_iter().zip(again) {
+            replies[i] = v;
+        }
+        Ok(replies)
+    }
+}
+
+fn script_cmd(mode: ScriptMode, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
+    let mut cmd = match mode {
+        ScriptMode::EvalSha => {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(script.sha());
+            c
+        }
+        ScriptMode::Eval => {
+            let mut c = redis::cmd("EVAL");
+            c.arg(script.source());
+            c
+        }
+        ScriptMode::Function => {
+            let mut c = redis::cmd("FCALL");
+            c.arg(script.function_name());
+            c
+        }
+    };
+    cmd.arg(keys.len()).arg(keys);
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd
+}
+
+fn is_missing_script(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+    ) || e
+        .detail()
+        .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+fn server_error_is_missing_script(e: &redis::ServerError) -> bool {
+    e.code() == "NOSCRIPT"
+        || e.details()
+            .is_some_and(|d| d.starts_with("Function not found"))
+}
+
+fn is_auth_error(e: &redis::RedisError) -> bool {
+    matches!(e.kind(), redis::ErrorKind::AuthenticationFailed)
+        || e.code().is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evalsha_cmd_carries_sha_numkeys_and_args() {
+        let cmd = script_cmd(ScriptMode::EvalSha, &scripts::RELEASE, &["k"], &[b"tok"]);
+        let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
+        assert!(packed.contains("EVALSHA"));
+        assert!(packed.contains(scripts::RELEASE.sha()));
+        assert!(
+            packed.contains("\r\n1\r\n") && packed.ends_with("k\r\n$3\r\ntok\r\n"),
+            "{packed}"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! The one abstraction over "something that takes locks": one server ([`LockClient`]),
+//! Redlock over several ([`Redlock`]), or whatever comes later.
+//!
+//! A locker implements one attempt, release and extend; everything built on top (the retry loop,
+//! the guard and its watchdog, batches, the middleware, the load generator) is written once, here
+//! and in [`crate::retry`], and works for every locker.
+//!
+//! [`LockClient`]: crate::LockClient
+//! [`Redlock`]: crate::Redlock
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
+use crate::options::{LockOptions, WatchdogOptions};
+use crate::retry::{self, AcquireObserver, NoObserver};
+use crate::ClientStats;
+
+/// Takes, renews and gives back locks. Implemented by [`LockClient`](crate::LockClient) (one
+/// server, a proxy or a cluster) and [`Redlock`](crate::Redlock) (a quorum of independent
+/// servers). Bring it into scope (`use lockkit::Locker;`) to call its methods.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lockkit::{LockClient, LockOptions, Locker};
+///
+/// // Works the same with a `Redlock`.
+/// async fn once_per_tick<L: Locker>(locker: &L) -> lockkit::Result<()> {
+///     let opts = LockOptions::new(Duration::from_secs(10));
+///     let lock = locker.acquire("cron:nightly", &opts).await?;
+///     // ... the job, inside lock.remaining_validity() ...
+///     locker.release(&lock).await?;
+///     Ok(())
+/// }
+/// # async fn demo() -> lockkit::Result<()> {
+/// once_per_tick(&LockClient::connect("redis://127.0.0.1:6379").await?).await
+/// # }
+/// ```
+pub trait Locker: Clone + Send + Sync + 'static {
+    /// One acquire attempt with options already validated: `Ok(None)` when someone else holds
+    /// the lock. Redlock answers `Err(QuorumNotReached)` when node failures, not a busy lock,
+    /// kept it from a quorum.
+    ///
+    /// # Errors
+    /// A Redis error, a timeout, or (Redlock) a quorum lost to node failures.
+    fn attempt(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> impl Future<Output = Result<Option<Lock>>> + Send;
+
+    /// Releases the lock if it is still ours (compare-and-delete, never a bare `DEL`).
+    ///
+    /// [`ReleaseOutcome::Released`] means the lock was still ours when it was released: on one
+    /// server, the key held our token; on Redlock, a quorum of nodes did.
+    ///
+    /// # Errors
+    /// A Redis error or timeout; the outcome is then unknown (the key expires after its TTL).
+    fn release(&self, lock: &Lock) -> impl Future<Output = Result<ReleaseOutcome>> + Send;
+
+    /// Resets the lock's TTL to `ttl` if it is still ours (compare-and-`PEXPIRE`); on success the
+    /// lock's validity is recomputed from this request's send time with the drift allowance of
+    /// the options the lock was taken with.
+    ///
+    /// # Errors
+    /// A Redis error or timeout, or a TTL out of range ([`Error::InvalidOptions`](crate::Error)).
+    fn extend(
+        &self,
+        lock: &mut Lock,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<ExtendOutcome>> + Send;
+
+    /// Tries every key once: `Some(lock)` where taken, `None` where busy, in order. The default
+    /// tries them one after the other; [`LockClient`](crate::LockClient) pipelines them all in one
+    /// round trip. When an attempt fails, the locks already taken are released before the error
+    /// is returned: a batch never leaks.
+    ///
+    /// # Errors
+    /// Bad options or keys; the first attempt that failed.
+    fn acquire_many(
+        &self,
+        keys: &[&str],
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Vec<Option<Lock>>>> + Send {
+        async move {
+            let opts = LockOptions::new(ttl);
+            opts.validate()?;
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                match self.attempt(key, &opts).await {
+                    Ok(lock) => out.push(lock),
+                    Err(e) => {
+                        let taken: Vec<Lock> = out.into_iter().flatten().collect();
+                        let _ = self.release_many(&taken).await;
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    /// Releases every lock; one outcome per lock, in order. The default releases them one after
+    /// the other (all of them, even after a failure); [`LockClient`](crate::LockClient) pipelines
+    /// them in one round trip.
+    ///
+    /// # Errors
+    /// The first release that failed, after all were tried.
+    fn release_many(
+        &self,
+        locks: &[Lock],
+    ) -> impl Future<Output = Result<Vec<ReleaseOutcome>>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(locks.len());
+            let mut first_error = None;
+            for lock in locks {
+                match self.release(lock).await {
+                    Ok(o) => out.push(o),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
+            }
+            first_error.map_or(Ok(out), Err)
+        }
+    }
+
+    /// `standalone`, `cluster`, `proxy` or `redlock`: what this locker talks to, for reports.
+    fn mode(&self) -> &'static str;
+
+    /// What the locker has counted so far (NOSCRIPT recoveries, unknown-outcome clean-ups).
+    fn stats(&self) -> ClientStats {
+        ClientStats::default()
+    }
+
+    /// Waits before the next attempt on `key`, at most `pause`. The default sleeps `pause`; a
+    /// locker that hears of releases may return as soon as the key is released.
+    fn wait_for_release(&self, key: &str, pause: Duration) -> impl Future<Output = ()> + Send {
+        let _ = key;
+        tokio::time::sleep(pause)
+    }
+
+    /// Acquires `key`, retrying a busy lock as `opts.retry` says (delay + jitter until a deadline
+    /// or attempt count). A lock that would come back with less than `opts.min_validity` left is
+    /// released and tried again, so a lock handed back is never already expired.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, LockOptions, Locker, RetryOptions};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let opts = LockOptions::new(Duration::from_secs(5))
+    ///     .retry(RetryOptions::new().deadline(Some(Duration::from_secs(2))));
+    /// let lock = client.acquire("lock:order:42", &opts).await?;
+    /// client.release(&lock).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) for bad options;
+    /// [`Error::AcquireTimeout`](crate::Error::AcquireTimeout) when the lock stayed busy; the last
+    /// attempt's error when attempts kept failing; a non-retryable error at once.
+    fn acquire(&self, key: &str, opts: &LockOptions) -> impl Future<Output = Result<Lock>> + Send {
+        async move {
+            opts.validate()?;
+            retry::acquire_observed(self, key, opts, &mut NoObserver).await
+        }
+    }
+
+    /// [`acquire`](Self::acquire), telling `observer` about every attempt (its outcome, send
+    /// time and latency): for latency histograms, metrics, or counting attempts per lock.
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use lockkit::{AcquireObserver, AttemptOutcome, LockClient, LockOptions, Locker};
+    ///
+    /// #[derive(Default)]
+    /// struct Count(u32);
+    /// impl AcquireObserver for Count {
+    ///     fn on_attempt(&mut self, _: AttemptOutcome, _: Instant, _: Duration) { self.0 += 1 }
+    /// }
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let mut attempts = Count::default();
+    /// let opts = LockOptions::new(Duration::from_secs(5));
+    /// let lock = client.acquire_observed("lock:a", &opts, &mut attempts).await?;
+    /// println!("took {} attempts", attempts.0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    fn acquire_observed<O: AcquireObserver + ?Sized>(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        observer: &mut O,
+    ) -> impl Future<Output = Result<Lock>> + Send {
+        async move {
+            opts.validate()?;
+            retry::acquire_observed(self, key, opts, observer).await
+        }
+    }
+
+    /// Wraps an acquired lock in a guard; with `watchdog`, the guard renews the lock about every
+    /// TTL/3 until it is released or dropped and tells the holder at once when it is lost.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, Locker, WatchdogOptions};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// if let Some(lock) = client.try_acquire("lock:a", Duration::from_secs(3)).await? {
+    ///     let guard = client.guard(lock, Some(WatchdogOptions::new()))?;
+    ///     guard.release().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) when the watchdog options do not
+    /// fit the lock's TTL.
+    fn guard(&self, lock: Lock, watchdog: Option<WatchdogOptions>) -> Result<LockGuard<Self>> {
+        LockGuard::start(self.clone(), lock, watchdog)
+    }
+
+    /// Acquires (with retries, as [`acquire`](Self::acquire)) and guards the lock with a watchdog.
+    /// The watchdog options are checked before anything is acquired.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, LockOptions, Locker, WatchdogOptions};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let opts = LockOptions::new(Duration::from_secs(5));
+    /// let guard = client.lock("lock:report", &opts, WatchdogOptions::new()).await?;
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire) and [`guard`](Self::guard).
+    fn lock(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        watchdog: WatchdogOptions,
+    ) -> impl Future<Output = Result<LockGuard<Self>>> + Send {
+        async move {
+            watchdog.validate(opts.ttl)?;
+            let lock = self.acquire(key, opts).await?;
+            self.guard(lock, Some(watchdog))
+        }
+    }
+}

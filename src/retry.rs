@@ -1,0 +1,261 @@
+//! The one retry loop: every acquire with retries, on one server or on Redlock, in the library,
+//! the guard, the middleware and the load generator, goes through [`acquire_observed`].
+//!
+//! Between attempts the loop asks the locker to wait ([`Locker::wait_for_release`]): the default
+//! sleeps the policy's pause; a locker that can be told about releases wakes earlier.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::locker::Locker;
+use crate::options::LockOptions;
+
+/// How [`acquire`](crate::Locker::acquire) retries a busy lock: a delay plus random jitter
+/// between attempts, until a deadline and/or an attempt count runs out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[must_use]
+pub struct RetryOptions {
+    pub(crate) delay: Duration,
+    pub(crate) jitter: Duration,
+    pub(crate) max_attempts: Option<u32>,
+    pub(crate) deadline: Option<Duration>,
+}
+
+impl Default for RetryOptions {
+    fn default() -> Self {
+        RetryOptions {
+            delay: Duration::from_millis(50),
+            jitter: Duration::from_millis(50),
+            max_attempts: None,
+            deadline: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl RetryOptions {
+    /// 50 ms delay + up to 50 ms jitter, for at most 10 s.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A single attempt, no retry.
+    pub fn none() -> Self {
+        RetryOptions {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            max_attempts: Some(1),
+            deadline: None,
+        }
+    }
+
+    /// The fixed part of the pause between attempts.
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
+
+    /// The random part added to each pause, uniform in `0..=jitter` (spreads out contenders).
+    pub fn jitter(mut self, d: Duration) -> Self {
+        self.jitter = d;
+        self
+    }
+
+    /// Stop after this many attempts (`None`: only the deadline counts).
+    pub fn max_attempts(mut self, n: Option<u32>) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Stop trying this long after the first attempt (`None`: only the attempt count counts).
+    pub fn deadline(mut self, d: Option<Duration>) -> Self {
+        self.deadline = d;
+        self
+    }
+
+    /// The pause before the next attempt: `delay + uniform(0..=jitter)`.
+    pub fn pause(&self) -> Duration {
+        let jitter_us = self.jitter.as_micros().min(u128::from(u64::MAX)) as u64;
+        let extra = if jitter_us == 0 {
+            0
+        } else {
+            rand::random_range(0..=jitter_us)
+        };
+        self.delay + Duration::from_micros(extra)
+    }
+
+    /// The pause before attempt `attempts + 1`, or `None` when the attempt count is used up or
+    /// the pause would end past the deadline (`elapsed` since the first attempt).
+    pub fn next_pause(&self, attempts: u32, elapsed: Duration) -> Option<Duration> {
+        if self.max_attempts.is_some_and(|m| attempts >= m) {
+            return None;
+        }
+        let pause = self.pause();
+        if self.deadline.is_some_and(|d| elapsed + pause > d) {
+            return None;
+        }
+        Some(pause)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.max_attempts.is_none() && self.deadline.is_none() {
+            return Err(Error::invalid(
+                "retry",
+                "set a deadline or max_attempts, or retries would never end",
+            ));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(Error::invalid("retry.max_attempts", "must be at least 1"));
+        }
+        if let Some(deadline) = self.deadline {
+            if deadline.is_zero() && self.max_attempts.is_none() {
+                return Err(Error::invalid(
+                    "retry.deadline",
+                    "must be greater than zero",
+                ));
+            }
+            if self.delay > deadline {
+                return Err(Error::invalid(
+                    "retry.delay",
+                    format!("{:?} is longer than the deadline {deadline:?}", self.delay),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What one acquire attempt came to, as the retry loop reports it to an [`AcquireObserver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AttemptOutcome {
+    /// The lock was taken and is handed back.
+    Acquired,
+    /// The lock was taken with less than `min_validity` left; it was given back and retried.
+    TooLittleValidity,
+    /// Someone else holds the lock.
+    Busy,
+    /// The attempt failed with an error of this kind (retried when retryable).
+    Failed(crate::ErrorKind),
+}
+
+/// Watches the retry loop: one call per attempt, with the instant the attempt was sent and how
+/// long it took. The load generator records its latency histograms this way; metrics can too.
+pub trait AcquireObserver: Send {
+    /// One attempt has ended.
+    fn on_attempt(&mut self, outcome: AttemptOutcome, sent: Instant, latency: Duration);
+
+    /// Asked before each wait for a next attempt: `false` ends the loop with the outcome so far
+    /// (a load generator stopping its run). The loop is never cancelled mid-attempt this way, so
+    /// a lock that was taken is always handed back, never left behind.
+    fn keep_trying(&mut self) -> bool {
+        true
+    }
+}
+
+/// An observer that records nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoObserver;
+
+impl AcquireObserver for NoObserver {
+    fn on_attempt(&mut self, _: AttemptOutcome, _: Instant, _: Duration) {}
+}
+
+/// The retry loop. `opts` must already be validated.
+///
+/// Tries `key` until it is taken with more than `min_validity` left, a non-retryable error
+/// comes, or the policy gives up: then the last attempt's error if it failed, otherwise
+/// [`Error::AcquireTimeout`].
+pub(crate) async fn acquire_observed<L: Locker + ?Sized>(
+    locker: &L,
+    key: &str,
+    opts: &LockOptions,
+    observer: &mut (impl AcquireObserver + ?Sized),
+) -> Result<Lock> {
+    let first = Instant::now();
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let sent = Instant::now();
+        let result = locker.attempt(key, opts).await;
+        let latency = sent.elapsed();
+        let mut last_error = None;
+        match result {
+            Ok(Some(lock)) if lock.remaining_validity() > opts.min_validity => {
+                observer.on_attempt(AttemptOutcome::Acquired, sent, latency);
+                return Ok(lock);
+            }
+            Ok(Some(lock)) => {
+                observer.on_attempt(AttemptOutcome::TooLittleValidity, sent, latency);
+                // Too slow a round trip: the lock is (nearly) worthless; give it back.
+                let _ = locker.release(&lock).await;
+            }
+            Ok(None) => observer.on_attempt(AttemptOutcome::Busy, sent, latency),
+            Err(e) => {
+                observer.on_attempt(AttemptOutcome::Failed(e.kind()), sent, latency);
+                if !e.is_retryable() {
+                    return Err(e);
+                }
+                tracing::debug!(key, error = %e, "acquire attempt failed; retrying");
+                last_error = Some(e);
+            }
+        }
+        let elapsed = first.elapsed();
+        let pause = opts
+            .retry
+            .next_pause(attempts, elapsed)
+            .filter(|_| observer.keep_trying());
+        let Some(pause) = pause else {
+            return Err(last_error.unwrap_or_else(|| Error::AcquireTimeout {
+                key: key.to_string(),
+                attempts,
+                elapsed,
+            }));
+        };
+        locker.wait_for_release(key, pause).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(r: Result<()>) -> &'static str {
+        match r {
+            Err(Error::InvalidOptions { field, .. }) => field,
+            other => panic!("expected InvalidOptions, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn retry_delay_longer_than_deadline_is_rejected() {
+        let retry = RetryOptions::new()
+            .delay(Duration::from_secs(2))
+            .deadline(Some(Duration::from_secs(1)));
+        assert_eq!(field(retry.validate()), "retry.delay");
+    }
+
+    #[test]
+    fn endless_retry_is_rejected() {
+        let retry = RetryOptions::new().deadline(None).max_attempts(None);
+        assert_eq!(field(retry.validate()), "retry");
+        assert_eq!(
+            field(RetryOptions::new().max_attempts(Some(0)).validate()),
+            "retry.max_attempts"
+        );
+    }
+
+    #[test]
+    fn pause_stays_within_delay_plus_jitter() {
+        let r = RetryOptions::new()
+            .delay(Duration::from_millis(10))
+            .jitter(Duration::from_millis(5));
+        for _ in 0..1000 {
+            let p = r.pause();
+            assert!(
+                p >= Duration::from_millis(10) && p <= Duration::from_millis(15),
+                "{p:?}"
+            );
+        }
+    }
+}

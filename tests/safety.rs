@@ -1,0 +1,122 @@
+//! Safety defects, each shown the way a user would see it, against a real redis-server.
+
+use std::time::{Duration, Instant};
+
+use lockkit::{Error, ExtendOutcome, LockClient, LockOptions, Locker, WatchdogOptions};
+use lockkit_test_support::RedisServer;
+
+/// Polls `key` with a second client until it gets the lock or `for_` passes; returns when.
+async fn second_client_takes(url: &str, key: &str, for_: Duration) -> Option<Instant> {
+    let other = LockClient::connect(url).await.unwrap();
+    let end = Instant::now() + for_;
+    while Instant::now() < end {
+        if other
+            .try_acquire(key, Duration::from_secs(5))
+            .await
+            .unwrap()
+            .is_some()
+        {
+            return Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    None
+}
+
+/// A guard over a lock with little validity left must renew before the key can expire: a second
+/// client never gets the key before the holder's loss signal has fired.
+#[tokio::test]
+async fn watchdog_first_renewal_comes_before_a_late_guard_expires() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let lock = client
+        .try_acquire("lock:late-guard", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(220)).await;
+    let guard = client.guard(lock, Some(WatchdogOptions::new())).unwrap();
+    let signal = guard.loss_signal();
+    let taken =
+        second_client_takes(&server.url(), "lock:late-guard", Duration::from_millis(700)).await;
+    if let Some(at) = taken {
+        let lost = signal.is_lost();
+        assert!(
+            lost.is_some(),
+            "a second client took the key {:?} after the guard started while the holder had not been told",
+            at.elapsed()
+        );
+    }
+    drop(guard);
+}
+
+/// An interval close to the TTL must still renew in time, the first renewal included.
+#[tokio::test]
+async fn watchdog_interval_close_to_ttl_still_renews_in_time() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let lock = client
+        .try_acquire("lock:tight", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    // A little work before the guard starts, as real code does.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let guard = client
+        .guard(
+            lock,
+            Some(WatchdogOptions::new().interval(Duration::from_millis(290))),
+        )
+        .unwrap();
+    let signal = guard.loss_signal();
+    if second_client_takes(&server.url(), "lock:tight", Duration::from_millis(900))
+        .await
+        .is_some()
+    {
+        assert!(
+            signal.is_lost().is_some(),
+            "a second client took the key while the holder had not been told"
+        );
+    }
+    drop(guard);
+}
+
+/// `extend` keeps the drift the lock was taken with.
+#[tokio::test]
+async fn extend_keeps_the_callers_drift() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let opts = LockOptions::new(Duration::from_secs(2)).drift_fixed(Duration::from_millis(500));
+    let mut lock = client.acquire("lock:drift", &opts).await.unwrap();
+    let before = lock.remaining_validity();
+    assert!(before <= Duration::from_millis(1480), "{before:?}");
+    let sent = Instant::now();
+    assert_eq!(
+        client
+            .extend(&mut lock, Duration::from_secs(2))
+            .await
+            .unwrap(),
+        ExtendOutcome::Extended
+    );
+    // TTL 2 s − 0.01 × 2 s − 500 ms = 1.48 s from the extend's send time, never 1.98 s.
+    let validity = lock.valid_until().saturating_duration_since(sent);
+    // (The library stamps its send time a moment after `sent`: allow 50 ms, far below 500 ms.)
+    assert!(
+        validity <= Duration::from_millis(1530),
+        "validity after extend: {validity:?}"
+    );
+}
+
+/// A fenced acquire refuses a TTL the drift allowance eats whole, as every other acquire does.
+#[tokio::test]
+async fn fenced_acquire_refuses_a_ttl_at_or_below_the_drift() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let r = client
+        .try_acquire_fenced("lock:f", "lock:f:fence", Duration::from_millis(2))
+        .await;
+    assert!(
+        matches!(r, Err(Error::InvalidOptions { field: "ttl", .. })),
+        "{r:?}"
+    );
+}
