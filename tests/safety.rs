@@ -120,3 +120,29 @@ async fn fenced_acquire_refuses_a_ttl_at_or_below_the_drift() {
         "{r:?}"
     );
 }
+
+/// One key refused in a batch (an ACL without that key) must not leave the others held.
+#[tokio::test]
+async fn a_batch_with_one_refused_key_leaves_nothing_held() {
+    let server = RedisServer::start();
+    server
+        .inline(
+            "ACL SETUSER locker on >lockpw resetkeys ~lock:* resetchannels -@all \
+             +set +get +del +pexpire +incr +evalsha +eval +script|load +ping",
+        )
+        .unwrap();
+    let url = format!("redis://locker:lockpw@127.0.0.1:{}", server.port());
+    let client = LockClient::connect(&url).await.unwrap();
+    let r = client
+        .acquire_many(&["lock:b1", "other:b2", "lock:b3"], Duration::from_secs(30))
+        .await;
+    assert!(r.is_err(), "{r:?}");
+    let mut admin = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for key in ["lock:b1", "lock:b3"] {
+        let v: Option<String> = redis::cmd("GET").arg(key).query(&mut admin).unwrap();
+        assert_eq!(v, None, "{key} is still held after the batch failed");
+    }
+}
