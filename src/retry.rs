@@ -166,7 +166,7 @@ impl AcquireObserver for NoObserver {
 /// Tries `key` until it is taken with more than `min_validity` left, a non-retryable error
 /// comes, or the policy gives up: then the last attempt's error if it failed, otherwise
 /// [`Error::AcquireTimeout`].
-pub(crate) async fn acquire_observed<L: Locker + ?Sized>(
+pub(crate) async fn acquire_observed<L: Locker>(
     locker: &L,
     key: &str,
     opts: &LockOptions,
