@@ -3,7 +3,7 @@
 //! engine (the crate root's other modules) never needs a server, a file or a terminal.
 //!
 //! - [`cmdline`]: redis-cli's quoting rules (`sdssplitargs`), both ways.
-//! - [`format`]: replies printed as `redis-cli --no-raw` prints them.
+//! - [`format`](mod@format): replies printed as `redis-cli --no-raw` prints them.
 //! - [`transcript`]: the transcript file format (command lines + expected replies).
 //! - [`remote`]: a real server as a reply source (`--url`, the differential tests).
 //! - [`run`]: running command lines and transcripts against either, for `lockkit lua`.
