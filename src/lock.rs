@@ -13,7 +13,7 @@ pub const MAX_KEY_LEN: usize = 64 * 1024;
 
 /// A held lock: the key, the token that proves it is ours, and how long it is valid for.
 ///
-/// A `Lock` is plain data; it does not release itself. Use [`LockGuard`] for that.
+/// A `Lock` is plain data; it does not release itself. Use [`LockGuard`](crate::LockGuard) for that.
 ///
 /// A lock carries the [`LockOptions`] it was taken with, so every later validity computation
 /// (after an extend, in the watchdog) uses the caller's drift allowance.

@@ -174,7 +174,7 @@ impl LockOptions {
         self
     }
 
-    /// The retry policy for [`acquire`](crate::LockClient::acquire).
+    /// The retry policy for [`acquire`](crate::Locker::acquire).
     pub fn retry(mut self, retry: RetryOptions) -> Self {
         self.retry = retry;
         self

@@ -1,5 +1,5 @@
 //! The one retry loop: every acquire with retries, on one server or on Redlock, in the library,
-//! the guard, the middleware and the load generator, goes through [`acquire_observed`].
+//! the guard, the middleware and the load generator, goes through `acquire_observed`.
 //!
 //! Between attempts the loop asks the locker to wait ([`Locker::wait_for_release`]): the default
 //! sleeps the policy's pause; a locker that can be told about releases wakes earlier.
