@@ -155,6 +155,23 @@ impl LockClient {
         set_nx_taken(&reply)
     }
 
+    /// How long the server has been up (`uptime_in_seconds` of `INFO server`).
+    pub(crate) async fn server_uptime(&self) -> Result<Duration> {
+        let mut conn = self.conns.conn();
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut conn)
+            .await?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+            .ok_or_else(|| crate::Error::UnexpectedReply {
+                what: "INFO server",
+                reply: "no uptime_in_seconds field".into(),
+            })
+    }
+
     /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
     ///
     /// The clean-up goes over the same connection as the lost command: after a drop, that

@@ -59,6 +59,20 @@ pub enum Error {
         node_errors: Vec<NodeError>,
     },
 
+    /// Redlock's delayed-restart rule: the node restarted more recently than the lock's TTL ago,
+    /// so it may have forgotten a live lock; its vote does not count toward a quorum.
+    #[error(
+        "the node restarted {uptime:?} ago, less than the lock's TTL {ttl:?}: it may have \
+         forgotten a live lock, so its vote does not count (Redlock's delayed-restart rule; \
+         RedlockOptions::restart_rule(false) turns it off)"
+    )]
+    NodeRestarted {
+        /// How long ago the node started (whole seconds, as `INFO server` counts).
+        uptime: Duration,
+        /// The TTL of the lock being acquired.
+        ttl: Duration,
+    },
+
     /// A script or command answered with a reply lockkit does not understand.
     #[error("unexpected reply to {what}: {reply}")]
     UnexpectedReply {
@@ -164,6 +178,7 @@ impl Error {
             Error::InvalidOptions { .. } | Error::InvalidKey { .. } => ErrorKind::InvalidInput,
             Error::AcquireTimeout { .. } => ErrorKind::Busy,
             Error::QuorumNotReached { .. } => ErrorKind::QuorumNotReached,
+            Error::NodeRestarted { .. } => ErrorKind::Unavailable,
             Error::UnexpectedReply { .. } => ErrorKind::UnexpectedReply,
         }
     }

@@ -13,7 +13,7 @@
 //! across independent nodes without consensus: where a stale write must be impossible, keep a
 //! fencing check in a store that is itself consistent (see `LockClient::try_acquire_fenced`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -31,6 +31,7 @@ use crate::{ClientStats, LockClient};
 pub struct RedlockOptions {
     pub(crate) node_timeout: Duration,
     pub(crate) client: ClientOptions,
+    pub(crate) restart_rule: bool,
 }
 
 impl Default for RedlockOptions {
@@ -38,6 +39,7 @@ impl Default for RedlockOptions {
         RedlockOptions {
             node_timeout: Duration::from_millis(50),
             client: ClientOptions::default(),
+            restart_rule: true,
         }
     }
 }
@@ -59,6 +61,62 @@ impl RedlockOptions {
     pub fn client(mut self, c: ClientOptions) -> Self {
         self.client = c;
         self
+    }
+
+    /// The delayed-restart rule (on by default): a node that restarted more recently than the
+    /// lock's TTL ago may have forgotten a live lock (a restart without persistence), so its vote
+    /// does not count toward a quorum; it is reported as a node error
+    /// ([`Error::NodeRestarted`]). The node's uptime (`INFO server`) is read when lockkit first
+    /// uses the node and again after any error from it (a restart drops the connection), not on
+    /// every acquire. Turn it off only where every node persists every write (`appendfsync
+    /// always`) or restarts are delayed by operations.
+    pub fn restart_rule(mut self, on: bool) -> Self {
+        self.restart_rule = on;
+        self
+    }
+}
+
+/// A node's client and what lockkit knows of when the node last started.
+#[derive(Debug)]
+struct Node {
+    client: LockClient,
+    /// When the node started (as of its last `INFO server`), or `None` when it must be read
+    /// again (first use, or an error since: the node may have restarted).
+    started: Mutex<Option<Instant>>,
+}
+
+impl Node {
+    fn new(client: LockClient) -> Node {
+        Node {
+            client,
+            started: Mutex::new(None),
+        }
+    }
+
+    fn forget_start(&self) {
+        *self.started.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Refuses the node's vote if it started less than `ttl` ago.
+    async fn check_restart(&self, ttl: Duration) -> Result<()> {
+        let known = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        let started = match known {
+            Some(at) => at,
+            None => {
+                let uptime = self.client.server_uptime().await?;
+                // INFO counts whole seconds: assume the latest start it allows.
+                let at = Instant::now()
+                    .checked_sub(uptime)
+                    .unwrap_or_else(Instant::now);
+                *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+                at
+            }
+        };
+        let uptime = started.elapsed();
+        if uptime < ttl {
+            return Err(Error::NodeRestarted { uptime, ttl });
+        }
+        Ok(())
     }
 }
 
@@ -112,8 +170,9 @@ impl RedlockRelease {
 /// A Redlock client over N independent masters. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Redlock {
-    nodes: Arc<[LockClient]>,
+    nodes: Arc<[Node]>,
     node_timeout: Duration,
+    restart_rule: bool,
 }
 
 enum NodeReply<T> {
@@ -170,8 +229,9 @@ impl Redlock {
             .into_iter()
             .collect::<Result<Vec<_>>>()?;
         Ok(Redlock {
-            nodes: nodes.into(),
+            nodes: nodes.into_iter().map(Node::new).collect(),
             node_timeout: options.node_timeout,
+            restart_rule: options.restart_rule,
         })
     }
 
@@ -192,12 +252,15 @@ impl Redlock {
 
     /// The nodes' URLs, passwords redacted.
     pub fn targets(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.target().to_string()).collect()
+        self.nodes
+            .iter()
+            .map(|n| n.client.target().to_string())
+            .collect()
     }
 
     async fn on_all<'a, T, F, Fut>(&'a self, f: F) -> Vec<NodeReply<T>>
     where
-        F: Fn(&'a LockClient) -> Fut,
+        F: Fn(&'a Node) -> Fut,
         Fut: std::future::Future<Output = Result<T>> + 'a,
     {
         let timeout = self.node_timeout;
@@ -209,8 +272,12 @@ impl Redlock {
                     Ok(Err(e)) => e,
                     Err(_) => Error::timed_out("Redlock node", timeout),
                 };
+                if !matches!(error, Error::NodeRestarted { .. }) {
+                    // The node may have restarted: read its uptime again before its next vote.
+                    node.forget_start();
+                }
                 NodeReply::Failed(NodeError {
-                    node: node.target().to_string(),
+                    node: node.client.target().to_string(),
                     error: Box::new(error),
                 })
             }
@@ -242,7 +309,15 @@ impl Redlock {
         check_key(key)?;
         let token = new_token();
         let start = Instant::now();
-        let replies = self.on_all(|node| node.set_nx(key, &token, opts.ttl)).await;
+        let token_ref = token.as_str();
+        let replies = self
+            .on_all(|node| async move {
+                if self.restart_rule {
+                    node.check_restart(opts.ttl).await?;
+                }
+                node.client.set_nx(key, token_ref, opts.ttl).await
+            })
+            .await;
         let mut acquired = 0;
         let mut node_errors = Vec::new();
         for r in replies {
@@ -288,7 +363,9 @@ impl Redlock {
     /// # Errors
     /// None today (node failures are listed); kept fallible for future node checks.
     pub async fn release_detailed(&self, lock: &Lock) -> Result<RedlockRelease> {
-        let replies = self.on_all(|node| Locker::release(node, lock)).await;
+        let replies = self
+            .on_all(|node| Locker::release(&node.client, lock))
+            .await;
         let mut out = RedlockRelease::default();
         for r in replies {
             match r {
@@ -341,7 +418,7 @@ impl Locker for Redlock {
         let replies = self
             .on_all(|node| {
                 let mut l = snapshot.clone();
-                async move { Locker::extend(node, &mut l, ttl).await }
+                async move { Locker::extend(&node.client, &mut l, ttl).await }
             })
             .await;
         let (mut extended, mut other, mut errors) = (0, 0, Vec::new());
@@ -381,7 +458,7 @@ impl Locker for Redlock {
     /// The sum over the nodes' clients.
     fn stats(&self) -> ClientStats {
         self.nodes.iter().fold(ClientStats::default(), |sum, n| {
-            let s = n.stats();
+            let s = n.client.stats();
             ClientStats {
                 noscript_recoveries: sum.noscript_recoveries + s.noscript_recoveries,
                 unknown_outcome_cleanups: sum.unknown_outcome_cleanups + s.unknown_outcome_cleanups,

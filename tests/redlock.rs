@@ -13,6 +13,19 @@ fn urls(servers: &[RedisServer]) -> Vec<String> {
     servers.iter().map(RedisServer::url).collect()
 }
 
+/// A Redlock over servers this test just started. They hold nothing from before, so the
+/// delayed-restart rule (which would refuse them for a TTL after start) is off here; the restart
+/// tests below turn it on.
+async fn fresh(servers: &[RedisServer]) -> Redlock {
+    fresh_with(servers, RedlockOptions::new()).await
+}
+
+async fn fresh_with(servers: &[RedisServer], options: RedlockOptions) -> Redlock {
+    Redlock::connect_with(&urls(servers), options.restart_rule(false))
+        .await
+        .unwrap()
+}
+
 fn opts(ttl_ms: u64) -> LockOptions {
     LockOptions::new(Duration::from_millis(ttl_ms)).retry(RetryOptions::none())
 }
@@ -28,7 +41,7 @@ fn holder(server: &RedisServer, key: &str) -> Option<String> {
 #[tokio::test]
 async fn acquires_on_all_nodes_and_releases_everywhere() {
     let servers = RedisServer::start_many(3);
-    let redlock = Redlock::connect(&urls(&servers)).await.unwrap();
+    let redlock = fresh(&servers).await;
     assert_eq!(redlock.quorum(), 2);
     let lock = redlock.acquire("cron:tick:1", &opts(5000)).await.unwrap();
     for s in &servers {
@@ -47,7 +60,7 @@ async fn acquires_on_all_nodes_and_releases_everywhere() {
 #[tokio::test]
 async fn one_node_down_still_reaches_quorum() {
     let mut servers = RedisServer::start_many(3);
-    let redlock = Redlock::connect(&urls(&servers)).await.unwrap();
+    let redlock = fresh(&servers).await;
     servers[1].kill();
     let attempt = redlock.try_acquire("k1", &opts(5000)).await.unwrap();
     assert!(attempt.lock.is_some(), "{attempt:?}");
@@ -78,7 +91,7 @@ async fn one_node_down_still_reaches_quorum() {
 async fn node_down_at_startup_does_not_fail_connect() {
     let mut servers = RedisServer::start_many(3);
     servers[2].kill();
-    let redlock = Redlock::connect(&urls(&servers)).await.unwrap();
+    let redlock = fresh(&servers).await;
     let lock = redlock.acquire("k-start", &opts(5000)).await.unwrap();
     assert!(lock.is_valid());
 }
@@ -86,7 +99,7 @@ async fn node_down_at_startup_does_not_fail_connect() {
 #[tokio::test]
 async fn majority_down_fails_cleanly_with_per_node_errors() {
     let mut servers = RedisServer::start_many(3);
-    let redlock = Redlock::connect(&urls(&servers)).await.unwrap();
+    let redlock = fresh(&servers).await;
     servers[0].kill();
     servers[2].kill();
     let retry = RetryOptions::new()
@@ -116,35 +129,55 @@ async fn majority_down_fails_cleanly_with_per_node_errors() {
     assert_eq!(holder(&servers[1], "k2"), None);
 }
 
+/// The Redlock spec's restart scenario: node 3 is down, A takes the lock on nodes 1 and 2, node 1
+/// restarts empty, node 3 comes back. Without the delayed-restart rule B wins on nodes 1 and 3
+/// while A still holds its quorum; with it (the default) B is refused, and says why.
 #[tokio::test]
-async fn restarted_node_gives_no_stale_success() {
+async fn node_restarted_empty_does_not_vote_until_a_ttl_has_passed() {
     let mut servers = RedisServer::start_many(3);
-    let a = Redlock::connect(&urls(&servers)).await.unwrap();
-    let b = Redlock::connect(&urls(&servers)).await.unwrap();
-    let held = a.acquire("k3", &opts(10_000)).await.unwrap();
-    // Node 0 restarts empty (no persistence): it would grant k3 again, but one node is no quorum.
+    let ttl = 10_000;
+    let a = fresh(&servers).await;
+    servers[2].kill();
+    let held = a.acquire("k3", &opts(ttl)).await.unwrap();
     servers[0].restart();
-    let mut granted = None;
-    for _ in 0..5 {
-        let attempt = b.try_acquire("k3", &opts(10_000)).await.unwrap();
-        assert!(
-            attempt.lock.is_none(),
-            "b won while a holds a quorum: {attempt:?}"
-        );
-        granted = Some(attempt.acquired);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(granted.unwrap() <= 1);
-    // b's partial grant on the restarted node was released, so a still holds its quorum.
-    assert_eq!(holder(&servers[0], "k3"), None);
+    servers[2].restart();
+
+    // B with the rule (the default): nodes 1 and 3 started less than a TTL ago; refused.
+    let b = Redlock::connect(&urls(&servers)).await.unwrap();
+    let round = b.try_acquire("k3", &opts(ttl)).await.unwrap();
+    assert!(
+        round.lock.is_none(),
+        "B won while A holds the lock: {round:?}"
+    );
+    let restarted = round
+        .node_errors
+        .iter()
+        .filter(|e| matches!(*e.error, Error::NodeRestarted { .. }))
+        .count();
+    assert!(restarted >= 2, "{:?}", round.node_errors);
+    assert!(
+        round.node_errors[0].to_string().contains("restarted"),
+        "{}",
+        round.node_errors[0]
+    );
+    let err = b.acquire("k3", &opts(ttl)).await.unwrap_err();
+    assert_eq!(err.kind(), lockkit::ErrorKind::QuorumNotReached, "{err}");
     assert_eq!(holder(&servers[1], "k3").as_deref(), Some(held.token()));
+
+    // Without the rule, B would win on the two nodes that forgot or never saw A's lock.
+    let unsafe_b = fresh(&servers).await;
+    let round = unsafe_b.try_acquire("k3", &opts(ttl)).await.unwrap();
+    assert!(
+        round.lock.is_some(),
+        "the scenario no longer shows the hazard: {round:?}"
+    );
 }
 
 #[tokio::test]
 async fn two_redlock_clients_racing_never_both_win() {
     let servers = RedisServer::start_many(5);
-    let a = Redlock::connect(&urls(&servers)).await.unwrap();
-    let b = Redlock::connect(&urls(&servers)).await.unwrap();
+    let a = fresh(&servers).await;
+    let b = fresh(&servers).await;
     assert_eq!(a.quorum(), 3);
     let mut wins = 0;
     for round in 0..100 {
@@ -165,12 +198,11 @@ async fn two_redlock_clients_racing_never_both_win() {
 #[tokio::test]
 async fn extend_needs_quorum_and_watchdog_renews_redlock() {
     let mut servers = RedisServer::start_many(3);
-    let redlock = Redlock::connect_with(
-        &urls(&servers),
+    let redlock = fresh_with(
+        &servers,
         RedlockOptions::new().node_timeout(Duration::from_millis(100)),
     )
-    .await
-    .unwrap();
+    .await;
     let mut lock = redlock.acquire("k4", &opts(2000)).await.unwrap();
     assert_eq!(
         redlock

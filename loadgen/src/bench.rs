@@ -226,7 +226,10 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
             run.execute(client, &mut info_conns, rx, &interrupted)
                 .await?
         } else {
-            let redlock = Redlock::connect_with(&urls, RedlockOptions::new().client(opts))
+            // Servers this run started itself hold no lock from before: the delayed-restart rule
+            // would only refuse them for a TTL after start. Servers given with --url keep it.
+            let rl_opts = RedlockOptions::new().client(opts).restart_rule(!throwaway);
+            let redlock = Redlock::connect_with(&urls, rl_opts)
                 .await
                 .map_err(connect_err)?;
             preflight(&redlock, &args, &redacted).await?;
