@@ -331,6 +331,9 @@ async fn bad_input_fails_with_one_clear_line_and_writes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_urls_run_redlock_over_independent_masters() {
     let servers = RedisServer::start_many(3);
+    // Servers given with --url keep Redlock's delayed-restart rule: a node votes once it has
+    // been up for a TTL (800 ms below; INFO counts whole seconds).
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let dir = tempfile::tempdir().unwrap();
     let mut v = vec!["bench".to_string()];
     for s in &servers {
@@ -351,6 +354,8 @@ async fn several_urls_run_redlock_over_independent_masters() {
             "8",
             "--hold",
             "1ms",
+            "--ttl",
+            "800ms",
         ]
         .map(String::from),
     );
