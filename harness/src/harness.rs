@@ -178,7 +178,7 @@ impl Harness {
         };
         match spec.run {
             Run::Plain(f) => f(&mut self.engine.server_mut(), argv).into_resp2(),
-            Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.name, argv),
+            Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.command, argv),
         }
     }
 

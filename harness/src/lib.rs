@@ -59,7 +59,7 @@ pub mod tooling;
 // which lives with the command-line tooling.
 use tooling::cmdline;
 
-pub use commands::is_redis_command;
+pub use commands::{command_table, is_redis_command, CommandInfo};
 pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot};
 pub use reply::Reply;
 pub use script::{sha1hex, FunctionLibrary, REDIS_VERSION};

@@ -1,9 +1,9 @@
-//! The command table: names, arities, flags, and the handlers for each data type.
+//! The command table (Redis 7.0.15's, generated as data), Redis's own checks from it, and the
+//! handlers for each data type.
 
 mod hash;
 mod keys;
 mod list;
-mod redis_names;
 mod server_cmds;
 mod set;
 mod strings;
@@ -15,8 +15,6 @@ use std::sync::OnceLock;
 use crate::number;
 use crate::reply::{errors, Reply};
 use crate::server::{Caller, Server};
-
-pub use redis_names::is_redis_command;
 
 /// A command handler.
 pub type Handler = fn(&mut Server, &[Vec<u8>]) -> Reply;
@@ -30,156 +28,250 @@ pub enum Run {
     Scripting,
 }
 
-/// One command: its name (lower case), Redis's arity (negative: at least), and flags.
+/// One row of Redis 7.0.15's command table (`harness/data/commands-7.0.15.tsv`), with the
+/// harness's handler.
 #[derive(Debug)]
 pub struct Spec {
-    /// Lower-case name.
+    /// Lower-case name; `parent|sub` for a subcommand.
     pub name: &'static str,
+    /// The top-level command (`config` for `config|get`).
+    pub command: &'static str,
     /// Redis's arity: `n` exactly `n` arguments with the name, `-n` at least `n`.
     pub arity: i32,
     /// Writes the keyspace (refused in `no-writes` scripts and `*_RO` calls).
     pub write: bool,
     /// Refused inside scripts (`This Redis command is not allowed from script`).
     pub noscript: bool,
+    /// May grow memory: refused when the server is over `maxmemory`.
+    pub deny_oom: bool,
+    /// Redis's documentation group (`string`, `hash`, `server`...).
+    pub group: &'static str,
+    /// Whether the command has subcommands (`config`, `object`...).
+    pub container: bool,
+    /// Whether the harness carries it out (otherwise it answers that it does not).
+    pub emulated: bool,
     /// The handler.
     pub run: Run,
 }
 
-const fn plain(name: &'static str, arity: i32, write: bool, f: Handler) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        noscript: false,
-        run: Run::Plain(f),
-    }
-}
+/// The table, generated from a real redis-server 7.0.15 by `harness/tests/command_table.rs`.
+const TABLE_TSV: &str = include_str!("../../data/commands-7.0.15.tsv");
 
-const fn scripting(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        noscript: true,
-        run: Run::Scripting,
-    }
-}
-
-const fn noscript(name: &'static str, arity: i32, f: Handler) -> Spec {
-    Spec {
-        name,
-        arity,
-        write: false,
-        noscript: true,
-        run: Run::Plain(f),
-    }
-}
-
-static TABLE: &[Spec] = &[
-    plain("get", 2, false, strings::get),
-    plain("set", -3, true, strings::set),
-    plain("setnx", 3, true, strings::setnx),
-    plain("setex", 4, true, strings::setex),
-    plain("psetex", 4, true, strings::psetex),
-    plain("getset", 3, true, strings::getset),
-    plain("getdel", 2, true, strings::getdel),
-    plain("mget", -2, false, strings::mget),
-    plain("mset", -3, true, strings::mset),
-    plain("msetnx", -3, true, strings::msetnx),
-    plain("append", 3, true, strings::append),
-    plain("strlen", 2, false, strings::strlen),
-    plain("incr", 2, true, strings::incr),
-    plain("decr", 2, true, strings::decr),
-    plain("incrby", 3, true, strings::incrby),
-    plain("decrby", 3, true, strings::decrby),
-    plain("incrbyfloat", 3, true, strings::incrbyfloat),
-    plain("del", -2, true, keys::del),
-    plain("unlink", -2, true, keys::del),
-    plain("exists", -2, false, keys::exists),
-    plain("type", 2, false, keys::type_cmd),
-    plain("expire", -3, true, keys::expire),
-    plain("pexpire", -3, true, keys::pexpire),
-    plain("expireat", -3, true, keys::expireat),
-    plain("pexpireat", -3, true, keys::pexpireat),
-    plain("ttl", 2, false, keys::ttl),
-    plain("pttl", 2, false, keys::pttl),
-    plain("expiretime", 2, false, keys::expiretime),
-    plain("pexpiretime", 2, false, keys::pexpiretime),
-    plain("persist", 2, true, keys::persist),
-    plain("dbsize", 1, false, keys::dbsize),
-    plain("flushall", -1, true, keys::flushall),
-    plain("flushdb", -1, true, keys::flushall),
-    plain("hset", -4, true, hash::hset),
-    plain("hmset", -4, true, hash::hmset),
-    plain("hsetnx", 4, true, hash::hsetnx),
-    plain("hget", 3, false, hash::hget),
-    plain("hmget", -3, false, hash::hmget),
-    plain("hdel", -3, true, hash::hdel),
-    plain("hexists", 3, false, hash::hexists),
-    plain("hincrby", 4, true, hash::hincrby),
-    plain("hgetall", 2, false, hash::hgetall),
-    plain("hkeys", 2, false, hash::hkeys),
-    plain("hvals", 2, false, hash::hvals),
-    plain("hlen", 2, false, hash::hlen),
-    plain("lpush", -3, true, list::lpush),
-    plain("rpush", -3, true, list::rpush),
-    plain("lpop", -2, true, list::lpop),
-    plain("rpop", -2, true, list::rpop),
-    plain("llen", 2, false, list::llen),
-    plain("lrange", 4, false, list::lrange),
-    plain("zadd", -4, true, zset::zadd),
-    plain("zincrby", 4, true, zset::zincrby),
-    plain("zrem", -3, true, zset::zrem),
-    plain("zscore", 3, false, zset::zscore),
-    plain("zcard", 2, false, zset::zcard),
-    plain("zrange", -4, false, zset::zrange),
-    plain("zrangebyscore", -4, false, zset::zrangebyscore),
-    plain("zremrangebyscore", 4, true, zset::zremrangebyscore),
-    plain("zremrangebyrank", 4, true, zset::zremrangebyrank),
-    plain("zcount", 4, false, zset::zcount),
-    plain("zrank", 3, false, zset::zrank),
-    plain("zrevrank", 3, false, zset::zrevrank),
-    plain("zrevrange", -4, false, zset::zrevrange),
-    plain("zrevrangebyscore", -4, false, zset::zrevrangebyscore),
-    plain("zpopmin", -2, true, zset::zpopmin),
-    plain("zpopmax", -2, true, zset::zpopmax),
-    plain("lindex", 3, false, list::lindex),
-    plain("ltrim", 4, true, list::ltrim),
-    plain("lrem", 4, true, list::lrem),
-    plain("lset", 4, true, list::lset),
-    plain("lpushx", -3, true, list::lpushx),
-    plain("rpushx", -3, true, list::rpushx),
-    plain("rpoplpush", 3, true, list::rpoplpush),
-    plain("lmove", 5, true, list::lmove),
-    plain("hincrbyfloat", 4, true, hash::hincrbyfloat),
-    plain("sadd", -3, true, set::sadd),
-    plain("srem", -3, true, set::srem),
-    plain("sismember", 3, false, set::sismember),
-    plain("smismember", -3, false, set::smismember),
-    plain("scard", 2, false, set::scard),
-    plain("ping", -1, false, server_cmds::ping),
-    plain("echo", 2, false, server_cmds::echo),
-    plain("time", 1, false, server_cmds::time),
-    plain("publish", 3, false, server_cmds::publish),
-    noscript("debug", -2, server_cmds::debug),
-    scripting("eval", -3, true),
-    scripting("evalsha", -3, true),
-    scripting("eval_ro", -3, false),
-    scripting("evalsha_ro", -3, false),
-    scripting("script", -2, false),
-    scripting("function", -2, false),
-    scripting("fcall", -3, true),
-    scripting("fcall_ro", -3, false),
+/// The commands the harness carries out, by table name. A container's entry (`script`)
+/// covers every subcommand that has none of its own.
+static HANDLERS: &[(&str, Run)] = &[
+    ("get", Run::Plain(strings::get)),
+    ("set", Run::Plain(strings::set)),
+    ("setnx", Run::Plain(strings::setnx)),
+    ("setex", Run::Plain(strings::setex)),
+    ("psetex", Run::Plain(strings::psetex)),
+    ("getset", Run::Plain(strings::getset)),
+    ("getdel", Run::Plain(strings::getdel)),
+    ("mget", Run::Plain(strings::mget)),
+    ("mset", Run::Plain(strings::mset)),
+    ("msetnx", Run::Plain(strings::msetnx)),
+    ("append", Run::Plain(strings::append)),
+    ("strlen", Run::Plain(strings::strlen)),
+    ("incr", Run::Plain(strings::incr)),
+    ("decr", Run::Plain(strings::decr)),
+    ("incrby", Run::Plain(strings::incrby)),
+    ("decrby", Run::Plain(strings::decrby)),
+    ("incrbyfloat", Run::Plain(strings::incrbyfloat)),
+    ("del", Run::Plain(keys::del)),
+    ("unlink", Run::Plain(keys::del)),
+    ("exists", Run::Plain(keys::exists)),
+    ("type", Run::Plain(keys::type_cmd)),
+    ("expire", Run::Plain(keys::expire)),
+    ("pexpire", Run::Plain(keys::pexpire)),
+    ("expireat", Run::Plain(keys::expireat)),
+    ("pexpireat", Run::Plain(keys::pexpireat)),
+    ("ttl", Run::Plain(keys::ttl)),
+    ("pttl", Run::Plain(keys::pttl)),
+    ("expiretime", Run::Plain(keys::expiretime)),
+    ("pexpiretime", Run::Plain(keys::pexpiretime)),
+    ("persist", Run::Plain(keys::persist)),
+    ("dbsize", Run::Plain(keys::dbsize)),
+    ("flushall", Run::Plain(keys::flushall)),
+    ("flushdb", Run::Plain(keys::flushall)),
+    ("hset", Run::Plain(hash::hset)),
+    ("hmset", Run::Plain(hash::hmset)),
+    ("hsetnx", Run::Plain(hash::hsetnx)),
+    ("hget", Run::Plain(hash::hget)),
+    ("hmget", Run::Plain(hash::hmget)),
+    ("hdel", Run::Plain(hash::hdel)),
+    ("hexists", Run::Plain(hash::hexists)),
+    ("hincrby", Run::Plain(hash::hincrby)),
+    ("hincrbyfloat", Run::Plain(hash::hincrbyfloat)),
+    ("hgetall", Run::Plain(hash::hgetall)),
+    ("hkeys", Run::Plain(hash::hkeys)),
+    ("hvals", Run::Plain(hash::hvals)),
+    ("hlen", Run::Plain(hash::hlen)),
+    ("lpush", Run::Plain(list::lpush)),
+    ("rpush", Run::Plain(list::rpush)),
+    ("lpop", Run::Plain(list::lpop)),
+    ("rpop", Run::Plain(list::rpop)),
+    ("llen", Run::Plain(list::llen)),
+    ("lrange", Run::Plain(list::lrange)),
+    ("lindex", Run::Plain(list::lindex)),
+    ("ltrim", Run::Plain(list::ltrim)),
+    ("lrem", Run::Plain(list::lrem)),
+    ("lset", Run::Plain(list::lset)),
+    ("lpushx", Run::Plain(list::lpushx)),
+    ("rpushx", Run::Plain(list::rpushx)),
+    ("rpoplpush", Run::Plain(list::rpoplpush)),
+    ("lmove", Run::Plain(list::lmove)),
+    ("zadd", Run::Plain(zset::zadd)),
+    ("zincrby", Run::Plain(zset::zincrby)),
+    ("zrem", Run::Plain(zset::zrem)),
+    ("zscore", Run::Plain(zset::zscore)),
+    ("zcard", Run::Plain(zset::zcard)),
+    ("zrange", Run::Plain(zset::zrange)),
+    ("zrangebyscore", Run::Plain(zset::zrangebyscore)),
+    ("zremrangebyscore", Run::Plain(zset::zremrangebyscore)),
+    ("zremrangebyrank", Run::Plain(zset::zremrangebyrank)),
+    ("zcount", Run::Plain(zset::zcount)),
+    ("zrank", Run::Plain(zset::zrank)),
+    ("zrevrank", Run::Plain(zset::zrevrank)),
+    ("zrevrange", Run::Plain(zset::zrevrange)),
+    ("zrevrangebyscore", Run::Plain(zset::zrevrangebyscore)),
+    ("zpopmin", Run::Plain(zset::zpopmin)),
+    ("zpopmax", Run::Plain(zset::zpopmax)),
+    ("sadd", Run::Plain(set::sadd)),
+    ("srem", Run::Plain(set::srem)),
+    ("sismember", Run::Plain(set::sismember)),
+    ("smismember", Run::Plain(set::smismember)),
+    ("scard", Run::Plain(set::scard)),
+    ("ping", Run::Plain(server_cmds::ping)),
+    ("echo", Run::Plain(server_cmds::echo)),
+    ("time", Run::Plain(server_cmds::time)),
+    ("publish", Run::Plain(server_cmds::publish)),
+    ("debug", Run::Plain(server_cmds::debug)),
+    ("eval", Run::Scripting),
+    ("evalsha", Run::Scripting),
+    ("eval_ro", Run::Scripting),
+    ("evalsha_ro", Run::Scripting),
+    ("script", Run::Scripting),
+    ("function", Run::Scripting),
+    ("fcall", Run::Scripting),
+    ("fcall_ro", Run::Scripting),
 ];
 
-type Table = HashMap<&'static str, &'static Spec, fnv::FnvBuildHasher>;
-
-fn table() -> &'static Table {
-    static MAP: OnceLock<Table> = OnceLock::new();
-    MAP.get_or_init(|| TABLE.iter().map(|s| (s.name, s)).collect())
+/// What a command the harness does not carry out answers (after Redis's own checks).
+fn not_emulated(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    let mut name = String::from_utf8_lossy(&a[0]).to_ascii_lowercase();
+    if let Some(spec) = lookup(&a[0]).filter(|s| s.container) {
+        if let Some(sub) = a.get(1) {
+            name = format!(
+                "{}|{}",
+                spec.name,
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            );
+        }
+    }
+    Reply::err(format!(
+        "ERR harness: the Redis command '{name}' is not emulated"
+    ))
 }
 
-/// The command named `name` (any case), if the harness emulates it.
+struct Table {
+    specs: Vec<Spec>,
+    by_name: HashMap<&'static str, usize, fnv::FnvBuildHasher>,
+}
+
+fn parse_row(line: &'static str) -> Option<Spec> {
+    let mut cols = line.split('\t');
+    let name = cols.next()?;
+    let arity: i32 = cols.next()?.parse().ok()?;
+    let flags = cols.next()?;
+    let _first_last_step = cols.next()?;
+    let group = cols.next()?;
+    let has = |f: &str| flags.split(',').any(|x| x == f);
+    let command = name.split('|').next()?;
+    let handler = HANDLERS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .or_else(|| HANDLERS.iter().find(|(n, _)| *n == command))
+        .map(|(_, r)| *r);
+    Some(Spec {
+        name,
+        command,
+        arity,
+        write: has("write"),
+        noscript: has("noscript"),
+        deny_oom: has("denyoom"),
+        group,
+        container: false,
+        emulated: handler.is_some(),
+        run: handler.unwrap_or(Run::Plain(not_emulated)),
+    })
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut specs: Vec<Spec> = TABLE_TSV
+            .lines()
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .filter_map(parse_row)
+            .collect();
+        let parents: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.name != s.command)
+            .map(|s| s.command)
+            .collect();
+        for s in &mut specs {
+            s.container = parents.contains(&s.name);
+        }
+        let by_name = specs.iter().enumerate().map(|(i, s)| (s.name, i)).collect();
+        Table { specs, by_name }
+    })
+}
+
+/// One row of Redis 7.0.15's command table, as the harness knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandInfo {
+    /// Lower-case name; `parent|sub` for a subcommand.
+    pub name: &'static str,
+    /// Redis's documentation group (`string`, `hash`, `server`...).
+    pub group: &'static str,
+    /// Redis's arity: `n` exactly `n` arguments with the name, `-n` at least `n`.
+    pub arity: i32,
+    /// Flagged `write`: refused in read-only scripts.
+    pub write: bool,
+    /// Flagged `noscript`: refused inside scripts.
+    pub noscript: bool,
+    /// Flagged `denyoom`: refused over `maxmemory`.
+    pub deny_oom: bool,
+    /// Whether the harness carries it out; every other one passes Redis's checks (arity,
+    /// subcommand, noscript, read-only) and then answers `ERR harness: ... is not emulated`.
+    pub emulated: bool,
+}
+
+/// Every command and subcommand of Redis 7.0.15 (`COMMAND LIST` with subcommands), sorted by
+/// name, and whether the harness emulates it.
+///
+/// ```
+/// let get = lockkit_harness::command_table().find(|c| c.name == "get").unwrap();
+/// assert!(get.emulated && !get.write && get.arity == 2);
+/// ```
+pub fn command_table() -> impl Iterator<Item = CommandInfo> {
+    table().specs.iter().map(|s| CommandInfo {
+        name: s.name,
+        group: s.group,
+        arity: s.arity,
+        write: s.write,
+        noscript: s.noscript,
+        deny_oom: s.deny_oom,
+        emulated: s.emulated,
+    })
+}
+
+fn get(lower: &str) -> Option<&'static Spec> {
+    let t = table();
+    t.by_name.get(lower).map(|&i| &t.specs[i])
+}
+
+/// The top-level command named `name` (any case).
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     let mut buf = [0u8; 32];
     if name.len() > buf.len() {
@@ -188,8 +280,29 @@ pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
     for (d, s) in buf.iter_mut().zip(name) {
         *d = s.to_ascii_lowercase();
     }
-    let lower = std::str::from_utf8(&buf[..name.len()]).ok()?;
-    table().get(lower).copied()
+    get(std::str::from_utf8(&buf[..name.len()]).ok()?)
+}
+
+/// The command `argv` names: its subcommand's row for a container given one, as Redis's
+/// `lookupCommand` finds it. `Err(true)`: a container with an unknown subcommand.
+fn lookup_argv(argv: &[Vec<u8>]) -> Result<&'static Spec, bool> {
+    let top = lookup(&argv[0]).ok_or(false)?;
+    match argv.get(1) {
+        Some(sub) if top.container => {
+            let full = format!(
+                "{}|{}",
+                top.name,
+                String::from_utf8_lossy(sub).to_ascii_lowercase()
+            );
+            get(&full).ok_or(true)
+        }
+        _ => Ok(top),
+    }
+}
+
+/// Whether `name` (lower case) is a Redis 7.0 command.
+pub fn is_redis_command(name: &str) -> bool {
+    get(name).is_some_and(|s| s.name == s.command)
 }
 
 /// Whether `argc` (counting the name) satisfies `arity`.
@@ -205,11 +318,22 @@ pub fn arity_ok(arity: i32, argc: usize) -> bool {
 
 /// Finds the command for `args` and checks its arity, with the error text Redis gives `caller`.
 pub fn resolve(args: &[Vec<u8>], caller: Caller) -> Result<&'static Spec, Reply> {
-    let Some(name) = args.first() else {
+    if args.is_empty() {
         return Err(Reply::err("ERR harness: empty command"));
-    };
-    let Some(spec) = lookup(name) else {
-        return Err(unknown_command(args, caller));
+    }
+    let spec = match (lookup_argv(args), caller) {
+        (Ok(spec), _) => spec,
+        (Err(_), Caller::Script) => {
+            return Err(Reply::err("ERR Unknown Redis command called from script"))
+        }
+        (Err(false), Caller::Client) => return Err(unknown_command(args)),
+        (Err(true), Caller::Client) => {
+            return Err(Reply::err(format!(
+                "ERR unknown subcommand '{}'. Try {} HELP.",
+                trunc128(&args[1]),
+                String::from_utf8_lossy(&args[0]).to_ascii_uppercase()
+            )))
+        }
     };
     if !arity_ok(spec.arity, args.len()) {
         return Err(match caller {
@@ -222,29 +346,18 @@ pub fn resolve(args: &[Vec<u8>], caller: Caller) -> Result<&'static Spec, Reply>
     Ok(spec)
 }
 
-fn unknown_command(args: &[Vec<u8>], caller: Caller) -> Reply {
-    let lower = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    if is_redis_command(&lower) {
-        return Reply::err(format!(
-            "ERR harness: the Redis command '{lower}' is not emulated"
-        ));
-    }
-    match caller {
-        Caller::Script => Reply::err("ERR Unknown Redis command called from script"),
-        Caller::Client => {
-            let mut msg = format!(
-                "ERR unknown command '{}', with args beginning with: ",
-                trunc128(&args[0])
-            );
-            for a in &args[1..] {
-                if msg.len() >= 128 {
-                    break;
-                }
-                msg.push_str(&format!("'{}' ", trunc128(a)));
-            }
-            Reply::Error(msg)
+fn unknown_command(args: &[Vec<u8>]) -> Reply {
+    let mut msg = format!(
+        "ERR unknown command '{}', with args beginning with: ",
+        trunc128(&args[0])
+    );
+    for a in &args[1..] {
+        if msg.len() >= 128 {
+            break;
         }
+        msg.push_str(&format!("'{}' ", trunc128(a)));
     }
+    Reply::Error(msg)
 }
 
 fn trunc128(b: &[u8]) -> String {

@@ -1,0 +1,182 @@
+//! The command table the harness checks every call against (`harness/data/commands-7.0.15.tsv`)
+//! is generated from a real redis-server with `COMMAND INFO` and `COMMAND DOCS`, and this test is
+//! the generator:
+//!
+//! ```text
+//! LOCKKIT_WRITE_COMMAND_TABLE=1 cargo test -p lockkit-harness --test command_table
+//! ```
+//!
+//! rewrites the file from the `redis-server` on the PATH (it must be 7.0.15); without the
+//! variable the test regenerates the table and fails if the checked-in file differs.
+
+use std::path::PathBuf;
+
+use lockkit_harness::tooling::remote::Remote;
+use lockkit_harness::Reply;
+use lockkit_test_support::RedisServer;
+
+fn table_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/commands-7.0.15.tsv")
+}
+
+fn call(r: &mut Remote, args: &[&str]) -> Reply {
+    let argv: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+    r.call(&argv).expect("server reachable")
+}
+
+fn text(r: &Reply) -> String {
+    match r {
+        Reply::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+        Reply::Status(s) => s.clone(),
+        Reply::Int(i) => i.to_string(),
+        other => panic!("expected a string, got {other:?}"),
+    }
+}
+
+fn items(r: &Reply) -> &[Reply] {
+    match r {
+        Reply::Array(a) => a,
+        Reply::Nil => &[],
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+/// A RESP2 flat map (`k1 v1 k2 v2 ...`) as pairs.
+fn pairs(r: &Reply) -> Vec<(String, &Reply)> {
+    items(r)
+        .chunks(2)
+        .map(|kv| (text(&kv[0]), &kv[1]))
+        .collect()
+}
+
+fn field<'a>(r: &'a Reply, name: &str) -> Option<&'a Reply> {
+    pairs(r)
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+}
+
+fn list(r: &Reply) -> String {
+    let v: Vec<String> = items(r).iter().map(text).collect();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(",")
+    }
+}
+
+/// `type(k=v,k=v)` for a key spec's `begin_search` / `find_keys`.
+fn search(r: &Reply) -> String {
+    let kind = field(r, "type").map(text).unwrap_or_default();
+    let spec: Vec<String> = field(r, "spec")
+        .map(|s| {
+            pairs(s)
+                .iter()
+                .map(|(k, v)| format!("{k}={}", text(v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{kind}({})", spec.join(","))
+}
+
+/// Key specs as `flags/begin_search/find_keys`, separated by `;`.
+fn key_specs(r: &Reply) -> String {
+    let specs: Vec<String> = items(r)
+        .iter()
+        .map(|s| {
+            let flags = field(s, "flags").map(list).unwrap_or_else(|| "-".into());
+            let begin = field(s, "begin_search").map(search).unwrap_or_default();
+            let find = field(s, "find_keys").map(search).unwrap_or_default();
+            format!("{flags}/{begin}/{find}")
+        })
+        .collect();
+    if specs.is_empty() {
+        "-".into()
+    } else {
+        specs.join(";")
+    }
+}
+
+/// The `group` of every command and subcommand, from `COMMAND DOCS`.
+fn groups(docs: &Reply, prefix: &str, out: &mut Vec<(String, String)>) {
+    for (name, doc) in pairs(docs) {
+        let full = format!("{prefix}{name}");
+        let group = field(doc, "group").map(text).unwrap_or_else(|| "-".into());
+        out.push((full.clone(), group));
+        if let Some(subs) = field(doc, "subcommands") {
+            groups(subs, "", out);
+        }
+    }
+}
+
+/// One line per command of `COMMAND INFO`, then its subcommands.
+fn rows(info: &Reply, groups: &[(String, String)], out: &mut Vec<String>) {
+    let mut cmds: Vec<&Reply> = items(info).iter().collect();
+    cmds.sort_by_key(|c| text(&items(c)[0]));
+    for c in cmds {
+        let f = items(c);
+        let name = text(&f[0]);
+        let group = groups
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("-", |(_, g)| g.as_str());
+        out.push(
+            [
+                name.clone(),
+                text(&f[1]),
+                list(&f[2]),
+                format!("{},{},{}", text(&f[3]), text(&f[4]), text(&f[5])),
+                group.to_string(),
+                list(&f[6]),
+                key_specs(&f[8]),
+            ]
+            .join("\t"),
+        );
+        rows(&f[9], groups, out);
+    }
+}
+
+fn generate(r: &mut Remote) -> String {
+    let version = match call(r, &["INFO", "server"]) {
+        Reply::Bulk(b) => String::from_utf8_lossy(&b)
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:").map(str::to_string))
+            .expect("INFO has redis_version"),
+        other => panic!("INFO gave {other:?}"),
+    };
+    assert_eq!(
+        version, "7.0.15",
+        "the table is Redis 7.0.15's: run this with a 7.0.15 redis-server on the PATH"
+    );
+    let mut g = Vec::new();
+    groups(&call(r, &["COMMAND", "DOCS"]), "", &mut g);
+    let mut lines = vec![
+        "# Redis 7.0.15's command table, from COMMAND INFO and COMMAND DOCS of a real server.".into(),
+        "# Generated by harness/tests/command_table.rs: LOCKKIT_WRITE_COMMAND_TABLE=1 cargo test -p lockkit-harness --test command_table".into(),
+        "# Columns (tab-separated): name (parent|sub for subcommands), arity, flags, first,last,step key, group, ACL categories, key specs (flags/begin_search/find_keys; ...)".into(),
+    ];
+    rows(&call(r, &["COMMAND", "INFO"]), &g, &mut lines);
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn checked_in_table_is_what_redis_7_0_15_reports() {
+    let server = RedisServer::start();
+    let mut r = Remote::connect(&server.url()).expect("connect");
+    let fresh = generate(&mut r);
+    let path = table_path();
+    if std::env::var_os("LOCKKIT_WRITE_COMMAND_TABLE").is_some() {
+        let tmp = path.with_extension("tsv.tmp");
+        std::fs::create_dir_all(path.parent().expect("data folder")).expect("mkdir data");
+        std::fs::write(&tmp, &fresh).expect("write table");
+        std::fs::rename(&tmp, &path).expect("rename table");
+        return;
+    }
+    let stored = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        stored == fresh,
+        "{} is not what this redis-server reports; regenerate it with \
+         LOCKKIT_WRITE_COMMAND_TABLE=1 cargo test -p lockkit-harness --test command_table",
+        path.display()
+    );
+}
