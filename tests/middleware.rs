@@ -481,3 +481,29 @@ async fn server_errors_are_not_stored_for_replay() {
     );
     assert_eq!(probe.runs(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ttl_inside_the_drift_allowance_is_refused_when_the_layer_is_built() {
+    let server = RedisServer::start();
+    // 2 ms is all drift allowance (0.01 x TTL + 2 ms): such a layer could only answer 503.
+    let opts = DuplicateSubmitOptions::new().ttl(Duration::from_millis(2));
+    match DuplicateSubmitLayer::new(client(&server).await, opts) {
+        Err(lockkit::Error::InvalidOptions { field, reason }) => {
+            assert_eq!(field, "ttl");
+            assert!(reason.contains("drift"), "{reason}");
+        }
+        Err(e) => panic!("expected InvalidOptions for `ttl`, got {e}"),
+        Ok(_) => panic!("a 2 ms TTL was accepted; every request would get 503"),
+    }
+    // Just above it, the layer works.
+    let (app, probe) = app_with(
+        &server,
+        DuplicateSubmitOptions::new().ttl(Duration::from_millis(50)),
+    )
+    .await;
+    assert_eq!(
+        send(&app, order("pia", "{}")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(probe.runs(), 1);
+}

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use crate::error::{Error, Result};
-use crate::options::{validate_ttl, WatchdogOptions};
+use crate::options::{validate_ttl, LockOptions, WatchdogOptions};
 
 /// What the layer does when Redis cannot be asked (connection refused, timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -221,6 +221,9 @@ impl DuplicateSubmitOptions {
             return Err(Error::invalid("prefix", "must be at most 256 bytes"));
         }
         validate_ttl("ttl", self.ttl)?;
+        // The lock is taken with the library's default drift allowance; a TTL that the allowance
+        // eats whole gives a lock born expired, refused on every request (503 for everything).
+        LockOptions::new(self.ttl).validate()?;
         if let Some(w) = &self.watchdog {
             w.validate(self.ttl)?;
         }
@@ -286,5 +289,27 @@ mod tests {
             ),
             "idempotency.ttl"
         );
+    }
+
+    #[test]
+    fn ttl_inside_the_drift_allowance_is_refused() {
+        // 2 ms: the lock's drift allowance (0.01 x TTL + 2 ms) leaves no validity, so every
+        // acquire would be refused and every request answered 503.
+        for ms in [1, 2] {
+            match DuplicateSubmitOptions::new()
+                .ttl(Duration::from_millis(ms))
+                .validate()
+            {
+                Err(Error::InvalidOptions { field, reason }) => {
+                    assert_eq!(field, "ttl");
+                    assert!(reason.contains("drift"), "{reason}");
+                }
+                other => panic!("{ms} ms: expected InvalidOptions, got {other:?}"),
+            }
+        }
+        DuplicateSubmitOptions::new()
+            .ttl(Duration::from_millis(3))
+            .validate()
+            .unwrap();
     }
 }
