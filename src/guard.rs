@@ -192,6 +192,16 @@ impl<L: Locker> LockGuard<L> {
         outcome
     }
 
+    /// Stops the watchdog and hands the lock back *without* releasing it: the key keeps this
+    /// holder's token until the TTL it was last given runs out, or until the lock is released
+    /// by hand. For work whose outcome is unknown, where freeing the key at once would let a
+    /// retry run it again.
+    pub fn into_lock(mut self) -> Lock {
+        self.stop_watchdog();
+        self.done = true;
+        self.shared.snapshot()
+    }
+
     fn stop_watchdog(&mut self) {
         if let Some(task) = self.task.take() {
             task.abort();

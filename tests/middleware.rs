@@ -157,15 +157,15 @@ fn lock_keys(server: &RedisServer) -> Vec<String> {
     keys(server, "lockkit:submit:*:POST:*")
 }
 
-/// Waits (bounded) until no lock key is left: releases that happen in the background.
-async fn until_no_lock(server: &RedisServer) {
+/// Waits (bounded) until no key matches `pattern`: releases in the background, expiries.
+async fn until_no_keys(server: &RedisServer, pattern: &str) {
     for _ in 0..500 {
-        if lock_keys(server).is_empty() {
+        if keys(server, pattern).is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("lock keys still present: {:?}", lock_keys(server));
+    panic!("keys still present: {:?}", keys(server, pattern));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,7 +301,7 @@ async fn client_disconnect_releases_the_lock() {
     // The client goes away: the server drops the request future mid-handler.
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());
-    until_no_lock(&server).await;
+    until_no_keys(&server, "lockkit:submit:*:POST:*").await;
     assert_eq!(
         send(&app, order("gina", "{}")).await.status,
         StatusCode::CREATED
@@ -329,7 +329,7 @@ async fn a_request_never_releases_a_lock_it_does_not_own() {
     assert_eq!(lock_keys(&server), vec![key.clone()]);
 
     // A outlives its TTL (no watchdog); B takes the expired lock.
-    until_no_lock(&server).await;
+    until_no_keys(&server, "lockkit:submit:*:POST:*").await;
     let b = spawn_send(&app, slow_order("hank", "{}"));
     probe.wait_entered().await;
 
@@ -420,20 +420,50 @@ async fn idempotency_key_replays_the_first_response() {
     let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
     let (app, probe) = app_with(&server, opts).await;
 
-    // While the first is in flight, a retry is refused like any duplicate.
+    // While the first is in flight, every request with its key gets 409, whatever its body:
+    // the same one re-serialised, with a timestamp, another order altogether. They go out
+    // together, and none of them waits in the handler, so a run would answer 201.
     let first = spawn_send(&app, idem_order("max", "k-1", r#"{"sku":"C3"}"#, true));
     probe.wait_entered().await;
-    let early = send(&app, idem_order("max", "k-1", r#"{"sku":"C3"}"#, false)).await;
-    assert_eq!(early.status, StatusCode::TOO_MANY_REQUESTS);
+    // The key was claimed before the handler ran.
+    assert_eq!(keys(&server, "lockkit:submit:claim:*").len(), 1);
+    let bodies = [
+        r#"{"sku":"C3"}"#,
+        r#"{ "sku": "C3" }"#,
+        r#"{"sku":"C3","sent_at":"2026-12-01T06:00:00Z"}"#,
+        r#"{"sku":"ZZ"}"#,
+    ];
+    let mut set = JoinSet::new();
+    for body in bodies.iter().cycle().take(12) {
+        let app = app.clone();
+        let req = idem_order("max", "k-1", body, false);
+        set.spawn(async move { send(&app, req).await });
+    }
+    while let Some(answer) = set.join_next().await {
+        let answer = answer.unwrap();
+        assert_eq!(answer.status, StatusCode::CONFLICT, "{}", answer.text());
+        assert!(
+            answer.text().contains("still being processed"),
+            "{}",
+            answer.text()
+        );
+    }
+    assert_eq!(
+        probe.runs(),
+        1,
+        "a request with a key in flight ran the handler"
+    );
+
     probe.let_one_finish();
     let first = first.await.unwrap();
     assert_eq!(first.status, StatusCode::CREATED);
     assert_eq!(first.headers["x-order"], "1");
     assert!(!first.headers.contains_key("idempotency-replayed"));
 
-    // The stored response, with a TTL.
+    // The stored response, and no claim left behind.
     let records = keys(&server, "lockkit:submit:idem:*");
     assert_eq!(records.len(), 1, "{records:?}");
+    assert!(keys(&server, "lockkit:submit:claim:*").is_empty());
 
     // A later retry gets the same answer; the handler does not run again.
     let retry = send(&app, idem_order("max", "k-1", r#"{"sku":"C3"}"#, false)).await;
@@ -443,9 +473,11 @@ async fn idempotency_key_replays_the_first_response() {
     assert_eq!(retry.body, first.body);
     assert_eq!(probe.runs(), 1);
 
-    // The same key with another body is a client bug: 422, nothing runs.
-    let misuse = send(&app, idem_order("max", "k-1", r#"{"sku":"ZZ"}"#, false)).await;
-    assert_eq!(misuse.status, StatusCode::UNPROCESSABLE_ENTITY);
+    // The same key with another payload is a client bug: 422, nothing runs.
+    for body in &bodies[1..] {
+        let misuse = send(&app, idem_order("max", "k-1", body, false)).await;
+        assert_eq!(misuse.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    }
     // Another user's identical key is theirs alone.
     let other_user = send(&app, idem_order("ned", "k-1", r#"{"sku":"C3"}"#, false)).await;
     assert_eq!(other_user.status, StatusCode::CREATED);
@@ -456,6 +488,75 @@ async fn idempotency_key_replays_the_first_response() {
         StatusCode::CREATED
     );
     assert_eq!(probe.runs(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_response_is_never_overwritten() {
+    let server = RedisServer::start();
+    // No watchdog and a short TTL: the first request outlives its claim.
+    let opts = DuplicateSubmitOptions::new()
+        .ttl(Duration::from_millis(300))
+        .idempotency(Some(IdempotencyOptions::new()));
+    let (app, probe) = app_with(&server, opts).await;
+
+    let slow = spawn_send(&app, idem_order("rae", "k-2", r#"{"sku":"D4"}"#, true));
+    probe.wait_entered().await;
+    until_no_keys(&server, "lockkit:submit:*").await;
+    // The claim has expired: a retry runs, and its response is stored first.
+    let retry = send(&app, idem_order("rae", "k-2", r#"{"sku":"D4"}"#, false)).await;
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(retry.headers["x-order"], "2");
+
+    // The slow one answers its own client, but must not replace the stored record.
+    probe.let_one_finish();
+    let slow = slow.await.unwrap();
+    assert_eq!(slow.status, StatusCode::CREATED);
+    assert_eq!(slow.headers["x-order"], "1");
+    let replay = send(&app, idem_order("rae", "k-2", r#"{"sku":"D4"}"#, false)).await;
+    assert_eq!(replay.headers["idempotency-replayed"], "true");
+    assert_eq!(
+        replay.headers["x-order"], "2",
+        "the stored response was overwritten"
+    );
+    assert_eq!(probe.runs(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_that_cannot_be_stored_keeps_the_key_claimed() {
+    let server = RedisServer::start();
+    // This user may read idempotency records but not write them: every store fails (NOPERM)
+    // while locks and claims work.
+    server
+        .inline(
+            "ACL SETUSER app on >apppw resetkeys ~lockkit:submit:[^i]* %R~lockkit:submit:idem:* \
+             resetchannels +@all",
+        )
+        .unwrap();
+    let url = format!("redis://app:apppw@127.0.0.1:{}", server.port());
+    let client = LockClient::connect(&url).await.unwrap();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let layer = DuplicateSubmitLayer::new(client, opts).unwrap();
+    let probe = Probe::new();
+    let app = Router::new()
+        .route("/orders", post(create))
+        .route_layer(layer)
+        .with_state(probe.clone());
+
+    let first = send(&app, idem_order("sol", "k-3", r#"{"sku":"E5"}"#, false)).await;
+    assert_eq!(
+        first.status,
+        StatusCode::CREATED,
+        "the client still gets its answer"
+    );
+    assert!(keys(&server, "lockkit:submit:idem:*").is_empty());
+    // The order exists but its response could not be kept: a retry must not create another.
+    let retry = send(&app, idem_order("sol", "k-3", r#"{"sku":"E5"}"#, false)).await;
+    assert_eq!(retry.status, StatusCode::CONFLICT, "{}", retry.text());
+    assert_eq!(
+        probe.runs(),
+        1,
+        "the handler ran again after a failed store"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

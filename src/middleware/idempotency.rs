@@ -1,13 +1,13 @@
 //! The idempotency store: the first response to an `Idempotency-Key`, kept in Redis and
 //! replayed to retries.
 //!
-//! One Redis string per key, written with `SET key record PX ttl`, read with `GET`. The record is
-//! a small HTTP-like text head and the raw body:
+//! One Redis string per key, written once with `SET key record NX PX ttl` (never over another
+//! record), read with `GET`. The record is a small HTTP-like text head and the raw body:
 //!
 //! ```text
 //! LKIDEM1
 //! 201
-//! {fingerprint: the request's lock key}
+//! {fingerprint: digest of the request's method, target and body}
 //! content-type: application/json
 //! {more headers}
 //!
@@ -33,7 +33,7 @@ const MAGIC: &str = "LKIDEM1";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoredResponse {
     pub(crate) status: StatusCode,
-    /// The lock key of the request that produced it; a retry must match it.
+    /// The digest of the request that produced it; a retry must match it (else 422).
     pub(crate) fingerprint: String,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
@@ -141,21 +141,31 @@ impl IdempotencyStore {
         }
     }
 
-    pub(crate) async fn put(
+    /// Writes `record` unless the key already holds one (`SET NX`): a stored response is never
+    /// replaced. `Ok(false)` when another record was there first.
+    pub(crate) async fn put_new(
         &self,
         key: &str,
         record: &StoredResponse,
         ttl: Duration,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut conn = self.client.conns.conn();
-        let _: Value = redis::cmd("SET")
+        let reply: Value = redis::cmd("SET")
             .arg(key)
             .arg(record.encode())
+            .arg("NX")
             .arg("PX")
             .arg(ttl_ms(ttl))
             .query_async(&mut conn)
             .await?;
-        Ok(())
+        match reply {
+            Value::Okay => Ok(true),
+            Value::Nil => Ok(false),
+            other => Err(Error::UnexpectedReply {
+                what: "SET NX (idempotency record)",
+                reply: format!("{other:?}"),
+            }),
+        }
     }
 }
 

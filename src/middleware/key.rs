@@ -192,6 +192,17 @@ pub fn body_digest(query: &[u8], body: &[u8]) -> String {
     hex(&h.finalize()[..16])
 }
 
+/// The idempotency fingerprint of a request: the first 16 bytes of SHA-256 over its method,
+/// path, query and body, each length-prefixed so that no part can shift into another.
+pub(crate) fn request_fingerprint(method: &str, path: &str, query: &str, body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    for part in [method.as_bytes(), path.as_bytes(), query.as_bytes(), body] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part);
+    }
+    hex(&h.finalize()[..16])
+}
+
 /// SHA-256 of `data`, shortened to 16 bytes of hex.
 pub(crate) fn short_digest(data: &[u8]) -> String {
     hex(&Sha256::digest(data)[..16])
@@ -303,6 +314,16 @@ mod tests {
         assert_ne!(s, segment(&"x".repeat(5001)));
         let k = request_key("p", &long, "POST", &format!("/{long}"), "", b"");
         assert!(k.len() < 200, "{k}");
+    }
+
+    #[test]
+    fn fingerprint_parts_cannot_be_shifted_into_each_other() {
+        let base = request_fingerprint("POST", "/a", "q", b"body");
+        assert_eq!(base.len(), 32);
+        assert_eq!(base, request_fingerprint("POST", "/a", "q", b"body"));
+        assert_ne!(base, request_fingerprint("POST", "/aq", "", b"body"));
+        assert_ne!(base, request_fingerprint("POST", "/a", "qb", b"ody"));
+        assert_ne!(base, request_fingerprint("PUT", "/a", "q", b"body"));
     }
 
     #[test]

@@ -36,22 +36,34 @@
 //!    taken by another request.
 //!
 //! # Idempotent replay
-//! With [`IdempotencyOptions`] on, a request carrying an `Idempotency-Key` header is also
-//! answered from a stored response: the first response (status < 500, body of known size up to
-//! 1 MiB) is stored in Redis for 24 h under the user and the key's digest, together with the
-//! request's lock key as a fingerprint, and written before the lock is released. A later retry
-//! with the same user and key gets the stored status, headers and body back, with
-//! `idempotency-replayed: true`, and the handler does not run again. While the first is still in
-//! flight, a retry with the same body is refused with the busy response (429) like any duplicate:
-//! it does not wait. The same key with a different request (other body or path) gets 422.
-//! Hop-by-hop headers, `content-length` and `set-cookie` are not stored.
+//! With [`IdempotencyOptions`] on, a request carrying an `Idempotency-Key` header follows the
+//! IETF Idempotency-Key draft, as Stripe's API does. The key, not the body, says which requests
+//! are the same (the body lock above is not taken for it):
+//!
+//! | the key is | the answer |
+//! | --- | --- |
+//! | new | the key is *claimed* in Redis (`SET NX`, a lock with the layer's TTL, renewed by the watchdog) **before** the handler runs; the handler runs |
+//! | claimed by a request in flight | **409 Conflict**, whatever the body ([`IdempotencyOptions::in_flight_response`]) |
+//! | answered, same request | the stored status, headers and body, with `idempotency-replayed: true`; the handler does not run |
+//! | answered, another method, path, query or body | **422** ([`IdempotencyOptions::mismatch_response`]) |
+//!
+//! The response is written once with `SET NX` (never over another request's record), kept for
+//! 24 h, and only then is the claim released. A 5xx response is not stored and frees the key.
+//! A response that should be stored but cannot be (Redis refused the write or did not answer, a
+//! body of unknown size or over 1 MiB) leaves the claim in place until its TTL runs out, so a
+//! retry meanwhile gets 409 rather than running the handler a second time. Records are scoped by
+//! user: another user's identical key is a different key. Hop-by-hop headers, `content-length`
+//! and `set-cookie` are not stored.
 //!
 //! # Limitations and caveats
 //! - The lock stops *concurrent* duplicates; a duplicate that arrives after the first answered
 //!   runs again unless it carries an idempotency key.
 //! - The TTL bounds how long a crashed instance blocks duplicates, and also how long a handler
 //!   is protected: a handler that outlives the TTL without the watchdog loses its lock (logged
-//!   at release).
+//!   at release). The same holds for an idempotency claim: once it has expired, a retry runs
+//!   the handler again; of the two responses, the one stored first is kept and replayed.
+//! - A client that disconnects while the handler runs frees its key (lock or claim) in the
+//!   background: the handler was cancelled, and a retry runs it again.
 //! - If the future is dropped while the `SET` is in flight, a lock may be left to expire by TTL.
 //! - A header-supplied user id is what the client says: trust it only behind a gateway that sets
 //!   it, or plug in an extractor reading your authenticated user.
@@ -59,6 +71,7 @@
 mod idempotency;
 mod key;
 mod options;
+mod replay;
 mod service;
 
 pub use key::{
@@ -66,4 +79,5 @@ pub use key::{
     ANONYMOUS,
 };
 pub use options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
-pub use service::{DuplicateSubmit, DuplicateSubmitLayer, REPLAYED_HEADER};
+pub use replay::REPLAYED_HEADER;
+pub use service::{DuplicateSubmit, DuplicateSubmitLayer};

@@ -54,13 +54,23 @@ impl Rejection {
 
 /// Optional replay of a stored response to retries that carry the same `Idempotency-Key`.
 ///
-/// What is stored: the status, the headers (without hop-by-hop ones and `content-length`) and
-/// the whole body of the first response, plus the request's lock key as a fingerprint, in one
-/// Redis string under `{prefix}:idem:{user}:{digest of the Idempotency-Key}`, for
-/// [`ttl`](Self::ttl) (24 h by default). It is written *before* the lock is released, so a retry
-/// that gets past the lock always finds it. Responses with a 5xx status are not stored (a retry
-/// runs again), nor are bodies without a known size at most
-/// [`max_response_bytes`](Self::max_response_bytes) (logged).
+/// A request with the header first *claims* its key in Redis (a lock on
+/// `{prefix}:claim:{user}:{digest of the key}`, taken with `SET NX` before the handler runs and
+/// renewed by the watchdog when one is configured). While the claim is held, every other
+/// request with that key gets [`in_flight_response`](Self::in_flight_response) (409), whatever
+/// its body. When the handler has answered, the response is written once, with `SET NX`, to
+/// `{prefix}:idem:{user}:{digest of the key}` for [`ttl`](Self::ttl) (24 h by default), and only
+/// then is the claim released: a later retry with the same request gets the stored response, a
+/// retry with another method, path, query or body gets
+/// [`mismatch_response`](Self::mismatch_response) (422).
+///
+/// What is stored: the status, the headers (without hop-by-hop ones, `content-length` and
+/// `set-cookie`) and the whole body, plus a digest of the request as its fingerprint. Responses
+/// with a 5xx status are not stored and free the key (a retry runs again). A response that
+/// should be stored but cannot be (Redis refused or did not answer the write, a body of unknown
+/// size or over [`max_response_bytes`](Self::max_response_bytes)) keeps the key claimed until
+/// the claim's TTL runs out, so a retry in that time gets 409 instead of running the handler
+/// again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct IdempotencyOptions {
@@ -68,6 +78,8 @@ pub struct IdempotencyOptions {
     pub(crate) ttl: Duration,
     pub(crate) max_response_bytes: usize,
     pub(crate) max_key_len: usize,
+    pub(crate) in_flight: Rejection,
+    pub(crate) mismatch: Rejection,
 }
 
 impl Default for IdempotencyOptions {
@@ -77,12 +89,22 @@ impl Default for IdempotencyOptions {
             ttl: Duration::from_secs(24 * 3600),
             max_response_bytes: 1024 * 1024,
             max_key_len: 255,
+            in_flight: Rejection::text(
+                StatusCode::CONFLICT,
+                "A request with this Idempotency-Key is still being processed; retry after \
+                 it has been answered.\n",
+            ),
+            mismatch: Rejection::text(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "This Idempotency-Key was already used for a different request.\n",
+            ),
         }
     }
 }
 
 impl IdempotencyOptions {
-    /// `Idempotency-Key`, responses kept 24 h, at most 1 MiB each.
+    /// `Idempotency-Key`, responses kept 24 h, at most 1 MiB each, 409 while in flight, 422
+    /// for a key reused with another request.
     pub fn new() -> Self {
         Self::default()
     }
@@ -102,6 +124,20 @@ impl IdempotencyOptions {
     /// The largest response body that is stored (default 1 MiB).
     pub fn max_response_bytes(mut self, n: usize) -> Self {
         self.max_response_bytes = n;
+        self
+    }
+
+    /// The answer to a request whose key is claimed by a request still in flight (default
+    /// 409 Conflict, plain text).
+    pub fn in_flight_response(mut self, r: Rejection) -> Self {
+        self.in_flight = r;
+        self
+    }
+
+    /// The answer to a key reused with another request (default 422 Unprocessable Content,
+    /// plain text).
+    pub fn mismatch_response(mut self, r: Rejection) -> Self {
+        self.mismatch = r;
         self
     }
 }

@@ -10,32 +10,28 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
-use http::request::Parts;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use http::{header, Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use super::idempotency::{IdempotencyStore, StoredResponse};
-use super::key::{segment, short_digest, DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput};
-use super::key::{UserExtractor, ANONYMOUS};
-use super::options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
+use super::idempotency::IdempotencyStore;
+use super::key::{DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput, UserExtractor, ANONYMOUS};
+use super::options::{DuplicateSubmitOptions, FailMode, Rejection};
+use super::replay::{idempotent, IdemRequest};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::{LockClient, Locker};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The response header set on a replayed response.
-pub const REPLAYED_HEADER: &str = "idempotency-replayed";
-
-struct Config {
-    client: LockClient,
-    options: DuplicateSubmitOptions,
+pub(super) struct Config {
+    pub(super) client: LockClient,
+    pub(super) options: DuplicateSubmitOptions,
     users: Arc<dyn UserExtractor>,
     keys: Arc<dyn KeyBuilder>,
-    store: IdempotencyStore,
+    pub(super) store: IdempotencyStore,
 }
 
 /// A tower [`Layer`] that lets one request per key run at a time (see the
@@ -155,15 +151,18 @@ where
 }
 
 /// What the lock step decided.
-enum Admission {
+pub(super) enum Admission {
     Guarded(LockGuard),
+    /// Redis unavailable and the mode is fail-open.
     Unguarded,
+    /// Someone else holds the key.
+    Busy,
     Refused(Rejection),
 }
 
 async fn handle<S, ReqBody, ResBody>(
     config: Arc<Config>,
-    mut inner: S,
+    inner: S,
     req: Request<ReqBody>,
 ) -> Result<Response<ResBody>, S::Error>
 where
@@ -200,79 +199,33 @@ where
         body: &body,
     });
     let Some(key) = key else {
+        let mut inner = inner;
         return inner.call(Request::from_parts(parts, body.into())).await;
     };
-    let idem = match idempotency_key(opts.idempotency.as_ref(), &parts, &opts.prefix, &user) {
-        Ok(k) => k,
+    match IdemRequest::of(opts, &parts, &user, &body) {
         Err(r) => return Ok(rejection(&r)),
-    };
+        Ok(Some(idem)) => return idempotent(&config, inner, parts, body, idem).await,
+        Ok(None) => {}
+    }
 
     let guard = match admit(&config, &key).await {
         Admission::Guarded(g) => Some(g),
         Admission::Unguarded => None,
+        Admission::Busy => {
+            tracing::debug!(%key, "duplicate of a request in flight; refused");
+            return Ok(rejection(&opts.busy));
+        }
         Admission::Refused(r) => return Ok(rejection(&r)),
     };
     // From here the guard is owned by this future: if the client disconnects, the future is
     // dropped and the guard's drop releases the lock in the background.
-
-    let idem = match (&guard, idem) {
-        (Some(_), Some((record_key, idem_opts))) => match config.store.get(&record_key).await {
-            Ok(Some(stored)) if stored.fingerprint == key => {
-                release(guard, &key).await;
-                return Ok(replay(stored, &key));
-            }
-            Ok(Some(_)) => {
-                release(guard, &key).await;
-                let r = Rejection::text(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "This Idempotency-Key was already used for a different request.\n",
-                );
-                return Ok(rejection(&r));
-            }
-            Ok(None) => Some((record_key, idem_opts)),
-            Err(e) if opts.fail_mode == FailMode::Closed => {
-                tracing::warn!(%key, error = %e, "idempotency store unavailable; refusing (fail-closed)");
-                release(guard, &key).await;
-                return Ok(rejection(&opts.unavailable));
-            }
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "idempotency store unavailable; running without replay (fail-open)");
-                None
-            }
-        },
-        _ => None,
-    };
-
-    let req = Request::from_parts(parts, ReqBody::from(body));
-    let outcome = AssertUnwindSafe(inner.call(req)).catch_unwind().await;
-    let response = match outcome {
-        Ok(Ok(resp)) => resp,
-        Ok(Err(e)) => {
-            release(guard, &key).await;
-            return Err(e);
-        }
-        Err(panic) => {
-            tracing::error!(%key, panic = panic_message(&panic), "the handler panicked; lock released, answering 500");
-            release(guard, &key).await;
-            let r = Rejection::text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Internal server error.\n",
-            );
-            return Ok(rejection(&r));
-        }
-    };
-    let response = match idem {
-        Some((record_key, idem_opts)) => {
-            store_response(&config.store, &record_key, &key, idem_opts, response).await
-        }
-        None => response,
-    };
+    let ran = run(inner, Request::from_parts(parts, ReqBody::from(body)), &key).await;
     release(guard, &key).await;
-    Ok(response)
+    ran.into_result()
 }
 
-/// Takes the lock, or says why not.
-async fn admit(config: &Config, key: &str) -> Admission {
+/// Takes the lock on `key`, or says why not.
+pub(super) async fn admit(config: &Config, key: &str) -> Admission {
     let opts = &config.options;
     let unavailable = |e: &Error| match opts.fail_mode {
         FailMode::Closed => {
@@ -293,15 +246,12 @@ async fn admit(config: &Config, key: &str) -> Admission {
                 unavailable(&e)
             }
         },
-        Ok(None) => {
-            tracing::debug!(%key, "duplicate of a request in flight; refused");
-            Admission::Refused(opts.busy.clone())
-        }
+        Ok(None) => Admission::Busy,
         Err(e) => unavailable(&e),
     }
 }
 
-async fn release(guard: Option<LockGuard>, key: &str) {
+pub(super) async fn release(guard: Option<LockGuard>, key: &str) {
     if let Some(g) = guard {
         match g.release().await {
             Ok(outcome) if !outcome.is_released() => {
@@ -315,91 +265,51 @@ async fn release(guard: Option<LockGuard>, key: &str) {
     }
 }
 
-/// The idempotency record key for this request, when the feature is on and the header present.
-fn idempotency_key<'a>(
-    idem: Option<&'a IdempotencyOptions>,
-    parts: &Parts,
-    prefix: &str,
-    user: &str,
-) -> Result<Option<(String, &'a IdempotencyOptions)>, Rejection> {
-    let Some(o) = idem else { return Ok(None) };
-    let Some(value) = parts.headers.get(&o.header) else {
-        return Ok(None);
-    };
-    let raw = value.as_bytes();
-    if raw.is_empty() || raw.len() > o.max_key_len {
-        return Err(Rejection::text(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "The {} header must be 1 to {} bytes long.\n",
-                o.header, o.max_key_len
-            ),
-        ));
-    }
-    let record = format!("{prefix}:idem:{}:{}", segment(user), short_digest(raw));
-    Ok(Some((record, o)))
+/// How the handler ended.
+pub(super) enum Ran<R, E> {
+    Answered(R),
+    Failed(E),
+    Panicked,
 }
 
-fn replay<B: From<Bytes>>(stored: StoredResponse, key: &str) -> Response<B> {
-    tracing::debug!(%key, status = %stored.status, "replaying the stored response");
-    let mut resp = Response::new(B::from(stored.body));
-    *resp.status_mut() = stored.status;
-    *resp.headers_mut() = stored.headers;
-    resp.headers_mut()
-        .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
-    resp
-}
-
-/// Stores a response that is worth replaying and can be buffered; hands it on either way.
-async fn store_response<B>(
-    store: &IdempotencyStore,
-    record_key: &str,
-    fingerprint: &str,
-    idem: &IdempotencyOptions,
-    response: Response<B>,
-) -> Response<B>
-where
-    B: Body<Data = Bytes> + From<Bytes>,
-    B::Error: Into<BoxError>,
-{
-    if response.status().is_server_error() {
-        return response;
-    }
-    let fits = response
-        .body()
-        .size_hint()
-        .upper()
-        .is_some_and(|n| n <= idem.max_response_bytes as u64);
-    if !fits {
-        tracing::warn!(key = %fingerprint, "response body too large or of unknown size; not stored for idempotent replay");
-        return response;
-    }
-    let (parts, body) = response.into_parts();
-    let bytes = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            let e: BoxError = e.into();
-            tracing::error!(key = %fingerprint, error = %e, "the response body failed; answering 500");
-            let r = Rejection::text(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "Internal server error.\n",
-            );
-            return rejection(&r);
+impl<B: From<Bytes>, E> Ran<Response<B>, E> {
+    /// What the layer answers for it (a panic becomes a plain 500).
+    pub(super) fn into_result(self) -> Result<Response<B>, E> {
+        match self {
+            Ran::Answered(r) => Ok(r),
+            Ran::Failed(e) => Err(e),
+            Ran::Panicked => Ok(internal_error()),
         }
-    };
-    let record = StoredResponse {
-        status: parts.status,
-        fingerprint: fingerprint.to_string(),
-        headers: parts.headers.clone(),
-        body: bytes.clone(),
-    };
-    if let Err(e) = store.put(record_key, &record, idem.ttl).await {
-        tracing::warn!(key = %fingerprint, error = %e, "could not store the response for idempotent replay");
     }
-    Response::from_parts(parts, B::from(bytes))
 }
 
-fn rejection<B: From<Bytes>>(r: &Rejection) -> Response<B> {
+/// Calls the inner service, catching a panic (logged with the key).
+pub(super) async fn run<S, ReqBody, ResBody>(
+    mut inner: S,
+    req: Request<ReqBody>,
+    key: &str,
+) -> Ran<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+{
+    match AssertUnwindSafe(inner.call(req)).catch_unwind().await {
+        Ok(Ok(resp)) => Ran::Answered(resp),
+        Ok(Err(e)) => Ran::Failed(e),
+        Err(panic) => {
+            tracing::error!(%key, panic = panic_message(&panic), "the handler panicked; answering 500");
+            Ran::Panicked
+        }
+    }
+}
+
+pub(super) fn internal_error<B: From<Bytes>>() -> Response<B> {
+    rejection(&Rejection::text(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Internal server error.\n",
+    ))
+}
+
+pub(super) fn rejection<B: From<Bytes>>(r: &Rejection) -> Response<B> {
     let mut resp = Response::new(B::from(r.body.clone()));
     *resp.status_mut() = r.status;
     resp.headers_mut()

@@ -1,0 +1,221 @@
+//! The `Idempotency-Key` flow: claim the key, look for a stored response, run the handler,
+//! store its response with `SET NX`, free the claim.
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::BodyExt;
+use tower_service::Service;
+
+use super::idempotency::StoredResponse;
+use super::key::{request_fingerprint, segment, short_digest};
+use super::options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
+use super::service::{admit, rejection, release, run, Admission, BoxError, Config, Ran};
+
+/// The response header set on a replayed response.
+pub const REPLAYED_HEADER: &str = "idempotency-replayed";
+
+/// A request that carries an idempotency key: where its claim and its record live.
+pub(super) struct IdemRequest<'a> {
+    opts: &'a IdempotencyOptions,
+    /// The lock taken while the request is in flight.
+    claim: String,
+    /// The stored response.
+    record: String,
+    /// What a retry must match to be answered from the record.
+    fingerprint: String,
+}
+
+impl<'a> IdemRequest<'a> {
+    /// The request's claim and record keys, when idempotency is on and the header present; a
+    /// header that is empty or too long is refused (400).
+    pub(super) fn of(
+        options: &'a DuplicateSubmitOptions,
+        parts: &Parts,
+        user: &str,
+        body: &[u8],
+    ) -> Result<Option<IdemRequest<'a>>, Rejection> {
+        let Some(opts) = options.idempotency.as_ref() else {
+            return Ok(None);
+        };
+        let Some(value) = parts.headers.get(&opts.header) else {
+            return Ok(None);
+        };
+        let raw = value.as_bytes();
+        if raw.is_empty() || raw.len() > opts.max_key_len {
+            return Err(Rejection::text(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "The {} header must be 1 to {} bytes long.\n",
+                    opts.header, opts.max_key_len
+                ),
+            ));
+        }
+        let scope = format!("{}:{}", segment(user), short_digest(raw));
+        let uri = &parts.uri;
+        Ok(Some(IdemRequest {
+            opts,
+            claim: format!("{}:claim:{scope}", options.prefix),
+            record: format!("{}:idem:{scope}", options.prefix),
+            fingerprint: request_fingerprint(
+                parts.method.as_str(),
+                uri.path(),
+                uri.query().unwrap_or(""),
+                body,
+            ),
+        }))
+    }
+
+    /// The stored response if this request matches it, else the mismatch answer.
+    fn answer<B: From<Bytes>>(&self, stored: StoredResponse) -> Response<B> {
+        if stored.fingerprint != self.fingerprint {
+            tracing::debug!(record = %self.record, "idempotency key reused with another request");
+            return rejection(&self.opts.mismatch);
+        }
+        tracing::debug!(record = %self.record, status = %stored.status, "replaying the stored response");
+        let mut resp = Response::new(B::from(stored.body));
+        *resp.status_mut() = stored.status;
+        *resp.headers_mut() = stored.headers;
+        resp.headers_mut()
+            .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+        resp
+    }
+}
+
+/// Serves a request that carries an idempotency key (see [`IdempotencyOptions`]).
+pub(super) async fn idempotent<S, ReqBody, ResBody>(
+    config: &Config,
+    inner: S,
+    parts: Parts,
+    body: Bytes,
+    idem: IdemRequest<'_>,
+) -> Result<Response<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: From<Bytes>,
+    ResBody: Body<Data = Bytes> + From<Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let claim = match admit(config, &idem.claim).await {
+        Admission::Guarded(g) => Some(g),
+        // Fail-open with Redis unavailable: run unguarded, nothing stored.
+        Admission::Unguarded => None,
+        Admission::Busy => return Ok(in_flight_or_stored(config, &idem).await),
+        Admission::Refused(r) => return Ok(rejection(&r)),
+    };
+    if claim.is_some() {
+        // The claim is ours; a request that held it before may have answered already.
+        match config.store.get(&idem.record).await {
+            Ok(Some(stored)) => {
+                release(claim, &idem.claim).await;
+                return Ok(idem.answer(stored));
+            }
+            Ok(None) => {}
+            Err(e) if config.options.fail_mode == FailMode::Closed => {
+                tracing::warn!(record = %idem.record, error = %e, "idempotency store unavailable; refusing (fail-closed)");
+                release(claim, &idem.claim).await;
+                return Ok(rejection(&config.options.unavailable));
+            }
+            Err(e) => {
+                tracing::warn!(record = %idem.record, error = %e, "idempotency store unavailable; running under the claim (fail-open)");
+            }
+        }
+    }
+
+    let req = Request::from_parts(parts, ReqBody::from(body));
+    let response = match run(inner, req, &idem.claim).await {
+        Ran::Answered(r) => r,
+        other => {
+            // The handler failed: nothing to replay, the key is free for a retry.
+            release(claim, &idem.claim).await;
+            return other.into_result();
+        }
+    };
+    let Some(claim) = claim else {
+        return Ok(response);
+    };
+    if response.status().is_server_error() {
+        release(Some(claim), &idem.claim).await;
+        return Ok(response);
+    }
+    let (response, stored) = store(config, &idem, response).await;
+    if stored {
+        release(Some(claim), &idem.claim).await;
+    } else {
+        // The handler ran but its response is not kept: a retry must not run it again, so the
+        // claim stays until its TTL runs out (retries meanwhile get 409).
+        let _ = claim.into_lock();
+    }
+    Ok(response)
+}
+
+/// The answer to a request whose key is claimed: the stored response if the claim holder has
+/// just written it, else 409.
+async fn in_flight_or_stored<B: From<Bytes>>(
+    config: &Config,
+    idem: &IdemRequest<'_>,
+) -> Response<B> {
+    match config.store.get(&idem.record).await {
+        Ok(Some(stored)) => idem.answer(stored),
+        Ok(None) => rejection(&idem.opts.in_flight),
+        Err(e) => {
+            tracing::debug!(record = %idem.record, error = %e, "could not look for a stored response; the key is claimed");
+            rejection(&idem.opts.in_flight)
+        }
+    }
+}
+
+/// Buffers and stores the response; hands it on either way. `true` when a record for the key
+/// is in Redis afterwards (ours, or one written first by another request that held the key
+/// after our claim expired: never replaced).
+async fn store<B>(
+    config: &Config,
+    idem: &IdemRequest<'_>,
+    response: Response<B>,
+) -> (Response<B>, bool)
+where
+    B: Body<Data = Bytes> + From<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let fits = response
+        .body()
+        .size_hint()
+        .upper()
+        .is_some_and(|n| n <= idem.opts.max_response_bytes as u64);
+    if !fits {
+        tracing::warn!(record = %idem.record, "response body too large or of unknown size; not stored, the key stays claimed until its TTL");
+        return (response, false);
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) => {
+            let e: BoxError = e.into();
+            tracing::error!(record = %idem.record, error = %e, "the response body failed; answering 500, the key stays claimed until its TTL");
+            return (super::service::internal_error(), false);
+        }
+    };
+    let record = StoredResponse {
+        status: parts.status,
+        fingerprint: idem.fingerprint.clone(),
+        headers: parts.headers.clone(),
+        body: bytes.clone(),
+    };
+    let stored = match config
+        .store
+        .put_new(&idem.record, &record, idem.opts.ttl)
+        .await
+    {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::warn!(record = %idem.record, "another request stored a response for this key first (this one outlived its claim); kept the first");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(record = %idem.record, error = %e, "could not store the response; the key stays claimed until its TTL");
+            false
+        }
+    };
+    (Response::from_parts(parts, B::from(bytes)), stored)
+}
