@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use lockkit_loadgen::args::{BenchArgs, MergeArgs, TtlArgs};
+use lockkit_loadgen::args::{BenchArgs, MergeArgs, ReportArgs, TtlArgs};
 
 mod lua;
 
@@ -32,6 +32,8 @@ enum Command {
     Ttl(TtlArgs),
     /// Merge HdrHistogram logs from several load machines into one report.
     Merge(MergeArgs),
+    /// One self-contained HTML page (SVG plots) for one bench run or several side by side.
+    Report(ReportArgs),
     /// Run Redis scripting offline (exec, test, record transcripts).
     Lua(lua::LuaArgs),
     /// What a target supports (SCRIPT LOAD, EVALSHA, FUNCTION, cluster, proxy) and its round trip.
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => lockkit_loadgen::bench::run(args),
         Command::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
         Command::Merge(args) => lockkit_loadgen::merge::run(args),
+        Command::Report(args) => lockkit_loadgen::html::run(args),
         Command::Lua(args) => lua::run(args),
         Command::Probe(args) => probe::run(args),
     };
@@ -70,5 +73,8 @@ mod tests {
         assert!(matches!(o.command, Command::Merge(ref m) if m.logs.len() == 2));
         assert!(Opts::try_parse_from(["lockkit", "bench", "--duration", "10x"]).is_err());
         assert!(Opts::try_parse_from(["lockkit", "merge"]).is_err());
+        let o = Opts::parse_from(["lockkit", "report", "a.json", "b.json", "-o", "c.html"]);
+        assert!(matches!(o.command, Command::Report(ref r) if r.inputs.len() == 2));
+        assert!(Opts::try_parse_from(["lockkit", "report"]).is_err());
     }
 }

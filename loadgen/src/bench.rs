@@ -269,7 +269,8 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
     Ok(results)
 }
 
-/// Writes one run's interval logs and then its JSON (each file atomically), prints its summary.
+/// Writes one run's interval logs, its JSON and its HTML page (each file atomically), prints
+/// its summary.
 fn write_run(
     args: &BenchArgs,
     mut report: Report,
@@ -298,13 +299,16 @@ fn write_run(
         &json_path,
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )?;
+    let html = crate::html::html_path(&json_path);
+    crate::html::write_for_run(&json_path, &html)?;
     if !args.quiet {
         print!("{}", report::summary(&report));
     }
     println!(
-        "wrote {} (+ {} histogram logs)",
+        "wrote {} (+ {} histogram logs) and {}",
         json_path.display(),
-        report.histogram_logs.len()
+        report.histogram_logs.len(),
+        html.display()
     );
     Ok(RunResult { json_path, report })
 }

@@ -4,8 +4,9 @@
 //! throughput, contention, per-operation latency in HdrHistograms (one per task and operation,
 //! merged once a second into interval logs), errors by kind, lost locks, and mutual-exclusion
 //! violations found by an exact in-process checker. It writes a JSON report (schema
-//! `lockkit.bench/1`) and one HdrHistogram interval log per operation, and sizes TTLs from the
-//! measured timings ([`ttl`]).
+//! `lockkit.bench/1`), one HdrHistogram interval log per operation and a self-contained HTML
+//! report with SVG plots ([`html`], also `lockkit report` for several runs), and sizes TTLs from
+//! the measured timings ([`ttl`]).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -44,8 +45,10 @@ pub mod args;
 pub mod bench;
 pub mod ceiling;
 pub mod checker;
+pub mod html;
 pub mod keys;
 pub mod merge;
+pub mod progress;
 pub mod report;
 mod run;
 pub mod stats;

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use base64::Engine as _;
@@ -15,14 +16,26 @@ use crate::report::write_atomic;
 use crate::stats::{new_histogram, LatencySummary};
 use crate::units::format_duration;
 
-/// Reads an interval log and merges its intervals by tag (`untagged` for none).
+/// One interval of a log, as written.
+#[derive(Debug)]
+pub struct LogInterval {
+    /// Its start, as the log gives it (`lockkit bench`: since measuring began).
+    pub start: Duration,
+    /// Its length.
+    pub len: Duration,
+    /// Its tag (`untagged` for none).
+    pub tag: String,
+    /// Its histogram.
+    pub hist: Histogram<u64>,
+}
+
+/// Reads every interval of an interval log, in order.
 ///
 /// # Errors
 /// A line that is neither a comment nor an interval, or a histogram that does not decode.
-pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>> {
-    let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+pub fn read_intervals(bytes: &[u8]) -> anyhow::Result<Vec<LogInterval>> {
+    let mut out = Vec::new();
     let mut de = Deserializer::new();
-    let mut intervals = 0usize;
     for entry in IntervalLogIterator::new(bytes) {
         let entry = entry.map_err(|LogIteratorError::ParseError { offset }| {
             anyhow::anyhow!(
@@ -33,20 +46,35 @@ pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>
         let LogEntry::Interval(i) = entry else {
             continue;
         };
-        intervals += 1;
         let raw = base64::engine::general_purpose::STANDARD
             .decode(i.encoded_histogram())
             .context("an interval's histogram is not valid base64")?;
-        let h: Histogram<u64> = de
+        let hist: Histogram<u64> = de
             .deserialize(&mut raw.as_slice())
             .map_err(|e| anyhow::anyhow!("an interval's histogram does not decode: {e:?}"))?;
-        let tag = i.tag().map_or("untagged", |t| t.as_str()).to_string();
-        let slot = out.entry(tag).or_insert_with(new_histogram);
-        slot.add(&h)
-            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+        out.push(LogInterval {
+            start: i.start_timestamp(),
+            len: i.duration(),
+            tag: i.tag().map_or("untagged", |t| t.as_str()).to_string(),
+            hist,
+        });
     }
-    if intervals == 0 && !bytes.is_empty() && !bytes.starts_with(b"#") {
+    if out.is_empty() && !bytes.is_empty() && !bytes.starts_with(b"#") {
         anyhow::bail!("not an HdrHistogram interval log (no intervals found)");
+    }
+    Ok(out)
+}
+
+/// Reads an interval log and merges its intervals by tag (`untagged` for none).
+///
+/// # Errors
+/// As [`read_intervals`].
+pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>> {
+    let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for i in read_intervals(bytes)? {
+        let slot = out.entry(i.tag).or_insert_with(new_histogram);
+        slot.add(&i.hist)
+            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
     }
     Ok(out)
 }
@@ -88,7 +116,7 @@ pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
         "p99.9",
         "max"
     );
-    let f = |v: u64| format_duration(std::time::Duration::from_micros(v));
+    let f = |v: u64| format_duration(Duration::from_micros(v));
     for (op, l) in &latency_us {
         println!(
             "  {:<18} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",

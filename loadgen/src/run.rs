@@ -1,7 +1,6 @@
 //! One measured run: spawn the workers, drain their histograms once a second into interval logs,
 //! show progress, stop on time, budget or Ctrl-C, and assemble the report.
 
-use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -13,7 +12,8 @@ use tokio::task::JoinSet;
 use crate::args::{BenchArgs, KeyDist};
 use crate::checker::SafetyChecker;
 use crate::keys::{zipf_table, KeyPicker};
-use crate::report::{self, IntervalLog, Report};
+use crate::progress::Progress;
+use crate::report::{self, IntervalLog, Report, TimelinePoint};
 use crate::stats::{lock, Interval, Op, SharedStats, TaskStats};
 use crate::target::{self, ServerInfo};
 use crate::ttl_cmd::{recommend_from_latency, work_from_config};
@@ -33,12 +33,43 @@ fn copy_time_to_acquire(iv: &mut Interval, retry: bool) {
     }
 }
 
-/// Appends one interval's histograms to the per-operation logs (operations without samples skip).
-fn log_interval(logs: &mut [IntervalLog], iv: &Interval, start: Duration, len: Duration) {
-    for (log, h) in logs.iter_mut().zip(&iv.hists) {
-        if !h.is_empty() {
-            log.push(start, len, h.clone());
+/// What the measured intervals add up to: one interval log per operation, the timeline of
+/// counters, and the totals.
+struct Recorded {
+    logs: Vec<IntervalLog>,
+    timeline: Vec<TimelinePoint>,
+    total: Interval,
+}
+
+impl Recorded {
+    /// Empty, with log offsets counting from now.
+    fn starting_now() -> Self {
+        let now = SystemTime::now();
+        Recorded {
+            logs: Op::ALL.iter().map(|_| IntervalLog::starting(now)).collect(),
+            timeline: Vec::new(),
+            total: Interval::default(),
         }
+    }
+
+    /// Adds one interval (operations without samples skip their log).
+    fn add(&mut self, iv: &Interval, start: Duration, len: Duration) {
+        for (log, h) in self.logs.iter_mut().zip(&iv.hists) {
+            if !h.is_empty() {
+                log.push(start, len, h.clone());
+            }
+        }
+        let c = &iv.counters;
+        self.timeline.push(TimelinePoint {
+            t_s: round3(start.as_secs_f64()),
+            len_s: round3(len.as_secs_f64()),
+            cycles: c.cycles,
+            attempts: c.attempts,
+            contended: c.contended,
+            errors: c.error_total(),
+            lost_locks: c.lost_locks,
+        });
+        self.total.add(iv);
     }
 }
 
@@ -141,23 +172,20 @@ impl Run<'_> {
             ));
         }
 
-        let progress = !a.quiet && std::io::stderr().is_terminal();
+        let progress = Progress::new(a.quiet);
         let tick = Duration::from_secs(1);
         let warm_end = t0 + a.warmup;
         let mut measuring = a.warmup.is_zero();
         let mut measure_start = t0;
         let mut hard_end = warm_end + a.duration;
         let mut next_tick = if measuring { t0 + tick } else { warm_end };
-        if progress && !measuring {
-            eprint!("\r  warming up for {} ...", format_duration(a.warmup));
+        if measuring {
+            progress.measuring(a.duration);
+        } else {
+            progress.warming_up(a.warmup);
         }
         let mut last_tick = t0;
-        let fresh_logs = || -> Vec<IntervalLog> {
-            let now = SystemTime::now();
-            Op::ALL.iter().map(|_| IntervalLog::starting(now)).collect()
-        };
-        let mut logs = fresh_logs();
-        let mut total = Interval::default();
+        let mut rec = Recorded::starting_now();
         let mut cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
         let mut stopped_at = None;
         loop {
@@ -179,26 +207,29 @@ impl Run<'_> {
                     measuring = true;
                     shared.measuring.store(true, Ordering::SeqCst);
                     measure_start = now;
-                    logs = fresh_logs();
+                    rec = Recorded::starting_now();
                     hard_end = now + a.duration;
                     last_tick = now;
                     next_tick = now + tick;
                     cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
+                    progress.measuring(a.duration);
                 }
             } else {
-                log_interval(&mut logs, &iv, last_tick - measure_start, now - last_tick);
-                total.add(&iv);
-                if progress {
-                    let cyc = total.hist(Op::Cycle);
-                    eprint!(
-                        "\r  {:>5.1}s  cycles/s {:>10}  p99 {:>9}  errors {:<6} violations {}   ",
-                        (now - measure_start).as_secs_f64(),
-                        format_rate(
-                            iv.counters.cycles as f64 / (now - last_tick).as_secs_f64().max(1e-9)
+                rec.add(&iv, last_tick - measure_start, now - last_tick);
+                if !progress.is_hidden() {
+                    let cyc = rec.total.hist(Op::Cycle);
+                    progress.update(
+                        now - measure_start,
+                        format!(
+                            "cycles/s {:>8}  p99 {:>8}  errors {}  violations {}",
+                            format_rate(
+                                iv.counters.cycles as f64
+                                    / (now - last_tick).as_secs_f64().max(1e-9)
+                            ),
+                            format_duration(Duration::from_micros(cyc.value_at_quantile(0.99))),
+                            rec.total.counters.error_total(),
+                            shared.checker.violations(),
                         ),
-                        format_duration(Duration::from_micros(cyc.value_at_quantile(0.99))),
-                        total.counters.error_total(),
-                        shared.checker.violations(),
                     );
                 }
                 last_tick = now;
@@ -221,9 +252,7 @@ impl Run<'_> {
         if drained.is_err() {
             set.abort_all();
         }
-        if progress {
-            eprintln!();
-        }
+        progress.finish();
         let mut iv = Interval::default();
         for s in &stats {
             lock(s).drain_into(&mut iv);
@@ -231,8 +260,7 @@ impl Run<'_> {
         copy_time_to_acquire(&mut iv, a.retry);
         if measuring {
             let now = Instant::now();
-            log_interval(&mut logs, &iv, last_tick - measure_start, now - last_tick);
-            total.add(&iv);
+            rec.add(&iv, last_tick - measure_start, now - last_tick);
         }
         let cpu1 = (target::own_cpu(), servers_cpu(info_conns).await);
         let duration_s = if measuring {
@@ -240,15 +268,16 @@ impl Run<'_> {
         } else {
             0.0
         };
-        let report = self.assemble(
+        let mut report = self.assemble(
             &locker,
-            &total,
+            &rec.total,
             duration_s,
             (cpu0, cpu1),
             shared.checker.violations(),
             interrupted.load(Ordering::SeqCst),
         )?;
-        Ok((report, logs))
+        report.timeline = rec.timeline;
+        Ok((report, rec.logs))
     }
 
     fn assemble<L: Locker>(
@@ -361,6 +390,7 @@ impl Run<'_> {
             },
             ceiling: None,
             histogram_logs: Default::default(),
+            timeline: Vec::new(),
         })
     }
 }

@@ -208,6 +208,19 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
+    /// count, p50, p90, p99, p99.9, max and mean as table cells, latencies through `us`.
+    pub fn cells(&self, us: impl Fn(u64) -> String) -> [String; 7] {
+        [
+            self.count.to_string(),
+            us(self.p50),
+            us(self.p90),
+            us(self.p99),
+            us(self.p999),
+            us(self.max),
+            us(self.mean.round() as u64),
+        ]
+    }
+
     /// Summarises a histogram (all zero when empty).
     pub fn of(h: &Histogram<u64>) -> Self {
         if h.is_empty() {

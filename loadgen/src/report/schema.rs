@@ -48,6 +48,29 @@ pub struct Report {
     pub ceiling: Option<Ceiling>,
     /// The interval log file of each operation (beside the JSON).
     pub histogram_logs: BTreeMap<String, String>,
+    /// The run's counters once per interval (about a second), for plots over time; empty in
+    /// reports written before it was added.
+    #[serde(default)]
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// `timeline[]`: what one interval counted.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePoint {
+    /// The interval's start, seconds since measuring began.
+    pub t_s: f64,
+    /// Its length, seconds.
+    pub len_s: f64,
+    /// Successful cycles.
+    pub cycles: u64,
+    /// Acquire attempts.
+    pub attempts: u64,
+    /// Attempts that found the lock busy.
+    pub contended: u64,
+    /// Errors (all kinds).
+    pub errors: u64,
+    /// Lost locks.
+    pub lost_locks: u64,
 }
 
 /// `target`.

@@ -51,17 +51,11 @@ pub fn summary(r: &Report) -> String {
         if l.count == 0 {
             continue;
         }
-        s.push_str(&format!(
-            "  {:<18} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-            op,
-            l.count,
-            us(l.p50),
-            us(l.p90),
-            us(l.p99),
-            us(l.p999),
-            us(l.max),
-            us(l.mean.round() as u64),
-        ));
+        s.push_str(&format!("  {op:<18}"));
+        for c in l.cells(us) {
+            s.push_str(&format!(" {c:>9}"));
+        }
+        s.push('\n');
     }
     if r.errors.total > 0 {
         let kinds: Vec<String> = r
