@@ -172,6 +172,7 @@ impl Harness {
 
     /// [`call`](Self::call) with owned arguments.
     pub fn call_argv(&mut self, argv: &[Vec<u8>]) -> Reply {
+        self.engine.clear_stopped();
         let spec = match commands::resolve(argv, Caller::Client) {
             Ok(s) => s,
             Err(e) => return e,
@@ -180,6 +181,13 @@ impl Harness {
             Run::Plain(f) => f(&mut self.engine.server_mut(), argv).into_resp2(),
             Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.command, argv),
         }
+    }
+
+    /// Whether the harness stopped the script of the last command (time limit or memory cap).
+    /// Redis would still be running it; what follows would not match Redis. A script's own
+    /// error reply never sets this, whatever its text.
+    pub fn stopped(&self) -> bool {
+        self.engine.stopped()
     }
 
     /// `EVAL script numkeys keys... args...`.

@@ -72,7 +72,8 @@ fn tohex(lua: &Lua, a: &MultiValue) -> Result<MultiValue, String> {
     };
     let mut digits = b"0123456789abcdef";
     if n < 0 {
-        n = n.wrapping_neg();
+        // Redis's LuaBitOp turns INT_MIN into INT_MIN + 1 before negating.
+        n = n.saturating_neg();
         digits = b"0123456789ABCDEF";
     }
     let n = n.clamp(0, 8) as usize;

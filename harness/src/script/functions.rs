@@ -20,10 +20,11 @@ pub struct FunctionLibrary {
     pub functions: Vec<String>,
 }
 
+/// A registered function's name and flags; the function itself lives in a Lua table (a
+/// `Function` held in Rust takes one of mlua's ~8,000 reference slots; past them mlua panics).
 #[derive(Debug, Clone)]
 struct Registered {
     name: String,
-    func: Function,
     flags: ScriptFlags,
 }
 
@@ -84,8 +85,11 @@ fn library_name(code: &[u8]) -> Result<(String, usize), String> {
 
 type Pending = Arc<Mutex<Vec<Registered>>>;
 
+/// `redis.register_function`'s arguments: the registration and its callback.
+type Registration = (Registered, Function);
+
 /// Reads `redis.register_function`'s arguments, as Redis does (positional or named).
-fn read_registration(args: &MultiValue) -> Result<Registered, String> {
+fn read_registration(args: &MultiValue) -> Result<Registration, String> {
     match args.len() {
         2 => {
             let Value::String(name) = &args[0] else {
@@ -94,11 +98,13 @@ fn read_registration(args: &MultiValue) -> Result<Registered, String> {
             let Value::Function(f) = &args[1] else {
                 return Err("second argument to redis.register_function must be a function".into());
             };
-            Ok(Registered {
-                name: name.to_string_lossy(),
-                func: f.clone(),
-                flags: ScriptFlags::default(),
-            })
+            Ok((
+                Registered {
+                    name: name.to_string_lossy(),
+                    flags: ScriptFlags::default(),
+                },
+                f.clone(),
+            ))
         }
         1 => {
             let Value::Table(t) = &args[0] else {
@@ -110,7 +116,7 @@ fn read_registration(args: &MultiValue) -> Result<Registered, String> {
     }
 }
 
-fn read_named(t: &Table) -> Result<Registered, String> {
+fn read_named(t: &Table) -> Result<Registration, String> {
     let (mut name, mut func, mut flags) = (None, None, ScriptFlags::default());
     for pair in t.pairs::<Value, Value>() {
         let (k, v) = pair.map_err(|e| e.to_string())?;
@@ -147,16 +153,18 @@ fn read_named(t: &Table) -> Result<Registered, String> {
             _ => return Err("unknown argument given to redis.register_function".into()),
         }
     }
-    Ok(Registered {
-        name: name.ok_or("redis.register_function must get a function name argument")?,
-        func: func.ok_or("redis.register_function must get a callback argument")?,
-        flags,
-    })
+    Ok((
+        Registered {
+            name: name.ok_or("redis.register_function must get a function name argument")?,
+            flags,
+        },
+        func.ok_or("redis.register_function must get a callback argument")?,
+    ))
 }
 
-fn register_fn(lua: &Lua, pending: Pending) -> mlua::Result<Function> {
+fn register_fn(lua: &Lua, pending: Pending, funcs: Table) -> mlua::Result<Function> {
     lua.create_function(move |lua, args: MultiValue| {
-        let reg = match read_registration(&args) {
+        let (reg, func) = match read_registration(&args) {
             Ok(r) => r,
             Err(e) => return libargs::redis_err(lua, format!("ERR {e}")),
         };
@@ -169,6 +177,7 @@ fn register_fn(lua: &Lua, pending: Pending) -> mlua::Result<Function> {
         if p.iter().any(|r| r.name.eq_ignore_ascii_case(&reg.name)) {
             return libargs::redis_err(lua, "ERR Function already exists in the library");
         }
+        funcs.raw_set(reg.name.to_ascii_lowercase(), func)?;
         p.push(reg);
         libargs::ok(lua, ())
     })
@@ -189,7 +198,9 @@ impl Engine {
             return Err(format!("Library '{name}' already exists"));
         }
         let pending: Pending = Arc::default();
-        let register = register_fn(&self.lua, pending.clone()).map_err(|e| e.to_string())?;
+        let pending_funcs = self.lua.create_table().map_err(|e| e.to_string())?;
+        let register = register_fn(&self.lua, pending.clone(), pending_funcs.clone())
+            .map_err(|e| e.to_string())?;
         let env: Table = self
             .load_env
             .call(register)
@@ -219,7 +230,7 @@ impl Engine {
             Ok((true, _)) => {}
             Ok((false, v)) => {
                 let msg = match &v {
-                    Value::Table(t) => t.get::<String>("err").unwrap_or_default(),
+                    Value::Table(t) => t.raw_get::<String>("err").unwrap_or_default(),
                     Value::String(s) => s.to_string_lossy(),
                     _ => String::new(),
                 };
@@ -245,9 +256,14 @@ impl Engine {
         }
         self.function_delete_library(&name);
         for r in &registered {
-            self.functions
-                .functions
-                .insert(r.name.to_ascii_lowercase(), r.clone());
+            let key = r.name.to_ascii_lowercase();
+            let func: Value = pending_funcs
+                .raw_get(key.as_str())
+                .map_err(|e| e.to_string())?;
+            self.function_bodies
+                .raw_set(key.as_str(), func)
+                .map_err(|e| e.to_string())?;
+            self.functions.functions.insert(key, r.clone());
         }
         self.functions.libraries.insert(
             name.clone(),
@@ -264,7 +280,9 @@ impl Engine {
         match self.functions.libraries.remove(name) {
             Some(lib) => {
                 for f in lib.functions {
-                    self.functions.functions.remove(&f.to_ascii_lowercase());
+                    let key = f.to_ascii_lowercase();
+                    let _ = self.function_bodies.raw_set(key.as_str(), Value::Nil);
+                    self.functions.functions.remove(&key);
                 }
                 true
             }
@@ -284,6 +302,9 @@ impl Engine {
     /// `FUNCTION FLUSH`.
     pub fn function_flush(&mut self) {
         self.functions = Registry::default();
+        if let Ok(t) = self.lua.create_table() {
+            self.function_bodies = t;
+        }
     }
 
     /// The loaded libraries.
@@ -314,8 +335,8 @@ impl Engine {
             no_writes: f.flags.no_writes,
             ro_call: ro,
         };
-        let func = f.func.clone();
         self.invoke(&f.name, ctx, move |e| {
+            let func: Function = e.function_bodies.raw_get(key.as_str())?;
             e.run_fn.call::<(bool, Value)>((func, k, a))
         })
     }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::libargs::{answer, check_number, lua_err, ok, redis_err, to_number};
+use super::libargs::{answer, c_int, check_number, lua_err, ok, redis_err, to_number};
 use super::rand48::Rand48;
 use super::RunCtx;
 use crate::server::{LogLine, Server};
@@ -116,7 +116,7 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
             let res = match args.len() {
                 0 => Ok(r),
                 1 => check_number(&args, 1, "random").and_then(|u| {
-                    let u = u as i32;
+                    let u = c_int(u);
                     if u < 1 {
                         Err("bad argument #1 to 'random' (interval is empty)".into())
                     } else {
@@ -124,8 +124,8 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
                     }
                 }),
                 2 => check_number(&args, 1, "random").and_then(|l| {
-                    let u = check_number(&args, 2, "random")? as i32;
-                    let l = l as i32;
+                    let u = c_int(check_number(&args, 2, "random")?);
+                    let l = c_int(l);
                     if l > u {
                         Err("bad argument #2 to 'random' (interval is empty)".into())
                     } else {

@@ -40,6 +40,18 @@ pub fn to_number(v: Option<&Value>) -> Option<f64> {
     }
 }
 
+/// `luaL_checkint` on a number: `(int)(lua_Integer)x` as Redis's Lua computes it on x86-64
+/// (out of range or NaN gives `INT64_MIN`, whose low 32 bits are 0).
+pub fn c_int(x: f64) -> i32 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    let wide = if x.is_nan() || !(-TWO_63..TWO_63).contains(&x) {
+        i64::MIN
+    } else {
+        x as i64
+    };
+    wide as i32
+}
+
 /// `bad argument #n to 'f' (msg)`.
 pub fn bad_arg(n: usize, f: &str, msg: &str) -> String {
     format!("bad argument #{n} to '{f}' ({msg})")
@@ -74,12 +86,14 @@ pub enum Raised {
     Table(String),
     /// A plain Lua error message, position included.
     Text(String),
+    /// The harness stopping the script (time limit): nothing of the script may catch it.
+    Stop(String),
 }
 
 impl std::fmt::Display for Raised {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Raised::Table(m) | Raised::Text(m) => f.write_str(m),
+            Raised::Table(m) | Raised::Text(m) | Raised::Stop(m) => f.write_str(m),
         }
     }
 }

@@ -61,10 +61,11 @@ struct Timer {
     fired: bool,
 }
 
-/// A compiled EVAL script.
-#[derive(Debug, Clone)]
+/// A compiled EVAL script: its flags; the function itself is in `Engine::compiled`, a Lua
+/// table, because every `Function` held in Rust takes one of mlua's ~8,000 reference slots
+/// (past them mlua panics).
+#[derive(Debug, Clone, Copy)]
 struct Compiled {
-    func: Function,
     flags: ScriptFlags,
 }
 
@@ -86,9 +87,15 @@ pub struct Engine {
     run_fn: Function,
     load_env: Function,
     scripts: HashMap<String, Compiled, fnv::FnvBuildHasher>,
+    /// SHA-1 → compiled function.
+    compiled: Table,
+    /// Lower-case function name → the callback a library registered.
+    function_bodies: Table,
     functions: functions::Registry,
     limits: Limits,
     timer: Arc<Mutex<Timer>>,
+    /// The last run was stopped by the harness (time limit, memory cap), not by the script.
+    stopped: std::cell::Cell<bool>,
 }
 
 /// Where a run comes from, for error messages and write rules.
@@ -136,7 +143,11 @@ impl Engine {
                     Value::Error(e) => match libargs::raised(&e) {
                         Some(libargs::Raised::Table(m)) => (Some("table"), Some(m)),
                         Some(libargs::Raised::Text(m)) => (Some("text"), Some(m)),
-                        None => (None, None),
+                        Some(libargs::Raised::Stop(m)) => (Some("stop"), Some(m)),
+                        None if matches!(*e, mlua::Error::MemoryError(_)) => {
+                            (Some("stop"), Some("not enough memory".to_string()))
+                        }
+                        None => (Some("text"), Some(e.to_string())),
                     },
                     _ => (None, None),
                 })
@@ -166,6 +177,8 @@ impl Engine {
         install_hook(&lua, &timer, HOOK_EVERY)?;
         // The cap is armed only while Lua code runs (see `capped`): mlua protects every API
         // call while a limit is set, which would slow down preparing each call.
+        let compiled = lua.create_table()?;
+        let function_bodies = lua.create_table()?;
         Ok(Engine {
             lua,
             globals,
@@ -173,9 +186,12 @@ impl Engine {
             run_fn,
             load_env,
             scripts: HashMap::default(),
+            compiled,
+            function_bodies,
             functions: functions::Registry::default(),
             limits,
             timer,
+            stopped: std::cell::Cell::new(false),
         })
     }
 
@@ -204,7 +220,10 @@ impl Engine {
         let func = self
             .compile(&body[skip..], "@user_script")
             .map_err(|e| err(format!("ERR Error compiling script (new function): {e}")))?;
-        self.scripts.insert(sha.clone(), Compiled { func, flags });
+        self.compiled
+            .raw_set(sha.as_str(), func)
+            .map_err(|e| err(format!("ERR harness: {e}")))?;
+        self.scripts.insert(sha.clone(), Compiled { flags });
         Ok(sha)
     }
 
@@ -240,6 +259,9 @@ impl Engine {
     /// Empties the script cache (SCRIPT FLUSH).
     pub fn flush(&mut self) {
         self.scripts.clear();
+        if let Ok(t) = self.lua.create_table() {
+            self.compiled = t;
+        }
     }
 
     /// Runs cached script `sha` (any case) with `keys` and `argv`.
@@ -272,7 +294,10 @@ impl Engine {
             no_writes: script.flags.no_writes,
             ro_call: ro,
         };
-        self.invoke(sha, ctx, |e| e.run.call::<(bool, Value)>(&script.func))
+        self.invoke(sha, ctx, |e| {
+            let func: Function = e.compiled.raw_get(sha)?;
+            e.run.call::<(bool, Value)>(func)
+        })
     }
 
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
@@ -302,9 +327,29 @@ impl Engine {
         if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
             *c = ctx;
         }
+        self.stopped.set(false);
         self.arm_timer(self.limits.time_limit);
-        let outcome = self.capped(|| call(self));
+        // mlua panics when a call passes more strings or tables than its ~8,000 reference
+        // slots hold (`f(unpack(t))` with thousands of strings); it unwinds the Lua state
+        // cleanly, so the panic ends this script with an error and nothing else.
+        let mut panicked = false;
+        let outcome = self.capped(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(self))).unwrap_or_else(
+                |p| {
+                    panicked = true;
+                    let why = p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    Err(mlua::Error::runtime(format!(
+                        "script {name} was stopped: the Lua binding gave up ({why})"
+                    )))
+                },
+            )
+        });
         let fired = self.disarm_timer();
+        self.stopped.set(fired || panicked);
         let resp = self.lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
         let reply = if fired {
             err(format!(
@@ -359,7 +404,19 @@ impl Engine {
         r
     }
 
+    /// Whether the harness stopped the last script it ran (time limit, memory cap): a signal
+    /// no reply text can fake.
+    pub fn stopped(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// Forgets the last stop (a new command starts).
+    pub(crate) fn clear_stopped(&self) {
+        self.stopped.set(false);
+    }
+
     fn memory_error(&self, name: &str) -> Reply {
+        self.stopped.set(true);
         // Collect the script's garbage with the cap lifted, so the next script starts clean.
         let _ = self.lua.gc_collect();
         let _ = self.lua.gc_collect();
@@ -374,7 +431,8 @@ impl Engine {
     fn error_reply(&self, v: &Value, name: &str) -> Reply {
         match v {
             Value::Table(t) => {
-                let msg = match t.get::<Value>("err") {
+                // `run` copied the fields into a plain table: raw reads run no script code.
+                let msg = match t.raw_get::<Value>("err") {
                     Ok(Value::String(s)) => s.to_string_lossy(),
                     Ok(Value::Integer(i)) => i.to_string(),
                     Ok(Value::Number(n)) => crate::number::format_g(n, 14),
@@ -385,8 +443,8 @@ impl Engine {
                         )
                     }
                 };
-                let source: Option<String> = t.get("source").ok();
-                let line: Option<Value> = t.get("line").ok();
+                let source: Option<String> = t.raw_get("source").ok();
+                let line: Option<Value> = t.raw_get("line").ok();
                 let line = match line {
                     Some(Value::Integer(i)) => Some(i.to_string()),
                     Some(Value::Number(n)) => Some(crate::number::format_g(n, 14)),
@@ -437,7 +495,9 @@ fn install_hook(lua: &Lua, timer: &Arc<Mutex<Timer>>, every: u32) -> mlua::Resul
                     if first {
                         install_hook(lua, &t, 1)?;
                     }
-                    Err(mlua::Error::runtime("harness: script time limit reached"))
+                    Err(mlua::Error::external(libargs::Raised::Stop(
+                        "harness: script time limit reached".into(),
+                    )))
                 }
                 _ => Ok(VmState::Continue),
             }

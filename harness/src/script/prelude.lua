@@ -5,6 +5,25 @@ local G = I.globals
 local type, tostring, error, select, rawget, rawset = type, tostring, error, select, rawget, rawset
 local setmetatable, getmetatable, next, pairs, unpack = setmetatable, getmetatable, next, pairs, unpack
 local setfenv, loadstring, pcall, frame = setfenv, loadstring, pcall, I.frame
+local floor, ceil, concat, xpcall = math.floor, math.ceil, table.concat, xpcall
+
+-- `bad argument #n to 'f' (<what> expected, got <type>)`, raised at the caller's line as the C
+-- function would (present: whether the argument was passed at all).
+local function argerr(n, f, what, present, v)
+  local got = present and type(v) or 'no value'
+  -- Called from C (pcall), Lua cannot name the function.
+  if frame(3) == 'C' then f = '?' end
+  error('bad argument #' .. n .. " to '" .. f .. "' (" .. what .. ' expected, got ' .. got .. ')', 3)
+end
+
+-- luaL_checkint on a number: (int)(lua_Integer)x, as Redis's Lua on x86-64 computes it.
+local function cint(x)
+  if x ~= x or x >= 2^63 or x < -2^63 then return 0 end
+  x = x >= 0 and floor(x) or ceil(x)
+  x = x % 2^32
+  if x >= 2^31 then x = x - 2^32 end
+  return x
+end
 
 -- What Redis 7.0 does not offer.
 for _, name in pairs({ 'print', 'dofile', 'loadfile', 'getfenv', 'setfenv', 'newproxy', 'module',
@@ -18,9 +37,12 @@ local raised = I.raised
 local function wrap(f) return f end
 
 -- The error handler Redis installs (__redis__err__handler): a table with err, source and line.
+-- A harness stop (time limit, memory cap) passes through untouched: it may arrive with hooks off,
+-- and nothing of the script may run then.
 local function handler(err)
   if type(err) == 'userdata' then
     local kind, msg = raised(err)
+    if kind == 'stop' then return err end
     if kind == 'table' then err = { err = msg } elseif kind == 'text' then err = msg end
   end
   local lvl = 2
@@ -151,15 +173,84 @@ G.rawset = function(t, ...)
   return rawset(t, ...)
 end
 G.rawget = function(t, ...) return rawget(real(t), ...) end
-G.next = function(t, ...) return next(real(t), ...) end
-G.pairs = function(t)
-  local r = real(t)
-  if r ~= t then return next, r, nil end
-  return pairs(t)
+-- next, pairs and getmetatable answer with a protected table's contents, never the table itself.
+local function next_(...)
+  local t, k = ...
+  if type(t) ~= 'table' then argerr(1, 'next', 'table', select('#', ...) > 0, t) end
+  return next(real(t), k)
+end
+G.next = next_
+G.pairs = function(...)
+  local t = ...
+  if type(t) ~= 'table' then argerr(1, 'pairs', 'table', select('#', ...) > 0, t) end
+  if proxies[t] then return next_, t, nil end
+  return next, t, nil
+end
+local metatables = {}
+G.getmetatable = function(...)
+  if select('#', ...) == 0 then
+    error("bad argument #1 to '" .. (frame(2) == 'C' and '?' or 'getmetatable') .. "' (value expected)", 2)
+  end
+  local t = ...
+  if proxies[t] then return metatables[t] end
+  return getmetatable(t)
 end
 G.setmetatable = function(t, ...)
   if proxies[t] then error('Attempt to modify a readonly table', 0) end
   return setmetatable(t, ...)
+end
+
+-- unpack as Redis's Lua answers it, without stock Lua 5.1's integer overflow (a huge range
+-- segfaults it): more than the C stack holds is 'too many results to unpack'.
+G.unpack = function(...)
+  local nargs = select('#', ...)
+  local t, i, e = ...
+  if type(t) ~= 'table' then argerr(1, 'unpack', 'table', nargs > 0, t) end
+  local first, last = 1, nil
+  if i ~= nil then
+    first = tonumber(i)
+    if not first then argerr(2, 'unpack', 'number', true, i) end
+    first = cint(first)
+  end
+  if e ~= nil then
+    last = tonumber(e)
+    if not last then argerr(3, 'unpack', 'number', true, e) end
+    last = cint(last)
+  else
+    last = #t
+  end
+  if first > last then return end
+  if last - first + 1 + nargs > 8000 then error('too many results to unpack', 2) end
+  -- The same arguments, so that the C stack check counts as for a direct call.
+  if nargs <= 1 then return unpack(t) elseif nargs == 2 then return unpack(t, i) end
+  return unpack(t, i, e)
+end
+
+-- xpcall as Lua 5.1's, but the handler runs after the stack unwinds, under the time limit
+-- like any other code, and gets what Redis passes: a string, or the error table of redis.call.
+local function as_lua_error(e)
+  if type(e) == 'userdata' then
+    local kind, msg = raised(e)
+    if kind == 'table' then
+      return { err = msg, ignore_error_stats_update = true }
+    elseif kind == 'text' then
+      return msg
+    end
+  end
+  return e
+end
+local function xpcall_done(h, ok, ...)
+  if ok then return true, ... end
+  local hok, r = pcall(h, as_lua_error((...)))
+  if hok then return false, r end
+  return false, 'error in error handling'
+end
+G.xpcall = function(...)
+  if select('#', ...) < 2 then
+    error("bad argument #2 to '" .. (frame(2) == 'C' and '?' or 'xpcall') .. "' (value expected)", 2)
+  end
+  local f, h = ...
+  return xpcall_done(h, pcall(f))
 end
 
 -- loadstring refuses bytecode (Redis 7.0 patched Lua's undump away) and compiles into the
@@ -173,19 +264,35 @@ G.loadstring = function(s, name)
   if f then setfenv(f, env) end
   return f, e
 end
+-- load reads the whole chunk first, so that bytecode is refused here as in loadstring.
 local load = load
 G.load = function(...)
-  local f, e = load(...)
-  if f then setfenv(f, env) end
-  return f, e
+  local reader, name = ...
+  if type(reader) ~= 'function' then
+    argerr(1, 'load', 'function', select('#', ...) > 0, reader)
+  end
+  local parts = {}
+  while true do
+    local ok, piece = pcall(reader)
+    if not ok then return nil, as_lua_error(piece) end
+    if piece == nil or piece == '' then break end
+    if type(piece) == 'number' then piece = tostring(piece) end
+    if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
+    parts[#parts + 1] = piece
+  end
+  return G.loadstring(concat(parts), name or '=(load)')
 end
 
 for _, lib in pairs({ 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct', 'cmsgpack', 'redis' }) do
   G[lib] = readonly(G[lib], nil)
 end
--- Strings index the (read-only) string library, as in Redis.
-getmetatable('').__index = G.string
+-- Strings index the (read-only) string library, as in Redis; getmetatable('') answers a
+-- read-only view of their metatable.
+local string_mt = getmetatable('')
+string_mt.__index = G.string
+string_mt.__metatable = readonly(string_mt, nil)
 env = readonly(G, missing_global)
+metatables[env] = readonly(missing_global, nil)
 G._G = env
 
 -- Function libraries share one environment. While FUNCTION LOAD runs a library's code, `redis`
@@ -208,8 +315,17 @@ local function load_env(register)
   return fenv
 end
 
--- Runs a compiled script under the handler: (true, result) or (false, error table).
-local xpcall = xpcall
-local function run(f) return xpcall(f, handler) end
-local function run_fn(f, keys, argv) return xpcall(function() return f(keys, argv) end, handler) end
+-- Runs a compiled script under the handler: (true, result...) or (false, {err, source, line}).
+-- The error's fields are read here, while the time limit and memory cap still hold: a
+-- metamethod of a script's error object is script code.
+local function finish(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) ~= 'table' then return false, e end
+  return false, { err = e.err, source = e.source, line = e.line }
+end
+local function run(f) return finish(xpcall(f, handler)) end
+local function run_fn(f, keys, argv)
+  return finish(xpcall(function() return f(keys, argv) end, handler))
+end
 return env, run, run_fn, G, load_env
