@@ -9,7 +9,7 @@ use clap::Subcommand;
 use lockkit_harness::tooling::remote::Remote;
 use lockkit_harness::tooling::run::{self, Target};
 use lockkit_harness::tooling::transcript::Transcript;
-use lockkit_harness::Harness;
+use lockkit_harness::{Harness, HarnessOptions};
 
 /// Offline Redis scripting: run commands and transcripts without a server.
 #[derive(Debug, clap::Args)]
@@ -28,6 +28,10 @@ enum LuaCommand {
         /// Send the commands to this server instead of the offline harness.
         #[arg(long)]
         url: Option<String>,
+        /// Offline: bytes the keyspace may use before commands that grow it answer OOM, as
+        /// Redis's `maxmemory` (`256mb`, `1gb`, `0` for no limit; default 256mb).
+        #[arg(long, value_parser = parse_bytes, conflicts_with = "url")]
+        maxmemory: Option<usize>,
     },
     /// Run transcripts offline (or against an empty server with --url); exit non-zero on a diff.
     Test {
@@ -37,6 +41,10 @@ enum LuaCommand {
         /// Check against this server instead of the offline harness.
         #[arg(long)]
         url: Option<String>,
+        /// Offline: bytes the keyspace may use before commands that grow it answer OOM, as
+        /// Redis's `maxmemory` (`256mb`, `1gb`, `0` for no limit; default 256mb).
+        #[arg(long, value_parser = parse_bytes, conflicts_with = "url")]
+        maxmemory: Option<usize>,
     },
     /// Run transcripts against an empty real server and write its replies into them.
     Record {
@@ -53,8 +61,16 @@ enum LuaCommand {
 /// Runs `lockkit lua ...`.
 pub fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
     match args.command {
-        LuaCommand::Exec { file, url } => exec(file, url),
-        LuaCommand::Test { files, url } => test(&files, url),
+        LuaCommand::Exec {
+            file,
+            url,
+            maxmemory,
+        } => exec(file, url, maxmemory),
+        LuaCommand::Test {
+            files,
+            url,
+            maxmemory,
+        } => test(&files, url, maxmemory),
         LuaCommand::Record { files, url } => {
             let url = match url.or_else(|| std::env::var("REDIS_URL").ok()) {
                 Some(u) => u,
@@ -80,13 +96,44 @@ fn connect(url: &str) -> anyhow::Result<Remote> {
     })
 }
 
-fn offline() -> anyhow::Result<Target> {
+fn offline(maxmemory: Option<usize>) -> anyhow::Result<Target> {
+    let options = HarnessOptions::new()
+        .keyspace_limit(maxmemory.unwrap_or(lockkit_harness::DEFAULT_KEYSPACE_LIMIT));
     Ok(Target::Offline(Box::new(
-        Harness::new().context("starting the offline harness")?,
+        Harness::with_options(options).context("starting the offline harness")?,
     )))
 }
 
-fn exec(file: Option<PathBuf>, url: Option<String>) -> anyhow::Result<ExitCode> {
+/// A byte size: `1048576`, `512kb`, `256mb`, `1gb` (binary units, as Redis reads them).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let scale: usize = match unit {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?}: use b, kb, mb or gb (e.g. 256mb)"
+            ))
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("{s:?} is not a byte size: use e.g. 256mb, 1gb or 0"))
+}
+
+fn exec(
+    file: Option<PathBuf>,
+    url: Option<String>,
+    maxmemory: Option<usize>,
+) -> anyhow::Result<ExitCode> {
     let (input, name, base) = match file.as_deref() {
         None => read_stdin()?,
         Some(p) if p == Path::new("-") => read_stdin()?,
@@ -98,7 +145,7 @@ fn exec(file: Option<PathBuf>, url: Option<String>) -> anyhow::Result<ExitCode> 
     };
     let mut target = match url {
         Some(u) => Target::Server(connect(&u)?),
-        None => offline()?,
+        None => offline(maxmemory)?,
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -148,7 +195,11 @@ fn cleanup(remote: &mut Remote) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn test(files: &[PathBuf], url: Option<String>) -> anyhow::Result<ExitCode> {
+fn test(
+    files: &[PathBuf],
+    url: Option<String>,
+    maxmemory: Option<usize>,
+) -> anyhow::Result<ExitCode> {
     let transcripts = parse_all(files)?;
     let mut failed = 0;
     for t in &transcripts {
@@ -158,7 +209,7 @@ fn test(files: &[PathBuf], url: Option<String>) -> anyhow::Result<ExitCode> {
                 require_empty(&mut r, u)?;
                 Target::Server(r)
             }
-            None => offline()?,
+            None => offline(maxmemory)?,
         };
         let mismatches = run::check(&mut target, t).map_err(anyhow::Error::msg)?;
         if let Target::Server(r) = &mut target {

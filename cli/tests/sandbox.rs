@@ -18,6 +18,15 @@ struct Run {
     /// The exit code; `None` when a signal ended it (a crash) or the guard killed it (a hang).
     code: Option<i32>,
     hung: bool,
+    /// The highest peak resident set size (`VmHWM`) seen while it ran, in KiB.
+    peak_rss_kib: u64,
+}
+
+/// `VmHWM` of a running process, in KiB (Linux).
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Far beyond any answer the sandbox should take: only a hang gets here.
@@ -54,7 +63,11 @@ fn lockkit(args: &[&str], stdin: &str) -> Run {
     });
     let start = Instant::now();
     let mut hung = false;
+    let mut peak = 0;
     let status = loop {
+        if let Some(kib) = peak_rss_kib(child.id()) {
+            peak = peak.max(kib);
+        }
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
@@ -70,12 +83,21 @@ fn lockkit(args: &[&str], stdin: &str) -> Run {
         stderr: String::from_utf8_lossy(&err.join().unwrap()).into_owned(),
         code: status.code(),
         hung,
+        peak_rss_kib: peak,
     }
 }
 
 /// `lockkit lua exec` offline on `lines`; fails the test on a crash or a hang.
 fn offline(lines: &str) -> Run {
-    let run = lockkit(&["lua", "exec", "-"], lines);
+    offline_with(&[], lines)
+}
+
+/// [`offline`] with extra `lua exec` flags.
+fn offline_with(flags: &[&str], lines: &str) -> Run {
+    let mut args = vec!["lua", "exec"];
+    args.extend_from_slice(flags);
+    args.push("-");
+    let run = lockkit(&args, lines);
     assert!(!run.hung, "lua exec hung; printed so far:\n{}", run.stdout);
     assert!(
         run.code.is_some(),
@@ -251,4 +273,156 @@ fn thousands_of_string_arguments_end_the_script_not_the_process() {
     assert_eq!(lines.len(), 3, "{}", run.stdout);
     assert!(lines[0].starts_with("(error) ERR "), "{}", run.stdout);
     assert_eq!(lines[2], "PONG");
+}
+
+/// Peak memory a bounded run may reach: the keyspace limit twice over, the Lua cap, copies.
+const BOUNDED_RSS_KIB: u64 = 1_536 * 1024;
+
+#[test]
+fn keyspace_limit_answers_oom_as_redis_maxmemory_does() {
+    let lines = r#"EVAL "for i = 1, 5 do redis.call('SET', 'k' .. i, string.rep('x', 1000000)) end return 1" 0
+SET after 1
+EVAL "return redis.call('SET', 'x', 'y')" 0
+EVAL "return redis.pcall('SET', 'x', 'y')" 0
+EVAL "return redis.call('GET', 'k1') == string.rep('x', 1000000)" 0
+RPUSH l a
+INCR n
+DEL k1 k2 k3 k4 k5
+SET after 1
+"#;
+    let got = offline_with(&["--maxmemory", "3mb"], lines);
+    let server = RedisServer::start();
+    server.inline("CONFIG SET maxmemory 3mb").unwrap();
+    let want = lockkit(&["lua", "exec", "--url", &server.url(), "-"], lines);
+    assert_eq!(got.stdout, want.stdout, "{}", got.stderr);
+    assert!(got
+        .stdout
+        .contains("OOM command not allowed when used memory > 'maxmemory'."));
+}
+
+#[test]
+fn scripts_cannot_grow_the_keyspace_past_its_limit() {
+    // Four scripts that each store 30 values of 30 MB reached 3.8 GB.
+    let script = "EVAL \"local v = string.rep('x', 30 * 1024 * 1024) for i = 1, 30 do redis.call('SET', KEYS[1] .. i, v) end return 1\" 1 ";
+    let lines: String = (0..4).map(|i| format!("{script}s{i}:\n")).collect();
+    let run = offline(&format!("{lines}DBSIZE\n"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("OOM command not allowed"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.peak_rss_kib < BOUNDED_RSS_KIB,
+        "peak RSS {} KiB",
+        run.peak_rss_kib
+    );
+}
+
+#[test]
+fn append_stops_at_the_512_mb_string_limit() {
+    let run = offline_with(
+        &["--maxmemory", "0"],
+        "EVAL \"local s = string.rep('x', 64 * 1024 * 1024) for i = 1, 8 do redis.call('APPEND', 'k', s) end return redis.pcall('APPEND', 'k', 'x')\" 0\nSTRLEN k\n",
+    );
+    assert_eq!(
+        run.stdout,
+        "(error) ERR string exceeds maximum allowed size (proto-max-bulk-len)\n(integer) 536870912\n",
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn incrbyfloat_with_an_exponent_past_long_double_is_refused_like_redis() {
+    same_as_redis(
+        "INCRBYFLOAT f 1.5e-9223372036854775808\nINCRBYFLOAT f 1e-9223372036854775808\nINCRBYFLOAT f 1e-99999999999999999999\nINCRBYFLOAT f 2e9223372036854775807\nINCRBYFLOAT f 0e-99999\nINCRBYFLOAT f 1e400\nGET f\n",
+    );
+}
+
+#[test]
+fn a_command_reply_cannot_lift_the_lua_memory_cap() {
+    // 300 MB of list read back in one reply: built outside the cap, it used to arrive whole.
+    let run = offline_with(
+        &["--maxmemory", "0"],
+        "EVAL \"local s = string.rep('x', 1024 * 1024) for i = 1, 300 do redis.call('RPUSH', 'l', s) end return 1\" 0\nEVAL \"return #redis.call('LRANGE', 'l', 0, -1)\" 0\n",
+    );
+    assert!(run.stdout.starts_with("(integer) 1\n"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("exceeded the Lua memory cap"),
+        "{}",
+        run.stdout
+    );
+    assert_ne!(run.code, Some(0), "a stop by the harness fails the run");
+}
+
+#[test]
+fn encoders_and_replies_of_a_string_named_many_times_stay_bounded() {
+    for body in [
+        "return #cjson.encode(t)",
+        "return #cmsgpack.pack(t)",
+        "return t",
+    ] {
+        let run = offline(&format!(
+            "EVAL \"local s = string.rep('x', 16 * 1024 * 1024) local t = {{}} for i = 1, 256 do t[i] = s end {body}\" 0\nPING\n",
+        ));
+        assert!(run.stdout.starts_with("(error) "), "{body}: {}", run.stdout);
+        assert!(
+            run.peak_rss_kib < BOUNDED_RSS_KIB,
+            "{body}: peak RSS {} KiB",
+            run.peak_rss_kib
+        );
+    }
+}
+
+/// Runs `line` alone and requires the harness's time-limit stop: its error printed, the run
+/// failed (exit 1), no hang.
+fn stopped_by_time_limit(line: &str) {
+    let run = offline(&format!("{line}\nPING\n"));
+    assert!(
+        run.stdout.contains("time limit") || run.stdout.contains("FUNCTION LOAD timeout"),
+        "{line}\n{}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(!run.stdout.contains("PONG"), "{}", run.stdout);
+}
+
+#[test]
+fn xpcall_handlers_cannot_outrun_the_time_limit() {
+    stopped_by_time_limit(
+        "EVAL \"return xpcall(function() while true do end end, function() while true do end end)\" 0",
+    );
+    stopped_by_time_limit(
+        "EVAL \"return xpcall(function() error('x') end, function() while true do end end)\" 0",
+    );
+}
+
+#[test]
+fn error_objects_whose_metamethods_loop_are_read_under_the_time_limit() {
+    stopped_by_time_limit(
+        "EVAL \"error(setmetatable({}, {__index = function() while true do end end}))\" 0",
+    );
+    stopped_by_time_limit(
+        "EVAL \"error(setmetatable({}, {__newindex = function() while true do end end}))\" 0",
+    );
+    let lib = "#!lua name=spin\\nredis.register_function('f', function() error(setmetatable({}, {__index = function() while true do end end})) end)";
+    stopped_by_time_limit(&format!("FUNCTION LOAD \"{lib}\"\nFCALL f 0"));
+    // FUNCTION LOAD has Redis's own 500 ms limit and answers as Redis does past it.
+    let run = offline(
+        "FUNCTION LOAD \"#!lua name=spinload\\nerror(setmetatable({}, {__index = function() while true do end end}))\"\nPING\n",
+    );
+    assert_eq!(
+        run.stdout,
+        "(error) ERR Error registering functions: ERR FUNCTION LOAD timeout\nPONG\n"
+    );
+}
+
+#[test]
+fn string_rep_past_the_memory_cap_is_refused_before_it_runs() {
+    // Each of these calls used to build 256 MB in one C loop the time limit cannot see.
+    let run = offline(
+        "EVAL \"local n = 0 for i = 1, 200 do if not pcall(string.rep, 'x', 2^31 - 1) then n = n + 1 end end return n\" 0\n",
+    );
+    assert_eq!(run.stdout, "(integer) 200\n", "{}", run.stderr);
 }

@@ -79,7 +79,7 @@ fn parse(b: &[u8]) -> Option<LongDouble> {
     {
         return None;
     }
-    if exp.abs() > 5000 {
+    if exp.unsigned_abs() > 5000 {
         return None;
     }
     let mut n = Big::default();
@@ -151,10 +151,34 @@ fn print(v: LongDouble) -> String {
 
 /// Whether `b` reads as a finite `long double` (`getLongDoubleFromObject`).
 pub fn is_long_double(b: &[u8]) -> bool {
-    if b.len() >= 5 * 1024 {
+    if b.len() >= 5 * 1024 || out_of_range(b) {
         return false;
     }
     parse(b).is_some() || crate::number::parse_f64(b).is_some()
+}
+
+/// Decimal text with a non-zero mantissa and an exponent past what a `long double` holds
+/// (`strtold` reports `ERANGE`, which Redis refuses): `1e-9223372036854775808`, `1e99999`.
+fn out_of_range(b: &[u8]) -> bool {
+    let Some(i) = b.iter().position(|&c| c == b'e' || c == b'E') else {
+        return false;
+    };
+    let (mant, exp) = (&b[..i], &b[i + 1..]);
+    let digits = exp
+        .strip_prefix(b"-")
+        .or_else(|| exp.strip_prefix(b"+"))
+        .unwrap_or(exp);
+    let decimal = mant
+        .iter()
+        .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+'));
+    let nonzero = mant.iter().any(|c| (b'1'..=b'9').contains(c));
+    let huge = !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok())
+            .is_none_or(|e| e > 5000);
+    decimal && nonzero && huge
 }
 
 /// `cur + inc` as `INCRBYFLOAT` replies; `None` when the result overflows (Redis: "increment

@@ -43,11 +43,15 @@ pub enum HarnessError {
     },
 }
 
+/// The default keyspace limit: 256 MiB.
+pub const DEFAULT_KEYSPACE_LIMIT: usize = 256 << 20;
+
 /// Options for a [`Harness`].
 #[derive(Debug, Clone)]
 pub struct HarnessOptions {
     time_limit: Duration,
     memory_limit: usize,
+    keyspace_limit: usize,
     start: Option<SystemTime>,
 }
 
@@ -56,6 +60,7 @@ impl Default for HarnessOptions {
         HarnessOptions {
             time_limit: Duration::from_secs(5),
             memory_limit: 256 << 20,
+            keyspace_limit: DEFAULT_KEYSPACE_LIMIT,
             start: None,
         }
     }
@@ -79,6 +84,17 @@ impl HarnessOptions {
     #[must_use]
     pub fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;
+        self
+    }
+
+    /// Bytes the keyspace may use (Redis's `maxmemory` with the `noeviction` policy): past
+    /// it, commands that may grow memory answer `OOM command not allowed when used memory >
+    /// 'maxmemory'.` as Redis does. Default [`DEFAULT_KEYSPACE_LIMIT`]; 0 for none. Sizes are
+    /// counted approximately: the bytes of keys and values plus a fixed cost per key and per
+    /// element.
+    #[must_use]
+    pub fn keyspace_limit(mut self, bytes: usize) -> Self {
+        self.keyspace_limit = bytes;
         self
     }
 
@@ -159,8 +175,10 @@ impl Harness {
             time_limit: options.time_limit,
             memory_limit: options.memory_limit,
         };
+        let mut server = Server::new(now);
+        server.db.set_max_memory(options.keyspace_limit);
         Ok(Harness {
-            engine: Engine::new(Server::new(now), limits)?,
+            engine: Engine::new(server, limits)?,
         })
     }
 
@@ -178,7 +196,13 @@ impl Harness {
             Err(e) => return e,
         };
         match spec.run {
-            Run::Plain(f) => f(&mut self.engine.server_mut(), argv).into_resp2(),
+            Run::Plain(f) => {
+                let mut server = self.engine.server_mut();
+                match server.db.check_memory(spec.deny_oom, spec.name, argv) {
+                    Ok(()) => f(&mut server, argv).into_resp2(),
+                    Err(e) => Reply::Error(e),
+                }
+            }
             Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.command, argv),
         }
     }
@@ -332,8 +356,10 @@ impl Harness {
         }
     }
 
-    /// What scripts wrote with `redis.log`.
+    /// What scripts wrote with `redis.log`: the last 10,000 lines, each cut at 8 KiB.
     pub fn log(&self) -> Vec<LogLine> {
-        self.engine.server().log.clone()
+        let s = self.engine.server();
+        let keep = s.log.len().saturating_sub(crate::server::MAX_LOG_LINES);
+        s.log[keep..].to_vec()
     }
 }

@@ -1,6 +1,6 @@
 //! The in-memory keyspace: typed values, expiry against the virtual clock, lazy deletion.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 /// A hash that remembers insertion order, as Redis's listpack encoding does for small hashes
 /// (the encoding every hash a lock or rate-limit script creates has).
@@ -178,10 +178,73 @@ pub struct Entry {
     pub expire_at_ms: Option<i64>,
 }
 
-/// The keyspace of database 0.
+/// Bytes a key costs beyond its name and value (dict entry, object header, expiry).
+const KEY_OVERHEAD: usize = 64;
+/// Bytes an element of a list, set, hash or sorted set costs beyond its own bytes.
+const ELEMENT_OVERHEAD: usize = 24;
+
+/// `denyoom` commands that can grow memory by more than their own arguments (copies, stores,
+/// offsets that pad): after one of them the keyspace is measured again before the next.
+const GROWS_BEYOND_ARGS: &[&str] = &[
+    "bitfield",
+    "bitop",
+    "copy",
+    "georadius",
+    "georadiusbymember",
+    "geosearchstore",
+    "pfmerge",
+    "sdiffstore",
+    "setbit",
+    "setrange",
+    "sinterstore",
+    "sort",
+    "sunionstore",
+    "zdiffstore",
+    "zinterstore",
+    "zrangestore",
+    "zunionstore",
+];
+
+/// The longest string Redis stores (`proto-max-bulk-len`, 512 MiB).
+pub const MAX_STRING: usize = 512 << 20;
+
+/// Redis's reply past `maxmemory`.
+pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+impl Value {
+    /// Approximate bytes this value takes: its own bytes plus a fixed overhead per element.
+    pub fn memory_usage(&self) -> usize {
+        let total =
+            |n: usize, bytes: usize| bytes.saturating_add(n.saturating_mul(ELEMENT_OVERHEAD));
+        match self {
+            Value::Str(v) => v.len(),
+            Value::Hash(h) => total(h.len(), h.iter().map(|(f, v)| f.len() + v.len()).sum()),
+            Value::List(l) => total(l.len(), l.iter().map(Vec::len).sum()),
+            Value::ZSet(z) => total(z.len(), z.iter().map(|(m, _)| 2 * m.len() + 16).sum()),
+            Value::Set(s) => total(s.len(), s.iter().map(Vec::len).sum()),
+        }
+    }
+}
+
+fn usage(key: &[u8], e: &Entry) -> usize {
+    KEY_OVERHEAD + key.len() + e.value.memory_usage()
+}
+
+/// The keyspace of database 0, with its memory use (approximately: [`Value::memory_usage`]
+/// plus a fixed cost per key) kept up to date, so that a limit refuses commands as Redis's
+/// `maxmemory` with the `noeviction` policy does.
 #[derive(Debug, Clone, Default)]
 pub struct Db {
-    map: HashMap<Vec<u8>, Entry>,
+    /// Each entry with the bytes it was last counted at.
+    map: HashMap<Vec<u8>, (Entry, usize)>,
+    /// The sum of the counted sizes.
+    counted: usize,
+    /// Keys handed out mutably since they were last counted.
+    dirty: HashSet<Vec<u8>>,
+    /// What the commands since the last count may have added, at most.
+    pending: usize,
+    /// `maxmemory` in bytes; 0 for none.
+    max_memory: usize,
 }
 
 impl Db {
@@ -189,19 +252,23 @@ impl Db {
     pub fn get_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         let expired = match self.map.get(key) {
             None => return None,
-            Some(e) => e.expire_at_ms.is_some_and(|t| t < now_ms),
+            Some((e, _)) => e.expire_at_ms.is_some_and(|t| t < now_ms),
         };
         if expired {
-            self.map.remove(key);
+            self.forget(key);
             return None;
         }
-        self.map.get_mut(key)
+        if !self.dirty.contains(key) {
+            self.dirty.insert(key.to_vec());
+        }
+        self.map.get_mut(key).map(|(e, _)| e)
     }
 
     /// The live entry at `key` without deleting anything.
     pub fn peek(&self, key: &[u8], now_ms: i64) -> Option<&Entry> {
         self.map
             .get(key)
+            .map(|(e, _)| e)
             .filter(|e| e.expire_at_ms.is_none_or(|t| t >= now_ms))
     }
 
@@ -212,18 +279,29 @@ impl Db {
 
     /// Stores `value` at `key` with `expire_at_ms`, replacing whatever was there.
     pub fn set(&mut self, key: &[u8], value: Value, expire_at_ms: Option<i64>) {
-        self.map.insert(
-            key.to_vec(),
-            Entry {
-                value,
-                expire_at_ms,
-            },
-        );
+        let e = Entry {
+            value,
+            expire_at_ms,
+        };
+        let size = usage(key, &e);
+        self.counted += size;
+        if let Some((_, old)) = self.map.insert(key.to_vec(), (e, size)) {
+            self.counted -= old;
+        }
+        self.dirty.remove(key);
+    }
+
+    /// Removes `key` whatever its state; the entry.
+    fn forget(&mut self, key: &[u8]) -> Option<Entry> {
+        let (e, size) = self.map.remove(key)?;
+        self.counted -= size;
+        self.dirty.remove(key);
+        Some(e)
     }
 
     /// Removes `key`; returns whether a live key was removed.
     pub fn remove(&mut self, key: &[u8], now_ms: i64) -> bool {
-        match self.map.remove(key) {
+        match self.forget(key) {
             Some(e) => e.expire_at_ms.is_none_or(|t| t >= now_ms),
             None => false,
         }
@@ -234,26 +312,108 @@ impl Db {
         if self
             .map
             .get(key)
-            .is_some_and(|e| e.value.is_empty_container())
+            .is_some_and(|(e, _)| e.value.is_empty_container())
         {
-            self.map.remove(key);
+            self.forget(key);
         }
     }
 
     /// Removes every key.
     pub fn clear(&mut self) {
         self.map.clear();
+        self.dirty.clear();
+        self.counted = 0;
+        self.pending = 0;
     }
 
     /// Live keys and entries, in no particular order.
     pub fn iter(&self, now_ms: i64) -> impl Iterator<Item = (&Vec<u8>, &Entry)> {
         self.map
             .iter()
+            .map(|(k, (e, _))| (k, e))
             .filter(move |(_, e)| e.expire_at_ms.is_none_or(|t| t >= now_ms))
     }
 
     /// The number of live keys.
     pub fn len(&self, now_ms: i64) -> usize {
         self.iter(now_ms).count()
+    }
+
+    /// Sets `maxmemory` (bytes; 0 for no limit).
+    pub fn set_max_memory(&mut self, bytes: usize) {
+        self.max_memory = bytes;
+    }
+
+    /// Bytes the keyspace uses now (approximate, see [`Value::memory_usage`]).
+    pub fn used_memory(&mut self) -> usize {
+        for key in std::mem::take(&mut self.dirty) {
+            if let Some((e, size)) = self.map.get_mut(&key) {
+                let now = usage(&key, e);
+                self.counted = self.counted - *size + now;
+                *size = now;
+            }
+        }
+        self.pending = 0;
+        self.counted
+    }
+
+    /// Redis's `maxmemory` check before command `name` (lower case) with `argv`, flagged
+    /// `denyoom` or not in Redis's command table: the OOM error when the keyspace is past the
+    /// limit and the command may grow it.
+    ///
+    /// # Errors
+    /// [`OOM`], as Redis answers it.
+    pub fn check_memory(
+        &mut self,
+        deny_oom: bool,
+        name: &str,
+        argv: &[Vec<u8>],
+    ) -> Result<(), String> {
+        self.check_memory_under(self.max_memory, deny_oom, name, argv)
+    }
+
+    /// [`check_memory`](Self::check_memory) for a script that has already written: Redis
+    /// lets it go on past `maxmemory` (a script is atomic); the harness still stops it at
+    /// twice the limit, so that memory stays bounded.
+    ///
+    /// # Errors
+    /// [`OOM`] past twice the limit.
+    pub fn check_memory_after_write(
+        &mut self,
+        deny_oom: bool,
+        name: &str,
+        argv: &[Vec<u8>],
+    ) -> Result<(), String> {
+        self.check_memory_under(self.max_memory.saturating_mul(2), deny_oom, name, argv)
+    }
+
+    fn check_memory_under(
+        &mut self,
+        limit: usize,
+        deny_oom: bool,
+        name: &str,
+        argv: &[Vec<u8>],
+    ) -> Result<(), String> {
+        if limit == 0 || !deny_oom {
+            return Ok(());
+        }
+        // Measuring walks the values changed since the last measure; skip it while even the
+        // most the commands since then could have added keeps the keyspace under the limit.
+        if self.counted.saturating_add(self.pending) > limit {
+            self.used_memory();
+        }
+        if self.counted > limit {
+            return Err(OOM.to_string());
+        }
+        let growth = if GROWS_BEYOND_ARGS.contains(&name) {
+            self.max_memory
+        } else {
+            argv.iter()
+                .map(|a| a.len() + ELEMENT_OVERHEAD)
+                .sum::<usize>()
+                + KEY_OVERHEAD
+        };
+        self.pending = self.pending.saturating_add(growth);
+        Ok(())
     }
 }

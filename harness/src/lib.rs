@@ -60,7 +60,7 @@ pub mod tooling;
 use tooling::cmdline;
 
 pub use commands::{command_table, is_redis_command, CommandInfo};
-pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot};
+pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot, DEFAULT_KEYSPACE_LIMIT};
 pub use reply::Reply;
 pub use script::{sha1hex, FunctionLibrary, REDIS_VERSION};
 pub use server::LogLine;

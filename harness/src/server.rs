@@ -20,9 +20,17 @@ pub struct Server {
     pub now_ms: i64,
     /// Microseconds past `now_ms` (DEBUG SLEEP and TIME have microsecond resolution).
     pub sub_ms_us: i64,
-    /// Lines written by `redis.log`.
+    /// Lines written by `redis.log`: the last [`MAX_LOG_LINES`], each cut at
+    /// [`MAX_LOG_LINE`] bytes.
     pub log: Vec<LogLine>,
+    /// Lines dropped from the front of `log` to keep it bounded.
+    pub log_dropped: u64,
 }
+
+/// How many `redis.log` lines are kept (the oldest go first).
+pub const MAX_LOG_LINES: usize = 10_000;
+/// Bytes of one kept `redis.log` line; the rest is cut.
+pub const MAX_LOG_LINE: usize = 8 << 10;
 
 /// Where a command runs from: the client, or a script (which changes error texts and rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +48,24 @@ impl Server {
             now_ms,
             ..Server::default()
         }
+    }
+
+    /// Keeps a `redis.log` line, within [`MAX_LOG_LINES`] and [`MAX_LOG_LINE`].
+    pub fn push_log(&mut self, mut line: LogLine) {
+        if line.message.len() > MAX_LOG_LINE {
+            let mut cut = MAX_LOG_LINE;
+            while !line.message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.message.truncate(cut);
+        }
+        // Drop in batches so that a script logging in a loop costs O(1) per line.
+        if self.log.len() >= 2 * MAX_LOG_LINES {
+            let extra = self.log.len() - MAX_LOG_LINES + 1;
+            self.log.drain(..extra);
+            self.log_dropped += extra as u64;
+        }
+        self.log.push(line);
     }
 
     /// The virtual clock in microseconds.

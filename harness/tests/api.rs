@@ -225,3 +225,23 @@ fn a_library_that_never_finishes_loading_times_out() {
     );
     assert_eq!(h.eval("return 3", &[], &[]), Reply::Int(3));
 }
+
+#[test]
+fn redis_log_keeps_a_bounded_tail() {
+    let mut h = Harness::new().unwrap();
+    let r = h.eval(
+        "for i = 1, 12000 do redis.log(redis.LOG_WARNING, i, string.rep('y', 20000)) end return 1",
+        &[],
+        &[],
+    );
+    assert_eq!(r, Reply::Int(1));
+    let log = h.log();
+    assert_eq!(log.len(), 10_000);
+    assert!(log.iter().all(|l| l.message.len() <= 8 * 1024));
+    assert!(
+        log[0].message.starts_with("2001 "),
+        "{}",
+        &log[0].message[..10]
+    );
+    assert!(log[9_999].message.starts_with("12000 "));
+}

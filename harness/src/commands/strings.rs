@@ -197,6 +197,9 @@ pub fn append(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             Reply::Int(a[2].len() as i64)
         }
         Some(e) => match &mut e.value {
+            Value::Str(v) if v.len() + a[2].len() > crate::keyspace::MAX_STRING => {
+                Reply::err(errors::STRING_TOO_LONG)
+            }
             Value::Str(v) => {
                 v.extend_from_slice(&a[2]);
                 Reply::Int(v.len() as i64)

@@ -50,7 +50,13 @@ fn encode_value(out: &mut Vec<u8>, v: &Value, depth: usize) -> Result<(), String
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Integer(i) => number(out, *i as f64)?,
         Value::Number(n) => number(out, *n)?,
-        Value::String(s) => escape(out, &s.as_bytes()),
+        Value::String(s) => {
+            let b = s.as_bytes();
+            if out.len().saturating_add(b.len()) > crate::keyspace::MAX_STRING {
+                return Err("not enough memory".into());
+            }
+            escape(out, &b);
+        }
         Value::Table(t) => encode_table(out, t, depth + 1)?,
         other => return Err(type_error(other)),
     }

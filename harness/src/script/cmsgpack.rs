@@ -53,6 +53,10 @@ fn encode_number(out: &mut Vec<u8>, n: f64) {
 }
 
 fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    // Past Redis's string limit the output is refused whole (see `pack`); stop growing it.
+    if out.len() > crate::keyspace::MAX_STRING {
+        return;
+    }
     let n = b.len();
     if n < 32 {
         out.push(0xa0 | n as u8);
@@ -132,6 +136,9 @@ fn pack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
     let mut out = Vec::new();
     for a in args {
         encode(&mut out, a, 0);
+    }
+    if out.len() > crate::keyspace::MAX_STRING {
+        return Err("not enough memory".into());
     }
     let s = lua.create_string(&out).map_err(|e| e.to_string())?;
     Ok(MultiValue::from_iter([Value::String(s)]))

@@ -59,17 +59,54 @@ fn one_line(s: &[u8]) -> String {
         .replace(['\r', '\n'], " ")
 }
 
-/// What a script's return value becomes for the client (RESP2), under `redis.setresp(resp)`.
-pub fn lua_to_reply(v: &Value, resp: u8) -> Reply {
-    to_reply(v, resp, 0).unwrap_or_else(|e| e)
+/// What a script's return value becomes for the client (RESP2), under `redis.setresp(resp)`;
+/// `None` when it would take more than `budget` bytes (a table can name one big string
+/// millions of times).
+pub fn lua_to_reply(v: &Value, resp: u8, budget: usize) -> Option<Reply> {
+    let mut left = budget;
+    match to_reply(v, resp, 0, &mut left) {
+        Ok(r) => Some(r),
+        Err(Stop::Refused(e)) => Some(e),
+        Err(Stop::TooBig) => None,
+    }
 }
 
-/// `Err` only when the nesting limit is hit: the whole reply becomes that error.
-fn to_reply(v: &Value, resp: u8, depth: usize) -> Result<Reply, Reply> {
+/// Why a reply could not be built.
+enum Stop {
+    /// The whole reply becomes this error (nesting limit).
+    Refused(Reply),
+    /// Past the byte budget.
+    TooBig,
+}
+
+/// Bytes a reply element costs beyond its own bytes.
+const ELEMENT_COST: usize = 16;
+
+fn spend(left: &mut usize, n: usize) -> Result<(), Stop> {
+    *left = left.checked_sub(n + ELEMENT_COST).ok_or(Stop::TooBig)?;
+    Ok(())
+}
+
+/// The approximate bytes of `r` (its strings plus a fixed cost per element).
+pub fn reply_size(r: &Reply) -> usize {
+    ELEMENT_COST
+        + match r {
+            Reply::Bulk(b) => b.len(),
+            Reply::Status(s) | Reply::Error(s) => s.len(),
+            Reply::Array(items) => items.iter().map(reply_size).sum(),
+            Reply::Map(pairs) => pairs
+                .iter()
+                .map(|(k, v)| reply_size(k) + reply_size(v))
+                .sum(),
+            _ => 0,
+        }
+}
+
+fn to_reply(v: &Value, resp: u8, depth: usize, left: &mut usize) -> Result<Reply, Stop> {
     if depth > MAX_DEPTH {
-        return Err(Reply::err(
+        return Err(Stop::Refused(Reply::err(
             "ERR harness: reply nested deeper than 200 levels",
-        ));
+        )));
     }
     Ok(match v {
         Value::Nil => Reply::Nil,
@@ -78,13 +115,18 @@ fn to_reply(v: &Value, resp: u8, depth: usize) -> Result<Reply, Reply> {
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(i) => Reply::Int(*i),
         Value::Number(n) => Reply::Int(lua_number_to_i64(*n)),
-        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
-        Value::Table(t) => table_to_reply(t, resp, depth)?,
+        Value::String(s) => {
+            let b = s.as_bytes();
+            spend(left, b.len())?;
+            Reply::Bulk(b.to_vec())
+        }
+        Value::Table(t) => table_to_reply(t, resp, depth, left)?,
         _ => Reply::Nil,
     })
 }
 
-fn table_to_reply(t: &Table, resp: u8, depth: usize) -> Result<Reply, Reply> {
+fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result<Reply, Stop> {
+    spend(left, 0)?;
     if let Ok(Value::String(e)) = t.raw_get::<Value>("err") {
         return Ok(Reply::Error(one_line(&e.as_bytes())));
     }
@@ -97,25 +139,27 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize) -> Result<Reply, Reply> {
         _ => {}
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
+        spend(left, s.as_bytes().len())?;
         return Ok(Reply::Bulk(s.as_bytes().to_vec()));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let Ok(Value::String(s)) = v.raw_get::<Value>("string") {
+            spend(left, s.as_bytes().len())?;
             return Ok(Reply::Bulk(s.as_bytes().to_vec()));
         }
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
         let mut out = Vec::new();
         for (k, v) in m.pairs::<Value, Value>().flatten() {
-            out.push(to_reply(&k, resp, depth + 1)?);
-            out.push(to_reply(&v, resp, depth + 1)?);
+            out.push(to_reply(&k, resp, depth + 1, left)?);
+            out.push(to_reply(&v, resp, depth + 1, left)?);
         }
         return Ok(Reply::Array(out));
     }
     if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
         let mut out = Vec::new();
         for (k, _) in set.pairs::<Value, Value>().flatten() {
-            out.push(to_reply(&k, resp, depth + 1)?);
+            out.push(to_reply(&k, resp, depth + 1, left)?);
         }
         return Ok(Reply::Array(out));
     }
@@ -123,7 +167,7 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize) -> Result<Reply, Reply> {
     for i in 1.. {
         match t.raw_get::<Value>(i) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => out.push(to_reply(&v, resp, depth + 1)?),
+            Ok(v) => out.push(to_reply(&v, resp, depth + 1, left)?),
         }
     }
     Ok(Reply::Array(out))

@@ -334,6 +334,7 @@ impl Engine {
             resp: 2,
             no_writes: f.flags.no_writes,
             ro_call: ro,
+            wrote: false,
         };
         self.invoke(&f.name, ctx, move |e| {
             let func: Function = e.function_bodies.raw_get(key.as_str())?;

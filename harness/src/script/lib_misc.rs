@@ -5,13 +5,36 @@ use std::sync::{Arc, Mutex};
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::libargs::{answer, c_int, check_number, lua_err, ok, redis_err, to_number};
+use super::libargs::{answer, c_int, check_bytes, check_number, lua_err, ok, redis_err, to_number};
 use super::rand48::Rand48;
 use super::RunCtx;
 use crate::server::{LogLine, Server};
 
 /// Registers the helpers on the prelude's internals table `i`.
 pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<()> {
+    // string.rep builds its result in one C loop the time limit cannot interrupt: one that
+    // would not fit under the memory cap is refused before any work.
+    i.set(
+        "string_rep",
+        lua.create_function(|lua, args: MultiValue| {
+            let r = check_bytes(&args, 1, "rep").and_then(|s| {
+                let n = c_int(check_number(&args, 2, "rep")?);
+                Ok((s, usize::try_from(n).unwrap_or(0)))
+            });
+            let (s, n) = match r {
+                Ok(v) => v,
+                Err(e) => return lua_err(lua, e),
+            };
+            let cap = lua
+                .app_data_ref::<super::Limits>()
+                .map_or(usize::MAX, |l| l.memory_limit);
+            let size = s.len().saturating_mul(n);
+            if lua.used_memory().saturating_add(size) > cap {
+                return Err(mlua::Error::MemoryError("not enough memory".into()));
+            }
+            ok(lua, lua.create_string(s.repeat(n))?)
+        })?,
+    )?;
     i.set(
         "sha1hex",
         lua.create_function(|lua, args: MultiValue| {
@@ -49,7 +72,7 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
                 })
                 .collect();
             if let Some(mut s) = lua.app_data_mut::<Server>() {
-                s.log.push(LogLine {
+                s.push_log(LogLine {
                     level,
                     message: parts.join(" "),
                 });

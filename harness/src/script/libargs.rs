@@ -110,6 +110,16 @@ pub fn raised(e: &mlua::Error) -> Option<Raised> {
     }
 }
 
+/// Whether `e` is a memory error, however mlua wrapped it.
+pub fn is_memory_error(e: &mlua::Error) -> bool {
+    match e {
+        mlua::Error::MemoryError(_) => true,
+        mlua::Error::CallbackError { cause, .. } => is_memory_error(cause),
+        mlua::Error::WithContext { cause, .. } => is_memory_error(cause),
+        _ => false,
+    }
+}
+
 /// `luaL_where(L, 1)`: `source:line: ` of the caller, or nothing for a C caller.
 fn where_(lua: &Lua) -> String {
     lua.inspect_stack(1, |d| {

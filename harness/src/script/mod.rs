@@ -43,6 +43,8 @@ pub(crate) struct RunCtx {
     pub no_writes: bool,
     /// Called through EVAL_RO / EVALSHA_RO / FCALL_RO.
     pub ro_call: bool,
+    /// A write command succeeded: Redis no longer refuses writes past `maxmemory`.
+    pub wrote: bool,
 }
 
 impl Default for RunCtx {
@@ -51,6 +53,7 @@ impl Default for RunCtx {
             resp: 2,
             no_writes: false,
             ro_call: false,
+            wrote: false,
         }
     }
 }
@@ -125,6 +128,7 @@ impl Engine {
         )?;
         lua.set_app_data(server);
         lua.set_app_data(RunCtx::default());
+        lua.set_app_data(limits);
         let internals = lua.create_table()?;
         internals.set("globals", lua.globals())?;
         internals.set(
@@ -144,7 +148,7 @@ impl Engine {
                         Some(libargs::Raised::Table(m)) => (Some("table"), Some(m)),
                         Some(libargs::Raised::Text(m)) => (Some("text"), Some(m)),
                         Some(libargs::Raised::Stop(m)) => (Some("stop"), Some(m)),
-                        None if matches!(*e, mlua::Error::MemoryError(_)) => {
+                        None if libargs::is_memory_error(&e) => {
                             (Some("stop"), Some("not enough memory".to_string()))
                         }
                         None => (Some("text"), Some(e.to_string())),
@@ -293,6 +297,7 @@ impl Engine {
             resp: 2,
             no_writes: script.flags.no_writes,
             ro_call: ro,
+            wrote: false,
         };
         self.invoke(sha, ctx, |e| {
             let func: Function = e.compiled.raw_get(sha)?;
@@ -359,9 +364,10 @@ impl Engine {
             ))
         } else {
             match outcome {
-                Ok((true, v)) => convert::lua_to_reply(&v, resp),
+                Ok((true, v)) => convert::lua_to_reply(&v, resp, self.limits.memory_limit)
+                    .unwrap_or_else(|| self.memory_error(name)),
                 Ok((false, v)) => self.error_reply(&v, name),
-                Err(mlua::Error::MemoryError(_)) => self.memory_error(name),
+                Err(e) if libargs::is_memory_error(&e) => self.memory_error(name),
                 Err(e) => err(format!("ERR harness: {e}")),
             }
         };
@@ -460,6 +466,7 @@ impl Engine {
             Value::String(s) if s.to_string_lossy() == "not enough memory" => {
                 self.memory_error(name)
             }
+            Value::Error(e) if libargs::is_memory_error(e) => self.memory_error(name),
             other => {
                 let text = match other {
                     Value::String(s) => s.to_string_lossy(),
@@ -514,12 +521,17 @@ fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> 
     // The cap guards Lua code; the reply of a command is bounded by the keyspace. Lifting it
     // here lets mlua build the reply without a protected call per value.
     let limit = lua.set_memory_limit(0).unwrap_or(0);
-    let r = redis_call_uncapped(lua, args, raise);
+    let r = redis_call_uncapped(lua, args, raise, limit);
     let _ = lua.set_memory_limit(limit);
     r
 }
 
-fn redis_call_uncapped(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
+fn redis_call_uncapped(
+    lua: &Lua,
+    args: &MultiValue,
+    raise: bool,
+    limit: usize,
+) -> mlua::Result<Value> {
     let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
     let reply = match convert::lua_args(args) {
         Ok(argv) => dispatch_from_script(lua, &argv, ctx),
@@ -540,6 +552,15 @@ fn redis_call_uncapped(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Resul
             return Ok(Value::Table(t));
         }
     };
+    // The reply is built with the cap lifted, so it must fit under the cap before it is.
+    if limit > 0
+        && lua
+            .used_memory()
+            .saturating_add(convert::reply_size(&reply))
+            > limit
+    {
+        return Err(mlua::Error::MemoryError("not enough memory".into()));
+    }
     match (reply, raise) {
         (Reply::Error(e), true) => Err(mlua::Error::external(libargs::Raised::Table(e))),
         (r, _) => convert::reply_to_lua(lua, r, ctx.resp),
@@ -558,7 +579,26 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
         return err("ERR Write commands are not allowed from read-only scripts.");
     }
     match (spec.run, lua.app_data_mut::<Server>()) {
-        (Run::Plain(f), Some(mut server)) => f(&mut server, argv),
+        (Run::Plain(f), Some(mut server)) => {
+            let room = if ctx.wrote {
+                server
+                    .db
+                    .check_memory_after_write(spec.deny_oom, spec.name, argv)
+            } else {
+                server.db.check_memory(spec.deny_oom, spec.name, argv)
+            };
+            if let Err(e) = room {
+                return Reply::Error(e);
+            }
+            let reply = f(&mut server, argv);
+            drop(server);
+            if spec.write && !matches!(reply, Reply::Error(_)) {
+                if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
+                    c.wrote = true;
+                }
+            }
+            reply
+        }
         _ => err("ERR harness: command unavailable inside a script"),
     }
 }

@@ -117,6 +117,7 @@ G.redis = redis
 
 -- Libraries implemented in Rust.
 G.math.random = wrap(I.random)
+G.string.rep = I.string_rep
 G.math.randomseed = wrap(I.randomseed)
 local bit = {}
 for _, name in pairs({ 'tobit', 'tohex', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
