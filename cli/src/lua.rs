@@ -32,6 +32,10 @@ enum LuaCommand {
         /// Redis's `maxmemory` (`256mb`, `1gb`, `0` for no limit; default 256mb).
         #[arg(long, value_parser = parse_bytes, conflicts_with = "url")]
         maxmemory: Option<usize>,
+        /// Files named by EVALFILE and the other directives must be under this folder
+        /// (default: the transcript's tree or the working directory).
+        #[arg(long)]
+        root: Option<PathBuf>,
     },
     /// Run transcripts offline (or against an empty server with --url); exit non-zero on a diff.
     Test {
@@ -45,6 +49,10 @@ enum LuaCommand {
         /// Redis's `maxmemory` (`256mb`, `1gb`, `0` for no limit; default 256mb).
         #[arg(long, value_parser = parse_bytes, conflicts_with = "url")]
         maxmemory: Option<usize>,
+        /// Files named by EVALFILE and the other directives must be under this folder
+        /// (default: the transcript's tree or the working directory).
+        #[arg(long)]
+        root: Option<PathBuf>,
     },
     /// Run transcripts against an empty real server and write its replies into them.
     Record {
@@ -65,12 +73,14 @@ pub fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
             file,
             url,
             maxmemory,
-        } => exec(file, url, maxmemory),
+            root,
+        } => exec(file, url, maxmemory, root.as_deref()),
         LuaCommand::Test {
             files,
             url,
             maxmemory,
-        } => test(&files, url, maxmemory),
+            root,
+        } => test(&files, url, maxmemory, root.as_deref()),
         LuaCommand::Record { files, url } => {
             let url = match url.or_else(|| std::env::var("REDIS_URL").ok()) {
                 Some(u) => u,
@@ -133,6 +143,7 @@ fn exec(
     file: Option<PathBuf>,
     url: Option<String>,
     maxmemory: Option<usize>,
+    root: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
     let (input, name, base) = match file.as_deref() {
         None => read_stdin()?,
@@ -149,7 +160,7 @@ fn exec(
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    run::exec(&mut target, &input, &name, &base, &mut out).map_err(anyhow::Error::msg)?;
+    run::exec_in(&mut target, &input, &name, &base, root, &mut out).map_err(anyhow::Error::msg)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
@@ -162,10 +173,10 @@ fn read_stdin() -> anyhow::Result<(String, String, PathBuf)> {
     Ok((s, "-".into(), PathBuf::from(".")))
 }
 
-fn parse_all(files: &[PathBuf]) -> anyhow::Result<Vec<Transcript>> {
+fn parse_all(files: &[PathBuf], root: Option<&Path>) -> anyhow::Result<Vec<Transcript>> {
     files
         .iter()
-        .map(|f| Transcript::read(f).map_err(anyhow::Error::new))
+        .map(|f| Transcript::read_in(f, root).map_err(anyhow::Error::new))
         .collect()
 }
 
@@ -199,8 +210,9 @@ fn test(
     files: &[PathBuf],
     url: Option<String>,
     maxmemory: Option<usize>,
+    root: Option<&Path>,
 ) -> anyhow::Result<ExitCode> {
-    let transcripts = parse_all(files)?;
+    let transcripts = parse_all(files, root)?;
     let mut failed = 0;
     for t in &transcripts {
         let mut target = match &url {
@@ -247,7 +259,7 @@ fn test(
 }
 
 fn record(files: &[PathBuf], url: &str) -> anyhow::Result<ExitCode> {
-    let transcripts = parse_all(files)?;
+    let transcripts = parse_all(files, None)?;
     for (t, file) in transcripts.iter().zip(files) {
         let mut remote = connect(url)?;
         require_empty(&mut remote, url)?;

@@ -225,8 +225,9 @@ fn a_bad_line_stops_everything_before_anything_runs() {
 fn a_script_with_a_syntax_error_is_reported_with_its_line() {
     let tmp = temp_dir("syntax");
     std::fs::write(tmp.join("broken.lua"), "local x = 1\nreturn x +\n").unwrap();
+    let root = tmp.display().to_string();
     let out = lockkit(
-        &["lua", "exec", "-"],
+        &["lua", "exec", "--root", &root, "-"],
         Some(&format!("EVALFILE {}/broken.lua 0\n", tmp.display())),
     );
     assert!(out.status.success());

@@ -426,3 +426,46 @@ fn string_rep_past_the_memory_cap_is_refused_before_it_runs() {
     );
     assert_eq!(run.stdout, "(integer) 200\n", "{}", run.stderr);
 }
+
+#[test]
+fn directive_files_stay_inside_the_transcripts_tree() {
+    let base = std::env::temp_dir().join(format!("lockkit-sandbox-root-{}", std::process::id()));
+    let tree = base.join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(base.join("outside.lua"), "return 'outside'").unwrap();
+    std::fs::write(tree.join("inside.lua"), "return 'inside'").unwrap();
+    let run_file = |text: &str, extra: &[&str]| {
+        let t = tree.join("t.txt");
+        std::fs::write(&t, text).unwrap();
+        let mut args = vec!["lua", "exec"];
+        args.extend_from_slice(extra);
+        let t = t.display().to_string();
+        args.push(&t);
+        lockkit(&args, "")
+    };
+    let ok = run_file("EVALFILE inside.lua 0\n", &[]);
+    assert_eq!(
+        (ok.code, ok.stdout.as_str()),
+        (Some(0), "\"inside\"\n"),
+        "{}",
+        ok.stderr
+    );
+    for escape in [
+        "EVALFILE ../outside.lua 0\n",
+        "EVALFILE outside.lua 0\n",
+        "EVALFILE /etc/passwd 0\n",
+        "SCRIPT LOADFILE /etc/hostname\n",
+    ] {
+        let run = run_file(escape, &[]);
+        assert_eq!(run.code, Some(1), "{escape}: {}", run.stdout);
+        assert!(run.stdout.is_empty(), "nothing runs: {}", run.stdout);
+        assert!(run.stderr.contains("outside"), "{escape}: {}", run.stderr);
+    }
+    // A root given on the command line allows that folder, and only it.
+    let base_root = base.display().to_string();
+    let run = run_file("EVALFILE ../outside.lua 0\n", &["--root", &base_root]);
+    assert_eq!(run.stdout, "\"outside\"\n", "{}", run.stderr);
+    let run = run_file("EVALFILE /etc/passwd 0\n", &["--root", &base_root]);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    std::fs::remove_dir_all(&base).ok();
+}

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::format::format_reply;
 use super::remote::Remote;
-use super::transcript::{parse_command, Transcript};
+use super::transcript::{parse_command_in, Transcript};
 use crate::{Harness, Reply};
 
 /// Where commands go.
@@ -53,13 +53,29 @@ pub fn exec(
     base: &Path,
     out: &mut dyn Write,
 ) -> Result<(), String> {
+    exec_in(target, input, name, base, None, out)
+}
+
+/// [`exec`] with directive files confined to `root` (see
+/// [`parse_in`](super::transcript::parse_in)).
+///
+/// # Errors
+/// As [`exec`].
+pub fn exec_in(
+    target: &mut Target,
+    input: &str,
+    name: &str,
+    base: &Path,
+    root: Option<&Path>,
+    out: &mut dyn Write,
+) -> Result<(), String> {
     let mut commands = Vec::new();
     for (i, line) in input.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         let (argv, repeat) =
-            parse_command(line, base).map_err(|e| format!("{name}:{}: {e}", i + 1))?;
+            parse_command_in(line, base, root).map_err(|e| format!("{name}:{}: {e}", i + 1))?;
         commands.push((i + 1, argv, repeat));
     }
     for (line, argv, repeat) in commands {

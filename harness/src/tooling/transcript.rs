@@ -88,12 +88,20 @@ impl Transcript {
     /// # Errors
     /// The file cannot be read, or a line does not parse.
     pub fn read(path: &Path) -> Result<Transcript, ParseError> {
+        Self::read_in(path, None)
+    }
+
+    /// [`read`](Self::read) with directive files confined to `root` (see [`parse_in`]).
+    ///
+    /// # Errors
+    /// The file cannot be read, or a line does not parse.
+    pub fn read_in(path: &Path, root: Option<&Path>) -> Result<Transcript, ParseError> {
         let text = std::fs::read_to_string(path).map_err(|e| ParseError {
             path: path.display().to_string(),
             line: 0,
             message: format!("cannot read: {e}"),
         })?;
-        parse(&text, path)
+        parse_in(&text, path, root)
     }
 
     /// The transcript with `replies[i]` (formatted lines) as the expected reply of case `i`.
@@ -128,6 +136,16 @@ impl Transcript {
 /// # Errors
 /// The first line that does not parse.
 pub fn parse(text: &str, path: &Path) -> Result<Transcript, ParseError> {
+    parse_in(text, path, None)
+}
+
+/// [`parse`] with directive files confined to `root`: by default (`None`) a file must lie in
+/// the transcript's tree (its folder, or the checkout it is in: the nearest folder above it
+/// with a `.git`) or under the working directory; with a root, under that root only.
+///
+/// # Errors
+/// The first line that does not parse, or a directive file outside the allowed tree.
+pub fn parse_in(text: &str, path: &Path, root: Option<&Path>) -> Result<Transcript, ParseError> {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut items = Vec::new();
     for (idx, line) in text.lines().enumerate() {
@@ -144,7 +162,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Transcript, ParseError> {
             .strip_prefix("> ")
             .or_else(|| (line == ">").then_some(""))
         {
-            let (argv, repeat) = parse_command(cmd, &base).map_err(at)?;
+            let (argv, repeat) = parse_command_in(cmd, &base, root).map_err(at)?;
             items.push(Item::Case(Case {
                 line: n,
                 text: cmd.to_string(),
@@ -176,6 +194,18 @@ pub fn parse(text: &str, path: &Path) -> Result<Transcript, ParseError> {
 /// # Errors
 /// Unbalanced quotes, an empty command, an unknown directive or an unreadable file.
 pub fn parse_command(line: &str, base: &Path) -> Result<(Vec<Vec<u8>>, usize), String> {
+    parse_command_in(line, base, None)
+}
+
+/// [`parse_command`] with directive files confined as [`parse_in`] says.
+///
+/// # Errors
+/// As [`parse_command`], and a directive file outside the allowed tree.
+pub fn parse_command_in(
+    line: &str,
+    base: &Path,
+    root: Option<&Path>,
+) -> Result<(Vec<Vec<u8>>, usize), String> {
     let mut argv = split_args(line).map_err(|e| format!("cannot split command: {}", e.reason))?;
     if argv.is_empty() {
         return Err("empty command".into());
@@ -188,14 +218,18 @@ pub fn parse_command(line: &str, base: &Path) -> Result<(Vec<Vec<u8>>, usize), S
             .ok_or("repeat count out of range")?;
         argv.remove(0);
     }
-    Ok((expand(argv, base)?, repeat))
+    Ok((expand(argv, base, root)?, repeat))
 }
 
 fn upper(a: &[u8]) -> String {
     String::from_utf8_lossy(a).to_ascii_uppercase()
 }
 
-fn expand(mut argv: Vec<Vec<u8>>, base: &Path) -> Result<Vec<Vec<u8>>, String> {
+fn expand(
+    mut argv: Vec<Vec<u8>>,
+    base: &Path,
+    root: Option<&Path>,
+) -> Result<Vec<Vec<u8>>, String> {
     let first = upper(&argv[0]);
     let second = argv.get(1).map(|a| upper(a)).unwrap_or_default();
     let need = |argv: &Vec<Vec<u8>>, n: usize, usage: &str| {
@@ -208,12 +242,12 @@ fn expand(mut argv: Vec<Vec<u8>>, base: &Path) -> Result<Vec<Vec<u8>>, String> {
     match (first.as_str(), second.as_str()) {
         ("EVALFILE", _) => {
             need(&argv, 3, "EVALFILE path numkeys [key ...] [arg ...]")?;
-            argv[1] = read_file(&argv[1], base)?;
+            argv[1] = read_file(&argv[1], base, root)?;
             argv[0] = b"EVAL".to_vec();
         }
         ("EVALSHAFILE", _) => {
             need(&argv, 3, "EVALSHAFILE path numkeys [key ...] [arg ...]")?;
-            argv[1] = crate::sha1hex(&read_file(&argv[1], base)?).into_bytes();
+            argv[1] = crate::sha1hex(&read_file(&argv[1], base, root)?).into_bytes();
             argv[0] = b"EVALSHA".to_vec();
         }
         ("SCRIPT", "LOADFILE") => {
@@ -221,13 +255,13 @@ fn expand(mut argv: Vec<Vec<u8>>, base: &Path) -> Result<Vec<Vec<u8>>, String> {
             if argv.len() > 3 {
                 return Err("usage: SCRIPT LOADFILE path".into());
             }
-            argv[2] = read_file(&argv[2], base)?;
+            argv[2] = read_file(&argv[2], base, root)?;
             argv[1] = b"LOAD".to_vec();
         }
         ("FUNCTION", "LOADFILE") => {
             need(&argv, 3, "FUNCTION LOADFILE [REPLACE] path")?;
             let last = argv.len() - 1;
-            argv[last] = read_file(&argv[last], base)?;
+            argv[last] = read_file(&argv[last], base, root)?;
             argv[1] = b"LOAD".to_vec();
         }
         (f, _) if f.ends_with("FILE") && !crate::is_redis_command(&f.to_ascii_lowercase()) => {
@@ -243,8 +277,35 @@ fn expand(mut argv: Vec<Vec<u8>>, base: &Path) -> Result<Vec<Vec<u8>>, String> {
     Ok(argv)
 }
 
-/// Finds `name` in `base` or one of its parents and reads it.
-fn read_file(name: &[u8], base: &Path) -> Result<Vec<u8>, String> {
+/// The folders a directive file may be in (canonical): `root`, or by default the
+/// transcript's tree and the working directory.
+fn allowed_roots(base: &Path, root: Option<&Path>) -> Vec<PathBuf> {
+    let wanted: Vec<PathBuf> = match root {
+        Some(r) => vec![r.to_path_buf()],
+        None => {
+            let dir = if base.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                base
+            };
+            let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+            let tree = dir
+                .ancestors()
+                .find(|d| d.join(".git").exists())
+                .unwrap_or(&dir)
+                .to_path_buf();
+            vec![tree, PathBuf::from(".")]
+        }
+    };
+    wanted
+        .iter()
+        .filter_map(|d| d.canonicalize().ok())
+        .collect()
+}
+
+/// Finds `name` in `base` or one of its parents and reads it, if it lies inside the allowed
+/// roots (a transcript must not read `/etc/...` or `../..` out of its tree).
+fn read_file(name: &[u8], base: &Path, root: Option<&Path>) -> Result<Vec<u8>, String> {
     let name = String::from_utf8_lossy(name).into_owned();
     let rel = PathBuf::from(&name);
     let candidates: Vec<PathBuf> = if rel.is_absolute() {
@@ -257,7 +318,20 @@ fn read_file(name: &[u8], base: &Path) -> Result<Vec<u8>, String> {
     };
     for c in &candidates {
         if c.is_file() {
-            return std::fs::read(c).map_err(|e| format!("cannot read {}: {e}", c.display()));
+            let roots = allowed_roots(base, root);
+            let real = c
+                .canonicalize()
+                .map_err(|e| format!("cannot read {}: {e}", c.display()))?;
+            if !roots.iter().any(|r| real.starts_with(r)) {
+                let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+                return Err(format!(
+                    "{name} is {}, outside {}: directive files stay inside the transcript's tree \
+                     and the working directory (pass --root DIR to allow another folder)",
+                    real.display(),
+                    shown.join(" and ")
+                ));
+            }
+            return std::fs::read(&real).map_err(|e| format!("cannot read {}: {e}", c.display()));
         }
     }
     Err(format!(
