@@ -469,3 +469,11 @@ fn directive_files_stay_inside_the_transcripts_tree() {
     assert_eq!(run.code, Some(1), "{}", run.stdout);
     std::fs::remove_dir_all(&base).ok();
 }
+
+#[test]
+fn pcall_of_a_function_with_many_results_does_not_abort_the_process() {
+    // Found by the fuzz target: Lua's API check (on in debug builds) aborted on this.
+    same_as_redis(
+        "EVAL \"local t = {} for i = 1, 40 do t[i] = i end return #{pcall(unpack, t)}\" 0\nEVAL \"local t = {} for i = 1, 40 do t[i] = i end return #{xpcall(function() return unpack(t) end, print)}\" 0\nEVAL \"local t = {} for i = 1, 40 do t[i] = i end return unpack(t)\" 0\n",
+    );
+}
