@@ -72,6 +72,11 @@ async fn create(State(p): State<Probe>, headers: HeaderMap, body: Bytes) -> Resp
     if headers.contains_key("x-fail") {
         return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
     }
+    // A refusal the handler decides on, e.g. 400 for an invalid order.
+    if let Some(status) = headers.get("x-status") {
+        let status = StatusCode::from_bytes(status.as_bytes()).unwrap();
+        return (status, [("x-order", n.to_string())], "refused").into_response();
+    }
     (StatusCode::CREATED, [("x-order", n.to_string())], body).into_response()
 }
 
@@ -606,5 +611,66 @@ async fn a_ttl_inside_the_drift_allowance_is_refused_when_the_layer_is_built() {
         send(&app, order("pia", "{}")).await.status,
         StatusCode::CREATED
     );
+    assert_eq!(probe.runs(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_request_leaves_the_key_free_for_its_corrected_retry() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let (app, probe) = app_with(&server, opts).await;
+    let refused = |key: &str, status: &str, body: &str| {
+        req("/orders", "tia")
+            .header("idempotency-key", key)
+            .header("x-status", status)
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+
+    // The client fixes its input and retries with the same key: the handler runs again.
+    let bad = send(&app, refused("k-400", "400", r#"{"qty":-1}"#)).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    let fixed = send(&app, idem_order("tia", "k-400", r#"{"qty":1}"#, false)).await;
+    assert_eq!(fixed.status, StatusCode::CREATED, "{}", fixed.text());
+    assert!(!fixed.headers.contains_key("idempotency-replayed"));
+
+    // Unauthorized, timed out, conflicting, rate-limited: the same retry later is a new try,
+    // not a replay of the refusal.
+    for status in ["401", "408", "409", "429"] {
+        let key = format!("k-{status}");
+        let first = send(&app, refused(&key, status, "{}")).await;
+        assert_eq!(first.status.as_str(), status);
+        let retry = send(&app, idem_order("tia", &key, "{}", false)).await;
+        assert_eq!(
+            retry.status,
+            StatusCode::CREATED,
+            "after {status}: {}",
+            retry.text()
+        );
+        assert!(!retry.headers.contains_key("idempotency-replayed"));
+    }
+    assert_eq!(probe.runs(), 10);
+    // Only the 2xx answers were kept, and no claim is left.
+    assert_eq!(keys(&server, "lockkit:submit:idem:*").len(), 5);
+    assert!(keys(&server, "lockkit:submit:claim:*").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_beyond_2xx_are_stored_when_chosen() {
+    let server = RedisServer::start();
+    let idem = IdempotencyOptions::new().also_store(StatusCode::UNPROCESSABLE_ENTITY);
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(idem));
+    let (app, probe) = app_with(&server, opts).await;
+    let invalid = req("/orders", "uma")
+        .header("idempotency-key", "k-5")
+        .header("x-status", "422")
+        .body(Body::from("{}"))
+        .unwrap();
+    let first = send(&app, invalid).await;
+    assert_eq!(first.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let retry = send(&app, idem_order("uma", "k-5", "{}", false)).await;
+    assert_eq!(retry.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(retry.headers["idempotency-replayed"], "true");
+    assert_eq!(retry.headers["x-order"], "1");
     assert_eq!(probe.runs(), 1);
 }

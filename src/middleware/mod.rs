@@ -48,7 +48,10 @@
 //! | answered, another method, path, query or body | **422** ([`IdempotencyOptions::mismatch_response`]) |
 //!
 //! The response is written once with `SET NX` (never over another request's record), kept for
-//! 24 h, and only then is the claim released. A 5xx response is not stored and frees the key.
+//! 24 h, and only then is the claim released. Only 2xx responses are stored by default
+//! ([`IdempotencyOptions::also_store`] adds others): any other status frees the key, so a client
+//! that fixes a refused request (400, 401, 408, 409, 429) and retries with the same key is
+//! served afresh, and a 5xx is retried.
 //! A response that should be stored but cannot be (Redis refused the write or did not answer, a
 //! body of unknown size or over 1 MiB) leaves the claim in place until its TTL runs out, so a
 //! retry meanwhile gets 409 rather than running the handler a second time. Records are scoped by

@@ -65,8 +65,10 @@ impl Rejection {
 /// [`mismatch_response`](Self::mismatch_response) (422).
 ///
 /// What is stored: the status, the headers (without hop-by-hop ones, `content-length` and
-/// `set-cookie`) and the whole body, plus a digest of the request as its fingerprint. Responses
-/// with a 5xx status are not stored and free the key (a retry runs again). A response that
+/// `set-cookie`) and the whole body, plus a digest of the request as its fingerprint. Only 2xx
+/// responses are stored by default ([`also_store`](Self::also_store) adds others); any other
+/// status frees the key, so a client that fixes a refused request (400, 401, 408, 409, 429) and
+/// retries with the same key is served afresh, and a 5xx is retried. A response that
 /// should be stored but cannot be (Redis refused or did not answer the write, a body of unknown
 /// size or over [`max_response_bytes`](Self::max_response_bytes)) keeps the key claimed until
 /// the claim's TTL runs out, so a retry in that time gets 409 instead of running the handler
@@ -80,6 +82,7 @@ pub struct IdempotencyOptions {
     pub(crate) max_key_len: usize,
     pub(crate) in_flight: Rejection,
     pub(crate) mismatch: Rejection,
+    pub(crate) also_stored: Vec<StatusCode>,
 }
 
 impl Default for IdempotencyOptions {
@@ -98,6 +101,7 @@ impl Default for IdempotencyOptions {
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "This Idempotency-Key was already used for a different request.\n",
             ),
+            also_stored: Vec::new(),
         }
     }
 }
@@ -125,6 +129,23 @@ impl IdempotencyOptions {
     pub fn max_response_bytes(mut self, n: usize) -> Self {
         self.max_response_bytes = n;
         self
+    }
+
+    /// Also store and replay responses with this status (default: only 2xx are stored).
+    ///
+    /// For a refusal that is final for this request, e.g. a 422 from a business rule that no
+    /// retry of the same payload can pass. A refusal the client can fix and retry (400, 401,
+    /// 408, 409, 429) is better left out: stored, it would be replayed to the corrected retry.
+    pub fn also_store(mut self, status: StatusCode) -> Self {
+        if !self.also_stored.contains(&status) {
+            self.also_stored.push(status);
+        }
+        self
+    }
+
+    /// Whether a response with this status is stored for replay.
+    pub(crate) fn stores(&self, status: StatusCode) -> bool {
+        status.is_success() || self.also_stored.contains(&status)
     }
 
     /// The answer to a request whose key is claimed by a request still in flight (default
@@ -325,6 +346,26 @@ mod tests {
             ),
             "idempotency.ttl"
         );
+    }
+
+    #[test]
+    fn only_2xx_are_stored_unless_chosen() {
+        let default = IdempotencyOptions::new();
+        for ok in [200, 201, 202, 204, 299] {
+            assert!(default.stores(StatusCode::from_u16(ok).unwrap()), "{ok}");
+        }
+        for refused in [301, 400, 401, 404, 408, 409, 422, 429, 500, 503] {
+            assert!(
+                !default.stores(StatusCode::from_u16(refused).unwrap()),
+                "{refused}"
+            );
+        }
+        let chosen = IdempotencyOptions::new()
+            .also_store(StatusCode::UNPROCESSABLE_ENTITY)
+            .also_store(StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(chosen.stores(StatusCode::UNPROCESSABLE_ENTITY));
+        assert!(!chosen.stores(StatusCode::BAD_REQUEST));
+        assert_eq!(chosen.also_stored.len(), 1);
     }
 
     #[test]

@@ -135,7 +135,8 @@ where
     let Some(claim) = claim else {
         return Ok(response);
     };
-    if response.status().is_server_error() {
+    if !idem.opts.stores(response.status()) {
+        // A refusal (or a server error): nothing to replay; the corrected retry may run.
         release(Some(claim), &idem.claim).await;
         return Ok(response);
     }
