@@ -116,8 +116,11 @@ async fn paused_server_past_ttl_is_reported_as_lost_to_watchdog_holders() {
         .await
         .unwrap();
     let pid = server.pid().unwrap();
+    let valid_until = guard.lock().valid_until();
     signal(pid, "STOP");
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Look half a TTL after the validity ended: long before the 2 s response timeout could have
+    // fired, so only a watchdog bounded by the validity has told the holder by then.
+    tokio::time::sleep_until((valid_until + Duration::from_millis(200)).into()).await;
     let during = guard.is_lost();
     signal(pid, "CONT");
     let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())

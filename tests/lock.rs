@@ -173,12 +173,15 @@ async fn release_after_expiry_reports_not_held() {
 async fn extend_resets_ttl_and_validity() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
+    // A non-default drift, so a validity recomputed with the default one shows.
+    let opts = LockOptions::new(Duration::from_secs(1)).drift_fixed(Duration::from_millis(300));
     let mut lock = client
-        .try_acquire("lock:ext", Duration::from_secs(1))
+        .try_acquire_with("lock:ext", &opts)
         .await
         .unwrap()
         .unwrap();
     let before = lock.valid_until();
+    let sent = Instant::now();
     assert_eq!(
         client
             .extend(&mut lock, Duration::from_secs(30))
@@ -187,6 +190,10 @@ async fn extend_resets_ttl_and_validity() {
         ExtendOutcome::Extended
     );
     assert!(lock.valid_until() > before + Duration::from_secs(20));
+    // 30 s − 1% − 300 ms from the extend's send time; the default drift would give 29.698 s.
+    let validity = lock.valid_until().saturating_duration_since(sent);
+    assert!(validity <= Duration::from_millis(29_450), "{validity:?}");
+    assert_eq!(lock.options().drift(), Duration::from_millis(600));
     let mut c = inspect(&server);
     assert!(pttl(&mut c, "lock:ext") > 29_000);
 }
