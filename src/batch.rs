@@ -40,10 +40,11 @@ impl LockClient {
             check_key(k)?;
         }
         let tokens: Vec<String> = keys.iter().map(|_| new_token()).collect();
+        let get = self.conns.set_nx_get();
         let cmds = keys
             .iter()
             .zip(&tokens)
-            .map(|(key, token)| set_nx_cmd(key, token, ttl))
+            .map(|(key, token)| set_nx_cmd(key, token, ttl, get))
             .collect();
         let pairs: Vec<(&str, &str)> = keys
             .iter()
@@ -63,8 +64,8 @@ impl LockClient {
         };
         let mut taken = Vec::with_capacity(keys.len());
         let mut failure = None;
-        for reply in &replies {
-            match set_nx_taken(reply) {
+        for (reply, token) in replies.iter().zip(&tokens) {
+            match set_nx_taken(reply, token, get) {
                 Ok(t) => taken.push(t),
                 Err(e) => {
                     taken.push(false);

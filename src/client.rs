@@ -133,11 +133,13 @@ impl LockClient {
         let token = new_token();
         let mut conn = self.conns.conn();
         let start = Instant::now();
-        let reply = set_nx_cmd(key, &token, opts.ttl)
+        let get = self.conns.set_nx_get();
+        let reply = set_nx_cmd(key, &token, opts.ttl, get)
             .query_async::<Value>(&mut conn)
             .await;
         match reply {
-            Ok(v) => Ok(set_nx_taken(&v)?.then(|| Lock::acquired(key, token, opts, start, None))),
+            Ok(v) => Ok(set_nx_taken(&v, &token, get)?
+                .then(|| Lock::acquired(key, token, opts, start, None))),
             Err(e) if unknown_outcome(&e) => {
                 self.clean_up_unknown(&mut conn, key, &token).await;
                 Err(e.into())
@@ -149,10 +151,10 @@ impl LockClient {
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
     pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         let mut conn = self.conns.conn();
-        let reply = set_nx_cmd(key, token, ttl)
+        let reply = set_nx_cmd(key, token, ttl, false)
             .query_async::<Value>(&mut conn)
             .await?;
-        set_nx_taken(&reply)
+        set_nx_taken(&reply, token, false)
     }
 
     /// How long the server has been up (`uptime_in_seconds` of `INFO server`).

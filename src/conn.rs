@@ -113,6 +113,17 @@ fn single_client(
 /// A connection closed during the handshake means a proxy (unless `options.proxy` says
 /// otherwise); `cluster_enabled:1` in `INFO cluster` means a cluster, whichever node the URL names.
 pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn>, Topology)> {
+    let (conns, topology, _) = open_detecting(url, options).await?;
+    Ok((conns, topology))
+}
+
+/// [`open`], also saying whether acquires should use `SET ... NX GET`: in a cluster of Redis 7.0
+/// or later, where the cluster client re-sends a command after a dropped connection and a plain
+/// `SET NX` would then report our own landed lock as busy.
+pub(crate) async fn open_detecting(
+    url: &str,
+    options: &ClientOptions,
+) -> Result<(Vec<Conn>, Topology, bool)> {
     options.validate()?;
     let mut proxy = options.proxy == Some(true);
     let (client, config) = single_client(url, options, proxy)?;
@@ -131,7 +142,11 @@ pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn
         Err(e) => return Err(e.into()),
     };
     if proxy {
-        return Ok((grow(first, url, options, proxy).await?, Topology::Proxy));
+        return Ok((
+            grow(first, url, options, proxy).await?,
+            Topology::Proxy,
+            false,
+        ));
     }
     let mut probe = first.clone();
     // An ACL user without +info is fine: such a locked-down user is on a plain server (a
@@ -149,8 +164,19 @@ pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn
         return Ok((
             grow(first, url, options, proxy).await?,
             Topology::Standalone,
+            false,
         ));
     }
+    let server: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut probe)
+        .await
+        .unwrap_or_default();
+    let set_nx_get = server
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .and_then(|v| v.trim().split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|major| major >= 7);
     drop(first);
     let mut builder = ClusterClientBuilder::new(vec![url])
         .connection_timeout(options.connect_timeout)
@@ -166,7 +192,7 @@ pub(crate) async fn open(url: &str, options: &ClientOptions) -> Result<(Vec<Conn
     for _ in 0..options.connections {
         conns.push(Conn::Cluster(cluster.get_async_connection().await?));
     }
-    Ok((conns, Topology::Cluster))
+    Ok((conns, Topology::Cluster, set_nx_get))
 }
 
 async fn grow(

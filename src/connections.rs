@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     target: String,
     warned_preload: AtomicBool,
+    /// Acquire with `SET ... NX GET` (a Redis 7 cluster, whose client re-sends after a drop).
+    set_nx_get: bool,
 }
 
 /// The connection side of a [`LockClient`](crate::LockClient): a set of auto-reconnecting
@@ -58,11 +60,11 @@ impl std::fmt::Debug for Connections {
 
 impl Connections {
     pub(crate) async fn connect(url: &str, mut options: ClientOptions) -> Result<Connections> {
-        let (conns, topology) = conn::open(url, &options).await?;
+        let (conns, topology, set_nx_get) = conn::open_detecting(url, &options).await?;
         if topology == Topology::Proxy {
             options.proxy = Some(true);
         }
-        let this = Self::assemble(url, options, conns, topology);
+        let this = Self::assemble(url, options, conns, topology, set_nx_get);
         this.preload().await?;
         Ok(this)
     }
@@ -76,7 +78,7 @@ impl Connections {
         } else {
             Topology::Standalone
         };
-        Ok(Self::assemble(url, options, conns, topology))
+        Ok(Self::assemble(url, options, conns, topology, false))
     }
 
     fn assemble(
@@ -84,6 +86,7 @@ impl Connections {
         options: ClientOptions,
         conns: Vec<Conn>,
         topology: Topology,
+        set_nx_get: bool,
     ) -> Connections {
         Connections(Arc::new(Inner {
             conns,
@@ -93,6 +96,7 @@ impl Connections {
             target: crate::url::redact_url(url),
             warned_preload: AtomicBool::new(false),
             topology,
+            set_nx_get,
         }))
     }
 
@@ -193,6 +197,11 @@ impl Connections {
                 Ok(())
             }
         }
+    }
+
+    /// Whether acquires use `SET ... NX GET` to recognise their own re-sent `SET`.
+    pub(crate) fn set_nx_get(&self) -> bool {
+        self.0.set_nx_get
     }
 
     /// Whether the client treats its target as a proxy (set, or detected at connect).

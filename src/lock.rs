@@ -164,20 +164,28 @@ pub(crate) fn extend_outcome(v: &Value) -> Result<ExtendOutcome> {
     })
 }
 
-/// The acquire: `SET key token NX PX ttl`, one command.
-pub(crate) fn set_nx_cmd(key: &str, token: &str, ttl: Duration) -> redis::Cmd {
+/// The acquire: `SET key token NX PX ttl`, one command; with `get`, `SET ... NX PX ttl GET`
+/// (Redis 7.0 and later), whose reply names the holder, so an acquire re-sent by the cluster
+/// client after a dropped connection recognises its own landed `SET`.
+pub(crate) fn set_nx_cmd(key: &str, token: &str, ttl: Duration, get: bool) -> redis::Cmd {
     let mut c = redis::cmd("SET");
     c.arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms(ttl));
+    if get {
+        c.arg("GET");
+    }
     c
 }
 
-/// Reads a `SET NX` reply: taken (`OK`), busy (nil), or an error.
-pub(crate) fn set_nx_taken(v: &Value) -> Result<bool> {
-    match v {
-        Value::Okay => Ok(true),
-        Value::Nil => Ok(false),
-        Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
-        other => Err(Error::UnexpectedReply {
+/// Reads a `SET NX` reply: taken, busy, or an error. Plain: `OK` taken, nil busy. With `GET`:
+/// nil taken (the key was free), our own token taken (a re-sent `SET` after the first landed),
+/// another value busy.
+pub(crate) fn set_nx_taken(v: &Value, token: &str, get: bool) -> Result<bool> {
+    match (v, get) {
+        (Value::Okay, false) | (Value::Nil, true) => Ok(true),
+        (Value::Nil, false) => Ok(false),
+        (Value::BulkString(held), true) => Ok(held.as_slice() == token.as_bytes()),
+        (Value::ServerError(e), _) => Err(Error::Redis(e.clone().into())),
+        (other, _) => Err(Error::UnexpectedReply {
             what: "SET NX PX",
             reply: format!("{other:?}"),
         }),
@@ -222,6 +230,22 @@ mod tests {
         assert_eq!(a.len(), 32);
         let parsed = uuid::Uuid::parse_str(&a).unwrap();
         assert_eq!(parsed.get_version_num(), 4);
+    }
+
+    #[test]
+    fn set_nx_get_recognises_our_own_landed_set() {
+        let t = "tok";
+        assert!(set_nx_taken(&Value::Okay, t, false).unwrap());
+        assert!(!set_nx_taken(&Value::Nil, t, false).unwrap());
+        assert!(set_nx_taken(&Value::Nil, t, true).unwrap());
+        // The cluster client re-sent our SET after the first one landed: still ours.
+        assert!(set_nx_taken(&Value::BulkString(b"tok".to_vec()), t, true).unwrap());
+        assert!(!set_nx_taken(&Value::BulkString(b"other".to_vec()), t, true).unwrap());
+        assert!(set_nx_taken(&Value::Okay, t, true).is_err());
+        let packed = set_nx_cmd("k", t, Duration::from_millis(5), true).get_packed_command();
+        assert!(String::from_utf8(packed)
+            .unwrap()
+            .ends_with("$3\r\nGET\r\n"));
     }
 
     #[test]
