@@ -88,6 +88,23 @@ impl Shared {
 /// Drop never blocks: it stops the watchdog and, when called inside a Tokio runtime, spawns a
 /// best-effort compare-and-delete in the background. Outside a runtime (or if that release fails)
 /// the key simply expires after the TTL it was last given; it is never extended again.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lockkit::{LockClient, LockOptions, Locker, WatchdogOptions};
+/// # async fn demo() -> lockkit::Result<()> {
+/// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+/// let guard = client.lock("lock:job", &LockOptions::new(Duration::from_secs(3)), WatchdogOptions::new()).await?;
+/// let mut lost = guard.loss_signal();
+/// tokio::select! {
+///     _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+///     reason = lost.lost() => eprintln!("{} lost: {reason:?}", guard.key()),
+/// }
+/// if guard.is_lost().is_none() {
+///     guard.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
 pub struct LockGuard<L: Locker = LockClient> {
     client: L,
     shared: Arc<Shared>,

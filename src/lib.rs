@@ -64,6 +64,8 @@
 //!   node is not a consensus system.
 //! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
 
+#![warn(missing_docs)]
+
 mod batch;
 mod client;
 mod conn;

@@ -17,6 +17,21 @@ pub const MAX_KEY_LEN: usize = 64 * 1024;
 ///
 /// A lock carries the [`LockOptions`] it was taken with, so every later validity computation
 /// (after an extend, in the watchdog) uses the caller's drift allowance.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lockkit::LockClient;
+/// # async fn demo() -> lockkit::Result<()> {
+/// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+/// if let Some(lock) = client.try_acquire("lock:a", Duration::from_secs(5)).await? {
+///     println!("{} held with token {} ({:?} TTL)", lock.key(), lock.token(), lock.ttl());
+///     assert!(lock.is_valid() && lock.remaining_validity() <= lock.ttl());
+///     assert!(lock.valid_until() > lock.acquired_at());
+///     assert_eq!(lock.fencing_token(), None);
+///     assert_eq!(lock.options().get_ttl(), lock.ttl());
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lock {
     pub(crate) key: String,
@@ -193,6 +208,12 @@ pub(crate) fn set_nx_taken(v: &Value, token: &str, get: bool) -> Result<bool> {
 }
 
 /// A fresh token: UUID v4 as 32 lowercase hex digits.
+///
+/// ```
+/// let t = lockkit::new_token();
+/// assert_eq!(t.len(), 32);
+/// assert_ne!(t, lockkit::new_token());
+/// ```
 pub fn new_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }

@@ -35,6 +35,20 @@ impl ScriptMode {
 }
 
 /// Options for a [`LockClient`](crate::LockClient)'s connections.
+///
+/// ```
+/// use std::time::Duration;
+/// use lockkit::{ClientOptions, ScriptMode};
+/// let opts = ClientOptions::new()
+///     .connections(4)
+///     .connect_timeout(Duration::from_secs(1))
+///     .response_timeout(Some(Duration::from_millis(500)))
+///     .script_mode(ScriptMode::EvalSha)
+///     .preload_scripts(true)
+///     .proxy(None)
+///     .reconnect_retries(3);
+/// # let _ = opts;
+/// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct ClientOptions {
@@ -146,6 +160,20 @@ impl ClientOptions {
 }
 
 /// Everything about one lock: its TTL, how to retry, how much clock drift to allow.
+///
+/// ```
+/// use std::time::Duration;
+/// use lockkit::{LockOptions, RetryOptions};
+/// let opts = LockOptions::new(Duration::from_secs(5))
+///     .retry(RetryOptions::new().deadline(Some(Duration::from_secs(2))))
+///     .drift_factor(0.01)
+///     .drift_fixed(Duration::from_millis(5))
+///     .min_validity(Duration::from_millis(500));
+/// assert_eq!(opts.get_ttl(), Duration::from_secs(5));
+/// assert_eq!(opts.drift(), Duration::from_millis(55));
+/// assert!(opts.validate().is_ok());
+/// assert!(opts.ttl(Duration::from_millis(50)).validate().is_err()); // drift + min_validity eat it
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[must_use]
 pub struct LockOptions {
@@ -234,6 +262,17 @@ impl LockOptions {
     }
 
     /// Checks every field; the error names the one that is wrong.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let e = lockkit::LockOptions::new(Duration::ZERO).validate().unwrap_err();
+    /// assert!(matches!(e, lockkit::Error::InvalidOptions { field: "ttl", .. }));
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`] naming the field: a TTL out of range or eaten by the drift
+    /// allowance and `min_validity`, a drift factor outside `0.0..0.5`, or a retry policy that
+    /// never ends.
     pub fn validate(&self) -> Result<()> {
         validate_ttl("ttl", self.ttl)?;
         self.retry.validate()?;
@@ -273,6 +312,14 @@ pub(crate) fn validate_ttl(field: &'static str, ttl: Duration) -> Result<()> {
 }
 
 /// The renewal policy of a [`LockGuard`](crate::LockGuard)'s watchdog.
+///
+/// ```
+/// use std::time::Duration;
+/// use lockkit::WatchdogOptions;
+/// let w = WatchdogOptions::new().interval(Duration::from_secs(1)).max_hold(Duration::from_secs(60));
+/// assert_eq!(w.interval_for(Duration::from_secs(9)), Duration::from_secs(1));
+/// assert_eq!(WatchdogOptions::new().interval_for(Duration::from_secs(9)), Duration::from_secs(3));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[must_use]
 pub struct WatchdogOptions {

@@ -63,6 +63,17 @@ pub struct ProbeReport {
 
 /// Asks `url` what it supports. Each check that a proxy might answer by closing the connection
 /// runs on a connection of its own; keys used are `lockkit:probe:<uuid>` and are deleted.
+///
+/// ```no_run
+/// # async fn demo() -> lockkit::Result<()> {
+/// let report = lockkit::probe("redis://127.0.0.1:6379", lockkit::ClientOptions::new()).await?;
+/// println!("{:?}, scripts by {}", report.topology, report.recommended_mode);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// A malformed URL, bad options, or a target that cannot be connected to at all (what it
+/// refuses once connected is reported, not raised).
 pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     let (conns, topology) = conn::open(url, &options).await?;
     let mut main = conns[0].clone();

@@ -26,6 +26,16 @@ use crate::options::{validate_ttl, ClientOptions, LockOptions};
 use crate::{ClientStats, LockClient};
 
 /// Options for a [`Redlock`].
+///
+/// ```
+/// use std::time::Duration;
+/// use lockkit::{ClientOptions, RedlockOptions};
+/// let opts = RedlockOptions::new()
+///     .node_timeout(Duration::from_millis(20))
+///     .client(ClientOptions::new())
+///     .restart_rule(true);
+/// # let _ = opts;
+/// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct RedlockOptions {
@@ -182,12 +192,38 @@ enum NodeReply<T> {
 
 impl Redlock {
     /// Connects to every node (`redis://...` each) with default options.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let redlock = lockkit::Redlock::connect(&[
+    ///     "redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379",
+    /// ]).await?;
+    /// assert_eq!((redlock.len(), redlock.quorum()), (3, 2));
+    /// println!("{:?}", redlock.targets());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect_with`](Self::connect_with).
     pub async fn connect<S: AsRef<str>>(urls: &[S]) -> Result<Redlock> {
         Self::connect_with(urls, RedlockOptions::default()).await
     }
 
     /// Connects to every node in parallel. A node that is down now does not fail the call (it is
     /// connected lazily and counts as failed until it answers); a malformed URL or bad options do.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{Redlock, RedlockOptions};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let opts = RedlockOptions::new().node_timeout(Duration::from_millis(30));
+    /// let redlock = Redlock::connect_with(&["redis://a:6379", "redis://b:6379", "redis://c:6379"], opts).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`] for no URL, a zero node timeout or bad client options; a
+    /// malformed URL; a node that refuses authentication.
     pub async fn connect_with<S: AsRef<str>>(
         urls: &[S],
         options: RedlockOptions,
@@ -468,6 +504,11 @@ impl Locker for Redlock {
 }
 
 /// The majority of `n` nodes.
+///
+/// ```
+/// assert_eq!(lockkit::quorum_of(3), 2);
+/// assert_eq!(lockkit::quorum_of(5), 3);
+/// ```
 pub fn quorum_of(n: usize) -> usize {
     n / 2 + 1
 }

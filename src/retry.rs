@@ -13,6 +13,20 @@ use crate::options::LockOptions;
 
 /// How [`acquire`](crate::Locker::acquire) retries a busy lock: a delay plus random jitter
 /// between attempts, until a deadline and/or an attempt count runs out.
+///
+/// ```
+/// use std::time::Duration;
+/// use lockkit::RetryOptions;
+/// let r = RetryOptions::new()
+///     .delay(Duration::from_millis(20))
+///     .jitter(Duration::from_millis(10))
+///     .max_attempts(Some(5))
+///     .deadline(Some(Duration::from_secs(1)));
+/// let p = r.pause();
+/// assert!(p >= Duration::from_millis(20) && p <= Duration::from_millis(30));
+/// assert!(r.next_pause(5, Duration::ZERO).is_none()); // attempts used up
+/// assert_eq!(RetryOptions::none().next_pause(1, Duration::ZERO), None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[must_use]
 pub struct RetryOptions {
