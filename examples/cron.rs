@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::Parser;
-use lockkit::{redact_url, LockClient, LockOptions, Redlock};
+use lockkit::{redact_url, LockClient, LockOptions, Locker, Redlock};
 use tokio::sync::mpsc;
 
 /// A multi-instance cron scheduler: each tick's job runs exactly once.
@@ -71,41 +71,12 @@ struct Opts {
     timings_out: Option<std::path::PathBuf>,
 }
 
-/// One Redis, or a Redlock over several.
-#[derive(Debug, Clone)]
-enum Locker {
-    Single(LockClient),
-    Redlock(Redlock),
-}
-
-impl Locker {
-    async fn connect(urls: &[String]) -> anyhow::Result<Locker> {
-        let shown: Vec<String> = urls.iter().map(|u| redact_url(u)).collect();
-        Ok(match urls {
-            [one] => Locker::Single(
-                LockClient::connect(one)
-                    .await
-                    .with_context(|| format!("connecting to {}", shown[0]))?,
-            ),
-            _ => Locker::Redlock(
-                Redlock::connect(urls)
-                    .await
-                    .with_context(|| format!("connecting to {}", shown.join(", ")))?,
-            ),
-        })
-    }
-
-    /// One attempt; the lock is left to expire (see "Sizing the TTL").
-    async fn try_take(&self, key: &str, ttl: Duration) -> lockkit::Result<bool> {
-        match self {
-            Locker::Single(c) => Ok(c.try_acquire(key, ttl).await?.is_some()),
-            Locker::Redlock(r) => Ok(r
-                .try_acquire(key, &LockOptions::new(ttl))
-                .await?
-                .lock
-                .is_some()),
-        }
-    }
+/// One attempt on any [`Locker`] (one Redis or a Redlock); the lock is left to expire (see
+/// "Sizing the TTL"). A Redlock round lost to node failures is an error, a busy lock `false`.
+async fn try_take<L: Locker>(locker: &L, key: &str, ttl: Duration) -> lockkit::Result<bool> {
+    let opts = LockOptions::new(ttl);
+    opts.validate()?;
+    Ok(locker.attempt(key, &opts).await?.is_some())
 }
 
 fn unix_ms() -> u64 {
@@ -125,7 +96,12 @@ struct Plan {
 }
 
 /// One scheduler instance: wake at each boundary, try the tick's lock, run the job if won.
-async fn scheduler(name: String, locker: Locker, plan: &Plan, timings: mpsc::UnboundedSender<u64>) {
+async fn scheduler<L: Locker>(
+    name: String,
+    locker: L,
+    plan: &Plan,
+    timings: mpsc::UnboundedSender<u64>,
+) {
     for tick in plan.first_tick..plan.first_tick + plan.ticks {
         let boundary = tick * plan.tick_ms;
         let now = unix_ms();
@@ -140,7 +116,7 @@ async fn scheduler(name: String, locker: Locker, plan: &Plan, timings: mpsc::Unb
             continue;
         }
         let key = format!("cron:{}:{tick}", plan.job);
-        match locker.try_take(&key, plan.ttl).await {
+        match try_take(&locker, &key, plan.ttl).await {
             Ok(true) => {
                 let started = std::time::Instant::now();
                 let extra = rand_extra(plan.job_ms / 4);
@@ -204,10 +180,21 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     for i in 1..=opts.instances {
         // Each instance has its own connections, as separate processes would.
-        let locker = Locker::connect(&opts.redis_urls).await?;
         let (plan, tx) = (plan.clone(), tx.clone());
         let name = format!("{base}-{i}");
-        tasks.spawn(async move { scheduler(name, locker, &plan, tx).await });
+        let urls = &opts.redis_urls;
+        let shown: Vec<String> = urls.iter().map(|u| redact_url(u)).collect();
+        if let [one] = urls.as_slice() {
+            let client = LockClient::connect(one)
+                .await
+                .with_context(|| format!("connecting to {}", shown[0]))?;
+            tasks.spawn(async move { scheduler(name, client, &plan, tx).await });
+        } else {
+            let redlock = Redlock::connect(urls)
+                .await
+                .with_context(|| format!("connecting to {}", shown.join(", ")))?;
+            tasks.spawn(async move { scheduler(name, redlock, &plan, tx).await });
+        }
     }
     drop(tx);
     while let Some(r) = tasks.join_next().await {
