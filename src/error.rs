@@ -272,6 +272,15 @@ pub(crate) fn unknown_outcome(e: &redis::RedisError) -> bool {
     e.is_timeout() || e.is_connection_dropped() || (e.is_io_error() && !e.is_connection_refusal())
 }
 
+/// The field an `InvalidOptions` error names (tests of the options types).
+#[cfg(test)]
+pub(crate) fn invalid_field(r: Result<()>) -> &'static str {
+    match r {
+        Err(Error::InvalidOptions { field, .. }) => field,
+        other => panic!("expected InvalidOptions, got {other:?}"),
+    }
+}
+
 /// `Result` with lockkit's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

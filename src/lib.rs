@@ -66,6 +66,20 @@
 
 #![warn(missing_docs)]
 
+/// Consuming setters for an options type, each `name(mut self, value) -> Self`, with its doc:
+/// `setters! { /// Doc. name: Type => field; }`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty => $field:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.$field = value;
+                self
+            }
+        )*
+    };
+}
+
 mod batch;
 mod client;
 mod conn;

@@ -83,47 +83,31 @@ impl ClientOptions {
         Self::default()
     }
 
-    /// How many multiplexed connections to spread calls over (default 1: one connection already
-    /// pipelines concurrent calls; more help only when one socket is the bottleneck).
-    pub fn connections(mut self, n: usize) -> Self {
-        self.connections = n;
-        self
-    }
+    setters! {
+        /// How many multiplexed connections to spread calls over (default 1: one connection already
+        /// pipelines concurrent calls; more help only when one socket is the bottleneck).
+        connections: usize => connections;
 
-    /// How long establishing a connection may take.
-    pub fn connect_timeout(mut self, d: Duration) -> Self {
-        self.connect_timeout = d;
-        self
-    }
+        /// How long establishing a connection may take.
+        connect_timeout: Duration => connect_timeout;
 
-    /// How long a reply may take before the call fails with a timeout (`None`: wait forever).
-    pub fn response_timeout(mut self, d: Option<Duration>) -> Self {
-        self.response_timeout = d;
-        self
-    }
+        /// How long a reply may take before the call fails with a timeout (`None`: wait forever).
+        response_timeout: Option<Duration> => response_timeout;
 
-    /// How scripts are invoked.
-    pub fn script_mode(mut self, mode: ScriptMode) -> Self {
-        self.script_mode = mode;
-        self
-    }
+        /// How scripts are invoked.
+        script_mode: ScriptMode => script_mode;
 
-    /// Whether to `SCRIPT LOAD` the scripts at connect (default true). Turn off for proxies that
-    /// refuse `SCRIPT LOAD` (twemproxy closes the connection on it): the first `EVALSHA` per backend
-    /// then meets `NOSCRIPT` and one `EVAL` seeds that backend.
-    pub fn preload_scripts(mut self, yes: bool) -> Self {
-        self.preload = yes;
-        self
-    }
+        /// Whether to `SCRIPT LOAD` the scripts at connect (default true). Turn off for proxies that
+        /// refuse `SCRIPT LOAD` (twemproxy closes the connection on it): the first `EVALSHA` per backend
+        /// then meets `NOSCRIPT` and one `EVAL` seeds that backend.
+        preload_scripts: bool => preload;
 
-    /// Whether the target is a proxy such as twemproxy that closes the connection on commands it
-    /// does not know (`CLIENT SETINFO`, `SCRIPT LOAD`): `Some(true)` sends neither, so scripts
-    /// reach each backend through one `EVAL` on its first `NOSCRIPT`, then `EVALSHA`.
-    /// `None` (the default) detects it: a connection closed during the handshake is retried once
-    /// in proxy mode, and said so in the log.
-    pub fn proxy(mut self, proxy: Option<bool>) -> Self {
-        self.proxy = proxy;
-        self
+        /// Whether the target is a proxy such as twemproxy that closes the connection on commands it
+        /// does not know (`CLIENT SETINFO`, `SCRIPT LOAD`): `Some(true)` sends neither, so scripts
+        /// reach each backend through one `EVAL` on its first `NOSCRIPT`, then `EVALSHA`.
+        /// `None` (the default) detects it: a connection closed during the handshake is retried once
+        /// in proxy mode, and said so in the log.
+        proxy: Option<bool> => proxy;
     }
 
     /// Trust this CA (PEM) for `rediss://` instead of the built-in web roots, e.g. a company CA
@@ -133,10 +117,9 @@ impl ClientOptions {
         self
     }
 
-    /// How many times a dropped connection is re-established before calls fail (default 3).
-    pub fn reconnect_retries(mut self, n: usize) -> Self {
-        self.reconnect_retries = n;
-        self
+    setters! {
+        /// How many times a dropped connection is re-established before calls fail (default 3).
+        reconnect_retries: usize => reconnect_retries;
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -196,35 +179,22 @@ impl LockOptions {
         }
     }
 
-    /// The TTL.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
+    setters! {
+        /// The TTL.
+        ttl: Duration => ttl;
 
-    /// The retry policy for [`acquire`](crate::Locker::acquire).
-    pub fn retry(mut self, retry: RetryOptions) -> Self {
-        self.retry = retry;
-        self
-    }
+        /// The retry policy for [`acquire`](crate::Locker::acquire).
+        retry: RetryOptions => retry;
 
-    /// Clock-drift allowance as a fraction of the TTL (default 0.01).
-    pub fn drift_factor(mut self, f: f64) -> Self {
-        self.drift_factor = f;
-        self
-    }
+        /// Clock-drift allowance as a fraction of the TTL (default 0.01).
+        drift_factor: f64 => drift_factor;
 
-    /// Fixed clock-drift allowance (default 2 ms).
-    pub fn drift_fixed(mut self, d: Duration) -> Self {
-        self.drift_fixed = d;
-        self
-    }
+        /// Fixed clock-drift allowance (default 2 ms).
+        drift_fixed: Duration => drift_fixed;
 
-    /// A lock whose remaining validity is below this when acquired is released and retried
-    /// instead of returned (default 0: any positive validity).
-    pub fn min_validity(mut self, d: Duration) -> Self {
-        self.min_validity = d;
-        self
+        /// A lock whose remaining validity is below this when acquired is released and retried
+        /// instead of returned (default 0: any positive validity).
+        min_validity: Duration => min_validity;
     }
 
     /// The drift allowance for this TTL: `ttl x drift_factor + drift_fixed`.
@@ -379,12 +349,7 @@ impl WatchdogOptions {
 mod tests {
     use super::*;
 
-    fn field(r: Result<()>) -> &'static str {
-        match r {
-            Err(Error::InvalidOptions { field, .. }) => field,
-            other => panic!("expected InvalidOptions, got {other:?}"),
-        }
-    }
+    use crate::error::invalid_field as field;
 
     #[test]
     fn zero_ttl_is_rejected_naming_ttl() {

@@ -60,29 +60,22 @@ impl RedlockOptions {
         Self::default()
     }
 
-    /// How long one node may take to answer one command before it counts as failed. Keep it small
-    /// against the TTL (a 10 s TTL with a 50 ms node timeout is typical).
-    pub fn node_timeout(mut self, d: Duration) -> Self {
-        self.node_timeout = d;
-        self
-    }
+    setters! {
+        /// How long one node may take to answer one command before it counts as failed. Keep it small
+        /// against the TTL (a 10 s TTL with a 50 ms node timeout is typical).
+        node_timeout: Duration => node_timeout;
 
-    /// Options for each node's connection (its timeouts are replaced by the node timeout).
-    pub fn client(mut self, c: ClientOptions) -> Self {
-        self.client = c;
-        self
-    }
+        /// Options for each node's connection (its timeouts are replaced by the node timeout).
+        client: ClientOptions => client;
 
-    /// The delayed-restart rule (on by default): a node that restarted more recently than the
-    /// lock's TTL ago may have forgotten a live lock (a restart without persistence), so its vote
-    /// does not count toward a quorum; it is reported as a node error
-    /// ([`Error::NodeRestarted`]). The node's uptime (`INFO server`) is read when lockkit first
-    /// uses the node and again after any error from it (a restart drops the connection), not on
-    /// every acquire. Turn it off only where every node persists every write (`appendfsync
-    /// always`) or restarts are delayed by operations.
-    pub fn restart_rule(mut self, on: bool) -> Self {
-        self.restart_rule = on;
-        self
+        /// The delayed-restart rule (on by default): a node that restarted more recently than the
+        /// lock's TTL ago may have forgotten a live lock (a restart without persistence), so its vote
+        /// does not count toward a quorum; it is reported as a node error
+        /// ([`Error::NodeRestarted`]). The node's uptime (`INFO server`) is read when lockkit first
+        /// uses the node and again after any error from it (a restart drops the connection), not on
+        /// every acquire. Turn it off only where every node persists every write (`appendfsync
+        /// always`) or restarts are delayed by operations.
+        restart_rule: bool => restart_rule;
     }
 }
 

@@ -63,28 +63,18 @@ impl RetryOptions {
         }
     }
 
-    /// The fixed part of the pause between attempts.
-    pub fn delay(mut self, d: Duration) -> Self {
-        self.delay = d;
-        self
-    }
+    setters! {
+        /// The fixed part of the pause between attempts.
+        delay: Duration => delay;
 
-    /// The random part added to each pause, uniform in `0..=jitter` (spreads out contenders).
-    pub fn jitter(mut self, d: Duration) -> Self {
-        self.jitter = d;
-        self
-    }
+        /// The random part added to each pause, uniform in `0..=jitter` (spreads out contenders).
+        jitter: Duration => jitter;
 
-    /// Stop after this many attempts (`None`: only the deadline counts).
-    pub fn max_attempts(mut self, n: Option<u32>) -> Self {
-        self.max_attempts = n;
-        self
-    }
+        /// Stop after this many attempts (`None`: only the deadline counts).
+        max_attempts: Option<u32> => max_attempts;
 
-    /// Stop trying this long after the first attempt (`None`: only the attempt count counts).
-    pub fn deadline(mut self, d: Option<Duration>) -> Self {
-        self.deadline = d;
-        self
+        /// Stop trying this long after the first attempt (`None`: only the attempt count counts).
+        deadline: Option<Duration> => deadline;
     }
 
     /// The pause before the next attempt: `delay + uniform(0..=jitter)`.
@@ -234,12 +224,7 @@ pub(crate) async fn acquire_observed<L: Locker>(
 mod tests {
     use super::*;
 
-    fn field(r: Result<()>) -> &'static str {
-        match r {
-            Err(Error::InvalidOptions { field, .. }) => field,
-            other => panic!("expected InvalidOptions, got {other:?}"),
-        }
-    }
+    use crate::error::invalid_field as field;
 
     #[test]
     fn retry_delay_longer_than_deadline_is_rejected() {
