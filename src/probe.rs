@@ -146,29 +146,8 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     )
     .await;
 
-    let eval = check(
-        url,
-        &opts,
-        |c, key| async move {
-            let mut cmd = redis::cmd("EVAL");
-            cmd.arg(scripts::RELEASE.source());
-            expect_not_held(c, cmd, &key).await
-        },
-        &key,
-    )
-    .await;
-
-    let evalsha = check(
-        url,
-        &opts,
-        |c, key| async move {
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(scripts::RELEASE.sha());
-            expect_not_held(c, cmd, &key).await
-        },
-        &key,
-    )
-    .await;
+    let eval = check_release_script(url, &opts, "EVAL", scripts::RELEASE.source(), &key).await;
+    let evalsha = check_release_script(url, &opts, "EVALSHA", scripts::RELEASE.sha(), &key).await;
 
     let functions = check(
         url,
@@ -269,4 +248,25 @@ where
         Ok(Err(e)) => Support::No(e.to_string()),
         Err(_) => Support::No("no answer within 5 s".into()),
     }
+}
+/// Runs the release script by `EVAL` (its source) or `EVALSHA` (its SHA) on a connection of its
+/// own; supported when it answers "not held" for a key nobody holds.
+async fn check_release_script(
+    url: &str,
+    opts: &ClientOptions,
+    command: &'static str,
+    script: &'static str,
+    key: &str,
+) -> Support {
+    check(
+        url,
+        opts,
+        |c, key| async move {
+            let mut cmd = redis::cmd(command);
+            cmd.arg(script);
+            expect_not_held(c, cmd, &key).await
+        },
+        key,
+    )
+    .await
 }
