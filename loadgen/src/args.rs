@@ -212,9 +212,6 @@ fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
 /// The largest key space (the safety checker keeps 4 bytes per key).
 pub const MAX_KEYS: u64 = 100_000_000;
 
-/// The most keys a zipf table is built for (8 bytes each).
-pub const MAX_ZIPF_KEYS: u64 = 10_000_000;
-
 impl BenchArgs {
     /// Checks the options against each other; the error names the flag and the fix.
     pub fn validate(&self) -> Result<(), String> {
@@ -253,12 +250,6 @@ impl BenchArgs {
         }
         if self.keys == 0 || self.keys > MAX_KEYS {
             return Err("--keys must be between 1 and 100m".into());
-        }
-        if self.key_dist == KeyDist::Zipf && self.keys > MAX_ZIPF_KEYS {
-            return Err(format!(
-                "--keys {} is too many for --key-dist zipf (at most 10m)",
-                self.keys
-            ));
         }
         if !(self.zipf_s > 0.0 && self.zipf_s.is_finite()) {
             return Err("--zipf-s must be a positive number, e.g. 0.99".into());

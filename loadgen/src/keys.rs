@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rand_distr::{Distribution, Zipf};
 
 use crate::args::KeyDist;
 
@@ -18,46 +19,37 @@ pub enum KeyChoice {
     Unique(u64),
 }
 
-/// Picks keys for one task; cheap to build per task (the zipf table is shared).
+/// Picks keys for one task; cheap to build per task (zipf is sampled by rejection-inversion,
+/// with no table).
 #[derive(Debug)]
 pub struct KeyPicker {
     dist: KeyDist,
     keys: u64,
-    zipf: Option<Arc<[f64]>>,
+    zipf: Option<Zipf<f64>>,
     rng: SmallRng,
     task: u64,
     counter: u64,
     prefix: Arc<str>,
 }
 
-/// The cumulative distribution of zipf(s) over `n` ranks, normalised to end at 1.0.
-pub fn zipf_table(n: u64, s: f64) -> Arc<[f64]> {
-    let mut acc = 0.0;
-    let mut cdf: Vec<f64> = (1..=n)
-        .map(|k| {
-            acc += 1.0 / (k as f64).powf(s);
-            acc
-        })
-        .collect();
-    for x in &mut cdf {
-        *x /= acc;
-    }
-    cdf.into()
-}
-
 impl KeyPicker {
-    /// A picker for task `task`; `zipf` must be given for [`KeyDist::Zipf`].
+    /// A picker for task `task`; `zipf_s` is the exponent for [`KeyDist::Zipf`] (a positive
+    /// finite number, as `--zipf-s` is checked to be; any other value picks rank 1 only).
     pub fn new(
         dist: KeyDist,
         keys: u64,
-        zipf: Option<Arc<[f64]>>,
+        zipf_s: f64,
         task: u64,
         seed: u64,
         prefix: Arc<str>,
     ) -> Self {
+        let keys = keys.max(1);
+        let zipf = (dist == KeyDist::Zipf)
+            .then(|| Zipf::new(keys as f64, zipf_s).ok())
+            .flatten();
         KeyPicker {
             dist,
-            keys: keys.max(1),
+            keys,
             zipf,
             rng: SmallRng::seed_from_u64(seed ^ task.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             task,
@@ -76,10 +68,9 @@ impl KeyPicker {
             KeyDist::Uniform => KeyChoice::Shared(self.rng.random_range(0..self.keys)),
             KeyDist::Hot => KeyChoice::Shared(0),
             KeyDist::Zipf => {
-                let cdf = self.zipf.as_deref().unwrap_or(&[1.0]);
-                let r: f64 = self.rng.random();
-                let i = cdf.partition_point(|&c| c < r).min(cdf.len() - 1);
-                KeyChoice::Shared(i as u64)
+                // Zipf samples a rank in 1..=keys; key indices start at 0.
+                let rank = self.zipf.map_or(1.0, |z| z.sample(&mut self.rng));
+                KeyChoice::Shared((rank as u64).saturating_sub(1).min(self.keys - 1))
             }
         }
     }
@@ -100,8 +91,7 @@ mod tests {
     use super::*;
 
     fn picker(dist: KeyDist, keys: u64) -> KeyPicker {
-        let zipf = (dist == KeyDist::Zipf).then(|| zipf_table(keys, 0.99));
-        KeyPicker::new(dist, keys, zipf, 3, 42, "p:".into())
+        KeyPicker::new(dist, keys, 0.99, 3, 42, "p:".into())
     }
 
     #[test]
@@ -123,8 +113,15 @@ mod tests {
                 KeyChoice::Unique(_) => unreachable!(),
             }
         }
-        // rank 1 has ~1/H(1000, 0.99) ≈ 13% of the mass; uniform would give 0.1%.
-        assert!(first > 500, "{first}");
+        // Rank 1 has 1/H(1000, 0.99) ≈ 13% of the mass (uniform would give 0.1%): the
+        // sampler must land within 5 standard deviations of that.
+        let h: f64 = (1..=1000).map(|k| 1.0 / f64::from(k).powf(0.99)).sum();
+        let expected = 10_000.0 / h;
+        let sd = (expected * (1.0 - 1.0 / h)).sqrt();
+        assert!(
+            (f64::from(first) - expected).abs() < 5.0 * sd,
+            "{first} vs {expected:.0}"
+        );
     }
 
     #[test]

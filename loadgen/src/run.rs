@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use crate::args::{BenchArgs, KeyDist};
 use crate::checker::SafetyChecker;
-use crate::keys::{zipf_table, KeyPicker};
+use crate::keys::KeyPicker;
 use crate::progress::Progress;
 use crate::report::{self, IntervalLog, Report, TimelinePoint};
 use crate::stats::{lock, Interval, Op, SharedStats, TaskStats};
@@ -123,7 +123,6 @@ impl Run<'_> {
                 KeyDist::Uniform | KeyDist::Zipf => a.keys,
             }),
         });
-        let zipf = (a.key_dist == KeyDist::Zipf).then(|| zipf_table(a.keys, a.zipf_s));
         let prefix: Arc<str> = a.key_prefix.as_str().into();
         let seed = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -158,7 +157,7 @@ impl Run<'_> {
             let keys = KeyPicker::new(
                 a.key_dist,
                 a.keys,
-                zipf.clone(),
+                a.zipf_s,
                 task,
                 seed,
                 Arc::clone(&prefix),

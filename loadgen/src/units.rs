@@ -9,10 +9,13 @@
 //! assert!(parse_duration("10x").is_err());
 //! ```
 
+use std::borrow::Cow;
 use std::time::Duration;
 
-/// The longest duration any flag takes (ten leap years), in nanoseconds.
-const MAX_NANOS: f64 = 1e9 * 3600.0 * 24.0 * 366.0 * 10.0;
+use humantime::DurationError;
+
+/// The longest duration any flag takes (ten leap years).
+const MAX_DURATION: Duration = Duration::from_secs(3600 * 24 * 366 * 10);
 
 /// Parses a count: a whole number with an optional `k` (×1,000), `m` (×1,000,000) or
 /// `g` (×1,000,000,000) suffix; `_` separators are allowed (`100_000`), and so is a decimal
@@ -60,57 +63,76 @@ pub fn parse_count(s: &str) -> Result<u64, String> {
     }
 }
 
-/// Parses a duration: a number with a unit `us`, `ms`, `s`, `m` or `h` (`250ms`, `0.5s`, `2m`).
-/// A bare `0` is accepted; any other bare number is refused, because its unit would be a guess.
+/// Parses a duration with [`humantime`]: a number with a unit, `us`, `ms`, `s`, `m` (minutes),
+/// `h` and humantime's longer spellings (`250ms`, `0.5s`, `.5s`, `2m`, `1h 30m`), at most ten
+/// years. A bare `0` is accepted; any other bare number is refused, because its unit would be a
+/// guess.
 ///
 /// # Errors
-/// A message naming the accepted units.
+/// A message naming the accepted units, or saying the duration is too long (over ten years) or
+/// has more than nine decimal places (which humantime does not take).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let bad =
-        || format!("`{s}` is not a duration; use a number with a unit: 500us, 250ms, 30s, 2m, 1h");
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(bad)?;
-    let (num, unit) = t.split_at(split);
-    let nanos_per: f64 = match unit.trim() {
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        _ => return Err(bad()),
-    };
-    if num.is_empty() || num.matches('.').count() > 1 || num == "." {
-        return Err(bad());
-    }
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let nanos = (n * nanos_per).round();
-    if !nanos.is_finite() || nanos > MAX_NANOS {
-        return Err(format!("`{s}` is too long a duration"));
-    }
-    Ok(Duration::from_nanos(nanos as u64))
+    parse_human(s).map_err(|e| match e {
+        DurationError::NumberOverflow => too_long(s),
+        _ => {
+            format!("`{s}` is not a duration; use a number with a unit: 500us, 250ms, 30s, 2m, 1h")
+        }
+    })
 }
 
 /// Parses a line of a work-timings file: a duration with a unit, or a plain number of
 /// milliseconds (`12`, `0.8`).
+///
+/// # Errors
+/// A message saying the line is neither a duration nor a number of milliseconds.
 pub fn parse_duration_or_ms(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-        let ms: f64 = t
-            .parse()
-            .map_err(|_| format!("`{s}` is not a number of milliseconds"))?;
-        // Same bound as parse_duration: `as u64` would otherwise saturate to 584 years.
-        let nanos = (ms * 1e6).round();
-        if !nanos.is_finite() || nanos > MAX_NANOS {
-            return Err(format!("`{s}` is too long a duration"));
-        }
-        return Ok(Duration::from_nanos(nanos as u64));
+    if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return parse_duration(t);
     }
-    parse_duration(t)
+    parse_human(&format!("{t}ms")).map_err(|e| match e {
+        DurationError::NumberOverflow => too_long(s),
+        _ => format!("`{s}` is not a number of milliseconds"),
+    })
+}
+
+/// humantime, bounded to [`MAX_DURATION`], after [`pad_points`].
+fn parse_human(s: &str) -> Result<Duration, DurationError> {
+    let d = humantime::parse_duration(&pad_points(s.trim()))?;
+    if d > MAX_DURATION {
+        return Err(DurationError::NumberOverflow);
+    }
+    Ok(d)
+}
+
+fn too_long(s: &str) -> String {
+    format!("`{s}` is too long a duration (at most 10 years) or has more than 9 decimal places")
+}
+
+/// humantime wants a digit on both sides of a decimal point; `.5s` and `5.s` have always been
+/// accepted here, so the missing zero is put back (a lone `.` stays an error).
+fn pad_points(t: &str) -> Cow<'_, str> {
+    if !t.contains('.') {
+        return Cow::Borrowed(t);
+    }
+    let bytes = t.as_bytes();
+    let mut out = String::with_capacity(t.len() + 2);
+    for (i, c) in t.char_indices() {
+        if c != '.' {
+            out.push(c);
+            continue;
+        }
+        let before = i > 0 && bytes[i - 1].is_ascii_digit();
+        let after = bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+        if after && !before {
+            out.push('0');
+        }
+        out.push('.');
+        if before && !after {
+            out.push('0');
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Shows a duration the way a person reads it: `850us`, `12.3ms`, `4.50s`.
@@ -174,11 +196,14 @@ mod tests {
         assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
         assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration(".5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5.s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
     }
 
     #[test]
     fn bad_durations_name_the_units() {
-        for s in ["10x", "10", "ms", "", "1..2s", "-1s", "s5"] {
+        for s in ["10x", "10", "ms", "", "1..2s", "-1s", "s5", ".s", "."] {
             let e = parse_duration(s).unwrap_err();
             assert!(e.contains("250ms"), "{s}: {e}");
         }

@@ -194,26 +194,18 @@ pub struct Ceiling {
 
 /// Today's date and time in UTC, RFC 3339, and a compact form for file names.
 pub fn utc_now() -> (String, String) {
-    let secs = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    (
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
-        format!("{y:04}{mo:02}{d:02}-{h:02}{m:02}{s:02}"),
-    )
+    stamps_at(SystemTime::now())
+}
+
+/// `time` as `2024-02-29T01:02:03Z` (humantime's RFC 3339, whole seconds) and as
+/// `20240229-010203`.
+fn stamps_at(time: SystemTime) -> (String, String) {
+    let date = humantime::format_rfc3339_seconds(time).to_string();
+    let stamp = date
+        .trim_end_matches('Z')
+        .replace(['-', ':'], "")
+        .replace('T', "-");
+    (date, stamp)
 }
 
 /// OS name and kernel release.
@@ -246,5 +238,17 @@ mod tests {
         assert_eq!(d.len(), 20);
         assert!(d.ends_with('Z') && d.starts_with("20"));
         assert_eq!(stamp.len(), 15);
+    }
+
+    #[test]
+    fn a_leap_day_is_stamped_in_both_forms() {
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_709_168_523);
+        assert_eq!(
+            stamps_at(t),
+            (
+                "2024-02-29T01:02:03Z".to_string(),
+                "20240229-010203".to_string()
+            )
+        );
     }
 }
