@@ -362,4 +362,16 @@ impl Harness {
         let keep = s.log.len().saturating_sub(crate::server::MAX_LOG_LINES);
         s.log[keep..].to_vec()
     }
+
+    /// What PUBLISH and SPUBLISH sent (from a client or a script), in order, as
+    /// `(channel, message)`. Offline nobody is subscribed, so both answer 0.
+    ///
+    /// ```
+    /// let mut h = lockkit_harness::Harness::new().unwrap();
+    /// h.eval("return redis.call('PUBLISH', KEYS[1], ARGV[1])", &["lock:ch"], &["0"]);
+    /// assert_eq!(h.published(), vec![(b"lock:ch".to_vec(), b"0".to_vec())]);
+    /// ```
+    pub fn published(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.engine.server().published.clone()
+    }
 }

@@ -25,10 +25,15 @@ pub struct Server {
     pub log: Vec<LogLine>,
     /// Lines dropped from the front of `log` to keep it bounded.
     pub log_dropped: u64,
+    /// What PUBLISH and SPUBLISH sent, in order: (channel, message); the last
+    /// [`MAX_PUBLISHED`].
+    pub published: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// How many `redis.log` lines are kept (the oldest go first).
 pub const MAX_LOG_LINES: usize = 10_000;
+/// How many published messages are kept (the oldest go first).
+pub const MAX_PUBLISHED: usize = 10_000;
 /// Bytes of one kept `redis.log` line; the rest is cut.
 pub const MAX_LOG_LINE: usize = 8 << 10;
 

@@ -169,3 +169,65 @@ pub fn hincrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         Ok(Reply::Bulk(text.into_bytes()))
     })())
 }
+
+pub fn hstrlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    match read(s, &a[1]) {
+        Ok(h) => Reply::Int(h.and_then(|h| h.get(&a[2])).map_or(0, |v| v.len() as i64)),
+        Err(e) => e,
+    }
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`. Redis picks at random; the harness picks in the
+/// hash's order (the first field; the first `count`; for a negative count, fields in order
+/// over and over). A count covering the whole hash answers it whole, in order, as Redis does.
+pub fn hrandfield(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        if a.len() == 2 {
+            return Ok(read(s, &a[1])?
+                .and_then(|h| h.iter().next().map(|(f, _)| Reply::Bulk(f.clone())))
+                .unwrap_or(Reply::Nil));
+        }
+        let count = match number::parse_i64(&a[2]) {
+            Some(c) if c != i64::MIN => c,
+            Some(_) => {
+                return Err(Reply::err(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            None => return Err(Reply::err(errors::NOT_INTEGER)),
+        };
+        let with_values = match a.len() {
+            3 => false,
+            4 if a[3].eq_ignore_ascii_case(b"withvalues") => {
+                if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+                    return Err(Reply::err("ERR value is out of range"));
+                }
+                true
+            }
+            _ => return Err(Reply::err(errors::SYNTAX)),
+        };
+        let Some(h) = read(s, &a[1])? else {
+            return Ok(Reply::Array(vec![]));
+        };
+        let fields: Vec<(&Vec<u8>, &Vec<u8>)> = h.iter().collect();
+        let n = if count >= 0 {
+            (count as usize).min(fields.len())
+        } else {
+            let n = count.unsigned_abs();
+            if n > 10_000_000 {
+                return Err(Reply::err(
+                    "ERR harness: HRANDFIELD with a count below -10000000 is not emulated",
+                ));
+            }
+            n as usize
+        };
+        let mut out = Vec::new();
+        for (f, v) in fields.iter().cycle().take(n) {
+            out.push(Reply::Bulk(f.to_vec()));
+            if with_values {
+                out.push(Reply::Bulk(v.to_vec()));
+            }
+        }
+        Ok(Reply::Array(out))
+    })())
+}

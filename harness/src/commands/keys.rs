@@ -176,3 +176,121 @@ pub fn flushall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     s.db.clear();
     Reply::ok()
 }
+
+pub fn touch(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    exists(s, a)
+}
+
+fn rename_generic(s: &mut Server, a: &[Vec<u8>], nx: bool) -> Reply {
+    let now = s.now_ms;
+    let Some(entry) = s.db.get_mut(&a[1], now).map(|e| e.clone()) else {
+        return Reply::err("ERR no such key");
+    };
+    if a[1] == a[2] {
+        return if nx { Reply::Int(0) } else { Reply::ok() };
+    }
+    if nx && s.db.exists(&a[2], now) {
+        return Reply::Int(0);
+    }
+    s.db.remove(&a[1], now);
+    s.db.set(&a[2], entry.value, entry.expire_at_ms);
+    if nx {
+        Reply::Int(1)
+    } else {
+        Reply::ok()
+    }
+}
+
+pub fn rename(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    rename_generic(s, a, false)
+}
+
+pub fn renamenx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    rename_generic(s, a, true)
+}
+
+/// `COPY source destination [DB n] [REPLACE]`; only database 0 exists offline.
+pub fn copy(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let mut replace = false;
+        let mut db = 0i64;
+        let mut j = 3;
+        while j < a.len() {
+            if is(&a[j], "replace") {
+                replace = true;
+            } else if is(&a[j], "db") && j + 1 < a.len() {
+                db = match crate::number::parse_i64(&a[j + 1]) {
+                    Some(n) if i32::try_from(n).is_ok() => n,
+                    _ => return Err(Reply::err(crate::reply::errors::NOT_INTEGER)),
+                };
+                j += 1;
+            } else {
+                return Err(Reply::err(crate::reply::errors::SYNTAX));
+            }
+            j += 1;
+        }
+        if !(0..16).contains(&db) {
+            return Err(Reply::err("ERR DB index is out of range"));
+        }
+        if db != 0 {
+            return Err(Reply::err(
+                "ERR harness: COPY to another database is not emulated (only database 0)",
+            ));
+        }
+        if a[1] == a[2] {
+            return Err(Reply::err(
+                "ERR source and destination objects are the same",
+            ));
+        }
+        let now = s.now_ms;
+        let Some(entry) = s.db.get_mut(&a[1], now).map(|e| e.clone()) else {
+            return Ok(Reply::Int(0));
+        };
+        if s.db.exists(&a[2], now) && !replace {
+            return Ok(Reply::Int(0));
+        }
+        s.db.set(&a[2], entry.value, entry.expire_at_ms);
+        Ok(Reply::Int(1))
+    })())
+}
+
+/// `OBJECT ENCODING key`: the encoding Redis 7.0 gives a value built by plain writes
+/// (a string grown by APPEND, SETRANGE or SETBIT is `raw` in Redis whatever its length).
+pub fn object_encoding(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    use crate::keyspace::Value;
+    let now = s.now_ms;
+    let Some(e) = s.db.get_mut(&a[2], now) else {
+        return Reply::Nil;
+    };
+    let small = |n: usize, longest: usize| n <= 128 && longest <= 64;
+    let enc = match &e.value {
+        Value::Str(v) if v.len() <= 20 && crate::number::parse_i64(v).is_some() => "int",
+        Value::Str(v) if v.len() <= 44 => "embstr",
+        Value::Str(_) => "raw",
+        Value::Hash(h) => {
+            let longest = h.iter().map(|(f, v)| f.len().max(v.len())).max();
+            if small(h.len(), longest.unwrap_or(0)) {
+                "listpack"
+            } else {
+                "hashtable"
+            }
+        }
+        Value::List(_) => "quicklist",
+        Value::Set(m) => {
+            if super::set::is_intset(m) {
+                "intset"
+            } else {
+                "hashtable"
+            }
+        }
+        Value::ZSet(z) => {
+            let longest = z.iter().map(|(m, _)| m.len()).max();
+            if small(z.len(), longest.unwrap_or(0)) {
+                "listpack"
+            } else {
+                "skiplist"
+            }
+        }
+    };
+    Reply::Bulk(enc.as_bytes().to_vec())
+}

@@ -1,6 +1,7 @@
 //! The command table (Redis 7.0.15's, generated as data), Redis's own checks from it, and the
 //! handlers for each data type.
 
+mod bitmap;
 mod hash;
 mod keys;
 mod list;
@@ -156,6 +157,22 @@ static HANDLERS: &[(&str, Run)] = &[
     ("echo", Run::Plain(server_cmds::echo)),
     ("time", Run::Plain(server_cmds::time)),
     ("publish", Run::Plain(server_cmds::publish)),
+    ("spublish", Run::Plain(server_cmds::publish)),
+    ("getrange", Run::Plain(strings::getrange)),
+    ("substr", Run::Plain(strings::getrange)),
+    ("setrange", Run::Plain(strings::setrange)),
+    ("getex", Run::Plain(strings::getex)),
+    ("setbit", Run::Plain(bitmap::setbit)),
+    ("getbit", Run::Plain(bitmap::getbit)),
+    ("bitcount", Run::Plain(bitmap::bitcount)),
+    ("bitpos", Run::Plain(bitmap::bitpos)),
+    ("touch", Run::Plain(keys::touch)),
+    ("rename", Run::Plain(keys::rename)),
+    ("renamenx", Run::Plain(keys::renamenx)),
+    ("copy", Run::Plain(keys::copy)),
+    ("object|encoding", Run::Plain(keys::object_encoding)),
+    ("hstrlen", Run::Plain(hash::hstrlen)),
+    ("hrandfield", Run::Plain(hash::hrandfield)),
     ("debug", Run::Plain(server_cmds::debug)),
     ("eval", Run::Scripting),
     ("evalsha", Run::Scripting),

@@ -1,4 +1,4 @@
-//! Server commands: PING, ECHO, TIME, PUBLISH, DEBUG SLEEP.
+//! Server commands: PING, ECHO, TIME, PUBLISH, SPUBLISH, DEBUG SLEEP.
 
 use super::{is, wrong_arity};
 use crate::reply::Reply;
@@ -24,8 +24,13 @@ pub fn time(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     ])
 }
 
-/// No subscribers exist offline, so nobody receives it.
-pub fn publish(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+/// No subscribers exist offline, so nobody receives it; the message is kept for
+/// `Harness::published`.
+pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if s.published.len() >= crate::server::MAX_PUBLISHED {
+        s.published.remove(0);
+    }
+    s.published.push((a[1].clone(), a[2].clone()));
     Reply::Int(0)
 }
 

@@ -275,3 +275,131 @@ pub fn incrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         Ok(Reply::Bulk(text.into_bytes()))
     })())
 }
+
+/// Redis's `proto-max-bulk-len` default: the largest string SETRANGE and SETBIT may make.
+pub(crate) const MAX_STRING: i64 = 512 * 1024 * 1024;
+
+/// `checkStringLength`: refuses a string longer than [`MAX_STRING`].
+pub(crate) fn check_string_length(offset: i64, append: usize) -> Result<(), Reply> {
+    if offset.saturating_add(append as i64) > MAX_STRING {
+        return Err(Reply::err(
+            "ERR string exceeds maximum allowed size (proto-max-bulk-len)",
+        ));
+    }
+    Ok(())
+}
+
+pub fn getrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let mut start = int_arg(&a[2])?;
+        let mut end = int_arg(&a[3])?;
+        let Some(v) = get_str(s, &a[1])? else {
+            return Ok(Reply::Bulk(vec![]));
+        };
+        let len = v.len() as i64;
+        if start < 0 && end < 0 && start > end {
+            return Ok(Reply::Bulk(vec![]));
+        }
+        if start < 0 {
+            start += len;
+        }
+        if end < 0 {
+            end += len;
+        }
+        start = start.max(0);
+        end = end.max(0);
+        if end >= len {
+            end = len - 1;
+        }
+        if start > end || len == 0 {
+            return Ok(Reply::Bulk(vec![]));
+        }
+        Ok(Reply::Bulk(v[start as usize..=end as usize].to_vec()))
+    })())
+}
+
+pub fn setrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let offset = int_arg(&a[2])?;
+        if offset < 0 {
+            return Err(Reply::err("ERR offset is out of range"));
+        }
+        let value = &a[3];
+        let now = s.now_ms;
+        let cur = get_str(s, &a[1])?;
+        let Some(mut cur) = cur else {
+            if value.is_empty() {
+                return Ok(Reply::Int(0));
+            }
+            check_string_length(offset, value.len())?;
+            let mut v = vec![0u8; offset as usize];
+            v.extend_from_slice(value);
+            let n = v.len();
+            s.db.set(&a[1], Value::Str(v), None);
+            return Ok(Reply::Int(n as i64));
+        };
+        if value.is_empty() {
+            return Ok(Reply::Int(cur.len() as i64));
+        }
+        check_string_length(offset, value.len())?;
+        let end = offset as usize + value.len();
+        if cur.len() < end {
+            cur.resize(end, 0);
+        }
+        cur[offset as usize..end].copy_from_slice(value);
+        let n = cur.len();
+        if let Some(e) = s.db.get_mut(&a[1], now) {
+            e.value = Value::Str(cur);
+        }
+        Ok(Reply::Int(n as i64))
+    })())
+}
+
+pub fn getex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        // (argument index, ms per unit, absolute) or PERSIST
+        let mut expire: Option<(usize, i64, bool)> = None;
+        let mut persist = false;
+        let mut j = 2;
+        while j < a.len() {
+            let has_next = j + 1 < a.len();
+            let kind = if is(&a[j], "ex") {
+                Some((1000, false))
+            } else if is(&a[j], "px") {
+                Some((1, false))
+            } else if is(&a[j], "exat") {
+                Some((1000, true))
+            } else if is(&a[j], "pxat") {
+                Some((1, true))
+            } else {
+                None
+            };
+            match kind {
+                Some((unit, abs)) if has_next && expire.is_none() && !persist => {
+                    expire = Some((j + 1, unit, abs));
+                    j += 1;
+                }
+                None if is(&a[j], "persist") && expire.is_none() && !persist => persist = true,
+                _ => return Err(Reply::err(errors::SYNTAX)),
+            }
+            j += 1;
+        }
+        let Some(v) = get_str(s, &a[1])? else {
+            return Ok(Reply::Nil);
+        };
+        let now = s.now_ms;
+        if let Some((idx, unit, abs)) = expire {
+            let when = expire_ms(s, &a[idx], unit, abs, "getex")?;
+            if abs && when <= now {
+                s.db.remove(&a[1], now);
+            } else if let Some(e) = s.db.get_mut(&a[1], now) {
+                e.expire_at_ms = Some(when);
+            }
+        } else if persist {
+            if let Some(e) = s.db.get_mut(&a[1], now) {
+                e.expire_at_ms = None;
+            }
+        }
+        Ok(Reply::Bulk(v))
+    })())
+}
