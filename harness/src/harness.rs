@@ -363,7 +363,8 @@ impl Harness {
         s.log[keep..].to_vec()
     }
 
-    /// What PUBLISH and SPUBLISH sent (from a client or a script), in order, as
+    /// What PUBLISH and SPUBLISH sent (from a client or a script), in order (the last
+    /// 10,000), as
     /// `(channel, message)`. Offline nobody is subscribed, so both answer 0.
     ///
     /// ```
