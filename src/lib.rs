@@ -19,7 +19,7 @@
 //! | `batch` | pipelined `acquire_many` / `release_many` |
 //! | [`retry`] | [`RetryOptions`] and the one retry loop |
 //! | `guard` | [`LockGuard`] and its watchdog |
-//! | `redlock` | [`Redlock`]: a quorum over independent masters |
+//! | `redlock`, `quorum` | [`Redlock`]: a quorum over independent masters; votes decided at quorum, per-node circuit breakers |
 //! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |
 //! | `options`, `error`, [`scripts`], `probe` | options, [`Error`]/[`ErrorKind`], the Lua scripts, target probing |
 //!
@@ -93,6 +93,7 @@ mod locker;
 pub mod middleware;
 mod options;
 mod probe;
+mod quorum;
 mod redlock;
 pub mod retry;
 pub mod scripts;

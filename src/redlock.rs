@@ -7,13 +7,43 @@
 //! every node (also those that timed out: their `SET` may have landed) and retried after a random
 //! delay. Extend succeeds only on a quorum; release goes to every node.
 //!
+//! # Answering at quorum
+//! A round (acquire, extend, release) returns as soon as its outcome is settled: a quorum has
+//! granted, or so many nodes refused or failed that a quorum is impossible. It does not wait
+//! for the slowest node, so one frozen node (a GC pause, SIGSTOP, a black-holed network) no
+//! longer costs every call the whole node timeout. Nodes still to answer finish in the
+//! background, each bounded by the node timeout:
+//! - a grant that arrives after a lost round is released (so is a reply that was lost: its `SET`
+//!   may have landed);
+//! - a grant that arrives after a won round is simply part of the lock (the holder's release
+//!   goes to every node, that one included).
+//!
+//! Why the spec's validity arithmetic stays right: validity is `TTL − (t_quorum − t_start) −
+//! drift`, where `t_start` is taken before the first `SET` is sent and `t_quorum` is the moment
+//! the quorum was complete. Every node of that quorum received its `SET` after `t_start`, so its
+//! key lives at least until `t_start + TTL` (up to the drift allowance) on that node's clock, whatever any other
+//! node does later. Mutual exclusion needs only that a quorum of nodes hold our key until the
+//! validity ends, and two quorums always share a node. A node that answers late can only add a
+//! key that lives longer (it was set later), never shorten the quorum's; and the elapsed time
+//! we subtract is the time we actually waited, so deciding earlier leaves more validity, never
+//! an overestimate of it.
+//!
+//! # Circuit breaker
+//! A node that timed out 3 times in a row, without any answer for at least two node timeouts,
+//! is skipped by acquire and extend for a short back-off ([`RedlockOptions::breaker_backoff`],
+//! 1 s by default): its vote counts as failed at once, without a request. After the back-off
+//! requests go to it again; one more timeout reopens the breaker, an answer closes it. A
+//! skipped vote can never help form a quorum, so skipping is always on the safe side. Release
+//! is never skipped (it still returns at quorum): a release left out would leave the key held
+//! on that node for its whole TTL.
+//!
 //! # Limitations and caveats
 //! Redlock assumes bounded clock drift and bounded pauses. A holder paused past its validity can
 //! still overlap with the next holder, and fencing tokens cannot be made strictly increasing
 //! across independent nodes without consensus: where a stale write must be impossible, keep a
 //! fencing check in a store that is itself consistent (see `LockClient::try_acquire_fenced`).
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -23,6 +53,7 @@ use crate::error::{Error, NodeError, Result};
 use crate::lock::{check_key, new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
+use crate::quorum::{count, Breaker, Node, NodeReply, Nodes, Tally};
 use crate::{ClientStats, LockClient};
 
 /// Options for a [`Redlock`].
@@ -32,6 +63,7 @@ use crate::{ClientStats, LockClient};
 /// use lockkit::{ClientOptions, RedlockOptions};
 /// let opts = RedlockOptions::new()
 ///     .node_timeout(Duration::from_millis(20))
+///     .breaker_backoff(Duration::from_millis(500))
 ///     .client(ClientOptions::new())
 ///     .restart_rule(true);
 /// # let _ = opts;
@@ -40,6 +72,7 @@ use crate::{ClientStats, LockClient};
 #[must_use]
 pub struct RedlockOptions {
     pub(crate) node_timeout: Duration,
+    pub(crate) breaker_backoff: Duration,
     pub(crate) client: ClientOptions,
     pub(crate) restart_rule: bool,
 }
@@ -48,6 +81,7 @@ impl Default for RedlockOptions {
     fn default() -> Self {
         RedlockOptions {
             node_timeout: Duration::from_millis(50),
+            breaker_backoff: Duration::from_secs(1),
             client: ClientOptions::default(),
             restart_rule: true,
         }
@@ -55,7 +89,7 @@ impl Default for RedlockOptions {
 }
 
 impl RedlockOptions {
-    /// 50 ms per node; default client options otherwise.
+    /// 50 ms per node, a 1 s breaker back-off; default client options otherwise.
     pub fn new() -> Self {
         Self::default()
     }
@@ -64,6 +98,10 @@ impl RedlockOptions {
         /// How long one node may take to answer one command before it counts as failed. Keep it small
         /// against the TTL (a 10 s TTL with a 50 ms node timeout is typical).
         node_timeout: Duration => node_timeout;
+
+        /// How long a node that timed out 3 times in a row is skipped (its vote counted as
+        /// failed without a request); zero turns the circuit breaker off.
+        breaker_backoff: Duration => breaker_backoff;
 
         /// Options for each node's connection (its timeouts are replaced by the node timeout).
         client: ClientOptions => client;
@@ -79,59 +117,18 @@ impl RedlockOptions {
     }
 }
 
-/// A node's client and what lockkit knows of when the node last started.
-#[derive(Debug)]
-struct Node {
-    client: LockClient,
-    /// When the node started (as of its last `INFO server`), or `None` when it must be read
-    /// again (first use, or an error since: the node may have restarted).
-    started: Mutex<Option<Instant>>,
-}
-
-impl Node {
-    fn new(client: LockClient) -> Node {
-        Node {
-            client,
-            started: Mutex::new(None),
-        }
-    }
-
-    fn forget_start(&self) {
-        *self.started.lock().unwrap_or_else(PoisonError::into_inner) = None;
-    }
-
-    /// Refuses the node's vote if it started less than `ttl` ago.
-    async fn check_restart(&self, ttl: Duration) -> Result<()> {
-        let known = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        let started = match known {
-            Some(at) => at,
-            None => {
-                let uptime = self.client.server_uptime().await?;
-                // INFO counts whole seconds: assume the latest start it allows.
-                let at = Instant::now()
-                    .checked_sub(uptime)
-                    .unwrap_or_else(Instant::now);
-                *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
-                at
-            }
-        };
-        let uptime = started.elapsed();
-        if uptime < ttl {
-            return Err(Error::NodeRestarted { uptime, ttl });
-        }
-        Ok(())
-    }
-}
-
 /// The result of one Redlock acquire round.
 #[derive(Debug)]
 pub struct RedlockAttempt {
     /// The lock, when a quorum granted it with validity left.
     pub lock: Option<Lock>,
-    /// How many nodes answered `OK`.
+    /// How many nodes answered `OK` by the time the round was decided.
     pub acquired: usize,
-    /// Nodes that failed or timed out, one entry each.
+    /// Nodes that failed, timed out or were skipped by their circuit breaker, one entry each.
     pub node_errors: Vec<NodeError>,
+    /// Nodes whose answer was not waited for: the round was decided without them, and their
+    /// request finishes in the background.
+    pub pending: usize,
 }
 
 /// The result of a Redlock release.
@@ -143,8 +140,11 @@ pub struct RedlockRelease {
     pub not_held: usize,
     /// Nodes where another token was in the key (left untouched).
     pub held_by_other: usize,
-    /// Nodes that failed or timed out.
+    /// Nodes that failed, timed out or were skipped by their circuit breaker.
     pub node_errors: Vec<NodeError>,
+    /// Nodes whose answer was not waited for (a quorum had already released, or could no
+    /// longer); their release finishes in the background.
+    pub pending: usize,
 }
 
 impl RedlockRelease {
@@ -173,14 +173,8 @@ impl RedlockRelease {
 /// A Redlock client over N independent masters. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Redlock {
-    nodes: Arc<[Node]>,
-    node_timeout: Duration,
+    nodes: Arc<Nodes>,
     restart_rule: bool,
-}
-
-enum NodeReply<T> {
-    Ok(T),
-    Failed(NodeError),
 }
 
 impl Redlock {
@@ -253,69 +247,64 @@ impl Redlock {
                 }
             }
         });
-        let nodes = join_all(attempts)
+        let clients = join_all(attempts)
             .await
             .into_iter()
             .collect::<Result<Vec<_>>>()?;
+        let nodes = clients
+            .into_iter()
+            .map(|client| {
+                Arc::new(Node::new(
+                    client,
+                    Breaker::new(options.node_timeout, options.breaker_backoff),
+                ))
+            })
+            .collect();
         Ok(Redlock {
-            nodes: nodes.into_iter().map(Node::new).collect(),
-            node_timeout: options.node_timeout,
+            nodes: Arc::new(Nodes {
+                nodes,
+                timeout: options.node_timeout,
+            }),
             restart_rule: options.restart_rule,
         })
     }
 
     /// The number of nodes.
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.nodes.nodes.len()
     }
 
     /// Always false: a Redlock has at least one node.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.nodes.nodes.is_empty()
     }
 
     /// The quorum: N/2 + 1.
     pub fn quorum(&self) -> usize {
-        quorum_of(self.nodes.len())
+        quorum_of(self.len())
     }
 
     /// The nodes' URLs, passwords redacted.
     pub fn targets(&self) -> Vec<String> {
         self.nodes
+            .nodes
             .iter()
             .map(|n| n.client.target().to_string())
             .collect()
     }
 
-    async fn on_all<'a, T, F, Fut>(&'a self, f: F) -> Vec<NodeReply<T>>
-    where
-        F: Fn(&'a Node) -> Fut,
-        Fut: std::future::Future<Output = Result<T>> + 'a,
-    {
-        let timeout = self.node_timeout;
-        join_all(self.nodes.iter().map(|node| {
-            let fut = f(node);
-            async move {
-                let error = match tokio::time::timeout(timeout, fut).await {
-                    Ok(Ok(v)) => return NodeReply::Ok(v),
-                    Ok(Err(e)) => e,
-                    Err(_) => Error::timed_out("Redlock node", timeout),
-                };
-                if !matches!(error, Error::NodeRestarted { .. }) {
-                    // The node may have restarted: read its uptime again before its next vote.
-                    node.forget_start();
-                }
-                NodeReply::Failed(NodeError {
-                    node: node.client.target().to_string(),
-                    error: Box::new(error),
-                })
-            }
-        }))
-        .await
+    /// How many node votes were skipped so far because the node's circuit breaker was open
+    /// (it had timed out repeatedly); each counted as a failed vote without being waited for.
+    pub fn skipped_votes(&self) -> u64 {
+        self.nodes.skipped()
     }
 
     /// One round: `SET NX PX` on every node; granted on a quorum with validity left, otherwise
     /// released everywhere. Node failures are listed, not raised.
+    ///
+    /// The round ends as soon as a quorum has granted or a quorum has become impossible; nodes
+    /// still to answer then are counted in [`RedlockAttempt::pending`] and finish in the
+    /// background (bounded by the node timeout).
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -337,45 +326,83 @@ impl Redlock {
     async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
         check_key(key)?;
         let token = new_token();
+        let (quorum, n) = (self.quorum(), self.len());
+        let (ttl, min_validity, restart_rule) = (opts.ttl, opts.min_validity, self.restart_rule);
+        let shared: Arc<(String, String)> = Arc::new((key.to_string(), token.clone()));
         let start = Instant::now();
-        let token_ref = token.as_str();
-        let replies = self
-            .on_all(|node| async move {
-                if self.restart_rule {
-                    node.check_restart(opts.ttl).await?;
-                }
-                node.client.set_nx(key, token_ref, opts.ttl).await
-            })
+        let valid_until = opts.valid_until(start);
+        let nodes = Arc::clone(&self.nodes);
+        let late_key = Arc::clone(&shared);
+        let (won, mut tally) = self
+            .nodes
+            .vote(
+                true,
+                |node| {
+                    let kt = Arc::clone(&shared);
+                    async move {
+                        if restart_rule {
+                            node.check_restart(ttl).await?;
+                        }
+                        node.client.set_nx(&kt.0, &kt.1, ttl).await
+                    }
+                },
+                // Validity is measured up to the moment the quorum is complete.
+                |replies| {
+                    let (granted, refused) = count(replies, |taken| *taken);
+                    if granted >= quorum {
+                        Some(valid_until.saturating_duration_since(Instant::now()) > min_validity)
+                    } else if refused > n - quorum {
+                        Some(false)
+                    } else {
+                        None
+                    }
+                },
+                // A grant (or an unknown outcome) after a lost round is given back; after a won
+                // round it is simply part of the lock.
+                move |i, reply, won: &bool| {
+                    if !*won && may_hold(&reply) {
+                        nodes.undo_in_background(i, &late_key.0, &late_key.1);
+                    }
+                },
+            )
             .await;
-        let mut acquired = 0;
-        let mut node_errors = Vec::new();
-        for r in replies {
-            match r {
-                NodeReply::Ok(true) => acquired += 1,
-                NodeReply::Ok(false) => {}
-                NodeReply::Failed(e) => node_errors.push(e),
-            }
-        }
+        let (acquired, _) = count(&tally.replies, |taken| *taken);
         let lock = Lock::acquired(key, token, opts, start, None);
-        if acquired >= self.quorum() && lock.remaining_validity() > opts.min_validity {
-            return Ok(RedlockAttempt {
-                lock: Some(lock),
-                acquired,
-                node_errors,
-            });
-        }
-        // Not granted: undo everywhere, including nodes whose reply was lost.
-        if acquired > 0 || !node_errors.is_empty() {
-            let _ = self.release_detailed(&lock).await;
+        if !won {
+            self.undo_answered(&tally, &lock).await;
         }
         Ok(RedlockAttempt {
-            lock: None,
+            lock: won.then_some(lock),
             acquired,
-            node_errors,
+            pending: tally.pending(),
+            node_errors: tally.errors(),
         })
     }
 
+    /// After a lost round: releases on the nodes that granted (awaited, they just answered) and,
+    /// in the background, on those whose reply was lost (their `SET` may have landed).
+    async fn undo_answered(&self, tally: &Tally<bool>, lock: &Lock) {
+        let mut granted = Vec::new();
+        for (i, reply) in tally.replies.iter().enumerate() {
+            match reply {
+                Some(NodeReply::Ok(true)) => granted.push(i),
+                Some(r) if may_hold(r) => {
+                    self.nodes.undo_in_background(i, &lock.key, &lock.token);
+                }
+                _ => {}
+            }
+        }
+        let timeout = self.nodes.timeout;
+        join_all(granted.into_iter().map(|i| {
+            let node = &self.nodes.nodes[i].client;
+            tokio::time::timeout(timeout, Locker::release(node, lock))
+        }))
+        .await;
+    }
+
     /// Releases on every node (compare-and-delete) and says, node by node, what happened.
+    /// Returns once a quorum has released, or once a quorum can no longer release; the other
+    /// nodes finish in the background ([`RedlockRelease::pending`]).
     /// [`Locker::release`] gives the same as one [`ReleaseOutcome`] ([`RedlockRelease::outcome`]).
     ///
     /// ```no_run
@@ -392,19 +419,64 @@ impl Redlock {
     /// # Errors
     /// None today (node failures are listed); kept fallible for future node checks.
     pub async fn release_detailed(&self, lock: &Lock) -> Result<RedlockRelease> {
-        let replies = self
-            .on_all(|node| Locker::release(&node.client, lock))
+        let (quorum, n) = (self.quorum(), self.len());
+        let lock_arc = Arc::new(lock.clone());
+        let (_, mut tally) = self
+            .nodes
+            .vote(
+                false,
+                |node| {
+                    let lock = Arc::clone(&lock_arc);
+                    async move { Locker::release(&node.client, &lock).await }
+                },
+                |replies| {
+                    let (released, other) = count(replies, |o| *o == ReleaseOutcome::Released);
+                    (released >= quorum || other > n - quorum || released + other == n)
+                        .then_some(())
+                },
+                |_, _, _: &()| {},
+            )
             .await;
-        let mut out = RedlockRelease::default();
-        for r in replies {
-            match r {
+        let mut out = RedlockRelease {
+            pending: tally.pending(),
+            node_errors: tally.errors(),
+            ..RedlockRelease::default()
+        };
+        for reply in tally.replies.iter().flatten() {
+            match reply {
                 NodeReply::Ok(ReleaseOutcome::Released) => out.released += 1,
                 NodeReply::Ok(ReleaseOutcome::NotHeld) => out.not_held += 1,
                 NodeReply::Ok(ReleaseOutcome::HeldByOther) => out.held_by_other += 1,
-                NodeReply::Failed(e) => out.node_errors.push(e),
+                NodeReply::Failed(_) | NodeReply::Skipped(_) => {}
             }
         }
         Ok(out)
+    }
+}
+
+/// Whether a node may hold our key after this reply: it granted, or its reply was lost.
+fn may_hold(reply: &NodeReply<bool>) -> bool {
+    match reply {
+        NodeReply::Ok(taken) => *taken,
+        NodeReply::Failed(e) => e.error.is_unknown_outcome(),
+        NodeReply::Skipped(_) => false,
+    }
+}
+
+impl Nodes {
+    /// Compare-and-delete of `key`/`token` on node `i`, in the background, bounded by the node
+    /// timeout: for a grant that belongs to a lost round.
+    fn undo_in_background(&self, i: usize, key: &str, token: &str) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let node = self.nodes[i].client.clone();
+        let timeout = self.timeout;
+        let (key, token) = (key.to_string(), token.to_string());
+        runtime.spawn(async move {
+            let mut conn = node.conns.conn();
+            let _ = tokio::time::timeout(timeout, node.release_on(&mut conn, &key, &token)).await;
+        });
     }
 }
 
@@ -442,26 +514,35 @@ impl Locker for Redlock {
     /// [`Error::QuorumNotReached`] when node failures (not refusals) left too few answers.
     async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
+        let (quorum, n) = (self.quorum(), self.len());
         let start = Instant::now();
-        let snapshot = lock.clone();
-        let replies = self
-            .on_all(|node| {
-                let mut l = snapshot.clone();
-                async move { Locker::extend(&node.client, &mut l, ttl).await }
-            })
+        let snapshot = Arc::new(lock.clone());
+        let (_, mut tally) = self
+            .nodes
+            .vote(
+                true,
+                |node| {
+                    let mut l = (*snapshot).clone();
+                    async move { Locker::extend(&node.client, &mut l, ttl).await }
+                },
+                |replies| {
+                    let (extended, other) = count(replies, |o| o.is_extended());
+                    (extended >= quorum || other > n - quorum).then_some(())
+                },
+                |_, _, _: &()| {},
+            )
             .await;
-        let (mut extended, mut other, mut errors) = (0, 0, Vec::new());
-        for r in replies {
-            match r {
-                NodeReply::Ok(ExtendOutcome::Extended) => extended += 1,
-                NodeReply::Ok(ExtendOutcome::HeldByOther) => other += 1,
-                NodeReply::Ok(ExtendOutcome::NotHeld) => {}
-                NodeReply::Failed(e) => errors.push(e),
-            }
-        }
+        let errors = tally.errors();
+        let (extended, _) = count(&tally.replies, |o| o.is_extended());
+        let other = tally
+            .replies
+            .iter()
+            .flatten()
+            .filter(|r| matches!(r, NodeReply::Ok(ExtendOutcome::HeldByOther)))
+            .count();
         let mut renewed = lock.clone();
         renewed.extended(ttl, start);
-        if extended >= self.quorum() && renewed.is_valid() {
+        if extended >= quorum && renewed.is_valid() {
             *lock = renewed;
             return Ok(ExtendOutcome::Extended);
         }
@@ -486,13 +567,17 @@ impl Locker for Redlock {
 
     /// The sum over the nodes' clients.
     fn stats(&self) -> ClientStats {
-        self.nodes.iter().fold(ClientStats::default(), |sum, n| {
-            let s = n.client.stats();
-            ClientStats {
-                noscript_recoveries: sum.noscript_recoveries + s.noscript_recoveries,
-                unknown_outcome_cleanups: sum.unknown_outcome_cleanups + s.unknown_outcome_cleanups,
-            }
-        })
+        self.nodes
+            .nodes
+            .iter()
+            .fold(ClientStats::default(), |sum, n| {
+                let s = n.client.stats();
+                ClientStats {
+                    noscript_recoveries: sum.noscript_recoveries + s.noscript_recoveries,
+                    unknown_outcome_cleanups: sum.unknown_outcome_cleanups
+                        + s.unknown_outcome_cleanups,
+                }
+            })
     }
 }
 

@@ -38,22 +38,36 @@ fn holder(server: &RedisServer, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query(&mut c).unwrap()
 }
 
+/// Background clean-ups (stragglers of a decided round) finish within a few seconds.
+async fn assert_eventually_free(server: &RedisServer, key: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while holder(server, key).is_some() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(holder(server, key), None, "{key} still held");
+}
+
 #[tokio::test]
 async fn acquires_on_all_nodes_and_releases_everywhere() {
     let servers = RedisServer::start_many(3);
     let redlock = fresh(&servers).await;
     assert_eq!(redlock.quorum(), 2);
     let lock = redlock.acquire("cron:tick:1", &opts(5000)).await.unwrap();
-    for s in &servers {
-        assert_eq!(holder(s, "cron:tick:1").as_deref(), Some(lock.token()));
-    }
+    // The round ends at quorum; the third grant may still be on its way.
+    let holding = servers
+        .iter()
+        .filter(|s| holder(s, "cron:tick:1").as_deref() == Some(lock.token()))
+        .count();
+    assert!(holding >= 2, "only {holding} nodes hold the token");
     // Validity = TTL - elapsed - drift (0.01 * 5000 + 2 = 52 ms).
     assert!(lock.remaining_validity() <= Duration::from_millis(5000 - 52));
     let out = redlock.release_detailed(&lock).await.unwrap();
-    assert_eq!(out.released, 3);
+    assert!(out.released >= 2, "{out:?}");
+    assert_eq!(out.released + out.pending, 3, "{out:?}");
     assert!(out.node_errors.is_empty());
+    // Stragglers finish in the background; nothing is left behind.
     for s in &servers {
-        assert_eq!(holder(s, "cron:tick:1"), None);
+        assert_eventually_free(s, "cron:tick:1").await;
     }
 }
 
@@ -65,26 +79,32 @@ async fn one_node_down_still_reaches_quorum() {
     let attempt = redlock.try_acquire("k1", &opts(5000)).await.unwrap();
     assert!(attempt.lock.is_some(), "{attempt:?}");
     assert_eq!(attempt.acquired, 2);
-    assert_eq!(attempt.node_errors.len(), 1);
-    assert!(attempt.node_errors[0]
-        .node
-        .contains(&servers[1].port().to_string()));
+    // The dead node's refusal may come before or after the quorum: listed or not awaited.
+    assert_eq!(
+        attempt.node_errors.len() + attempt.pending,
+        1,
+        "{attempt:?}"
+    );
+    for e in &attempt.node_errors {
+        assert!(e.node.contains(&servers[1].port().to_string()), "{e}");
+    }
     let out = redlock
         .release_detailed(attempt.lock.as_ref().unwrap())
         .await
         .unwrap();
     assert_eq!(out.released, 2);
-    assert_eq!(out.node_errors.len(), 1);
-    assert!(
-        matches!(
-            out.node_errors[0].kind(),
-            lockkit::ErrorKind::ConnectionRefused
-                | lockkit::ErrorKind::Io
-                | lockkit::ErrorKind::Timeout
-        ),
-        "{:?}",
-        out.node_errors[0]
-    );
+    assert_eq!(out.node_errors.len() + out.pending, 1, "{out:?}");
+    for e in &out.node_errors {
+        assert!(
+            matches!(
+                e.kind(),
+                lockkit::ErrorKind::ConnectionRefused
+                    | lockkit::ErrorKind::Io
+                    | lockkit::ErrorKind::Timeout
+            ),
+            "{e:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -117,7 +137,9 @@ async fn majority_down_fails_cleanly_with_per_node_errors() {
             node_errors,
             ..
         } => {
-            assert_eq!((*acquired, *needed, node_errors.len()), (1, 2, 2));
+            // Two refusals settle the round; the survivor's grant may come after that.
+            assert!(*acquired <= 1, "{acquired}");
+            assert_eq!((*needed, node_errors.len()), (2, 2));
             assert_eq!(err.kind(), lockkit::ErrorKind::QuorumNotReached);
             let text = err.to_string();
             assert!(text.contains(&servers[0].port().to_string()), "{text}");
@@ -125,8 +147,8 @@ async fn majority_down_fails_cleanly_with_per_node_errors() {
         }
         other => panic!("expected QuorumNotReached, got {other:?}"),
     }
-    // The surviving node's partial acquisition was rolled back.
-    assert_eq!(holder(&servers[1], "k2"), None);
+    // The surviving node's partial acquisition was rolled back (a late grant in the background).
+    assert_eventually_free(&servers[1], "k2").await;
 }
 
 /// The Redlock spec's restart scenario: node 3 is down, A takes the lock on nodes 1 and 2, node 1
@@ -154,7 +176,8 @@ async fn node_restarted_empty_does_not_vote_until_a_ttl_has_passed() {
         .iter()
         .filter(|e| matches!(*e.error, Error::NodeRestarted { .. }))
         .count();
-    assert!(restarted >= 2, "{:?}", round.node_errors);
+    // The round is decided at quorum: a restarted node may still be pending then.
+    assert!(restarted + round.pending >= 2, "{round:?}");
     assert!(
         round.node_errors[0].to_string().contains("restarted"),
         "{}",
@@ -241,4 +264,119 @@ async fn extend_needs_quorum_and_watchdog_renews_redlock() {
         .await
         .expect("loss reported");
     assert_eq!(reason, LossReason::Unreachable);
+}
+
+/// SIGSTOPs a server and SIGCONTs it on drop, so a failing assertion never leaves it frozen.
+struct Frozen(u32);
+
+impl Frozen {
+    fn stop(server: &RedisServer) -> Frozen {
+        let pid = server.pid().expect("server running");
+        signal(pid, "STOP");
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("run kill");
+    assert!(ok.success(), "kill -{sig} {pid}");
+}
+
+#[tokio::test]
+async fn quorum_round_ends_without_waiting_for_a_frozen_node() {
+    let servers = RedisServer::start_many(3);
+    // A node timeout far longer than any healthy round: waiting for the frozen node would show.
+    let node_timeout = Duration::from_secs(20);
+    let redlock = fresh_with(&servers, RedlockOptions::new().node_timeout(node_timeout)).await;
+    let frozen = Frozen::stop(&servers[2]);
+    let started = std::time::Instant::now();
+
+    let attempt = redlock
+        .try_acquire("frozen:1", &opts(30_000))
+        .await
+        .unwrap();
+    let lock = attempt
+        .lock
+        .expect("two healthy nodes of three are a quorum");
+    assert_eq!(attempt.acquired, 2);
+    // The frozen node's vote was not awaited, not counted as an error.
+    assert_eq!(attempt.pending, 1, "{:?}", attempt.node_errors);
+    assert!(attempt.node_errors.is_empty());
+
+    let held = redlock
+        .extend(&mut lock.clone(), Duration::from_secs(30))
+        .await;
+    assert_eq!(held.unwrap(), ExtendOutcome::Extended);
+
+    let out = redlock.release_detailed(&lock).await.unwrap();
+    assert_eq!((out.released, out.pending), (2, 1), "{out:?}");
+    assert!(
+        started.elapsed() < node_timeout,
+        "a round waited for the frozen node"
+    );
+
+    // A lost round (a quorum refuses) is decided without the frozen node too.
+    let other = fresh(&servers[..2]).await;
+    let held = other.acquire("frozen:2", &opts(30_000)).await.unwrap();
+    let lost = redlock
+        .try_acquire("frozen:2", &opts(30_000))
+        .await
+        .unwrap();
+    assert!(lost.lock.is_none());
+    assert_eq!((lost.acquired, lost.pending), (0, 1), "{lost:?}");
+    drop(frozen);
+    // Once the node thaws, its late grant for the lost round is given back in the background.
+    assert_eventually_free(&servers[2], "frozen:2").await;
+    assert_eq!(
+        holder(&servers[0], "frozen:2").as_deref(),
+        Some(held.token())
+    );
+}
+
+#[tokio::test]
+async fn node_that_keeps_timing_out_is_skipped_as_a_failed_vote() {
+    let servers = RedisServer::start_many(3);
+    let redlock = fresh_with(
+        &servers,
+        RedlockOptions::new()
+            .node_timeout(Duration::from_millis(100))
+            .breaker_backoff(Duration::from_secs(60)),
+    )
+    .await;
+    let _frozen = Frozen::stop(&servers[1]);
+    // Rounds are decided at quorum, so the frozen node's timeouts land in the background; wait
+    // for each before the next round, until the breaker has seen enough of them.
+    for i in 0..3 {
+        let key = format!("breaker:{i}");
+        let lock = redlock.acquire(&key, &opts(10_000)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        redlock.release(&lock).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let before = redlock.skipped_votes();
+    assert!(before > 0, "the breaker never opened");
+    let attempt = redlock
+        .try_acquire("breaker:x", &opts(10_000))
+        .await
+        .unwrap();
+    assert!(attempt.lock.is_some());
+    assert_eq!(redlock.skipped_votes(), before + 1);
+    // Skipped: a failed vote at once, not a pending request.
+    assert_eq!(attempt.pending, 0, "{attempt:?}");
+    assert_eq!(attempt.node_errors.len(), 1);
+    assert!(
+        attempt.node_errors[0].to_string().contains("circuit open"),
+        "{}",
+        attempt.node_errors[0]
+    );
 }

@@ -1,0 +1,339 @@
+//! Voting over Redlock nodes: send one request to every node, decide as soon as the replies so
+//! far settle the question (a quorum granted, or a quorum became impossible), and let the
+//! stragglers finish in the background, each bounded by the node timeout.
+//!
+//! A node that keeps timing out is skipped for a short back-off (a circuit breaker): its vote
+//! counts as failed at once instead of being waited for.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use crate::error::{Error, ErrorKind, NodeError, Result};
+use crate::LockClient;
+
+/// One node's answer to one request.
+#[derive(Debug)]
+pub(crate) enum NodeReply<T> {
+    Ok(T),
+    Failed(NodeError),
+    /// Not sent: the node's breaker was open. A failed vote whose request never left.
+    Skipped(NodeError),
+}
+
+/// Consecutive timeouts that open a node's breaker.
+const BREAKER_THRESHOLD: u32 = 3;
+
+/// Per-node circuit breaker: after [`BREAKER_THRESHOLD`] timeouts in a row, spread over at least
+/// two node timeouts without any answer (so one burst of concurrent timeouts on a briefly
+/// overloaded machine does not open it), the node is skipped until `backoff` has passed; then
+/// requests go to it again, and one more timeout reopens it.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    timeouts: AtomicU32,
+    /// Microseconds since `epoch` until which the node is skipped (0: closed).
+    open_until_us: AtomicU64,
+    /// Microseconds since `epoch` of the last answer (or of the breaker's creation).
+    last_answer_us: AtomicU64,
+    epoch: Instant,
+    backoff: Duration,
+    quiet: Duration,
+    /// How many votes were skipped because the breaker was open (for tests and reports).
+    skipped: AtomicU64,
+}
+
+impl Breaker {
+    /// A breaker for a node with this timeout, skipping it for `backoff` once open.
+    pub(crate) fn new(node_timeout: Duration, backoff: Duration) -> Breaker {
+        Breaker {
+            timeouts: AtomicU32::new(0),
+            open_until_us: AtomicU64::new(0),
+            last_answer_us: AtomicU64::new(0),
+            epoch: Instant::now(),
+            backoff,
+            quiet: node_timeout * 2,
+            skipped: AtomicU64::new(0),
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether requests are skipped right now; counts the skip.
+    fn is_open(&self) -> bool {
+        let open = self.now_us() < self.open_until_us.load(Ordering::Relaxed);
+        if open {
+            self.skipped.fetch_add(1, Ordering::Relaxed);
+        }
+        open
+    }
+
+    fn record<T>(&self, reply: &NodeReply<T>) {
+        match reply {
+            NodeReply::Failed(e) if e.kind() == ErrorKind::Timeout => {
+                let n = self.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+                let now = self.now_us();
+                let silent_us = now.saturating_sub(self.last_answer_us.load(Ordering::Relaxed));
+                if n >= BREAKER_THRESHOLD
+                    && u128::from(silent_us) >= self.quiet.as_micros()
+                    && !self.backoff.is_zero()
+                {
+                    let until =
+                        now + u64::try_from(self.backoff.as_micros()).unwrap_or(u64::MAX / 2);
+                    self.open_until_us.store(until, Ordering::Relaxed);
+                }
+            }
+            NodeReply::Failed(_) | NodeReply::Skipped(_) => {}
+            NodeReply::Ok(_) => {
+                self.last_answer_us.store(self.now_us(), Ordering::Relaxed);
+                self.timeouts.store(0, Ordering::Relaxed);
+                self.open_until_us.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub(crate) fn skipped(&self) -> u64 {
+        self.skipped.load(Ordering::Relaxed)
+    }
+}
+
+/// A node's client and what lockkit knows of when the node last started.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) client: LockClient,
+    breaker: Breaker,
+    /// When the node started (as of its last `INFO server`), or `None` when it must be read
+    /// again (first use, or an error since: the node may have restarted).
+    started: Mutex<Option<Instant>>,
+}
+
+impl Node {
+    pub(crate) fn new(client: LockClient, breaker: Breaker) -> Node {
+        Node {
+            client,
+            breaker,
+            started: Mutex::new(None),
+        }
+    }
+
+    fn forget_start(&self) {
+        *self.started.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Refuses the node's vote if it started less than `ttl` ago.
+    pub(crate) async fn check_restart(&self, ttl: Duration) -> Result<()> {
+        let known = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        let started = match known {
+            Some(at) => at,
+            None => {
+                let uptime = self.client.server_uptime().await?;
+                // INFO counts whole seconds: assume the latest start it allows.
+                let at = Instant::now()
+                    .checked_sub(uptime)
+                    .unwrap_or_else(Instant::now);
+                *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+                at
+            }
+        };
+        let uptime = started.elapsed();
+        if uptime < ttl {
+            return Err(Error::NodeRestarted { uptime, ttl });
+        }
+        Ok(())
+    }
+}
+
+/// The nodes of a Redlock with what a vote needs: the node timeout.
+#[derive(Debug)]
+pub(crate) struct Nodes {
+    pub(crate) nodes: Vec<Arc<Node>>,
+    pub(crate) timeout: Duration,
+}
+
+/// The replies a vote had when it was decided; `None` where the node had not answered yet (its
+/// request goes on in the background).
+pub(crate) struct Tally<T> {
+    pub(crate) replies: Vec<Option<NodeReply<T>>>,
+}
+
+impl<T> Tally<T> {
+    pub(crate) fn pending(&self) -> usize {
+        self.replies.iter().filter(|r| r.is_none()).count()
+    }
+
+    pub(crate) fn errors(&mut self) -> Vec<NodeError> {
+        self.replies
+            .iter_mut()
+            .filter_map(|r| match r.take() {
+                Some(NodeReply::Failed(e) | NodeReply::Skipped(e)) => Some(e),
+                other => {
+                    *r = other;
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+impl Nodes {
+    /// Sends `request` to every node (with `skip_open`: every node whose breaker is closed; a
+    /// release goes everywhere, since a skipped release would leave a key for its whole TTL) and returns as soon as `decide`
+    /// gives a decision for the replies so far (at the latest when every node has answered or
+    /// timed out). Replies that come after the decision go to `late` with it, in a background
+    /// task that ends when the last straggler has answered or timed out.
+    ///
+    /// Every request has been polled at least once before this returns (in practice: handed to
+    /// its connection), so a later command to the same node on the same connection is queued
+    /// behind it.
+    pub(crate) async fn vote<T, D, F, Fut, Decide, Late>(
+        self: &Arc<Self>,
+        skip_open: bool,
+        request: F,
+        decide: Decide,
+        late: Late,
+    ) -> (D, Tally<T>)
+    where
+        T: Send + 'static,
+        D: Clone + Send + 'static,
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+        Decide: Fn(&[Option<NodeReply<T>>]) -> Option<D>,
+        Late: Fn(usize, NodeReply<T>, &D) + Send + 'static,
+    {
+        let mut replies: Vec<Option<NodeReply<T>>> = (0..self.nodes.len()).map(|_| None).collect();
+        let mut in_flight = FuturesUnordered::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            if skip_open && node.breaker.is_open() {
+                replies[i] = Some(NodeReply::Skipped(NodeError {
+                    node: node.client.target().to_string(),
+                    error: Box::new(Error::timed_out(
+                        "Redlock node skipped (circuit open after repeated timeouts)",
+                        self.timeout,
+                    )),
+                }));
+                continue;
+            }
+            let fut = request(Arc::clone(node));
+            let (node, timeout) = (Arc::clone(node), self.timeout);
+            in_flight.push(async move {
+                let error = match tokio::time::timeout(timeout, fut).await {
+                    Ok(Ok(v)) => {
+                        let reply = NodeReply::Ok(v);
+                        node.breaker.record(&reply);
+                        return (i, reply);
+                    }
+                    Ok(Err(e)) => e,
+                    Err(_) => Error::timed_out("Redlock node", timeout),
+                };
+                if !matches!(error, Error::NodeRestarted { .. }) {
+                    // The node may have restarted: read its uptime again before its next vote.
+                    node.forget_start();
+                }
+                let reply = NodeReply::Failed(NodeError {
+                    node: node.client.target().to_string(),
+                    error: Box::new(error),
+                });
+                node.breaker.record(&reply);
+                (i, reply)
+            });
+        }
+        let decision = loop {
+            if let Some(d) = decide(&replies) {
+                break d;
+            }
+            match in_flight.next().await {
+                Some((i, reply)) => replies[i] = Some(reply),
+                None => unreachable_decision(),
+            }
+        };
+        if !in_flight.is_empty() {
+            let d = decision.clone();
+            tokio::spawn(async move {
+                while let Some((i, reply)) = in_flight.next().await {
+                    late(i, reply, &d);
+                }
+            });
+        }
+        (decision, Tally { replies })
+    }
+
+    /// Votes skipped by open breakers, over all nodes.
+    pub(crate) fn skipped(&self) -> u64 {
+        self.nodes.iter().map(|n| n.breaker.skipped()).sum()
+    }
+}
+
+/// Every `decide` used with [`Nodes::vote`] decides once all nodes have answered; reaching the
+/// end of the replies without a decision is a bug in the caller.
+#[cold]
+fn unreachable_decision() -> ! {
+    panic!("a Redlock vote ran out of replies without a decision (decide must accept a full set)")
+}
+
+/// Counts replies matching `yes` and those that cannot: answered otherwise (refused or failed).
+pub(crate) fn count<T>(
+    replies: &[Option<NodeReply<T>>],
+    yes: impl Fn(&T) -> bool,
+) -> (usize, usize) {
+    let mut ayes = 0;
+    let mut noes = 0;
+    for r in replies.iter().flatten() {
+        match r {
+            NodeReply::Ok(v) if yes(v) => ayes += 1,
+            _ => noes += 1,
+        }
+    }
+    (ayes, noes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(v: bool) -> Option<NodeReply<bool>> {
+        Some(NodeReply::Ok(v))
+    }
+
+    #[test]
+    fn counts_ayes_and_everything_else_as_noes() {
+        let replies = vec![ok(true), ok(false), None, ok(true)];
+        assert_eq!(count(&replies, |v| *v), (2, 1));
+    }
+
+    #[test]
+    fn breaker_opens_after_repeated_timeouts_and_closes_on_an_answer() {
+        let b = Breaker::new(Duration::ZERO, Duration::from_secs(60));
+        let timeout = || {
+            NodeReply::<()>::Failed(NodeError {
+                node: "n".into(),
+                error: Box::new(Error::timed_out("x", Duration::from_millis(1))),
+            })
+        };
+        for _ in 0..BREAKER_THRESHOLD - 1 {
+            b.record(&timeout());
+            assert!(!b.is_open());
+        }
+        b.record(&timeout());
+        assert!(b.is_open());
+        assert_eq!(b.skipped(), 1);
+        b.record(&NodeReply::Ok(()));
+        assert!(!b.is_open());
+    }
+
+    #[test]
+    fn breaker_stays_closed_for_a_burst_of_timeouts_right_after_an_answer() {
+        let b = Breaker::new(Duration::from_secs(60), Duration::from_secs(60));
+        b.record(&NodeReply::Ok(()));
+        for _ in 0..10 {
+            b.record(&NodeReply::<()>::Failed(NodeError {
+                node: "n".into(),
+                error: Box::new(Error::timed_out("x", Duration::from_millis(1))),
+            }));
+        }
+        assert!(!b.is_open());
+    }
+}
