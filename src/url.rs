@@ -71,10 +71,10 @@ pub fn parse_url(url: &str) -> Result<ConnectionInfo> {
         Error::invalid(
             "url",
             format!(
-                "`{}` is not a valid Redis URL ({}); expected redis://[user:password@]host[:port][/db], \
+                "`{}` is not a valid Redis URL: {}; expected redis://[user:password@]host[:port][/db], \
                  rediss:// for TLS, or redis+unix:///path/to/socket",
                 redact_url(url),
-                e.detail().unwrap_or("unrecognised scheme or syntax")
+                e,
             ),
         )
     })
@@ -94,6 +94,15 @@ mod tests {
         );
         assert_eq!(redact_url("not a url"), "not a url");
         assert_eq!(redact_url("redis://u:p w@h"), "redis://u:***@h");
+    }
+
+    #[test]
+    fn a_bad_url_says_what_redis_rs_found() {
+        let e = parse_url("redis://").unwrap_err().to_string();
+        assert!(
+            e.contains("`redis://` is not a valid Redis URL: Missing hostname"),
+            "{e}"
+        );
     }
 
     #[test]
