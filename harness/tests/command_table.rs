@@ -180,3 +180,51 @@ fn checked_in_table_is_what_redis_7_0_15_reports() {
         path.display()
     );
 }
+
+/// The list in docs/HARNESS.md between the `emulated-commands` markers, from the table.
+fn emulated_list() -> String {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for c in lockkit_harness::command_table().filter(|c| c.emulated) {
+        let name = c.name.replace('|', " ").to_uppercase();
+        match groups.iter_mut().find(|(g, _)| *g == c.group) {
+            Some((_, v)) => v.push(name),
+            None => groups.push((c.group, vec![name])),
+        }
+    }
+    groups.sort_by_key(|(g, _)| *g);
+    let total = lockkit_harness::command_table().count();
+    let done: usize = groups.iter().map(|(_, v)| v.len()).sum();
+    let mut out = format!(
+        "{done} of Redis 7.0.15's {total} commands and subcommands are carried out, by group \
+         (generated from the table by `harness/tests/command_table.rs`):\n\n"
+    );
+    for (g, v) in groups {
+        out.push_str(&format!("- **{g}**: {}\n", v.join(", ")));
+    }
+    out
+}
+
+#[test]
+fn harness_md_lists_the_emulated_commands_from_the_table() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/HARNESS.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/HARNESS.md");
+    let (begin, end) = (
+        "<!-- emulated-commands -->\n",
+        "<!-- /emulated-commands -->",
+    );
+    let i = doc.find(begin).expect("begin marker") + begin.len();
+    let j = doc.find(end).expect("end marker");
+    let fresh = emulated_list();
+    if std::env::var_os("LOCKKIT_WRITE_COMMAND_TABLE").is_some() {
+        let new = format!("{}{fresh}{}", &doc[..i], &doc[j..]);
+        let tmp = path.with_extension("md.tmp");
+        std::fs::write(&tmp, new).expect("write doc");
+        std::fs::rename(&tmp, &path).expect("rename doc");
+        return;
+    }
+    assert!(
+        doc[i..j] == fresh,
+        "docs/HARNESS.md's list of emulated commands is stale; regenerate it with \
+         LOCKKIT_WRITE_COMMAND_TABLE=1 cargo test -p lockkit-harness --test command_table"
+    );
+}

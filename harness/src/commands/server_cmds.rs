@@ -34,6 +34,29 @@ pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(0)
 }
 
+/// CLUSTER, ASKING, READONLY, READWRITE: the offline server is a standalone one.
+pub fn cluster_disabled(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+    Reply::err("ERR This instance has cluster support disabled")
+}
+
+/// PUBSUB CHANNELS / NUMPAT / NUMSUB / SHARDCHANNELS / SHARDNUMSUB: nobody subscribes offline.
+pub fn pubsub(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "numpat" => Reply::Int(0),
+        "numsub" | "shardnumsub" => Reply::Array(
+            a[2..]
+                .iter()
+                .flat_map(|c| [Reply::Bulk(c.clone()), Reply::Int(0)])
+                .collect(),
+        ),
+        "channels" | "shardchannels" if a.len() <= 3 => Reply::Array(vec![]),
+        _ => Reply::err(format!(
+            "ERR harness: the Redis command 'pubsub|{sub}' is not emulated"
+        )),
+    }
+}
+
 /// `DEBUG SLEEP seconds` advances the virtual clock (Redis really sleeps). Other DEBUG
 /// subcommands are not emulated.
 pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
