@@ -76,6 +76,8 @@ fn redlock_args(urls: &[String], out: &std::path::Path) -> BenchArgs {
         "0",
         "--clients",
         "4",
+        "--ttl",
+        "800ms",
         "--quiet",
         "--out",
     ] {
@@ -88,6 +90,9 @@ fn redlock_args(urls: &[String], out: &std::path::Path) -> BenchArgs {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_bench_runs_with_one_node_down_and_refuses_without_a_quorum() {
     let mut servers = RedisServer::start_many(3);
+    // Nodes given with --url keep Redlock's delayed-restart rule: they vote once up for a TTL
+    // (800 ms; INFO counts whole seconds).
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
     servers[2].kill();
     let dir = tempfile::tempdir().unwrap();
