@@ -134,7 +134,7 @@ fn malformed_urls_and_unknown_schemes_are_refused_before_connecting() {
         assert_fails(
             &r,
             1,
-            &format!("probing {url}: redis: Redis URL did not parse"),
+            &format!("probing {url}: invalid option `url`: `{url}` is not a valid Redis URL"),
         );
         assert_one_error_line(&r);
         let r = lockkit(&["lua", "exec", "--url", url, "-"], Some("PING\n"));
