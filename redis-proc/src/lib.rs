@@ -4,9 +4,9 @@
 //! [`RedisServer::start`] spawns a `redis-server` on a free loopback port with no persistence
 //! (`--save "" --appendonly no`) and `--enable-debug-command yes`, waits until it answers `PING`,
 //! keeps its log so a failing test can show it, and kills and reaps the process on drop.
-//! [`RedisServer::restart`] brings it back empty on the same port, [`RedisServer::pid`] is there
-//! for SIGSTOP/SIGCONT, [`RedisCluster`] joins several into a Redis Cluster and [`Nutcracker`]
-//! puts twemproxy in front of some.
+//! [`RedisServer::restart`] brings it back empty on the same port, [`RedisServer::pause`] and
+//! [`RedisServer::resume`] freeze and thaw it (SIGSTOP/SIGCONT), [`RedisCluster`] joins several
+//! into a Redis Cluster and [`Nutcracker`] puts twemproxy in front of some.
 //! `REDIS_SERVER_BIN` overrides the binary (default: `redis-server` from `PATH`).
 //!
 //! This crate is a normal dependency of the load generator, so it holds only process
@@ -302,8 +302,17 @@ impl RedisServer {
         matches!(self.child.as_mut().map(Child::try_wait), Some(Ok(None)))
     }
 
-    /// Kills the server and starts a fresh one on the same port (empty dataset, empty script cache).
+    /// Kills the server and starts a fresh one on the same port (empty dataset, empty script cache),
+    /// panicking with its log if it cannot (for tests).
     pub fn restart(&mut self) {
+        if let Err(e) = self.try_restart() {
+            panic!("redis-proc: restart failed: {e}");
+        }
+    }
+
+    /// Kills the server and starts a fresh one on the same port (empty dataset, empty script
+    /// cache), returning why it could not come back.
+    pub fn try_restart(&mut self) -> Result<(), StartError> {
         self.kill();
         let port = self.port;
         self.options.port = Some(port);
@@ -311,10 +320,41 @@ impl RedisServer {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             match self.spawn_on(port) {
-                Ok(()) => return,
-                Err(e) if Instant::now() > deadline => panic!("redis-proc: restart failed: {e}"),
+                Ok(()) => return Ok(()),
+                Err(e @ StartError::NotFound { .. }) => return Err(e),
+                Err(e) if Instant::now() > deadline => return Err(e),
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
+        }
+    }
+
+    /// Freezes the process (SIGSTOP): it keeps its connections but answers nothing until
+    /// [`resume`](Self::resume), as a server stopped by a VM pause or a debugger would.
+    pub fn pause(&self) -> std::io::Result<()> {
+        self.signal("-STOP")
+    }
+
+    /// Lets a [`pause`](Self::pause)d process run again (SIGCONT); harmless on a running one.
+    pub fn resume(&self) -> std::io::Result<()> {
+        self.signal("-CONT")
+    }
+
+    /// Sends a signal through `kill(1)` (this workspace forbids `unsafe`, so no `libc::kill`).
+    fn signal(&self, sig: &str) -> std::io::Result<()> {
+        let pid = self
+            .pid()
+            .ok_or_else(|| std::io::Error::other("the server is not running"))?;
+        let status = Command::new("kill")
+            .arg(sig)
+            .arg(pid.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!("kill {sig} {pid}: {status}")))
         }
     }
 
@@ -383,5 +423,15 @@ mod tests {
         server.restart();
         assert_eq!(server.port(), port);
         assert!(server.inline("GET k").unwrap().starts_with("$-1"));
+    }
+
+    #[test]
+    fn paused_server_answers_nothing_until_resumed() {
+        let server = RedisServer::start();
+        server.pause().unwrap();
+        // The kernel still accepts the connection; the frozen process never replies.
+        assert!(server.inline("PING").is_err());
+        server.resume().unwrap();
+        assert!(server.inline("PING").unwrap().contains("PONG"));
     }
 }
