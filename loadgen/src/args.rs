@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
+use crate::faults::{parse_faults, FaultKind, FaultList};
 use crate::units::{parse_count, parse_duration};
 
 /// Which keys the clients lock.
@@ -203,6 +204,27 @@ pub struct BenchArgs {
     /// Prefix of every key the benchmark writes.
     #[arg(long, default_value = "lockkit:bench:", value_name = "PREFIX")]
     pub key_prefix: String,
+
+    /// Faults on a seeded schedule, comma-separated, one event per period each:
+    /// `server-pause=DURATION/EVERY` (SIGSTOP/SIGCONT a throwaway server),
+    /// `holder-pause=DURATION/EVERY` (one holder stops inside its critical section, renewals
+    /// too, as in a GC pause), `kill-connections/EVERY` (CLIENT KILL TYPE normal),
+    /// `restart/EVERY` (a throwaway server restarted empty). server-pause and restart need the
+    /// throwaway servers (no --url). E.g. server-pause=300ms/2s,kill-connections/2s.
+    #[arg(long, value_name = "LIST", value_parser = parse_faults)]
+    pub faults: Option<FaultList>,
+
+    /// Seed of the fault schedule and of the key choice (default: from the clock; the report
+    /// says which).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Every holder takes its lock with a fencing token and writes it, on entering and at the
+    /// end of its critical section, to an in-process resource that refuses older tokens; the
+    /// report counts writes, refused and unsafe writes (safety.fencing). One server only
+    /// (Redlock cannot issue fencing tokens). Leaves one counter per key, PREFIXfence:{KEY}.
+    #[arg(long)]
+    pub fencing: bool,
 }
 
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -266,6 +288,28 @@ impl BenchArgs {
                     .into(),
             );
         }
+        let holder_pause = self
+            .faults
+            .as_ref()
+            .is_some_and(|f| f.has(FaultKind::HolderPause));
+        if self.batch > 1 && (self.fencing || holder_pause) {
+            return Err(
+                "--batch > 1 has no single critical section per lock; it does not combine with --fencing or --faults holder-pause"
+                    .into(),
+            );
+        }
+        if self.fencing && (self.nodes > 1 || self.urls.len() > 1) {
+            return Err(
+                "--fencing needs one server: Redlock cannot issue fencing tokens (independent nodes share no counter); drop --fencing or use one --url"
+                    .into(),
+            );
+        }
+        if self.fencing && self.key_dist == KeyDist::Unique {
+            return Err(
+                "--fencing guards keys that holders share; --key-dist unique never shares one (use uniform, zipf or hot)"
+                    .into(),
+            );
+        }
         if self.retry && self.retry_deadline.is_zero() {
             return Err("--retry-deadline must be greater than zero".into());
         }
@@ -291,6 +335,20 @@ impl BenchArgs {
             return Err("--json names a folder; give a file path (or use --out DIR)".into());
         }
         Ok(())
+    }
+
+    /// Refuses faults that act on server processes against a target lockkit did not start.
+    pub fn check_fault_target(&self, url_given: bool) -> Result<(), String> {
+        let Some(list) = &self.faults else {
+            return Ok(());
+        };
+        match list.0.iter().find(|s| s.kind.needs_throwaway()) {
+            Some(s) if url_given => Err(format!(
+                "--faults {}: lockkit only pauses and restarts the throwaway servers it starts itself, not a --url (or REDIS_URL) target; drop the URL to run against throwaway servers (--nodes N for several), or keep kill-connections and holder-pause",
+                s.kind.name()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Closed or open loop, for the report.
@@ -475,6 +533,45 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("--batch"));
+    }
+
+    #[test]
+    fn fault_and_fencing_combinations_that_cannot_work_are_refused() {
+        let a = parse(&[
+            "--faults",
+            "server-pause=300ms/2s,kill-connections/1s",
+            "--seed",
+            "7",
+        ]);
+        assert!(a.validate().is_ok());
+        assert_eq!(a.seed, Some(7));
+        let e = a.check_fault_target(true).unwrap_err();
+        assert!(e.contains("server-pause") && e.contains("throwaway"), "{e}");
+        assert!(a.check_fault_target(false).is_ok());
+        // Faults that need no server process are fine against a URL.
+        let a = parse(&["--faults", "holder-pause=300ms/1s,kill-connections/2s"]);
+        assert!(a.check_fault_target(true).is_ok());
+        for (args, says) in [
+            (
+                vec!["--fencing", "--nodes", "3"],
+                "Redlock cannot issue fencing tokens",
+            ),
+            (
+                vec!["--fencing", "--url", "redis://a", "--url", "redis://b"],
+                "Redlock",
+            ),
+            (vec!["--fencing", "--batch", "4"], "--batch"),
+            (
+                vec!["--faults", "holder-pause=1ms/1s", "--batch", "4"],
+                "--batch",
+            ),
+            (vec!["--fencing", "--key-dist", "unique"], "unique"),
+        ] {
+            let e = parse(&args).validate().unwrap_err();
+            assert!(e.contains(says), "{args:?}: {e}");
+        }
+        assert!(Wrap::try_parse_from(["bench", "--faults", "gc-pause=1s/2s"]).is_err());
+        assert!(parse(&["--fencing"]).validate().is_ok());
     }
 
     #[test]

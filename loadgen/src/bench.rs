@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,6 +13,7 @@ use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
 use crate::args::BenchArgs;
+use crate::faults::FaultTargets;
 use crate::report::{self, IntervalLog, Report};
 use crate::run::{round3, Run};
 use crate::stats::Op;
@@ -97,6 +98,9 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
             }
         }
     }
+    // Before anything is created: a fault lockkit cannot carry out on this target.
+    args.check_fault_target(!urls.is_empty())
+        .map_err(anyhow::Error::msg)?;
     let out_dir = match &args.json {
         Some(p) => p
             .parent()
@@ -177,6 +181,10 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
         .await
         .with_context(|| format!("connecting to {}", lockkit::redact_url(&urls[first])))?;
     let url = urls[0].clone();
+    let fault_targets = Arc::new(FaultTargets {
+        servers: Arc::new(Mutex::new(servers)),
+        urls: urls.clone(),
+    });
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -215,6 +223,7 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
             mode: *mode,
             date: &date,
             nodes: urls.len(),
+            fault_targets: &fault_targets,
         };
         let mut rx = stop_rx.clone();
         rx.mark_unchanged();
@@ -223,7 +232,8 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
                 .await
                 .map_err(connect_err)?;
             preflight(&client, &args, &redacted).await?;
-            run.execute(client, &mut info_conns, rx, &interrupted)
+            let fenced = args.fencing.then(|| client.clone());
+            run.execute(client, fenced, &mut info_conns, rx, &interrupted)
                 .await?
         } else {
             // Servers this run started itself hold no lock from before: the delayed-restart rule
@@ -233,7 +243,8 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
                 .await
                 .map_err(connect_err)?;
             preflight(&redlock, &args, &redacted).await?;
-            run.execute(redlock, &mut info_conns, rx, &interrupted)
+            // --fencing with several nodes was refused by BenchArgs::validate.
+            run.execute(redlock, None, &mut info_conns, rx, &interrupted)
                 .await?
         };
         runs.push((report, logs, *mode));

@@ -70,6 +70,13 @@ impl Progress {
         self.bar.set_message(msg);
     }
 
+    /// A way to print whole lines on stderr from any task without tearing the bar: the bar steps
+    /// aside for each line and is drawn again below it.
+    pub fn line_printer(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let bar = self.bar.clone();
+        move |line: &str| bar.suspend(|| eprintln!("{line}"))
+    }
+
     /// Takes the bar off the screen (the summary follows).
     pub fn finish(&self) {
         self.bar.finish_and_clear();

@@ -2,16 +2,19 @@
 //! show progress, stop on time, budget or Ctrl-C, and assemble the report.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use lockkit::{RetryOptions, ScriptMode};
+use lockkit::{LockClient, RetryOptions, ScriptMode};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::args::{BenchArgs, KeyDist};
 use crate::checker::SafetyChecker;
+use crate::faults::{run_schedule, FaultLog, FaultTargets, FaultsReport, HolderPause, LinePrinter};
+use crate::fencing::FencedResource;
 use crate::keys::KeyPicker;
+use crate::locker::BenchLocker;
 use crate::progress::Progress;
 use crate::report::{self, IntervalLog, Report, TimelinePoint};
 use crate::stats::{lock, Interval, Op, SharedStats, TaskStats};
@@ -23,6 +26,8 @@ use lockkit::Locker;
 
 /// How long workers get to finish their cycle after the run ends before they are aborted.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the fault schedule gets to end (a restart under way finishes first).
+const FAULTS_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Without retries, time_to_acquire is acquire_ok by definition (both count from the cycle's
 /// start); workers record it once and it is copied here.
@@ -99,13 +104,17 @@ pub(crate) struct Run<'a> {
     pub(crate) mode: ScriptMode,
     pub(crate) date: &'a str,
     pub(crate) nodes: usize,
+    /// What `--faults` acts on.
+    pub(crate) fault_targets: &'a Arc<FaultTargets>,
 }
 
 impl Run<'_> {
-    /// Runs the workload on `locker` until the duration, the cycle budget or `stop_rx`.
+    /// Runs the workload on `locker` until the duration, the cycle budget or `stop_rx`; with
+    /// `fenced` (`--fencing`), every acquire draws a fencing token from that client.
     pub(crate) async fn execute<L: Locker>(
         &self,
         locker: L,
+        fenced: Option<LockClient>,
         info_conns: &mut [redis::aio::MultiplexedConnection],
         mut stop_rx: watch::Receiver<bool>,
         interrupted: &AtomicBool,
@@ -122,11 +131,16 @@ impl Run<'_> {
                 KeyDist::Hot => 1,
                 KeyDist::Uniform | KeyDist::Zipf => a.keys,
             }),
+            holder_pause: Arc::new(HolderPause::default()),
+            fault_log: OnceLock::new(),
+            fencing: a.fencing.then(FencedResource::default),
         });
         let prefix: Arc<str> = a.key_prefix.as_str().into();
-        let seed = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64);
+        let seed = a.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
         let retry = a.retry.then(|| {
             RetryOptions::new()
                 .delay(a.retry_delay)
@@ -163,7 +177,7 @@ impl Run<'_> {
                 Arc::clone(&prefix),
             );
             set.spawn(run_worker(
-                locker.clone(),
+                BenchLocker::new(locker.clone(), fenced.clone(), &a.key_prefix),
                 keys,
                 plan,
                 s,
@@ -186,6 +200,22 @@ impl Run<'_> {
         let mut last_tick = t0;
         let mut rec = Recorded::starting_now();
         let mut cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
+        let start_faults = |at: Instant| {
+            let list = a.faults.clone()?;
+            let print: Option<LinePrinter> =
+                (!a.quiet).then(|| Box::new(progress.line_printer()) as LinePrinter);
+            let log = Arc::new(FaultLog::new(at, print));
+            let _ = shared.fault_log.set(Arc::clone(&log));
+            Some(tokio::spawn(run_schedule(
+                list,
+                seed,
+                Arc::clone(self.fault_targets),
+                Arc::clone(&shared.holder_pause),
+                log,
+                shared.stop_rx.clone(),
+            )))
+        };
+        let mut faults_task = if measuring { start_faults(t0) } else { None };
         let mut stopped_at = None;
         loop {
             let wake = next_tick.min(hard_end);
@@ -212,6 +242,7 @@ impl Run<'_> {
                     next_tick = now + tick;
                     cpu0 = (target::own_cpu(), servers_cpu(info_conns).await);
                     progress.measuring(a.duration);
+                    faults_task = start_faults(measure_start);
                 }
             } else {
                 rec.add(&iv, last_tick - measure_start, now - last_tick);
@@ -244,6 +275,11 @@ impl Run<'_> {
         let end = stopped_at.unwrap_or_else(Instant::now);
         shared.stop.store(true, Ordering::SeqCst);
         let _ = run_stop_tx.send(true);
+        if let Some(task) = faults_task {
+            // Paused servers are resumed before the workers are waited for.
+            let _ = tokio::time::timeout(FAULTS_TIMEOUT, task).await;
+            self.fault_targets.resume_all().await;
+        }
         let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
             while set.join_next().await.is_some() {}
         })
@@ -276,6 +312,16 @@ impl Run<'_> {
             interrupted.load(Ordering::SeqCst),
         )?;
         report.timeline = rec.timeline;
+        report.safety.fencing = shared.fencing.as_ref().map(FencedResource::report);
+        report.faults = a.faults.as_ref().map(|list| FaultsReport {
+            seed,
+            schedule: list.to_string(),
+            events: shared
+                .fault_log
+                .get()
+                .map(|l| l.events())
+                .unwrap_or_default(),
+        });
         Ok((report, rec.logs))
     }
 
@@ -371,6 +417,7 @@ impl Run<'_> {
                 violations,
                 lost_locks: c.lost_locks,
                 watchdog_lost: c.watchdog_lost,
+                fencing: None,
             },
             errors: report::ErrorsReport {
                 total: c.error_total(),
@@ -390,6 +437,7 @@ impl Run<'_> {
             ceiling: None,
             histogram_logs: Default::default(),
             timeline: Vec::new(),
+            faults: None,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! One benchmark client: acquire, hold, release, as often as the loop mode allows.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use lockkit::{
@@ -14,7 +14,10 @@ use tokio::sync::watch;
 
 use crate::args::{HoldDist, KeyDist};
 use crate::checker::SafetyChecker;
+use crate::faults::{FaultKind, FaultLog, HolderPause};
+use crate::fencing::FencedResource;
 use crate::keys::{KeyChoice, KeyPicker};
+use crate::locker::BenchLocker;
 use crate::stats::{lock, Op, SharedStats};
 
 /// A late start: the cycle began more than this after its scheduled time.
@@ -37,6 +40,12 @@ pub struct Shared {
     pub started: AtomicU64,
     /// The safety checker (shared key space).
     pub checker: SafetyChecker,
+    /// A holder pause on offer (`--faults holder-pause`).
+    pub holder_pause: Arc<HolderPause>,
+    /// Where holder pauses are logged, once the fault schedule runs.
+    pub fault_log: OnceLock<Arc<FaultLog>>,
+    /// The fenced resource (`--fencing`).
+    pub fencing: Option<FencedResource>,
 }
 
 /// The workload of one worker, fixed for the run.
@@ -80,7 +89,7 @@ impl WorkerPlan {
 
 /// Runs cycles until `shared.stop` is set.
 pub async fn run_worker<L: Locker>(
-    locker: L,
+    locker: BenchLocker<L>,
     keys: KeyPicker,
     plan: WorkerPlan,
     stats: SharedStats,
@@ -91,7 +100,7 @@ pub async fn run_worker<L: Locker>(
 
 /// One benchmark client and everything its cycles share.
 struct Worker<L: Locker> {
-    locker: L,
+    locker: BenchLocker<L>,
     keys: KeyPicker,
     plan: WorkerPlan,
     opts: LockOptions,
@@ -152,7 +161,7 @@ impl AcquireObserver for Recorder<'_> {
 
 impl<L: Locker> Worker<L> {
     fn new(
-        locker: L,
+        locker: BenchLocker<L>,
         keys: KeyPicker,
         plan: WorkerPlan,
         stats: SharedStats,
@@ -294,32 +303,76 @@ impl<L: Locker> Worker<L> {
         }
     }
 
+    /// Marks the holder of `slot` inside its critical section and, with `--fencing`, presents
+    /// its token to the resource: `false` when the resource refused it (the lock is already
+    /// stale, so the holder does no work).
+    fn enter(&self, slot: Option<u64>, token: Option<u64>) -> bool {
+        let Some(i) = slot else {
+            return true;
+        };
+        self.shared.checker.enter(i);
+        match (&self.shared.fencing, token) {
+            (Some(resource), Some(t)) => resource.enter(i, t),
+            _ => true,
+        }
+    }
+
+    fn leave(&self, slot: Option<u64>) {
+        if let Some(i) = slot {
+            self.shared.checker.leave(i);
+        }
+    }
+
+    /// The end of the work inside the critical section: the holder's write. A holder pause on
+    /// offer is taken here, between the holder's last look at its lock and its write, where a
+    /// GC pause hurts most: nothing the lock does can stop the write once the holder runs again.
+    async fn finish_work(&mut self, slot: Option<u64>, token: Option<u64>) {
+        if let Some(d) = self.shared.holder_pause.claim() {
+            let began = Instant::now();
+            self.locker.pause(d).await;
+            if let Some(log) = self.shared.fault_log.get() {
+                log.record(FaultKind::HolderPause, began, began.elapsed(), None);
+            }
+            self.shared.holder_pause.finish();
+        }
+        if let (Some(resource), Some(i), Some(t)) = (&self.shared.fencing, slot, token) {
+            resource.write(i, t);
+        }
+    }
+
     async fn single_cycle(&mut self, key: &str, choice: KeyChoice, intended: Instant) {
         let Some(mut held) = self.acquire_one(key, intended).await else {
             return;
         };
         let slot = self.checked_slot(choice);
-        if let Some(i) = slot {
-            self.shared.checker.enter(i);
-        }
+        let token = held.fencing_token();
+        let admitted = self.enter(slot, token);
         let d = hold_time(&self.plan, &mut self.rng);
         let (outcome, lost_by_watchdog, t) = if self.plan.watchdog {
             match self.locker.guard(held, Some(WatchdogOptions::new())) {
                 Ok(guard) => {
-                    if !d.is_zero() {
-                        let _ = sleep_until(Instant::now() + d, &mut self.stop_rx).await;
+                    // The holder stops its work the moment the watchdog says the lock is gone.
+                    let still_held = if d.is_zero() {
+                        guard.is_lost().is_none()
+                    } else {
+                        let mut loss = guard.loss_signal();
+                        let until = Instant::now() + d;
+                        tokio::select! {
+                            biased;
+                            _ = loss.lost() => false,
+                            _ = sleep_until(until, &mut self.stop_rx) => true,
+                        }
+                    };
+                    if still_held && admitted {
+                        self.finish_work(slot, token).await;
                     }
-                    if let Some(i) = slot {
-                        self.shared.checker.leave(i);
-                    }
+                    self.leave(slot);
                     let lost = guard.is_lost().is_some();
                     let t = Instant::now();
                     (guard.release().await, lost, t)
                 }
                 Err(e) => {
-                    if let Some(i) = slot {
-                        self.shared.checker.leave(i);
-                    }
+                    self.leave(slot);
                     lock(&self.stats).error(e.kind().as_str());
                     return;
                 }
@@ -328,9 +381,10 @@ impl<L: Locker> Worker<L> {
             if self.plan.extends > 0 || !d.is_zero() {
                 let _ = self.hold(&mut held, d).await;
             }
-            if let Some(i) = slot {
-                self.shared.checker.leave(i);
+            if admitted {
+                self.finish_work(slot, token).await;
             }
+            self.leave(slot);
             let t = Instant::now();
             (self.locker.release(&held).await, false, t)
         };
@@ -442,7 +496,7 @@ impl<L: Locker> Worker<L> {
 }
 
 /// Sleeps until `at`; `false` when the run was stopped meanwhile.
-async fn sleep_until(at: Instant, stop_rx: &mut watch::Receiver<bool>) -> bool {
+pub(crate) async fn sleep_until(at: Instant, stop_rx: &mut watch::Receiver<bool>) -> bool {
     tokio::select! {
         _ = tokio::time::sleep_until(at.into()) => true,
         _ = stop_rx.wait_for(|s| *s) => false,

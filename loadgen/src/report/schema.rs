@@ -6,6 +6,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::faults::FaultsReport;
+use crate::fencing::FencingReport;
 use crate::stats::LatencySummary;
 use crate::ttl::TtlReport;
 
@@ -52,6 +54,9 @@ pub struct Report {
     /// reports written before it was added.
     #[serde(default)]
     pub timeline: Vec<TimelinePoint>,
+    /// The fault schedule and what happened (`--faults`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<FaultsReport>,
 }
 
 /// `timeline[]`: what one interval counted.
@@ -138,6 +143,9 @@ pub struct Safety {
     /// `lost_locks`).
     #[serde(default)]
     pub watchdog_lost: u64,
+    /// Writes to the fenced resource (`--fencing`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fencing: Option<FencingReport>,
 }
 
 /// `errors`.

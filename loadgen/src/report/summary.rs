@@ -77,6 +77,30 @@ pub fn summary(r: &Report) -> String {
             r.safety.watchdog_lost
         ));
     }
+    if let Some(f) = &r.safety.fencing {
+        s.push_str(&format!(
+            "  fencing: writes {}, refused {} (stale tokens stopped), unsafe writes {}\n",
+            f.writes, f.refused, f.unsafe_writes
+        ));
+    }
+    if let Some(f) = &r.faults {
+        let mut kinds: Vec<(&str, usize)> = Vec::new();
+        for e in &f.events {
+            match kinds.iter_mut().find(|(k, _)| *k == e.kind) {
+                Some((_, n)) => *n += 1,
+                None => kinds.push((&e.kind, 1)),
+            }
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        s.push_str(&format!(
+            "  faults {} (seed {}): {} events{}{}\n",
+            f.schedule,
+            f.seed,
+            f.events.len(),
+            if kinds.is_empty() { "" } else { ": " },
+            kinds.join(", ")
+        ));
+    }
     if r.load.mode == "closed" {
         s.push_str("  (closed loop: latencies count from each request's send; a stalled server shows in throughput more than in the tail. Use --rate for an open loop.)\n");
     }

@@ -1,0 +1,420 @@
+//! The fault schedule of `lockkit bench --faults LIST`: what each entry means, when its events
+//! fire (seeded by `--seed`), and the log of what really happened (`faults.events` in the report
+//! and one line each on the terminal).
+//!
+//! Entries, comma-separated:
+//! - `server-pause=DURATION/EVERY`: SIGSTOP one throwaway server for DURATION, then SIGCONT;
+//! - `holder-pause=DURATION/EVERY`: one holder stops inside its critical section for DURATION,
+//!   its renewals held back too, as in a GC or VM pause of its process;
+//! - `kill-connections/EVERY`: `CLIENT KILL TYPE normal` on one node of the target;
+//! - `restart/EVERY`: one throwaway server is killed and started again, empty.
+//!
+//! Every EVERY, one event fires at a seeded random moment chosen so that it ends before the next
+//! period begins: the schedule is the same for the same `--seed`, and two events of one kind
+//! never overlap.
+
+mod inject;
+
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::units::{format_duration, parse_duration};
+
+pub use inject::{run_schedule, FaultTargets, HolderPause};
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// SIGSTOP/SIGCONT a throwaway server.
+    ServerPause,
+    /// A holder stops inside its critical section.
+    HolderPause,
+    /// `CLIENT KILL TYPE normal`.
+    KillConnections,
+    /// A throwaway server restarted empty.
+    Restart,
+}
+
+impl FaultKind {
+    const ALL: [FaultKind; 4] = [
+        FaultKind::ServerPause,
+        FaultKind::HolderPause,
+        FaultKind::KillConnections,
+        FaultKind::Restart,
+    ];
+
+    /// The name in `--faults` and in `faults.events[].kind`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::ServerPause => "server-pause",
+            FaultKind::HolderPause => "holder-pause",
+            FaultKind::KillConnections => "kill-connections",
+            FaultKind::Restart => "restart",
+        }
+    }
+
+    /// Whether the entry takes `=DURATION`.
+    fn has_duration(self) -> bool {
+        matches!(self, FaultKind::ServerPause | FaultKind::HolderPause)
+    }
+
+    /// Whether it acts on the server processes, which only throwaway servers let lockkit do.
+    pub fn needs_throwaway(self) -> bool {
+        matches!(self, FaultKind::ServerPause | FaultKind::Restart)
+    }
+}
+
+/// One `--faults` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultSpec {
+    /// What it does.
+    pub kind: FaultKind,
+    /// How long a pause lasts (pauses only).
+    pub duration: Option<Duration>,
+    /// One event per this period.
+    pub every: Duration,
+}
+
+/// A duration the way `--faults` takes it, exactly: `2s`, `300ms`, `1500us`.
+fn exact(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.subsec_nanos() % 1_000_000 == 0 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}us", d.as_micros())
+    }
+}
+
+impl fmt::Display for FaultSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.name())?;
+        if let Some(d) = self.duration {
+            write!(f, "={}", exact(d))?;
+        }
+        write!(f, "/{}", exact(self.every))
+    }
+}
+
+/// The parsed `--faults LIST`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FaultList(pub Vec<FaultSpec>);
+
+impl FaultList {
+    /// Whether an entry of `kind` is in the list.
+    pub fn has(&self, kind: FaultKind) -> bool {
+        self.0.iter().any(|s| s.kind == kind)
+    }
+}
+
+impl fmt::Display for FaultList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, s) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{s}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for FaultList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+const EXAMPLE: &str =
+    "e.g. --faults server-pause=300ms/2s,holder-pause=300ms/1s,kill-connections/2s,restart/5s";
+
+/// Parses `--faults`: comma-separated `KIND=DURATION/EVERY` (pauses) or `KIND/EVERY`.
+pub fn parse_faults(s: &str) -> Result<FaultList, String> {
+    let mut out: Vec<FaultSpec> = Vec::new();
+    for entry in s.split(',').map(str::trim) {
+        if entry.is_empty() {
+            return Err(format!("an empty entry in --faults {s:?}; {EXAMPLE}"));
+        }
+        let (head, every) = entry
+            .rsplit_once('/')
+            .ok_or_else(|| format!("`{entry}` has no /EVERY (how often it happens); {EXAMPLE}"))?;
+        let (name, duration) = match head.split_once('=') {
+            Some((n, d)) => (n.trim(), Some(d.trim())),
+            None => (head.trim(), None),
+        };
+        let kind = FaultKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown fault `{name}`: the kinds are server-pause, holder-pause, kill-connections and restart; {EXAMPLE}"
+                )
+            })?;
+        let every = parse_duration(every.trim()).map_err(|e| format!("`{entry}`: {e}"))?;
+        if every.is_zero() {
+            return Err(format!("`{entry}`: EVERY must be greater than zero"));
+        }
+        let duration = match (kind.has_duration(), duration) {
+            (true, Some(d)) => {
+                let d = parse_duration(d).map_err(|e| format!("`{entry}`: {e}"))?;
+                if d.is_zero() || d >= every {
+                    return Err(format!(
+                        "`{entry}`: the pause must be longer than zero and shorter than its period (one at a time), e.g. {}=300ms/2s",
+                        kind.name()
+                    ));
+                }
+                Some(d)
+            }
+            (true, None) => {
+                return Err(format!(
+                    "`{entry}`: {} needs a duration, e.g. {}=300ms/2s",
+                    kind.name(),
+                    kind.name()
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(format!(
+                    "`{entry}`: {} takes no duration, e.g. {}/2s",
+                    kind.name(),
+                    kind.name()
+                ))
+            }
+            (false, None) => None,
+        };
+        if out.iter().any(|o| o.kind == kind) {
+            return Err(format!("`{}` is given twice in --faults", kind.name()));
+        }
+        out.push(FaultSpec {
+            kind,
+            duration,
+            every,
+        });
+    }
+    Ok(FaultList(out))
+}
+
+/// When the events of one entry fire, as offsets from the start of the schedule: one per
+/// period, at a seeded moment that leaves room for the whole event before the next period.
+#[derive(Debug)]
+pub struct Timetable {
+    spec: FaultSpec,
+    rng: SmallRng,
+    period: u32,
+}
+
+impl Timetable {
+    /// The timetable of entry number `index` under `seed`.
+    pub fn new(spec: FaultSpec, seed: u64, index: usize) -> Self {
+        Timetable {
+            spec,
+            rng: SmallRng::seed_from_u64(
+                seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            ),
+            period: 0,
+        }
+    }
+
+    /// The next event's offset, and a random number for choosing its node.
+    pub fn next_event(&mut self) -> (Duration, u64) {
+        let every = self.spec.every;
+        let room = every - self.spec.duration.unwrap_or(Duration::ZERO);
+        let at = every * self.period + room.mul_f64(self.rng.random::<f64>());
+        self.period = self.period.saturating_add(1);
+        (at, self.rng.random())
+    }
+}
+
+/// One fault as it happened: `faults.events[]` in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultEvent {
+    /// When it began, seconds from the start of the measurement.
+    pub t_s: f64,
+    /// `server-pause`, `holder-pause`, `kill-connections` or `restart`.
+    pub kind: String,
+    /// How long it lasted (0 for a kill; a restart's time until the server answered again).
+    pub duration_ms: u64,
+    /// The server it hit (`host:port`); `null` for a holder pause.
+    pub node: Option<String>,
+}
+
+/// `faults` in the report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FaultsReport {
+    /// The seed the schedule was drawn from (`--seed`, or the one picked for this run).
+    #[serde(default)]
+    pub seed: u64,
+    /// The `--faults` list.
+    #[serde(default)]
+    pub schedule: String,
+    /// What happened, in time order.
+    pub events: Vec<FaultEvent>,
+}
+
+/// Prints one line on the terminal (around a progress bar, if one is drawn).
+pub type LinePrinter = Box<dyn Fn(&str) + Send + Sync>;
+
+/// The events of one run, printed on the terminal as they happen.
+pub struct FaultLog {
+    start: Instant,
+    print: Option<LinePrinter>,
+    events: Mutex<Vec<FaultEvent>>,
+}
+
+impl fmt::Debug for FaultLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FaultLog")
+            .field("start", &self.start)
+            .field("print", &self.print.is_some())
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+impl FaultLog {
+    /// A log whose times count from `start`; prints each event through `print` (none with
+    /// `--quiet`).
+    pub fn new(start: Instant, print: Option<LinePrinter>) -> Self {
+        FaultLog {
+            start,
+            print,
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The moment event times count from.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// Records a fault that began at `began` and lasted `lasted`.
+    pub fn record(&self, kind: FaultKind, began: Instant, lasted: Duration, node: Option<String>) {
+        let t_s =
+            (began.saturating_duration_since(self.start).as_secs_f64() * 1000.0).round() / 1000.0;
+        let event = FaultEvent {
+            t_s,
+            kind: kind.name().into(),
+            duration_ms: lasted.as_millis() as u64,
+            node,
+        };
+        if let Some(print) = &self.print {
+            print(&format!(
+                "  fault at {:>6.3}s: {} {}{}",
+                event.t_s,
+                event.kind,
+                format_duration(lasted),
+                event
+                    .node
+                    .as_deref()
+                    .map(|n| format!(" on {n}"))
+                    .unwrap_or_default()
+            ));
+        }
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
+    }
+
+    /// Prints a fault that could not be carried out (it is not an event).
+    pub fn warn(&self, what: &str) {
+        if let Some(print) = &self.print {
+            print(&format!("  fault skipped: {what}"));
+        }
+    }
+
+    /// The events so far, in time order.
+    pub fn events(&self) -> Vec<FaultEvent> {
+        let mut v = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        v.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn the_design_examples_parse_and_print_back() {
+        let list = "server-pause=300ms/2s,holder-pause=300ms/1s,kill-connections/2s,restart/5s";
+        let f = parse_faults(list).unwrap();
+        assert_eq!(f.0.len(), 4);
+        assert_eq!(
+            f.0[0],
+            FaultSpec {
+                kind: FaultKind::ServerPause,
+                duration: Some(ms(300)),
+                every: ms(2000)
+            }
+        );
+        assert_eq!(f.0[2].duration, None);
+        assert_eq!(f.to_string(), list);
+        assert_eq!(parse_faults(&f.to_string()).unwrap(), f);
+        assert_eq!(
+            parse_faults("holder-pause=1.5s/2500ms")
+                .unwrap()
+                .to_string(),
+            "holder-pause=1500ms/2500ms"
+        );
+        assert!(
+            f.has(FaultKind::Restart)
+                && !parse_faults("restart/1s")
+                    .unwrap()
+                    .has(FaultKind::HolderPause)
+        );
+    }
+
+    #[test]
+    fn bad_entries_say_what_to_write() {
+        for (bad, says) in [
+            ("", "empty entry"),
+            ("server-pause=300ms", "no /EVERY"),
+            ("gc-pause=1s/2s", "unknown fault"),
+            ("server-pause/2s", "needs a duration"),
+            ("restart=1s/5s", "takes no duration"),
+            ("holder-pause=2s/1s", "shorter than its period"),
+            ("holder-pause=0/1s", "longer than zero"),
+            ("restart/0", "greater than zero"),
+            ("restart/5x", "restart/5x"),
+            ("restart/1s,restart/2s", "twice"),
+        ] {
+            let e = parse_faults(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn one_event_per_period_ending_before_the_next_and_the_same_for_the_same_seed() {
+        let spec = parse_faults("server-pause=700ms/1s").unwrap().0[0];
+        let draw = |seed| {
+            let mut t = Timetable::new(spec, seed, 0);
+            (0..50).map(|_| t.next_event()).collect::<Vec<_>>()
+        };
+        let a = draw(7);
+        assert_eq!(a, draw(7));
+        assert_ne!(a, draw(8));
+        for (k, (at, _)) in a.iter().enumerate() {
+            let period = ms(1000) * k as u32;
+            assert!(
+                *at >= period && *at + ms(700) <= period + ms(1000),
+                "{k}: {at:?}"
+            );
+        }
+        // Two entries under one seed do not share their draws.
+        let mut other = Timetable::new(spec, 7, 1);
+        assert_ne!(other.next_event(), a[0]);
+    }
+}

@@ -1,0 +1,105 @@
+//! The locker every worker drives: the target's own ([`LockClient`] or [`lockkit::Redlock`]),
+//! passed through, plus the two things the bench adds to it.
+//! - `--fencing`: each attempt is [`LockClient::try_acquire_fenced`], so the lock carries a
+//!   fencing token; the retry loop, the guard and the watchdog stay the library's.
+//! - A paused holder (`--faults holder-pause`) is a paused process: its renewals do not go out
+//!   until it runs again, so its watchdog cannot keep the lock alive meanwhile.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use lockkit::{ClientStats, ExtendOutcome, Lock, LockClient, LockOptions, Locker, ReleaseOutcome};
+
+/// One worker's view of the target.
+#[derive(Debug, Clone)]
+pub struct BenchLocker<L> {
+    inner: L,
+    /// With `--fencing`: the one server that draws the tokens (Redlock cannot).
+    fenced: Option<LockClient>,
+    /// Where the fencing counters live: `PREFIXfence:{KEY}` (same cluster slot as KEY).
+    fence_prefix: Arc<str>,
+    /// Until when this worker's process is "paused" (no renewal goes out).
+    paused_until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl<L: Locker> BenchLocker<L> {
+    /// Wraps `inner`; with `fenced`, every attempt draws a fencing token from it.
+    pub fn new(inner: L, fenced: Option<LockClient>, key_prefix: &str) -> Self {
+        BenchLocker {
+            inner,
+            fenced,
+            fence_prefix: format!("{key_prefix}fence:").into(),
+            paused_until: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Stops this worker for `d` as a GC or VM pause would: the calling task does not run and
+    /// the renewals of its locks wait until the pause is over. Not cut short by the run's end.
+    pub async fn pause(&self, d: Duration) {
+        let until = Instant::now() + d;
+        *self.paused() = Some(until);
+        tokio::time::sleep_until(until.into()).await;
+        *self.paused() = None;
+    }
+
+    fn paused(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.paused_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<L: Locker> Locker for BenchLocker<L> {
+    async fn attempt(&self, key: &str, opts: &LockOptions) -> lockkit::Result<Option<Lock>> {
+        match &self.fenced {
+            Some(client) => {
+                let fence_key = format!("{}{{{key}}}", self.fence_prefix);
+                client
+                    .try_acquire_fenced(key, &fence_key, opts.get_ttl())
+                    .await
+            }
+            None => self.inner.attempt(key, opts).await,
+        }
+    }
+
+    fn release(&self, lock: &Lock) -> impl Future<Output = lockkit::Result<ReleaseOutcome>> + Send {
+        self.inner.release(lock)
+    }
+
+    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> lockkit::Result<ExtendOutcome> {
+        let until = *self.paused();
+        if let Some(until) = until {
+            tokio::time::sleep_until(until.into()).await;
+        }
+        self.inner.extend(lock, ttl).await
+    }
+
+    fn acquire_many(
+        &self,
+        keys: &[&str],
+        ttl: Duration,
+    ) -> impl Future<Output = lockkit::Result<Vec<Option<Lock>>>> + Send {
+        // Batches are refused with --fencing and holder pauses: pass straight through.
+        self.inner.acquire_many(keys, ttl)
+    }
+
+    fn release_many(
+        &self,
+        locks: &[Lock],
+    ) -> impl Future<Output = lockkit::Result<Vec<ReleaseOutcome>>> + Send {
+        self.inner.release_many(locks)
+    }
+
+    fn mode(&self) -> &'static str {
+        self.inner.mode()
+    }
+
+    fn stats(&self) -> ClientStats {
+        self.inner.stats()
+    }
+
+    fn wait_for_release(&self, key: &str, pause: Duration) -> impl Future<Output = ()> + Send {
+        self.inner.wait_for_release(key, pause)
+    }
+}
