@@ -674,3 +674,161 @@ async fn statuses_beyond_2xx_are_stored_when_chosen() {
     assert_eq!(retry.headers["x-order"], "1");
     assert_eq!(probe.runs(), 1);
 }
+
+/// The order routes under `/v1` and `/v2`, each nested router with the layer on its routes.
+#[cfg(feature = "axum")]
+async fn versioned_app(server: &RedisServer, opts: DuplicateSubmitOptions) -> (Router, Probe) {
+    let layer = DuplicateSubmitLayer::new(client(server).await, opts).unwrap();
+    let probe = Probe::new();
+    let api = || {
+        Router::new()
+            .route("/orders", post(create))
+            .route_layer(layer.clone())
+    };
+    let app = Router::new()
+        .nest("/v1", api())
+        .nest("/v2", api())
+        .with_state(probe.clone());
+    (app, probe)
+}
+
+#[cfg(feature = "axum")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_routers_do_not_share_locks_or_stored_responses() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let (app, probe) = versioned_app(&server, opts).await;
+    let to = |path: &str, block: bool| {
+        let mut b = req(path, "vic");
+        if block {
+            b = b.header("x-block", "1");
+        }
+        b.body(Body::from(r#"{"sku":"F6"}"#)).unwrap()
+    };
+
+    // axum's nest strips `/v1` and `/v2` from the path the layer sees: the same order to the
+    // two versions must not block each other.
+    let v1 = spawn_send(&app, to("/v1/orders", true));
+    probe.wait_entered().await;
+    let v2 = send(&app, to("/v2/orders", false)).await;
+    assert_eq!(v2.status, StatusCode::CREATED, "{}", v2.text());
+    assert_eq!(
+        send(&app, to("/v1/orders", false)).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    probe.let_one_finish();
+    assert_eq!(v1.await.unwrap().status, StatusCode::CREATED);
+    let lock_paths: Vec<String> = keys(&server, "lockkit:submit:*");
+    assert!(lock_paths.is_empty(), "{lock_paths:?}");
+
+    // A key used on /v1 is not replayed to /v2: another endpoint is another request.
+    let keyed = |path: &str| {
+        req(path, "vic")
+            .header("idempotency-key", "k-6")
+            .body(Body::from(r#"{"sku":"F6"}"#))
+            .unwrap()
+    };
+    let first = send(&app, keyed("/v1/orders")).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let other = send(&app, keyed("/v2/orders")).await;
+    assert!(
+        !other.headers.contains_key("idempotency-replayed"),
+        "/v1's response replayed to /v2"
+    );
+    assert_eq!(other.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let again = send(&app, keyed("/v1/orders")).await;
+    assert_eq!(again.headers["idempotency-replayed"], "true");
+    assert_eq!(probe.runs(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_do_not_share_locks() {
+    let server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+    let to = |host: &str, block: bool| {
+        let mut b = req("/orders", "wes").header("host", host);
+        if block {
+            b = b.header("x-block", "1");
+        }
+        b.body(Body::from("{}")).unwrap()
+    };
+    let a = spawn_send(&app, to("shop-a.example", true));
+    probe.wait_entered().await;
+    let b = send(&app, to("shop-b.example", false)).await;
+    assert_eq!(b.status, StatusCode::CREATED, "{}", b.text());
+    assert_eq!(
+        send(&app, to("shop-a.example", false)).await.status,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    probe.let_one_finish();
+    assert_eq!(a.await.unwrap().status, StatusCode::CREATED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_user_is_never_answered_with_another_clients_stored_response() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let (app, probe) = app_with(&server, opts).await;
+    // No user header, no client address: the layer cannot tell these clients apart.
+    let anonymous = || {
+        Request::post("/orders")
+            .header("idempotency-key", "k-7")
+            .body(Body::from(r#"{"sku":"G7"}"#))
+            .unwrap()
+    };
+    let first = send(&app, anonymous()).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let second = send(&app, anonymous()).await;
+    assert!(
+        !second.headers.contains_key("idempotency-replayed"),
+        "another anonymous client's response was replayed"
+    );
+    assert_eq!(second.status, StatusCode::CREATED);
+    assert_eq!(second.headers["x-order"], "2");
+    assert_eq!(probe.runs(), 2);
+    assert!(keys(&server, "lockkit:submit:idem:*").is_empty());
+}
+
+/// One HTTP/1.1 request over a socket bound to `from`, so the server sees that client address.
+#[cfg(feature = "axum")]
+async fn post_from(from: &str, to: std::net::SocketAddr, block: bool, body: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut stream = socket.connect(to).await.unwrap();
+    let block = if block { "x-block: 1\r\n" } else { "" };
+    let request = format!(
+        "POST /orders HTTP/1.1\r\nhost: shop.example\r\ncontent-type: application/json\r\n\
+         {block}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {answer:?}"))
+}
+
+#[cfg(feature = "axum")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_without_a_user_header_are_told_apart_by_their_address() {
+    let server = RedisServer::start();
+    let (app, probe) = app(&server).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let serving = tokio::spawn(async move { axum::serve(listener, service).await });
+
+    // Two clients on two addresses (the whole of 127/8 is loopback), no X-User-Id.
+    let a = tokio::spawn(post_from("127.0.0.2", addr, true, "{}"));
+    probe.wait_entered().await;
+    assert_eq!(post_from("127.0.0.3", addr, false, "{}").await, 201);
+    // The same client again is a duplicate.
+    assert_eq!(post_from("127.0.0.2", addr, false, "{}").await, 429);
+    probe.let_one_finish();
+    assert_eq!(a.await.unwrap(), 201);
+    serving.abort();
+}

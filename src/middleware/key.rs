@@ -1,16 +1,19 @@
 //! Which requests are "the same": the user extractor and the key builder.
 //!
-//! The default key is `{prefix}:{user}:{METHOD}:{path}:{digest}`, where `digest` is the first
-//! 16 bytes (32 hex digits) of SHA-256 over the query string and the body. User and path are
-//! escaped so that no user or path can forge another's key (`:` and every byte outside a small
-//! safe set become `%XX`), and replaced by a digest when they are too long for a readable key.
+//! The default key is `{prefix}:{user}:{METHOD}:{host}:{path}:{digest}`, where `digest` is the
+//! first 16 bytes (32 hex digits) of SHA-256 over the query string and the body, and `path` is
+//! the request's full path as the client sent it (before a router such as axum's `nest` strips a
+//! prefix). User, host and path are escaped so that none can forge another's key (`:` and every
+//! byte outside a small safe set become `%XX`), and replaced by a digest when they are too long
+//! for a readable key.
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use http::request::Parts;
-use http::{Extensions, HeaderName};
+use http::{header, Extensions, HeaderName, Uri};
 use sha2::{Digest, Sha256};
 
 /// The user segment used when the extractor finds nobody.
@@ -50,18 +53,26 @@ type AddrFn = dyn Fn(&Extensions) -> Option<String> + Send + Sync;
 /// The default user extractor: a header (default `x-user-id`), falling back to the client
 /// address.
 ///
-/// The address comes from a `SocketAddr` in the request extensions unless
-/// [`client_addr`](Self::client_addr) says otherwise; with axum's
-/// `into_make_service_with_connect_info::<SocketAddr>()` point it at `ConnectInfo`:
+/// # Trust
+/// A header is what the client says it is: any client can send `X-User-Id: alice`. Use it only
+/// behind a gateway that authenticates the caller, sets the header, and strips it from what
+/// clients send; otherwise plug in an extractor that reads your authenticated user (any
+/// `Fn(&Parts) -> Option<String>`). A client that can choose its user id can block another
+/// user's identical requests for a TTL and, with idempotency on, read that user's stored
+/// responses if it also knows the idempotency key.
 ///
-/// ```ignore
-/// HeaderUser::new("x-user-id").client_addr(|ext| {
-///     ext.get::<axum::extract::ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string())
-/// })
-/// ```
+/// # The client address
+/// Without the header, the user is the client's IP address, read from the request extensions:
+/// - with the cargo feature `axum`: axum's `ConnectInfo<SocketAddr>` (present when the app is
+///   served with `into_make_service_with_connect_info::<SocketAddr>()`), else a `SocketAddr`;
+/// - without it: a `SocketAddr` extension;
+/// - [`client_addr_from`](Self::client_addr_from) names another extension type, and
+///   [`client_addr`](Self::client_addr) takes any function.
 ///
-/// A header is what the client says it is: use it when a gateway in front sets it after
-/// authentication, or plug in an extractor that reads your authenticated user.
+/// Clients behind one NAT or proxy share an address, and so share a user. When neither the
+/// header nor an address is found, the user is unknown: requests then share the lock namespace
+/// [`ANONYMOUS`], and an `Idempotency-Key` is ignored (no stored response is ever replayed to
+/// an unknown user; see the [module docs](super)).
 #[derive(Clone)]
 pub struct HeaderUser {
     header: HeaderName,
@@ -82,12 +93,21 @@ impl Default for HeaderUser {
     }
 }
 
+/// The client IP from the extensions, where the server put the connection's address.
+fn default_client_addr(ext: &Extensions) -> Option<String> {
+    #[cfg(feature = "axum")]
+    if let Some(info) = ext.get::<axum::extract::ConnectInfo<SocketAddr>>() {
+        return Some(info.0.ip().to_string());
+    }
+    ext.get::<SocketAddr>().map(|a| a.ip().to_string())
+}
+
 impl HeaderUser {
-    /// Reads `header`; falls back to the client IP from a `SocketAddr` extension.
+    /// Reads `header`; falls back to the client IP (see [the client address](Self#the-client-address)).
     pub fn new(header: HeaderName) -> Self {
         HeaderUser {
             header,
-            addr: Arc::new(|ext: &Extensions| ext.get::<SocketAddr>().map(|a| a.ip().to_string())),
+            addr: Arc::new(default_client_addr),
         }
     }
 
@@ -99,6 +119,21 @@ impl HeaderUser {
     {
         self.addr = Arc::new(f);
         self
+    }
+
+    /// Reads the client address from an extension of type `E` that dereferences to a
+    /// `SocketAddr`, such as axum's `ConnectInfo<SocketAddr>`, without lockkit depending on the
+    /// framework that defines it.
+    ///
+    /// ```ignore
+    /// HeaderUser::default().client_addr_from::<axum::extract::ConnectInfo<SocketAddr>>()
+    /// ```
+    #[must_use]
+    pub fn client_addr_from<E>(self) -> Self
+    where
+        E: Deref<Target = SocketAddr> + Send + Sync + 'static,
+    {
+        self.client_addr(|ext| ext.get::<E>().map(|a| a.ip().to_string()))
     }
 }
 
@@ -121,10 +156,56 @@ pub struct KeyInput<'a> {
     pub prefix: &'a str,
     /// The user, as the extractor found it ([`ANONYMOUS`] when it found nobody).
     pub user: &'a str,
-    /// Method, URI, headers and extensions.
+    /// Method, URI, headers and extensions, as the layer sees them (a nested router's URI has
+    /// its prefix stripped: use [`path`](Self::path)).
     pub parts: &'a Parts,
     /// The whole body, as buffered.
     pub body: &'a [u8],
+    /// The host name the request was sent to, lowercase, without the port (URI authority, else
+    /// `Host` header; empty when neither is there).
+    pub host: &'a str,
+    /// The full path as the client sent it (the original URI's, when the router left one).
+    pub path: &'a str,
+    /// The query string of that URI (empty when none).
+    pub query: &'a str,
+}
+
+/// Host, full path and query of a request: what tells two endpoints apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub(crate) host: String,
+    pub(crate) path: String,
+    pub(crate) query: String,
+}
+
+impl Target {
+    /// From the original URI when a router kept one (the URI before any prefix was stripped),
+    /// else from the request's own.
+    pub(crate) fn of(parts: &Parts, original: Option<&Uri>) -> Target {
+        let uri = original.unwrap_or(&parts.uri);
+        // The host name without the port: instances of one service reached on different ports
+        // (directly, or behind a balancer that passes its own port on) serve one site.
+        let host = parts
+            .uri
+            .host()
+            .or(uri.host())
+            .map(str::to_string)
+            .or_else(|| {
+                let h = parts.headers.get(header::HOST)?;
+                let h = String::from_utf8_lossy(h.as_bytes()).trim().to_string();
+                Some(match h.parse::<http::uri::Authority>() {
+                    Ok(a) => a.host().to_string(),
+                    Err(_) => h,
+                })
+            })
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        Target {
+            host,
+            path: uri.path().to_string(),
+            query: uri.query().unwrap_or("").to_string(),
+        }
+    }
 }
 
 /// Turns a request into its lock key; `None` lets the request through unguarded.
@@ -142,19 +223,19 @@ where
     }
 }
 
-/// The default key: `{prefix}:{user}:{METHOD}:{path}:{digest of query and body}`.
+/// The default key: `{prefix}:{user}:{METHOD}:{host}:{path}:{digest of query and body}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultKeyBuilder;
 
 impl KeyBuilder for DefaultKeyBuilder {
     fn key(&self, input: &KeyInput<'_>) -> Option<String> {
-        let uri = &input.parts.uri;
         Some(request_key(
             input.prefix,
             input.user,
             input.parts.method.as_str(),
-            uri.path(),
-            uri.query().unwrap_or(""),
+            input.host,
+            input.path,
+            input.query,
             input.body,
         ))
     }
@@ -163,21 +244,25 @@ impl KeyBuilder for DefaultKeyBuilder {
 /// The default key from its pieces.
 ///
 /// ```
-/// let k = lockkit::middleware::request_key("lockkit:submit", "alice", "POST", "/orders", "", b"{}");
-/// assert_eq!(k, "lockkit:submit:alice:POST:/orders:9bf2cdb8cad05b1300c3c1eb12770a9a");
+/// let k = lockkit::middleware::request_key(
+///     "lockkit:submit", "alice", "POST", "shop.example", "/v1/orders", "", b"{}",
+/// );
+/// assert_eq!(k, "lockkit:submit:alice:POST:shop.example:/v1/orders:9bf2cdb8cad05b1300c3c1eb12770a9a");
 /// ```
 pub fn request_key(
     prefix: &str,
     user: &str,
     method: &str,
+    host: &str,
     path: &str,
     query: &str,
     body: &[u8],
 ) -> String {
     format!(
-        "{prefix}:{}:{}:{}:{}",
+        "{prefix}:{}:{}:{}:{}:{}",
         segment(user),
         segment(method),
+        segment(host),
         segment(path),
         body_digest(query.as_bytes(), body)
     )
@@ -193,10 +278,17 @@ pub fn body_digest(query: &[u8], body: &[u8]) -> String {
 }
 
 /// The idempotency fingerprint of a request: the first 16 bytes of SHA-256 over its method,
-/// path, query and body, each length-prefixed so that no part can shift into another.
-pub(crate) fn request_fingerprint(method: &str, path: &str, query: &str, body: &[u8]) -> String {
+/// host, full path, query and body, each length-prefixed so that no part can shift into another.
+pub(crate) fn request_fingerprint(method: &str, target: &Target, body: &[u8]) -> String {
     let mut h = Sha256::new();
-    for part in [method.as_bytes(), path.as_bytes(), query.as_bytes(), body] {
+    let parts = [
+        method.as_bytes(),
+        target.host.as_bytes(),
+        target.path.as_bytes(),
+        target.query.as_bytes(),
+        body,
+    ];
+    for part in parts {
         h.update((part.len() as u64).to_be_bytes());
         h.update(part);
     }
@@ -250,12 +342,16 @@ mod tests {
     }
 
     fn key(user: &str, p: &Parts, body: &[u8]) -> String {
+        let t = Target::of(p, None);
         DefaultKeyBuilder
             .key(&KeyInput {
                 prefix: "p",
                 user,
                 parts: p,
                 body,
+                host: &t.host,
+                path: &t.path,
+                query: &t.query,
             })
             .unwrap()
     }
@@ -271,7 +367,10 @@ mod tests {
     fn key_has_readable_layout() {
         let p = parts("POST", "/orders", &[]);
         let k = key("alice", &p, b"{}");
-        assert!(k.starts_with("p:alice:POST:/orders:"), "{k}");
+        assert!(k.starts_with("p:alice:POST::/orders:"), "{k}");
+        let p = parts("POST", "/orders", &[("host", "Shop.Example:8080")]);
+        let k = key("alice", &p, b"{}");
+        assert!(k.starts_with("p:alice:POST:shop.example:/orders:"), "{k}");
         assert_eq!(k.rsplit(':').next().unwrap().len(), 32);
     }
 
@@ -295,8 +394,8 @@ mod tests {
         // Without escaping, user "a:POST:/x" + path "/y" would read like user "a" + ... .
         let p = parts("POST", "/y", &[]);
         let forged = key("a:POST:/x", &p, b"");
-        assert!(forged.starts_with("p:a%3APOST%3A/x:POST:/y:"), "{forged}");
-        assert_eq!(forged.matches(':').count(), 4);
+        assert!(forged.starts_with("p:a%3APOST%3A/x:POST::/y:"), "{forged}");
+        assert_eq!(forged.matches(':').count(), 5);
     }
 
     #[test]
@@ -312,18 +411,72 @@ mod tests {
         assert_eq!(s.len(), 33);
         assert!(s.starts_with('#'));
         assert_ne!(s, segment(&"x".repeat(5001)));
-        let k = request_key("p", &long, "POST", &format!("/{long}"), "", b"");
+        let k = request_key("p", &long, "POST", &long, &format!("/{long}"), "", b"");
         assert!(k.len() < 200, "{k}");
     }
 
     #[test]
     fn fingerprint_parts_cannot_be_shifted_into_each_other() {
-        let base = request_fingerprint("POST", "/a", "q", b"body");
+        let t = |host: &str, path: &str, query: &str| Target {
+            host: host.into(),
+            path: path.into(),
+            query: query.into(),
+        };
+        let base = request_fingerprint("POST", &t("h", "/a", "q"), b"body");
         assert_eq!(base.len(), 32);
-        assert_eq!(base, request_fingerprint("POST", "/a", "q", b"body"));
-        assert_ne!(base, request_fingerprint("POST", "/aq", "", b"body"));
-        assert_ne!(base, request_fingerprint("POST", "/a", "qb", b"ody"));
-        assert_ne!(base, request_fingerprint("PUT", "/a", "q", b"body"));
+        assert_eq!(
+            base,
+            request_fingerprint("POST", &t("h", "/a", "q"), b"body")
+        );
+        assert_ne!(
+            base,
+            request_fingerprint("POST", &t("h", "/aq", ""), b"body")
+        );
+        assert_ne!(
+            base,
+            request_fingerprint("POST", &t("h", "/a", "qb"), b"ody")
+        );
+        assert_ne!(
+            base,
+            request_fingerprint("POST", &t("h/a", "", "q"), b"body")
+        );
+        assert_ne!(
+            base,
+            request_fingerprint("PUT", &t("h", "/a", "q"), b"body")
+        );
+    }
+
+    #[test]
+    fn target_prefers_the_original_uri_and_finds_the_host() {
+        let p = parts("POST", "/orders?x=1", &[("host", "Shop.Example")]);
+        let original: Uri = "/v1/orders?x=1".parse().unwrap();
+        let t = Target::of(&p, Some(&original));
+        assert_eq!(
+            (t.host.as_str(), t.path.as_str()),
+            ("shop.example", "/v1/orders")
+        );
+        assert_eq!(t.query, "x=1");
+        assert_eq!(Target::of(&p, None).path, "/orders");
+        // HTTP/2 puts the authority in the URI.
+        let h2 = parts("POST", "https://api.example/orders", &[]);
+        assert_eq!(Target::of(&h2, None).host, "api.example");
+        assert_eq!(Target::of(&parts("POST", "/", &[]), None).host, "");
+    }
+
+    #[test]
+    fn client_addr_from_reads_a_typed_extension() {
+        #[derive(Clone)]
+        struct Peer(SocketAddr);
+        impl Deref for Peer {
+            type Target = SocketAddr;
+            fn deref(&self) -> &SocketAddr {
+                &self.0
+            }
+        }
+        let mut p = parts("POST", "/", &[]);
+        p.extensions.insert(Peer("192.0.2.9:4000".parse().unwrap()));
+        let users = HeaderUser::default().client_addr_from::<Peer>();
+        assert_eq!(users.user(&p).as_deref(), Some("192.0.2.9"));
     }
 
     #[test]
@@ -348,6 +501,18 @@ mod tests {
         assert_eq!(HeaderUser::default().user(&p), None);
     }
 
+    #[cfg(feature = "axum")]
+    #[test]
+    fn header_user_finds_axums_connect_info_by_default() {
+        let mut p = parts("POST", "/", &[]);
+        let addr: SocketAddr = "198.51.100.4:6000".parse().unwrap();
+        p.extensions.insert(axum::extract::ConnectInfo(addr));
+        assert_eq!(
+            HeaderUser::default().user(&p).as_deref(),
+            Some("198.51.100.4")
+        );
+    }
+
     #[test]
     fn header_user_with_custom_client_addr() {
         #[derive(Clone)]
@@ -370,6 +535,9 @@ mod tests {
             user: "u",
             parts: p,
             body: b"",
+            host: "",
+            path: "/",
+            query: "",
         };
         assert_eq!(only_posts.key(&input(&get)), None);
         assert_eq!(only_posts.key(&input(&post)).as_deref(), Some("p:u"));

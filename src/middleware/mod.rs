@@ -3,8 +3,15 @@
 //!
 //! A user double-clicks "submit order"; two requests land on two instances behind a load
 //! balancer. With this layer in front of the handler, the first takes a lock keyed by
-//! *user + method + path + digest of query and body*; the second finds it taken and gets
-//! `429 Too Many Requests` at once. Other bodies, paths and users are not blocked.
+//! *user + method + host + full path + digest of query and body*; the second finds it taken and
+//! gets `429 Too Many Requests` at once. Other bodies, paths, hosts and users are not blocked.
+//!
+//! With axum, enable the cargo feature `axum` (it implies `tower`): the defaults then read the
+//! path from axum's `OriginalUri` (a router mounted with `nest` strips its prefix from the URI
+//! the layer sees, so `/v1/orders` and `/v2/orders` would otherwise be one endpoint) and the
+//! client address from `ConnectInfo<SocketAddr>`. Without the feature, lockkit does not depend on
+//! axum; [`DuplicateSubmitLayer::original_uri_from`] and [`HeaderUser::client_addr_from`] name
+//! those types (or any framework's) instead.
 //!
 //! ```no_run
 //! use axum::{routing::post, Router};
@@ -24,7 +31,7 @@
 //!    413), and later handed to the handler intact.
 //! 2. The user comes from the [`UserExtractor`] (default [`HeaderUser`]: the `x-user-id`
 //!    header, then the client address), the key from the [`KeyBuilder`] (default
-//!    [`DefaultKeyBuilder`], see [`request_key`]).
+//!    [`DefaultKeyBuilder`], see [`request_key`]), over the full original path and the host.
 //! 3. One `SET key token NX PX ttl` (TTL 5 s by default; optionally renewed by the watchdog).
 //!    Taken by someone else: the busy response (429). Redis unavailable: fail-closed (503, the
 //!    default) or fail-open (run unguarded), logged with `tracing` either way.
@@ -55,8 +62,19 @@
 //! A response that should be stored but cannot be (Redis refused the write or did not answer, a
 //! body of unknown size or over 1 MiB) leaves the claim in place until its TTL runs out, so a
 //! retry meanwhile gets 409 rather than running the handler a second time. Records are scoped by
-//! user: another user's identical key is a different key. Hop-by-hop headers, `content-length`
-//! and `set-cookie` are not stored.
+//! host and user: another user's identical key is a different key. A request whose user is
+//! unknown (no user header, no client address) is served as if it carried no key: it is never
+//! answered with a stored response, which could be another client's. Hop-by-hop headers,
+//! `content-length` and `set-cookie` are not stored.
+//!
+//! # Who the user is: the trust model
+//! The user decides whose requests can block each other and whose stored responses a retry can
+//! get, so it must come from something the client cannot choose. The default [`HeaderUser`]
+//! reads the `x-user-id` header, which any client can set to any value: it is trustworthy only
+//! behind a gateway that authenticates the caller, sets the header itself and strips it from
+//! what clients send. Otherwise pass [`DuplicateSubmitLayer::user_extractor`] a function reading
+//! your authenticated user (a session, a verified token's subject). Without the header the user
+//! is the client's IP address, which clients behind one NAT or proxy share.
 //!
 //! # Limitations and caveats
 //! - The lock stops *concurrent* duplicates; a duplicate that arrives after the first answered
@@ -68,8 +86,9 @@
 //! - A client that disconnects while the handler runs frees its key (lock or claim) in the
 //!   background: the handler was cancelled, and a retry runs it again.
 //! - If the future is dropped while the `SET` is in flight, a lock may be left to expire by TTL.
-//! - A header-supplied user id is what the client says: trust it only behind a gateway that sets
-//!   it, or plug in an extractor reading your authenticated user.
+//! - A header-supplied user id is what the client says (see the trust model above).
+//! - Requests of unknown users share one lock namespace ([`ANONYMOUS`]): two such clients sending
+//!   the same request at once block each other.
 
 mod idempotency;
 mod key;

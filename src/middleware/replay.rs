@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use tower_service::Service;
 
 use super::idempotency::StoredResponse;
-use super::key::{request_fingerprint, segment, short_digest};
+use super::key::{request_fingerprint, segment, short_digest, Target};
 use super::options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
 use super::service::{admit, rejection, release, run, Admission, BoxError, Config, Ran};
 
@@ -30,16 +30,25 @@ pub(super) struct IdemRequest<'a> {
 impl<'a> IdemRequest<'a> {
     /// The request's claim and record keys, when idempotency is on and the header present; a
     /// header that is empty or too long is refused (400).
+    ///
+    /// A request whose user is unknown is served without idempotency: its key cannot be told
+    /// apart from another unknown client's, and a stored response must never reach another
+    /// client.
     pub(super) fn of(
         options: &'a DuplicateSubmitOptions,
         parts: &Parts,
-        user: &str,
+        user: Option<&str>,
+        target: &Target,
         body: &[u8],
     ) -> Result<Option<IdemRequest<'a>>, Rejection> {
         let Some(opts) = options.idempotency.as_ref() else {
             return Ok(None);
         };
         let Some(value) = parts.headers.get(&opts.header) else {
+            return Ok(None);
+        };
+        let Some(user) = user else {
+            tracing::debug!("unknown user: the idempotency key is ignored (no replay)");
             return Ok(None);
         };
         let raw = value.as_bytes();
@@ -52,18 +61,17 @@ impl<'a> IdemRequest<'a> {
                 ),
             ));
         }
-        let scope = format!("{}:{}", segment(user), short_digest(raw));
-        let uri = &parts.uri;
+        let scope = format!(
+            "{}:{}:{}",
+            segment(&target.host),
+            segment(user),
+            short_digest(raw)
+        );
         Ok(Some(IdemRequest {
             opts,
             claim: format!("{}:claim:{scope}", options.prefix),
             record: format!("{}:idem:{scope}", options.prefix),
-            fingerprint: request_fingerprint(
-                parts.method.as_str(),
-                uri.path(),
-                uri.query().unwrap_or(""),
-                body,
-            ),
+            fingerprint: request_fingerprint(parts.method.as_str(), target, body),
         }))
     }
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -10,14 +11,15 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
-use http::{header, Request, Response, StatusCode};
+use http::{header, Extensions, Request, Response, StatusCode, Uri};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::idempotency::IdempotencyStore;
-use super::key::{DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput, UserExtractor, ANONYMOUS};
+use super::key::ANONYMOUS;
+use super::key::{DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput, Target, UserExtractor};
 use super::options::{DuplicateSubmitOptions, FailMode, Rejection};
 use super::replay::{idempotent, IdemRequest};
 use crate::error::{Error, Result};
@@ -26,12 +28,25 @@ use crate::{LockClient, Locker};
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+type UriFn = dyn Fn(&Extensions) -> Option<Uri> + Send + Sync;
+
 pub(super) struct Config {
     pub(super) client: LockClient,
     pub(super) options: DuplicateSubmitOptions,
     users: Arc<dyn UserExtractor>,
     keys: Arc<dyn KeyBuilder>,
+    original_uri: Arc<UriFn>,
     pub(super) store: IdempotencyStore,
+}
+
+/// The URI before a router stripped a prefix from it, where the router keeps one.
+fn default_original_uri(ext: &Extensions) -> Option<Uri> {
+    #[cfg(feature = "axum")]
+    if let Some(uri) = ext.get::<axum::extract::OriginalUri>() {
+        return Some(uri.0.clone());
+    }
+    let _ = ext;
+    None
 }
 
 /// A tower [`Layer`] that lets one request per key run at a time (see the
@@ -65,6 +80,7 @@ impl DuplicateSubmitLayer {
                 options,
                 users: Arc::new(HeaderUser::default()),
                 keys: Arc::new(DefaultKeyBuilder),
+                original_uri: Arc::new(default_original_uri),
             }),
         })
     }
@@ -81,6 +97,31 @@ impl DuplicateSubmitLayer {
         self.rebuild(|c| c.keys = Arc::new(keys))
     }
 
+    /// Where to find the request's original URI when a router strips a prefix from the one the
+    /// layer sees (axum's `nest`). Keys and fingerprints use its path, so the same request to
+    /// `/v1/orders` and `/v2/orders` is two requests.
+    ///
+    /// The default reads axum's `OriginalUri` with the cargo feature `axum`, and nothing without
+    /// it (the URI as the layer sees it). Routers that strip nothing need no setting.
+    #[must_use]
+    pub fn original_uri<F>(self, f: F) -> Self
+    where
+        F: Fn(&Extensions) -> Option<Uri> + Send + Sync + 'static,
+    {
+        self.rebuild(|c| c.original_uri = Arc::new(f))
+    }
+
+    /// Reads the original URI from an extension of type `E` that dereferences to a `Uri`, such
+    /// as axum's `OriginalUri`, without lockkit depending on the framework that defines it:
+    /// `layer.original_uri_from::<axum::extract::OriginalUri>()`.
+    #[must_use]
+    pub fn original_uri_from<E>(self) -> Self
+    where
+        E: Deref<Target = Uri> + Send + Sync + 'static,
+    {
+        self.original_uri(|ext| ext.get::<E>().map(|u| Uri::clone(u)))
+    }
+
     fn rebuild(self, change: impl FnOnce(&mut Config)) -> Self {
         let c = &self.config;
         let mut config = Config {
@@ -88,6 +129,7 @@ impl DuplicateSubmitLayer {
             options: c.options.clone(),
             users: Arc::clone(&c.users),
             keys: Arc::clone(&c.keys),
+            original_uri: Arc::clone(&c.original_uri),
             store: c.store.clone(),
         };
         change(&mut config);
@@ -188,21 +230,23 @@ where
             return Ok(rejection(&r));
         }
     };
-    let user = config
-        .users
-        .user(&parts)
-        .unwrap_or_else(|| ANONYMOUS.to_string());
+    let user = config.users.user(&parts);
+    let original = (config.original_uri)(&parts.extensions);
+    let target = Target::of(&parts, original.as_ref());
     let key = config.keys.key(&KeyInput {
         prefix: &opts.prefix,
-        user: &user,
+        user: user.as_deref().unwrap_or(ANONYMOUS),
         parts: &parts,
         body: &body,
+        host: &target.host,
+        path: &target.path,
+        query: &target.query,
     });
     let Some(key) = key else {
         let mut inner = inner;
         return inner.call(Request::from_parts(parts, body.into())).await;
     };
-    match IdemRequest::of(opts, &parts, &user, &body) {
+    match IdemRequest::of(opts, &parts, user.as_deref(), &target, &body) {
         Err(r) => return Ok(rejection(&r)),
         Ok(Some(idem)) => return idempotent(&config, inner, parts, body, idem).await,
         Ok(None) => {}
