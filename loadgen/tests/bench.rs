@@ -98,8 +98,10 @@ async fn report_carries_every_design_field_and_its_logs() {
         assert_eq!(merged.len(), 1);
     }
     assert!(r.report.histogram_logs.contains_key("cycle"));
+    // The JSON, its HTML report and the logs; nothing else.
+    assert!(r.json_path.with_extension("html").exists());
     let files = std::fs::read_dir(dir.path()).unwrap().count();
-    assert_eq!(files, 1 + r.report.histogram_logs.len());
+    assert_eq!(files, 2 + r.report.histogram_logs.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
