@@ -54,7 +54,10 @@ enum LuaCommand {
         #[arg(long)]
         root: Option<PathBuf>,
     },
-    /// Run transcripts against an empty real server and write its replies into them.
+    /// Run transcripts against an empty real server and write its replies into them. An error
+    /// reply the transcript did not expect (a recorded reply that was no error, or a refusal
+    /// for the server's set-up such as DEBUG on a server started without
+    /// `--enable-debug-command local`) stops it: non-zero exit, no file written.
     Record {
         /// Transcript files, rewritten in place.
         #[arg(required = true)]
@@ -248,6 +251,9 @@ fn test(
             }
             println!("    actual:");
             m.actual.iter().for_each(|l| println!("      {l}"));
+            if let Some(fix) = m.actual.first().and_then(|l| refusal_fix(l)) {
+                println!("    why: the server refused the command for its configuration: {fix}");
+            }
         }
     }
     println!("{} passed, {failed} failed", transcripts.len() - failed);
@@ -260,7 +266,9 @@ fn test(
 
 fn record(files: &[PathBuf], url: &str) -> anyhow::Result<ExitCode> {
     let transcripts = parse_all(files, None)?;
-    for (t, file) in transcripts.iter().zip(files) {
+    // Every transcript is run and checked before any is written: all or nothing.
+    let mut texts = Vec::with_capacity(files.len());
+    for t in &transcripts {
         let mut remote = connect(url)?;
         require_empty(&mut remote, url)?;
         let mut target = Target::Server(remote);
@@ -268,11 +276,70 @@ fn record(files: &[PathBuf], url: &str) -> anyhow::Result<ExitCode> {
         if let Target::Server(r) = &mut target {
             cleanup(r)?;
         }
-        let text = t.render(&replies?);
+        let replies = replies?;
+        refuse_unexpected_errors(t, &replies, url)?;
+        texts.push(t.render(&replies));
+    }
+    for ((t, file), text) in transcripts.iter().zip(files).zip(texts) {
         write_atomically(file, &text)?;
         println!("recorded {} ({} commands)", t.path, t.cases().count());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What to do when a server refuses a command for how it was started or who is asking (not
+/// for what the script did): such a reply describes the set-up, never the behaviour under test.
+fn refusal_fix(reply_line: &str) -> Option<&'static str> {
+    let err = reply_line.strip_prefix("(error) ")?;
+    if err.contains("DEBUG command not allowed") {
+        Some(
+            "start redis-server with --enable-debug-command local (Debian's package refuses DEBUG \
+             by default; DEBUG SLEEP is how transcripts advance time)",
+        )
+    } else if err.starts_with("NOPERM") {
+        Some("the URL's user may not run it: record against a throwaway server as the default user")
+    } else if err.starts_with("NOAUTH") || err.starts_with("WRONGPASS") {
+        Some("put the password in the URL: redis://:PASSWORD@host:port")
+    } else {
+        None
+    }
+}
+
+/// Fails on the first error reply the transcript did not expect: a recorded reply that was not
+/// an error, or a refusal for the server's set-up. Recording it would write a wrong answer.
+fn refuse_unexpected_errors(
+    t: &Transcript,
+    replies: &[Vec<String>],
+    url: &str,
+) -> anyhow::Result<()> {
+    for (case, actual) in t.cases().zip(replies) {
+        let Some(err) = actual.iter().find(|l| l.starts_with("(error) ")) else {
+            continue;
+        };
+        let expected_error = case.expected.iter().any(|l| l.starts_with("(error) "));
+        let fix = refusal_fix(err);
+        if fix.is_none() && (expected_error || case.expected.is_empty()) {
+            continue;
+        }
+        let fix = fix.unwrap_or(
+            "if the new reply is right, delete the old one under this line and record again",
+        );
+        bail!(
+            "{}:{}: > {}: {} answered `{}` where the transcript expects {}; no transcript \
+             was written. To fix: {fix}",
+            t.path,
+            case.line,
+            case.text,
+            redact(url),
+            err.trim_start_matches("(error) "),
+            if case.expected.is_empty() {
+                "no error".to_string()
+            } else {
+                format!("`{}`", case.expected.join(" "))
+            },
+        );
+    }
+    Ok(())
 }
 
 fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {

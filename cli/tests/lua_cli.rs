@@ -236,3 +236,109 @@ fn a_script_with_a_syntax_error_is_reported_with_its_line() {
         "(error) ERR Error compiling script (new function): user_script:3: unexpected symbol near '<eof>'\n"
     );
 }
+
+/// A server started as Debian's packaged one runs: DEBUG refused.
+fn server_without_debug() -> RedisServer {
+    RedisServer::start_with(lockkit_test_support::ServerOptions {
+        extra_args: vec!["--enable-debug-command".into(), "no".into()],
+        ..Default::default()
+    })
+}
+
+#[test]
+fn record_refuses_an_error_reply_the_transcript_did_not_expect_and_leaves_the_file() {
+    let server = server_without_debug();
+    let tmp = temp_dir("record-refused");
+    let t = tmp.join("release.txt");
+    let original = std::fs::read_to_string(repo().join("tests/transcripts/release.txt")).unwrap();
+    std::fs::write(&t, &original).unwrap();
+    let debug_line = original
+        .lines()
+        .position(|l| l.starts_with("> DEBUG SLEEP"))
+        .expect("release.txt sleeps")
+        + 1;
+    let out = lockkit(
+        &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
+        None,
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{}{err}", text(&out.stdout));
+    assert!(
+        err.contains(&format!("release.txt:{debug_line}:"))
+            && err.contains("DEBUG command not allowed")
+            && err.contains("--enable-debug-command local"),
+        "{err}"
+    );
+    assert!(
+        !text(&out.stdout).contains("recorded"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&t).unwrap(),
+        original,
+        "file untouched"
+    );
+
+    // A fresh line (nothing recorded yet) that the server refuses for its configuration is
+    // refused too: it would record the server's set-up, not the script's behaviour.
+    std::fs::write(&t, "> SET k v\n> DEBUG SLEEP 0\n").unwrap();
+    let out = lockkit(
+        &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("release.txt:2:"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&t).unwrap(),
+        "> SET k v\n> DEBUG SLEEP 0\n"
+    );
+
+    // `lua test --url` names the same cause.
+    let out = lockkit(
+        &[
+            "lua",
+            "test",
+            repo()
+                .join("tests/transcripts/release.txt")
+                .to_str()
+                .unwrap(),
+            "--url",
+            &server.url(),
+        ],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stdout).contains("--enable-debug-command local"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn record_keeps_an_error_reply_the_transcript_expects() {
+    let server = RedisServer::start();
+    let tmp = temp_dir("record-expected-error");
+    let t = tmp.join("t.txt");
+    std::fs::write(
+        &t,
+        "> SET k v\n> INCR k\n(error) ERR old text\n> EVAL \"return redis.call('nosuch')\" 0\n",
+    )
+    .unwrap();
+    let out = lockkit(
+        &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let recorded = std::fs::read_to_string(&t).unwrap();
+    assert!(
+        recorded.contains("(error) ERR value is not an integer"),
+        "{recorded}"
+    );
+    assert!(recorded.contains("Unknown Redis command"), "{recorded}");
+}
