@@ -38,6 +38,7 @@ struct Opts {
     #[arg(
         long = "redis-url",
         env = "REDIS_URL",
+        hide_env_values = true,
         default_value = "redis://127.0.0.1:6379"
     )]
     redis_urls: Vec<String>,
@@ -65,8 +66,8 @@ struct Opts {
     /// The job's name (part of the lock key).
     #[arg(long, default_value = "report")]
     job: String,
-    /// Append each measured job duration (ms, one per line) to this file, for `lockkit ttl
-    /// RESULT.json --work-timings FILE`.
+    /// Write each measured job duration (ms, one per line) to this file, replacing it (its
+    /// folder is created), for `lockkit ttl RESULT.json --work-timings FILE`.
     #[arg(long)]
     timings_out: Option<std::path::PathBuf>,
 }
@@ -77,6 +78,12 @@ async fn try_take<L: Locker>(locker: &L, key: &str, ttl: Duration) -> lockkit::R
     let opts = LockOptions::new(ttl);
     opts.validate()?;
     Ok(locker.attempt(key, &opts).await?.is_some())
+}
+
+/// One line: the library error's own text already carries its cause (its source chain would
+/// repeat it).
+fn connect_error(shown: &[String], e: lockkit::Error) -> anyhow::Error {
+    anyhow::anyhow!("connecting to {}: {e}", shown.join(", "))
 }
 
 fn unix_ms() -> u64 {
@@ -187,12 +194,12 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
         if let [one] = urls.as_slice() {
             let client = LockClient::connect(one)
                 .await
-                .with_context(|| format!("connecting to {}", shown[0]))?;
+                .map_err(|e| connect_error(&shown, e))?;
             tasks.spawn(async move { scheduler(name, client, &plan, tx).await });
         } else {
             let redlock = Redlock::connect(urls)
                 .await
-                .with_context(|| format!("connecting to {}", shown.join(", ")))?;
+                .map_err(|e| connect_error(&shown, e))?;
             tasks.spawn(async move { scheduler(name, redlock, &plan, tx).await });
         }
     }
@@ -215,22 +222,30 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &opts.timings_out {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        for t in &timings {
-            writeln!(f, "{t}ms").with_context(|| format!("writing {}", path.display()))?;
-        }
+        write_timings(path, &timings).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Replaces `path` with one `NNNms` line per timing, whole or not at all (temporary file in
+/// the same folder, then rename).
+fn write_timings(path: &std::path::Path, timings: &[u64]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let text: String = timings.iter().map(|t| format!("{t}ms\n")).collect();
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 fn main() -> ExitCode {
     let opts = Opts::parse();
     tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )

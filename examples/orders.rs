@@ -36,7 +36,12 @@ struct Opts {
     #[arg(long, default_value = "127.0.0.1")]
     host: IpAddr,
     /// The Redis server shared by all instances.
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
     redis_url: String,
     /// How long creating an order takes, in milliseconds.
     #[arg(long, default_value_t = 0)]
@@ -74,7 +79,8 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
     let target = redact_url(&opts.redis_url);
     let client = LockClient::connect(&opts.redis_url)
         .await
-        .with_context(|| format!("connecting to {target}"))?;
+        // One line: the library error's own text carries the cause (its chain would repeat it).
+        .map_err(|e| anyhow::anyhow!("connecting to {target}: {e}"))?;
     let guard_opts = DuplicateSubmitOptions::new()
         .prefix("orders:submit")
         .ttl(Duration::from_millis(opts.ttl_ms))
@@ -120,6 +126,7 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let opts = Opts::parse();
     tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )

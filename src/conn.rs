@@ -129,7 +129,7 @@ pub(crate) async fn open_detecting(
     let (client, config) = single_client(url, options, proxy)?;
     let first = match ConnectionManager::new_with_config(client, config).await {
         Ok(c) => c,
-        Err(e) if options.proxy.is_none() && e.is_connection_dropped() => {
+        Err(e) if options.proxy.is_none() && closed_by_peer(&e) => {
             tracing::warn!(
                 target = %redact_url(url),
                 "the server closed the connection during the handshake; assuming a proxy \
@@ -193,6 +193,13 @@ pub(crate) async fn open_detecting(
         conns.push(Conn::Cluster(cluster.get_async_connection().await?));
     }
     Ok((conns, Topology::Cluster, set_nx_get))
+}
+
+/// The target accepted the connection and then closed it, as twemproxy does on a command it
+/// does not know. redis-rs counts a refused connection (nothing listens) as "dropped" too; that
+/// is no proxy, and guessing one would hide the real cause.
+fn closed_by_peer(e: &redis::RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
 async fn grow(

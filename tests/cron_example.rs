@@ -93,3 +93,77 @@ fn redlock_over_three_masters_runs_each_tick_once() {
     let ticks = run_processes(&urls, &["r"], 3);
     assert_each_tick_ran_once(&ticks, 3);
 }
+
+#[test]
+fn an_unreachable_server_is_one_plain_message_with_no_proxy_guess() {
+    let bin = example_binary("cron");
+    let dead = format!(
+        "redis://127.0.0.1:{}",
+        lockkit_test_support::free_port().unwrap()
+    );
+    let out = std::process::Command::new(&bin)
+        .args(["--redis-url", &dead, "--ticks", "1", "--instances", "1"])
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the cron example");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        !err.contains("proxy"),
+        "no proxy guess after a refused connection:\n{err}"
+    );
+    assert_eq!(
+        err.matches("Connection refused").count(),
+        1,
+        "said once:\n{err}"
+    );
+    assert!(
+        !err.contains('\u{1b}'),
+        "no colour codes when stderr is not a terminal:\n{err}"
+    );
+    // The tick loop must not start: the error comes before any tick line.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("tick="));
+}
+
+#[test]
+fn cron_help_does_not_show_an_empty_redis_url() {
+    let out = std::process::Command::new(example_binary("cron"))
+        .arg("--help")
+        .env_remove("REDIS_URL")
+        .output()
+        .expect("run the cron example");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("REDIS_URL"), "{help}");
+    assert!(!help.contains("REDIS_URL="), "{help}");
+}
+
+#[test]
+fn timings_out_is_replaced_not_appended_and_its_folder_created() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("runs").join("job-timings.txt");
+    for _ in 0..2 {
+        let args: Vec<String> = [
+            "--redis-url",
+            &redis.url(),
+            "--instances",
+            "1",
+            "--ticks",
+            "1",
+            "--tick-ms",
+            "200",
+            "--job-ms",
+            "10",
+            "--timings-out",
+            file.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        Running::start(&example_binary("cron"), &args).wait_exit(Duration::from_secs(30));
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 1, "one run's timings only:\n{text}");
+    assert!(text.trim_end().ends_with("ms"), "{text}");
+}
