@@ -105,7 +105,7 @@ fn connect(url: &str) -> anyhow::Result<Remote> {
         } else {
             lockkit_loadgen::target::connect_hint(&e.to_string())
         };
-        anyhow::anyhow!("connecting to {}: {why}", lockkit::redact_url(url))
+        lockkit_loadgen::exit::connect_failure(&e, format!("connecting to {}: {why}", lockkit::redact_url(url)))
     })
 }
 
@@ -330,7 +330,7 @@ fn refuse_unexpected_errors(
             t.path,
             case.line,
             case.text,
-            redact(url),
+            lockkit::redact_url(url),
             err.trim_start_matches("(error) "),
             if case.expected.is_empty() {
                 "no error".to_string()

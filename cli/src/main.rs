@@ -27,6 +27,7 @@ struct Opts {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure lock throughput and latency on a target (no --url: a throwaway local server).
+    #[command(after_help = lockkit_loadgen::exit::HELP)]
     Bench(BenchArgs),
     /// Recommend a TTL, watchdog interval and retry policy from a bench report.
     Ttl(TtlArgs),
@@ -54,7 +55,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(lockkit_loadgen::exit::code(&e))
         }
     }
 }

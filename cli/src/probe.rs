@@ -26,10 +26,11 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let report = runtime
         .block_on(lockkit::probe(&args.url, options))
         .map_err(|e| {
-            anyhow::anyhow!(
+            let msg = format!(
                 "probing {target}: {}",
                 lockkit_loadgen::target::connect_hint(&e.to_string())
-            )
+            );
+            lockkit_loadgen::exit::lock_failure(&e, msg)
         })?;
     print!("{}", render(&report));
     Ok(

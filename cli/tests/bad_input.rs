@@ -1,64 +1,16 @@
 //! Bad input through the built `lockkit` binary: each case gives one clear message naming the
-//! cause, a non-zero exit (2 for a value clap's parsers refuse, 1 for everything else), no
-//! panic, and no file written or damaged.
+//! cause, a non-zero exit (2 for bad input, 3 for a target that cannot be used, 1 for the
+//! rest), no panic, and no file written or damaged.
+
+mod common;
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use common::{files_in, lockkit, Run};
 
 use lockkit_test_support::{free_port, RedisServer, ServerOptions};
-
-/// What a run of the binary left.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `lockkit args...` with `stdin`, killing it if it is still running after 60 s (a hang
-/// is a failure, not a wait).
-fn lockkit(args: &[&str], stdin: Option<&str>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
-        .args(args)
-        .env_remove("REDIS_URL")
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run lockkit");
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let (mut o, mut e) = (String::new(), String::new());
-        let _ = out.read_to_string(&mut o);
-        let _ = err.read_to_string(&mut e);
-        (o, e)
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("lockkit {args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (stdout, stderr) = reader.join().unwrap();
-    Run {
-        code: status.code(),
-        stdout,
-        stderr,
-    }
-}
 
 /// Fails unless the run failed with `code`, printed `fragment` in an `error: ` line on stderr,
 /// and did not panic.
@@ -82,15 +34,6 @@ fn assert_one_error_line(r: &Run) {
         .filter(|l| !l.trim().is_empty() && !l.starts_with("For more information"))
         .collect();
     assert_eq!(lines.len(), 1, "{}", r.stderr);
-}
-
-fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A URL on a loopback port where nothing listens.
@@ -123,7 +66,7 @@ fn malformed_urls_and_unknown_schemes_are_refused_before_connecting() {
         ),
     ] {
         let r = lockkit(&["bench", "--url", url, "--out", &out, "--quiet"], None);
-        assert_fails(&r, 1, shown);
+        assert_fails(&r, 2, shown);
         assert_one_error_line(&r);
         assert!(!r.stderr.contains("pw-in-bad-url"), "{}", r.stderr);
     }
@@ -133,12 +76,12 @@ fn malformed_urls_and_unknown_schemes_are_refused_before_connecting() {
         let r = lockkit(&["probe", "--url", url], None);
         assert_fails(
             &r,
-            1,
+            2,
             &format!("probing {url}: invalid option `url`: `{url}` is not a valid Redis URL"),
         );
         assert_one_error_line(&r);
         let r = lockkit(&["lua", "exec", "--url", url, "-"], Some("PING\n"));
-        assert_fails(&r, 1, &format!("connecting to {url}"));
+        assert_fails(&r, 2, &format!("connecting to {url}"));
         assert!(r.stdout.is_empty());
     }
 }
@@ -182,13 +125,13 @@ fn wrong_password_and_wrong_acl_user_fail_at_connect_with_the_fix() {
         let mut args = vec!["bench", "--url", &url, "--out", &out, "--quiet"];
         args.extend(SHORT);
         let r = lockkit(&args, None);
-        assert_fails(&r, 1, &shown);
-        assert_fails(&r, 1, hint);
+        assert_fails(&r, 3, &shown);
+        assert_fails(&r, 3, hint);
         assert_one_error_line(&r);
         assert!(!r.stderr.contains("wrong-pw") && !r.stderr.contains("locker-pw"));
 
         let r = lockkit(&["probe", "--url", &url], None);
-        assert_fails(&r, 1, "probing redis://");
+        assert_fails(&r, 3, "probing redis://");
         assert_one_error_line(&r);
         assert!(!r.stderr.contains("wrong-pw") && !r.stderr.contains("locker-pw"));
     }
@@ -204,7 +147,7 @@ fn wrong_password_and_wrong_acl_user_fail_at_connect_with_the_fix() {
     );
     assert_fails(
         &r,
-        1,
+        3,
         &format!("connecting to redis://:***@127.0.0.1:{port}: {auth_failed}"),
     );
     assert!(r.stdout.is_empty() && !r.stderr.contains("wrong-pw"));
@@ -219,7 +162,7 @@ fn wrong_password_and_wrong_acl_user_fail_at_connect_with_the_fix() {
         ],
         Some("PING\n"),
     );
-    assert_fails(&r, 1, &format!("connecting to rediss://:***@127.0.0.1:{port}: no answer within 5 s; is it a TLS (rediss://) URL to a plain server"));
+    assert_fails(&r, 3, &format!("connecting to rediss://:***@127.0.0.1:{port}: no answer within 5 s; is it a TLS (rediss://) URL to a plain server"));
     assert_one_error_line(&r);
     // Right user, but its ACL allows only `lock:*`: refused before the run, not a run of
     // NOPERM errors; with a prefix it may use, the run works.
@@ -229,10 +172,10 @@ fn wrong_password_and_wrong_acl_user_fail_at_connect_with_the_fix() {
     let r = lockkit(&args, None);
     assert_fails(
         &r,
-        1,
+        3,
         &format!("error: redis://locker:***@127.0.0.1:{port} refused a lock on \"lockkit:bench:preflight\": redis: NoPerm"),
     );
-    assert_fails(&r, 1, "or pick another --key-prefix");
+    assert_fails(&r, 3, "or pick another --key-prefix");
     assert_one_error_line(&r);
     assert!(files_in(dir.path()).is_empty(), "nothing written");
     args.extend(["--key-prefix", "lock:bench:"]);
@@ -257,14 +200,19 @@ fn a_port_with_no_redis_is_refused_with_a_hint() {
     );
     assert_fails(
         &r,
-        1,
+        3,
         &format!("connecting to {url}: Connection refused (os error 111); is the server running on that host and port?"),
     );
     assert_one_error_line(&r);
     assert!(files_in(dir.path()).is_empty());
     let r = lockkit(&["probe", "--url", &url], None);
-    assert_fails(&r, 1, &format!("probing {url}: redis: Connection refused"));
+    assert_fails(&r, 3, &format!("probing {url}: redis: Connection refused"));
     assert_one_error_line(&r);
+    // Only bench starts a throwaway server without --url, so only bench suggests it.
+    assert!(!r.stderr.contains("omit --url"), "{}", r.stderr);
+    let r = lockkit(&["lua", "exec", "--url", &url, "-"], Some("PING\n"));
+    assert_fails(&r, 3, &format!("connecting to {url}: Connection refused"));
+    assert!(!r.stderr.contains("omit --url"), "{}", r.stderr);
 }
 
 /// A tiny HTTP server on a loopback port: answers every request with `400 Bad Request` and
@@ -301,16 +249,16 @@ fn a_port_speaking_http_is_named_as_not_redis() {
         ],
         None,
     );
-    assert_fails(&r, 1, &format!("connecting to {url}: "));
+    assert_fails(&r, 3, &format!("connecting to {url}: "));
     assert_fails(
         &r,
-        1,
+        3,
         "that port does not speak the Redis protocol; check the host and port",
     );
     assert_one_error_line(&r);
     assert!(files_in(dir.path()).is_empty());
     let r = lockkit(&["probe", "--url", &url], None);
-    assert_fails(&r, 1, "that port does not speak the Redis protocol");
+    assert_fails(&r, 3, "that port does not speak the Redis protocol");
     assert_one_error_line(&r);
 }
 
@@ -320,11 +268,11 @@ fn absurd_ttls_durations_counts_and_rates_name_the_flag() {
     let out = dir.path().display().to_string();
     let url = dead_url();
     for (flags, code, shown) in [
-        (&["--ttl", "0"][..], 1, "error: --ttl must be at least 3 ms"),
-        (&["--ttl", "2ms"], 1, "error: --ttl must be at least 3 ms"),
+        (&["--ttl", "0"][..], 2, "error: --ttl must be at least 3 ms"),
+        (&["--ttl", "2ms"], 2, "error: --ttl must be at least 3 ms"),
         (
             &["--ttl", "9000h"],
-            1,
+            2,
             "error: --ttl must be at most a year",
         ),
         (
@@ -344,7 +292,7 @@ fn absurd_ttls_durations_counts_and_rates_name_the_flag() {
         ),
         (
             &["--duration", "0"],
-            1,
+            2,
             "error: --duration 0: nothing would be measured",
         ),
         (&["--hold", "-5ms"], 2, "`-5ms` is not a duration"),
@@ -355,12 +303,12 @@ fn absurd_ttls_durations_counts_and_rates_name_the_flag() {
         ),
         (
             &["--clients", "0"],
-            1,
+            2,
             "error: --clients must be between 1 and",
         ),
         (
             &["--clients", "1g"],
-            1,
+            2,
             "error: --clients must be between 1 and",
         ),
         (
@@ -371,18 +319,18 @@ fn absurd_ttls_durations_counts_and_rates_name_the_flag() {
         (&["--keys", "1.5"], 2, "`1.5` is not a whole count"),
         (
             &["--connections", "0"],
-            1,
+            2,
             "error: --connections must be between 1 and 1024",
         ),
         (
             &["--rate", "0"],
-            1,
+            2,
             "error: --rate 0: an open loop needs at least one cycle per second",
         ),
         (&["--rate", "-10"], 2, "`-10` is not a count"),
         (
             &["--key-prefix", ""],
-            1,
+            2,
             "error: --key-prefix must not be empty",
         ),
     ] {
@@ -397,7 +345,7 @@ fn absurd_ttls_durations_counts_and_rates_name_the_flag() {
         &["bench", "--url", &url, "--out", &out, "--key-prefix", &huge],
         None,
     );
-    assert_fails(&r, 1, "error: --key-prefix is longer than 60 KiB");
+    assert_fails(&r, 2, "error: --key-prefix is longer than 60 KiB");
     assert!(files_in(dir.path()).is_empty(), "nothing written");
 
     let r = lockkit(&["ttl", "r.json", "--work-p99", "-1ms"], None);
@@ -458,7 +406,7 @@ fn an_unwritable_results_folder_fails_before_the_run_and_damages_nothing() {
     );
     assert_fails(
         &r,
-        1,
+        2,
         &format!(
             "cannot write reports to {}; pick a writable folder with --out DIR",
             under.display()
@@ -477,7 +425,7 @@ fn an_unwritable_results_folder_fails_before_the_run_and_damages_nothing() {
     );
     assert_fails(
         &r,
-        1,
+        2,
         &format!("cannot write reports to {}", file.display()),
     );
     let r = lockkit(
@@ -490,7 +438,7 @@ fn an_unwritable_results_folder_fails_before_the_run_and_damages_nothing() {
         ],
         None,
     );
-    assert_fails(&r, 1, "--json names a folder");
+    assert_fails(&r, 2, "--json names a folder");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
     assert_eq!(files_in(dir.path()), vec![file]);
 }

@@ -1,46 +1,14 @@
 //! `lockkit lua exec|test|record` through the built binary, against real redis-server and
 //! redis-cli processes.
 
+mod common;
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+use common::{lockkit, repo};
 
 use lockkit_test_support::RedisServer;
-
-fn lockkit(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
-        .args(args)
-        .current_dir(repo())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run lockkit");
-    if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lockkit-lua-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// Lines covering every reply shape redis-cli prints: status, errors, integers, nils, bulk
 /// strings with escapes, nested and empty arrays, wide indexes, script errors.
@@ -84,12 +52,12 @@ fn exec_prints_what_redis_cli_prints() {
     let expected = cli.wait_with_output().unwrap();
     assert!(expected.status.success());
     let offline = lockkit(&["lua", "exec"], Some(LINES));
-    assert!(offline.status.success(), "{}", text(&offline.stderr));
-    assert_eq!(text(&offline.stdout), text(&expected.stdout));
+    assert!(offline.success(), "{}", offline.stderr);
+    assert_eq!(offline.stdout, String::from_utf8_lossy(&expected.stdout));
     // The same lines through --url reach the server and print the same way.
     server.inline("FLUSHALL").unwrap();
     let online = lockkit(&["lua", "exec", "--url", &server.url(), "-"], Some(LINES));
-    assert_eq!(text(&online.stdout), text(&expected.stdout));
+    assert_eq!(online.stdout, String::from_utf8_lossy(&expected.stdout));
 }
 
 #[test]
@@ -107,23 +75,19 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
     let mut args = vec!["lua", "test"];
     args.extend(files.iter().map(String::as_str));
     let out = lockkit(&args, None);
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    assert!(text(&out.stdout).contains("4 passed, 0 failed"));
+    assert!(out.success(), "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("4 passed, 0 failed"));
 
-    let tmp = temp_dir("changed");
+    let tmp_dir = tempfile::tempdir().unwrap();
+    let tmp = tmp_dir.path();
     let original = std::fs::read_to_string(dir.join("release.txt")).unwrap();
     let changed = original.replacen("(integer) -1", "(integer) 1", 1);
     assert_ne!(changed, original);
     let copy = tmp.join("release.txt");
     std::fs::write(&copy, changed).unwrap();
     let out = lockkit(&["lua", "test", copy.to_str().unwrap()], None);
-    assert!(!out.status.success());
-    let report = text(&out.stdout);
+    assert!(!out.success());
+    let report = out.stdout;
     assert!(
         report.contains("FAIL") && report.contains("expected:") && report.contains("(integer) -1"),
         "{report}"
@@ -133,7 +97,8 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
 #[test]
 fn record_fills_replies_from_a_server_and_test_then_passes_offline() {
     let server = RedisServer::start();
-    let tmp = temp_dir("record");
+    let tmp_dir = tempfile::tempdir().unwrap();
+    let tmp = tmp_dir.path();
     let t = tmp.join("t.txt");
     std::fs::write(
         &t,
@@ -141,12 +106,11 @@ fn record_fills_replies_from_a_server_and_test_then_passes_offline() {
     )
     .unwrap();
     // The file is outside the repository: lua/ is found through the working directory.
-    let out = Command::new(env!("CARGO_BIN_EXE_lockkit"))
-        .args(["lua", "record", t.to_str().unwrap(), "--url", &server.url()])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = lockkit(
+        &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
+        None,
+    );
+    assert!(out.success(), "{}", out.stderr);
     let recorded = std::fs::read_to_string(&t).unwrap();
     assert_eq!(
         recorded,
@@ -154,26 +118,23 @@ fn record_fills_replies_from_a_server_and_test_then_passes_offline() {
     );
     // record cleaned up after itself.
     assert!(server.inline("DBSIZE").unwrap().starts_with(":0"));
-    let out = Command::new(env!("CARGO_BIN_EXE_lockkit"))
-        .args(["lua", "test", t.to_str().unwrap()])
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
+    assert!(out.success(), "{}", out.stdout);
 }
 
 #[test]
 fn a_bad_line_stops_everything_before_anything_runs() {
     let server = RedisServer::start();
-    let tmp = temp_dir("bad");
+    let tmp_dir = tempfile::tempdir().unwrap();
+    let tmp = tmp_dir.path();
     let t = tmp.join("bad.txt");
     std::fs::write(&t, "> SET first 1\nOK\n> SET \"unbalanced 1\n").unwrap();
     let out = lockkit(
         &["lua", "test", t.to_str().unwrap(), "--url", &server.url()],
         None,
     );
-    assert!(!out.status.success());
-    let err = text(&out.stderr);
+    assert!(!out.success());
+    let err = &out.stderr;
     assert!(
         err.contains("bad.txt:3:") && err.contains("unbalanced quotes"),
         "{err}"
@@ -186,53 +147,52 @@ fn a_bad_line_stops_everything_before_anything_runs() {
     std::fs::write(&t, "> SET k v\n> FROBFILE x.lua 0\n").unwrap();
     let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
     assert!(
-        text(&out.stderr).contains("bad.txt:2: unknown directive FROBFILE"),
+        out.stderr.contains("bad.txt:2: unknown directive FROBFILE"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 
     std::fs::write(&t, "> EVALFILE no/such.lua 0\n").unwrap();
     let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
     assert!(
-        text(&out.stderr).contains("bad.txt:1: file not found: no/such.lua"),
+        out.stderr
+            .contains("bad.txt:1: file not found: no/such.lua"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 
     std::fs::write(&t, "stray reply line\n").unwrap();
     let out = lockkit(&["lua", "test", t.to_str().unwrap()], None);
-    assert!(!out.status.success());
+    assert!(!out.success());
     assert!(
-        text(&out.stderr).contains("bad.txt:1: expected a command"),
+        out.stderr.contains("bad.txt:1: expected a command"),
         "{}",
-        text(&out.stderr)
+        out.stderr
     );
 
     let out = lockkit(&["lua", "exec", "/no/such/file.txt"], None);
-    assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("/no/such/file.txt"));
+    assert!(!out.success());
+    assert!(out.stderr.contains("/no/such/file.txt"));
 
     let out = lockkit(&["lua", "exec"], Some("SET a 1\nGET \"a\n"));
-    assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("-:2:"), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stdout).is_empty(),
-        "nothing runs after a parse error"
-    );
+    assert!(!out.success());
+    assert!(out.stderr.contains("-:2:"), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "nothing runs after a parse error");
 }
 
 #[test]
 fn a_script_with_a_syntax_error_is_reported_with_its_line() {
-    let tmp = temp_dir("syntax");
+    let tmp_dir = tempfile::tempdir().unwrap();
+    let tmp = tmp_dir.path();
     std::fs::write(tmp.join("broken.lua"), "local x = 1\nreturn x +\n").unwrap();
     let root = tmp.display().to_string();
     let out = lockkit(
         &["lua", "exec", "--root", &root, "-"],
         Some(&format!("EVALFILE {}/broken.lua 0\n", tmp.display())),
     );
-    assert!(out.status.success());
+    assert!(out.success());
     assert_eq!(
-        text(&out.stdout),
+        out.stdout,
         "(error) ERR Error compiling script (new function): user_script:3: unexpected symbol near '<eof>'\n"
     );
 }
@@ -248,7 +208,8 @@ fn server_without_debug() -> RedisServer {
 #[test]
 fn record_refuses_an_error_reply_the_transcript_did_not_expect_and_leaves_the_file() {
     let server = server_without_debug();
-    let tmp = temp_dir("record-refused");
+    let tmp_dir = tempfile::tempdir().unwrap();
+    let tmp = tmp_dir.path();
     let t = tmp.join("release.txt");
     let original = std::fs::read_to_string(repo().join("tests/transcripts/release.txt")).unwrap();
     std::fs::write(&t, &original).unwrap();
@@ -261,19 +222,15 @@ fn record_refuses_an_error_reply_the_transcript_did_not_expect_and_leaves_the_fi
         &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
         None,
     );
-    let err = text(&out.stderr);
-    assert!(!out.status.success(), "{}{err}", text(&out.stdout));
+    let err = &out.stderr;
+    assert!(!out.success(), "{}{err}", out.stdout);
     assert!(
         err.contains(&format!("release.txt:{debug_line}:"))
             && err.contains("DEBUG command not allowed")
             && err.contains("--enable-debug-command local"),
         "{err}"
     );
-    assert!(
-        !text(&out.stdout).contains("recorded"),
-        "{}",
-        text(&out.stdout)
-    );
+    assert!(!out.stdout.contains("recorded"), "{}", out.stdout);
     assert_eq!(
         std::fs::read_to_string(&t).unwrap(),
         original,
@@ -287,12 +244,8 @@ fn record_refuses_an_error_reply_the_transcript_did_not_expect_and_leaves_the_fi
         &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
         None,
     );
-    assert!(!out.status.success());
-    assert!(
-        text(&out.stderr).contains("release.txt:2:"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert!(!out.success());
+    assert!(out.stderr.contains("release.txt:2:"), "{}", out.stderr);
     assert_eq!(
         std::fs::read_to_string(&t).unwrap(),
         "> SET k v\n> DEBUG SLEEP 0\n"
@@ -312,18 +265,19 @@ fn record_refuses_an_error_reply_the_transcript_did_not_expect_and_leaves_the_fi
         ],
         None,
     );
-    assert!(!out.status.success());
+    assert!(!out.success());
     assert!(
-        text(&out.stdout).contains("--enable-debug-command local"),
+        out.stdout.contains("--enable-debug-command local"),
         "{}",
-        text(&out.stdout)
+        out.stdout
     );
 }
 
 #[test]
 fn record_keeps_an_error_reply_the_transcript_expects() {
     let server = RedisServer::start();
-    let tmp = temp_dir("record-expected-error");
+    let tmp_dir = tempfile::tempdir().unwrap();
+    let tmp = tmp_dir.path();
     let t = tmp.join("t.txt");
     std::fs::write(
         &t,
@@ -334,7 +288,7 @@ fn record_keeps_an_error_reply_the_transcript_expects() {
         &["lua", "record", t.to_str().unwrap(), "--url", &server.url()],
         None,
     );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.success(), "{}", out.stderr);
     let recorded = std::fs::read_to_string(&t).unwrap();
     assert!(
         recorded.contains("(error) ERR value is not an integer"),

@@ -3,8 +3,11 @@
 //! paths (wrong password, unreachable host, malformed URL, a password only in REDIS_URL) are
 //! searched for it, in plain and in percent-encoded form.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+
+use common::{Lockkit, Run};
 
 use lockkit_test_support::{free_port, RedisServer, ServerOptions};
 
@@ -13,35 +16,12 @@ const PASSWORD: &str = "Zq7:s3cr@t/pw";
 const ENCODED: &str = "Zq7%3As3cr%40t%2Fpw";
 const USER_PASSWORD: &str = "acl-Pw-93hf";
 
-fn lockkit(args: &[&str], env_url: Option<&str>, stdin: Option<&str>) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_lockkit"));
-    c.args(args).env_remove("REDIS_URL");
-    if let Some(u) = env_url {
-        c.env("REDIS_URL", u);
-    }
-    c.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    if let Some(text) = stdin {
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-    }
-    child.wait_with_output().unwrap()
+fn lockkit(args: &[&str], env_url: Option<&str>, stdin: Option<&str>) -> Run {
+    Lockkit::new(args).redis_url(env_url).stdin(stdin).run()
 }
 
 /// Fails if any secret (or a telling part of one) is in `text`.
-fn assert_clean(what: &str, text: &[u8]) {
-    let text = String::from_utf8_lossy(text);
+fn assert_clean(what: &str, text: &str) {
     for secret in [PASSWORD, ENCODED, "s3cr", USER_PASSWORD, "wrong-Pw-x1"] {
         assert!(
             !text.contains(secret),
@@ -51,7 +31,7 @@ fn assert_clean(what: &str, text: &[u8]) {
     assert!(!text.contains("panicked"), "{what}:\n{text}");
 }
 
-fn assert_output_clean(what: &str, out: &Output) {
+fn assert_output_clean(what: &str, out: &Run) {
     assert_clean(&format!("{what} stdout"), &out.stdout);
     assert_clean(&format!("{what} stderr"), &out.stderr);
 }
@@ -61,7 +41,11 @@ fn assert_files_clean(dir: &Path) -> usize {
     let mut n = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        assert_clean(&path.display().to_string(), &std::fs::read(&path).unwrap());
+        let bytes = std::fs::read(&path).unwrap();
+        assert_clean(
+            &path.display().to_string(),
+            &String::from_utf8_lossy(&bytes),
+        );
         n += 1;
     }
     n
@@ -97,8 +81,8 @@ fn bench_with_a_password_in_the_url_prints_and_writes_no_password() {
         let mut args = vec!["bench", "--url", u, "--out", &out];
         args.extend(short);
         let r = lockkit(&args, None, None);
-        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-        assert!(String::from_utf8_lossy(&r.stdout).contains(":***@127.0.0.1"));
+        assert!(r.success(), "{}", r.stderr);
+        assert!(r.stdout.contains(":***@127.0.0.1"));
         assert_output_clean("bench", &r);
     }
     // --json and a password only in REDIS_URL.
@@ -106,7 +90,7 @@ fn bench_with_a_password_in_the_url_prints_and_writes_no_password() {
     let mut args = vec!["bench", "--json", json.to_str().unwrap()];
     args.extend(short);
     let r = lockkit(&args, Some(&url), None);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(r.success(), "{}", r.stderr);
     assert_output_clean("bench via REDIS_URL", &r);
     let report = std::fs::read_to_string(&json).unwrap();
     assert!(
@@ -126,11 +110,11 @@ fn probe_and_lua_exec_with_a_password_show_no_password() {
     let server = server();
     let url = format!("redis://:{ENCODED}@127.0.0.1:{}", server.port());
     let r = lockkit(&["probe", "--url", &url], None, None);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    assert!(String::from_utf8_lossy(&r.stdout).contains("***"));
+    assert!(r.success(), "{}", r.stderr);
+    assert!(r.stdout.contains("***"));
     assert_output_clean("probe", &r);
     let r = lockkit(&["probe"], Some(&url), None);
-    assert!(r.status.success());
+    assert!(r.success());
     assert_output_clean("probe via REDIS_URL", &r);
 
     let r = lockkit(
@@ -138,7 +122,7 @@ fn probe_and_lua_exec_with_a_password_show_no_password() {
         None,
         Some("PING\nCONFIG GET requirepass\n"),
     );
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(r.success(), "{}", r.stderr);
     // The server itself answers CONFIG GET with the password: that is the user asking for
     // it, so only stderr is searched here.
     assert_clean("lua exec stderr", &r.stderr);
@@ -162,16 +146,16 @@ fn error_paths_show_no_password() {
     ];
     for url in &cases {
         let r = lockkit(&["bench", "--url", url, "--out", &out], None, None);
-        assert!(!r.status.success(), "{url}");
+        assert!(!r.success(), "{url}");
         assert_output_clean(&format!("bench {url}"), &r);
         let r = lockkit(&["bench", "--out", &out], Some(url), None);
-        assert!(!r.status.success(), "{url}");
+        assert!(!r.success(), "{url}");
         assert_output_clean(&format!("bench REDIS_URL={url}"), &r);
         let r = lockkit(&["probe", "--url", url], None, None);
-        assert!(!r.status.success(), "{url}");
+        assert!(!r.success(), "{url}");
         assert_output_clean(&format!("probe {url}"), &r);
         let r = lockkit(&["lua", "exec", "--url", url, "-"], None, Some("PING\n"));
-        assert!(!r.status.success(), "{url}");
+        assert!(!r.success(), "{url}");
         assert_output_clean(&format!("lua exec {url}"), &r);
     }
     assert_eq!(assert_files_clean(dir.path()), 0, "nothing written");

@@ -175,8 +175,9 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub rate: Option<u64>,
 
-    /// Folder for the JSON report and the HdrHistogram logs.
-    #[arg(long, default_value = "results", value_name = "DIR")]
+    /// Folder for the JSON report and the HdrHistogram logs. The default, created in the
+    /// current directory, holds a `.gitignore` so runs never land in a git repository.
+    #[arg(long, default_value = DEFAULT_OUT, value_name = "DIR")]
     pub out: PathBuf,
 
     /// Write the JSON report to this path (the logs go beside it).
@@ -200,6 +201,11 @@ pub struct BenchArgs {
     /// Safety factor in the TTL recommendation.
     #[arg(long, default_value_t = 2.0, value_name = "X")]
     pub safety_factor: f64,
+
+    /// Exit 0 even when the safety checker finds violations or lost locks (for demonstrations;
+    /// without it such a run exits with code 4).
+    #[arg(long)]
+    pub allow_violations: bool,
 
     /// Prefix of every key the benchmark writes.
     #[arg(long, default_value = "lockkit:bench:", value_name = "PREFIX")]
@@ -230,6 +236,9 @@ pub struct BenchArgs {
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::units::format_duration(*d))
 }
+
+/// Where `lockkit bench` writes its reports without `--out` or `--json`.
+pub const DEFAULT_OUT: &str = "lockkit-results";
 
 /// The largest key space (the safety checker keeps 4 bytes per key).
 pub const MAX_KEYS: u64 = 100_000_000;

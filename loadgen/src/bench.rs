@@ -13,16 +13,14 @@ use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
 use crate::args::BenchArgs;
+use crate::exit;
 use crate::faults::FaultTargets;
 use crate::report::{self, IntervalLog, Report};
 use crate::run::{round3, Run};
 use crate::stats::Op;
-use crate::target::{self, connect_hint};
+use crate::target::{self, connect_hint, throwaway_hint};
 use crate::units::{format_duration, format_rate};
 use lockkit::Locker;
-
-/// Exit code of a run stopped with Ctrl-C (128 + SIGINT).
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// One finished run (one script mode) and where its report went.
 #[derive(Debug)]
@@ -35,7 +33,7 @@ pub struct RunResult {
 
 /// Builds the runtime (`--threads` workers) and runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    args.validate().map_err(anyhow::Error::msg)?;
+    args.validate().map_err(exit::bad_input)?;
     let threads = args.threads.unwrap_or_else(default_threads);
     // One thread: a current-thread runtime, with no work-stealing or cross-thread wake-ups.
     let mut builder = if threads == 1 {
@@ -49,12 +47,34 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let allow_violations = args.allow_violations;
     let results = rt.block_on(run_async(args))?;
-    Ok(if results.iter().any(|r| r.report.interrupted) {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if results.iter().any(|r| r.report.interrupted) {
+        return Ok(ExitCode::from(exit::INTERRUPTED));
+    }
+    let (violations, lost): (u64, u64) = results.iter().fold((0, 0), |(v, l), r| {
+        (
+            v + r.report.safety.violations,
+            l + r.report.safety.lost_locks,
+        )
+    });
+    if violations + lost == 0 {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if allow_violations {
+        eprintln!(
+            "warning: the safety checker found {violations} violation(s) and {lost} lost lock(s); \
+             exit 0 because of --allow-violations"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "error: the safety checker found {violations} violation(s) and {lost} lost lock(s): \
+         mutual exclusion did not hold (a TTL shorter than the hold time?); exit code {} \
+         (--allow-violations exits 0 for a demonstration)",
+        exit::UNSAFE
+    );
+    Ok(ExitCode::from(exit::UNSAFE))
 }
 
 /// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
@@ -63,11 +83,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
 async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> anyhow::Result<()> {
     let key = format!("{}preflight", args.key_prefix);
     let refused = |e: lockkit::Error| {
-        anyhow::anyhow!(
+        exit::unreachable(format!(
             "{target} refused a lock on {key:?}: {e}; the user needs the lock commands on keys \
              {:?} (README: Security, the minimal ACL rule), or pick another --key-prefix",
             format!("{}*", args.key_prefix)
-        )
+        ))
     };
     match locker
         .attempt(&key, &lockkit::LockOptions::new(args.ttl))
@@ -89,7 +109,7 @@ pub fn default_threads() -> usize {
 
 /// The benchmark inside a runtime; returns each run's report (one per script mode).
 pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
-    args.validate().map_err(anyhow::Error::msg)?;
+    args.validate().map_err(exit::bad_input)?;
     let mut urls = args.urls.clone();
     if urls.is_empty() {
         if let Ok(u) = std::env::var("REDIS_URL") {
@@ -108,7 +128,12 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
             .map_or_else(|| PathBuf::from("."), PathBuf::from),
         None => args.out.clone(),
     };
-    let created = report::check_writable(&out_dir)?;
+    let created = report::check_writable(&out_dir).map_err(exit::bad_input)?;
+    if created && args.json.is_none() && args.out == std::path::Path::new(crate::args::DEFAULT_OUT)
+    {
+        // The default folder holds runs, not sources: keep it out of any git repository.
+        report::write_atomic(&out_dir.join(".gitignore"), b"# lockkit bench runs\n*\n")?;
+    }
     let result = bench_into(args, urls).await;
     if result.is_err() && created {
         // Nothing was written: leave no empty folder behind either (fails if it is not empty).
@@ -138,7 +163,9 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
         }
     }
     if urls.len() > 1 && args.ceiling {
-        anyhow::bail!("--ceiling measures one server; drop it or use a single server");
+        return Err(exit::bad_input(
+            "--ceiling measures one server; drop it or use a single server",
+        ));
     }
     let throwaway = !servers.is_empty();
     let redacted = urls
@@ -165,21 +192,24 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
         }
         let quorum = lockkit::quorum_of(urls.len());
         if info_conns.len() < quorum {
-            anyhow::bail!(
+            return Err(exit::unreachable(format!(
                 "only {} of {} Redlock nodes answer, a quorum needs {quorum}: {}",
                 info_conns.len(),
                 urls.len(),
                 down.join("; ")
-            );
+            )));
         }
         for d in &down {
             eprintln!("warning: Redlock node down at start (the run goes on with a quorum): {d}");
         }
     }
     let first = first_reachable.unwrap_or(0);
-    let info = target::server_info(&mut info_conns[0])
-        .await
-        .with_context(|| format!("connecting to {}", lockkit::redact_url(&urls[first])))?;
+    let info = target::server_info(&mut info_conns[0]).await.map_err(|e| {
+        exit::unreachable(format!(
+            "connecting to {}: {e:#}",
+            lockkit::redact_url(&urls[first])
+        ))
+    })?;
     let url = urls[0].clone();
     let fault_targets = Arc::new(FaultTargets {
         servers: Arc::new(Mutex::new(servers)),
@@ -209,11 +239,11 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
             .connections(args.connections as usize)
             .script_mode(*mode);
         let connect_err = |e: lockkit::Error| {
-            let mut msg = connect_hint(&e.to_string());
+            let mut msg = throwaway_hint(connect_hint(&e.to_string()));
             if *mode == ScriptMode::Function {
                 msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
             }
-            anyhow::anyhow!("connecting to {redacted}: {msg}")
+            exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
         };
         let run = Run {
             args: &args,

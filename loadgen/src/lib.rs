@@ -47,6 +47,7 @@ pub mod args;
 pub mod bench;
 pub mod ceiling;
 pub mod checker;
+pub mod exit;
 pub mod faults;
 pub mod fencing;
 pub mod html;

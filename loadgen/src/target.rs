@@ -19,20 +19,34 @@ pub struct ServerInfo {
 /// A plain connection for metadata (the measured calls all go through the lock library).
 pub async fn info_connection(url: &str) -> anyhow::Result<MultiplexedConnection> {
     let redacted = lockkit::redact_url(url);
-    let info = lockkit::parse_url(url)?;
+    let info = lockkit::parse_url(url).map_err(crate::exit::bad_input)?;
     // No CLIENT SETINFO: a proxy such as twemproxy closes the connection on it.
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    let client = redis::Client::open(info.set_redis_settings(settings))
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .with_context(|| format!("`{redacted}` is not a valid Redis URL"))?;
+    let client = redis::Client::open(info.set_redis_settings(settings)).map_err(|e| {
+        crate::exit::bad_input(format!("`{redacted}` is not a valid Redis URL: {e}"))
+    })?;
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
         .set_response_timeout(Some(Duration::from_secs(2)));
     client
         .get_multiplexed_async_connection_with_config(&cfg)
         .await
-        .map_err(|e| anyhow::anyhow!("{}", connect_hint(&e.to_string())))
-        .with_context(|| format!("connecting to {redacted}"))
+        .map_err(|e| {
+            crate::exit::unreachable(format!(
+                "connecting to {redacted}: {}",
+                throwaway_hint(connect_hint(&e.to_string()))
+            ))
+        })
+}
+
+/// `bench` starts a throwaway server when no URL is given: say so after a refused connection
+/// (only `bench` does this, so only `bench` suggests it).
+pub fn throwaway_hint(hint: String) -> String {
+    if hint.to_ascii_lowercase().contains("refused") {
+        format!("{hint} (or omit --url to measure a throwaway local one)")
+    } else {
+        hint
+    }
 }
 
 /// A short hint for a connection error's message.
@@ -43,7 +57,7 @@ pub fn connect_hint(msg: &str) -> String {
     let hint = if m.contains("wrongpass") || m.contains("noauth") || m.contains("auth") {
         "check the user and password in the URL (redis://user:password@host:port)"
     } else if m.contains("refused") {
-        "is the server running on that host and port? (or omit --url to start a throwaway local one)"
+        "is the server running on that host and port?"
     } else if m.contains("parse error") || m.contains("incompatible type") {
         "that port does not speak the Redis protocol; check the host and port"
     } else if m.contains("timed out") || m.contains("timeout") {

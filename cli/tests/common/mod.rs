@@ -1,0 +1,163 @@
+//! Running the built `lockkit` binary from the CLI tests: one helper for all of them.
+
+#![allow(dead_code)] // each test crate uses part of it
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a run may take before it is killed and the test fails (a hang is a failure).
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The repository root (the working directory of every run unless changed).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// What a run of the binary left.
+#[derive(Debug)]
+pub struct Run {
+    /// The exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// Exit code 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// Everything, for assertion messages.
+    pub fn all(&self) -> String {
+        format!(
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// One invocation of `lockkit`: no `REDIS_URL` unless given, the repository as working
+/// directory, nothing on standard input unless given.
+#[derive(Debug, Clone)]
+pub struct Lockkit {
+    args: Vec<OsString>,
+    stdin: Option<String>,
+    redis_url: Option<String>,
+    cwd: PathBuf,
+}
+
+impl Lockkit {
+    pub fn new<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Lockkit {
+        Lockkit {
+            args: args.iter().map(|a| a.as_ref().to_owned()).collect(),
+            stdin: None,
+            redis_url: None,
+            cwd: repo(),
+        }
+    }
+
+    /// One more argument (a path, say).
+    pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Lockkit {
+        self.args.push(a.as_ref().to_owned());
+        self
+    }
+
+    pub fn stdin(mut self, text: Option<&str>) -> Lockkit {
+        self.stdin = text.map(str::to_string);
+        self
+    }
+
+    pub fn redis_url(mut self, url: Option<&str>) -> Lockkit {
+        self.redis_url = url.map(str::to_string);
+        self
+    }
+
+    pub fn cwd(mut self, dir: &Path) -> Lockkit {
+        self.cwd = dir.to_path_buf();
+        self
+    }
+
+    /// Starts the process with piped output (for tests that signal it).
+    pub fn spawn(&self) -> Child {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lockkit"));
+        c.args(&self.args)
+            .env_remove("REDIS_URL")
+            .current_dir(&self.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(u) = &self.redis_url {
+            c.env("REDIS_URL", u);
+        }
+        let mut child = c.spawn().expect("run lockkit");
+        let mut input = child.stdin.take().expect("piped stdin");
+        if let Some(text) = &self.stdin {
+            input.write_all(text.as_bytes()).expect("write stdin");
+        }
+        drop(input);
+        child
+    }
+
+    /// Runs to the end (killed, and the test failed, after 60 s).
+    pub fn run(&self) -> Run {
+        let child = self.spawn();
+        wait(child, &format!("lockkit {:?}", self.args))
+    }
+}
+
+/// Waits for `child` (at most 60 s) and collects its output.
+pub fn wait(mut child: Child, what: &str) -> Run {
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let (mut o, mut e) = (String::new(), String::new());
+        let _ = out.read_to_string(&mut o);
+        let _ = err.read_to_string(&mut e);
+        (o, e)
+    });
+    let deadline = Instant::now() + LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = reader.join().unwrap();
+    Run {
+        code: status.code(),
+        stdout,
+        stderr,
+    }
+}
+
+/// `lockkit args...` with `stdin`, run to the end.
+pub fn lockkit(args: &[&str], stdin: Option<&str>) -> Run {
+    Lockkit::new(args).stdin(stdin).run()
+}
+
+/// The JSON report in `dir` (the only `.json` there).
+pub fn json_in(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a JSON report")
+}
+
+/// The entries of `dir`, sorted.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
