@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The reference run behind results/README.md. Bounded: about 100 s of load in all, every run
-# against a local redis-server on a loopback port. Usage: bash results/run.sh
+# against a local redis-server on a loopback port. Usage: bash results/run.sh [LABEL]
+# writes one folder, results/<UTC date>-<time>-<LABEL>/ (LABEL defaults to "reference");
+# add a row for it to the table in results/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p lockkit-cli
 L="${CARGO_TARGET_DIR:-target}/release/lockkit"
-R=results
+R="results/$(date -u +%Y-%m-%d-%H%M)-${1:-reference}"
+mkdir -p "$R"
 
 # 1. The speed goal: uncontended cycles (50 clients, 100k keys, hold 0, TTL 5 s) against a
 #    throwaway server, and the server's own ceiling (redis-benchmark -P 16) in the same run.

@@ -1,7 +1,7 @@
 // The same uncontended workload through Node's redis-semaphore Mutex (ioredis), for comparison.
 // 50 concurrent holders, uniform over 100k keys, hold 0, TTL 5 s, closed loop, 10 s.
 // redis-semaphore acquires with SET NX PX and releases with a Lua compare-and-delete.
-// Usage: npm install redis-semaphore@5.8.0 ioredis && node results/node_redis_semaphore.js PORT
+// Usage: npm install redis-semaphore@5.8.0 ioredis && node results/other-clients/node_redis_semaphore.js PORT
 const Redis = require('ioredis');
 const { Mutex } = require('redis-semaphore');
 

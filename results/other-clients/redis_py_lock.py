@@ -4,7 +4,7 @@
 redis-py's Lock acquires with SET NX PX and releases with a registered Lua script (EVALSHA),
 the same commands lockkit sends. Usage:
     python3 -m venv /tmp/v && /tmp/v/bin/pip install redis
-    /tmp/v/bin/python results/redis_py_lock.py redis://127.0.0.1:PORT
+    /tmp/v/bin/python results/other-clients/redis_py_lock.py redis://127.0.0.1:PORT
 """
 import asyncio
 import random
