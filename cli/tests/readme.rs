@@ -1,0 +1,298 @@
+//! The README's shell blocks run as written, in order, as one bash script from the repository's
+//! root, against the throwaway servers they start themselves, and leave `git status` as it was.
+//!
+//! What differs from a reader's terminal, and nothing else:
+//! - `lockkit` is this build's debug binary, first on `PATH`;
+//! - every `lockkit bench` line runs 1 s with no warm-up (`--duration`, `--warmup` replaced or
+//!   added), so the whole README takes well under two minutes;
+//! - the fixed ports (6379, 6380, ..., 3001, 3002, 7100) become free loopback ports;
+//! - the lines in [`REWRITES`] (installing packages, the test suite itself, the release build)
+//!   are replaced as listed; a rewrite that no longer matches a README line fails the test, so
+//!   the list stays in step with the README.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::repo;
+use lockkit_test_support::free_port;
+
+/// README lines (trimmed) and what runs instead; `{examples}` is the built examples' folder.
+const REWRITES: &[(&str, &str)] = &[
+    // Needs root and the network; CI installs the packages first (.ci/run).
+    (
+        "apt-get update && apt-get install -y redis-server && cargo run --release --bin lockkit -- bench",
+        "lockkit bench",
+    ),
+    // The suite this test is part of.
+    ("cargo test --workspace --all-features", ""),
+    // The release binary: here the debug build under test is already first on PATH.
+    (r#"export PATH="${CARGO_TARGET_DIR:-$PWD/target}/release:$PATH""#, ""),
+    // Built once by this test (the same build the examples' own tests use).
+    ("cargo build --example orders --features tower", ""),
+];
+
+/// `cargo run --example NAME --features tower --` becomes the built binary.
+const CARGO_RUN_EXAMPLE: &str = "cargo run --example ";
+
+/// Ports the README names; each becomes a free loopback port.
+const PORTS: &[&str] = &["6379", "6380", "6381", "6382", "7100", "3001", "3002"];
+
+/// The README's ```bash blocks (fences may be indented, as inside a list item), in order.
+fn bash_blocks(readme: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    // The block's lines and the fence's indentation, which its lines share.
+    let mut current: Option<(Vec<String>, usize)> = None;
+    for line in readme.lines() {
+        let t = line.trim_start();
+        let indent = line.len() - t.len();
+        match current.as_mut() {
+            None if t == "```bash" => current = Some((Vec::new(), indent)),
+            None => {}
+            Some(_) if t == "```" => blocks.push(current.take().unwrap().0),
+            Some((b, fence)) => {
+                let cut = indent.min(*fence);
+                b.push(line[cut..].to_string());
+            }
+        }
+    }
+    assert!(current.is_none(), "an unclosed ```bash block in README.md");
+    blocks
+}
+
+/// `--flag VALUE` set to `value` in a command line, added if absent.
+fn set_flag(line: &str, flag: &str, value: &str) -> String {
+    let (cmd, comment) = match line.find(" #") {
+        Some(i) => (&line[..i], &line[i..]),
+        None => (line, ""),
+    };
+    let mut words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+    match words.iter().position(|w| w == flag) {
+        Some(i) if i + 1 < words.len() => words[i + 1] = value.to_string(),
+        _ => words.extend([flag.to_string(), value.to_string()]),
+    }
+    format!("{}{comment}", words.join(" "))
+}
+
+/// The script that runs, and how often each rewrite matched.
+fn script(
+    blocks: &[Vec<String>],
+    examples: &Path,
+    ports: &BTreeMap<&str, u16>,
+) -> (String, Vec<usize>) {
+    let mut used = vec![0; REWRITES.len()];
+    let mut out = String::new();
+    for block in blocks {
+        for line in block {
+            let mut line = line.clone();
+            if let Some(i) = REWRITES.iter().position(|(from, _)| line.trim() == *from) {
+                used[i] += 1;
+                line = REWRITES[i].1.to_string();
+            }
+            if let Some(rest) = line.strip_prefix(CARGO_RUN_EXAMPLE) {
+                let (name, args) = rest
+                    .split_once(" --features tower --")
+                    .expect("cargo run --example NAME --features tower -- ARGS");
+                line = format!("{}{args}", examples.join(name).display());
+            }
+            if line.starts_with("lockkit bench") {
+                line = set_flag(&set_flag(&line, "--duration", "1s"), "--warmup", "0");
+            }
+            for (from, to) in ports {
+                line = replace_word(&line, from, &to.to_string());
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    (out, used)
+}
+
+/// Replaces `word` where it is not part of a longer run of digits.
+fn replace_word(line: &str, word: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(word) {
+        let before = rest[..i].chars().last();
+        let after = rest[i + word.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(|c| c.is_ascii_digit()) || after.is_some_and(|c| c.is_ascii_digit()) {
+            out.push_str(word);
+        } else {
+            out.push_str(with);
+        }
+        rest = &rest[i + word.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Builds the examples (with `tower`) into this test's target dir once; returns their folder.
+fn examples_dir() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let bin = PathBuf::from(env!("CARGO_BIN_EXE_lockkit"));
+            let profile = bin.parent().expect("target/<profile>").to_path_buf();
+            let target = profile.parent().expect("target dir").to_path_buf();
+            let mut cargo = Command::new(env!("CARGO"));
+            cargo.args([
+                "build",
+                "--quiet",
+                "--features",
+                "tower",
+                "--examples",
+                "-p",
+                "lockkit",
+            ]);
+            if profile.ends_with("release") {
+                cargo.arg("--release");
+            }
+            let status = cargo
+                .current_dir(repo())
+                .env("CARGO_TARGET_DIR", &target)
+                .status()
+                .expect("running cargo build --examples");
+            assert!(status.success(), "cargo build --examples failed");
+            profile.join("examples")
+        })
+        .clone()
+}
+
+fn git_status() -> String {
+    let out = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=all"])
+        .current_dir(repo())
+        .output()
+        .expect("git status");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn bash_blocks_are_extracted_with_indented_fences() {
+    let md = "x\n```bash\na\n```\n- item\n  ```bash\n  b\n    c\n  ```\n```text\nno\n```\n";
+    assert_eq!(bash_blocks(md), vec![vec!["a"], vec!["b", "  c"]]);
+    assert_eq!(
+        set_flag(
+            "lockkit bench --duration 3s --json x  # c",
+            "--duration",
+            "1s"
+        ),
+        "lockkit bench --duration 1s --json x # c"
+    );
+    assert_eq!(
+        set_flag("lockkit bench", "--warmup", "0"),
+        "lockkit bench --warmup 0"
+    );
+    assert_eq!(
+        replace_word("-p 6379 :63790 6379", "6379", "1"),
+        "-p 1 :63790 1"
+    );
+}
+
+#[test]
+fn every_readme_shell_block_runs_as_written_and_leaves_git_status_clean() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let blocks = bash_blocks(&readme);
+    assert!(
+        blocks.len() >= 5,
+        "README.md has {} bash blocks",
+        blocks.len()
+    );
+    let ports: BTreeMap<&str, u16> = PORTS.iter().map(|p| (*p, free_port().unwrap())).collect();
+    let (body, used) = script(&blocks, &examples_dir(), &ports);
+    for ((from, _), n) in REWRITES.iter().zip(&used) {
+        assert!(
+            *n > 0,
+            "the rewrite of {from:?} matches no README line: update REWRITES"
+        );
+    }
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_lockkit"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // Whatever the script leaves running is stopped afterwards, also when it fails.
+    let shutdown: String = ports
+        .values()
+        .map(|p| format!("redis-cli -p {p} shutdown nosave >/dev/null 2>&1 || true\n"))
+        .collect();
+    let full =
+        format!("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{body}");
+    let before = git_status();
+    let started = Instant::now();
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg(&full)
+        .current_dir(repo())
+        .env("PATH", &path)
+        .env_remove("REDIS_URL")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("bash");
+    let pgid = child.id();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut o, mut e) = (String::new(), String::new());
+        let _ = out.read_to_string(&mut o);
+        let _ = err.read_to_string(&mut e);
+        (o, e)
+    });
+    let limit = Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if started.elapsed() > limit {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{pgid}")])
+        .status();
+    let _ = child.wait();
+    let _ = Command::new("bash").arg("-c").arg(&shutdown).status();
+    let (stdout, stderr) = reader.join().unwrap();
+    let all = format!("--- script\n{full}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    let status =
+        status.unwrap_or_else(|| panic!("the README did not finish within {limit:?}\n{all}"));
+    assert!(
+        status.success(),
+        "a README command failed ({status})\n{all}"
+    );
+    // What the README promises it shows.
+    assert!(
+        stdout.contains("429") && stdout.contains("201"),
+        "the double click\n{all}"
+    );
+    assert!(stdout.contains("ran the job"), "cron\n{all}");
+    assert!(stdout.contains("TTL"), "lockkit ttl\n{all}");
+    assert!(
+        stdout.contains("topology          proxy"),
+        "probe through twemproxy\n{all}"
+    );
+    assert!(
+        stdout.contains("recorded lockkit-results/mine.txt"),
+        "lua record\n{all}"
+    );
+    assert_eq!(
+        git_status(),
+        before,
+        "the README's commands changed the repository\n{all}"
+    );
+}
