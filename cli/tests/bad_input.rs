@@ -55,10 +55,7 @@ fn malformed_urls_and_unknown_schemes_are_refused_before_connecting() {
             "`http://127.0.0.1:6379/` is not a valid Redis URL",
         ),
         ("ftp://host/x", "`ftp://host/x` is not a valid Redis URL"),
-        (
-            "redis://",
-            "`redis://` is not a valid Redis URL: Missing hostname",
-        ),
+        ("redis://", "`redis://` is not a valid Redis URL"),
         ("redis://127.0.0.1:99999", "is not a valid Redis URL"),
         (
             "redis://:pw-in-bad-url@127.0.0.1:99999",
