@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::Parser;
-use lockkit::{redact_url, LockClient, LockOptions, Locker, Redlock};
+use lockkit::{redact_url, ErrorKind, LockClient, LockOptions, Locker, Redlock, RetryOptions};
 use tokio::sync::mpsc;
 
 /// A multi-instance cron scheduler: each tick's job runs exactly once.
@@ -72,12 +72,24 @@ struct Opts {
     timings_out: Option<std::path::PathBuf>,
 }
 
-/// One attempt on any [`Locker`] (one Redis or a Redlock); the lock is left to expire (see
-/// "Sizing the TTL"). A Redlock round lost to node failures is an error, a busy lock `false`.
+/// Takes the tick's lock on any [`Locker`] (one Redis or a Redlock); the lock is left to expire
+/// (see "Sizing the TTL"). A few quick retries with random jitter, as the Redlock spec says:
+/// instances racing for one tick can split the nodes' votes so that nobody wins a round.
+/// `false` when another instance holds it.
 async fn try_take<L: Locker>(locker: &L, key: &str, ttl: Duration) -> lockkit::Result<bool> {
-    let opts = LockOptions::new(ttl);
-    opts.validate()?;
-    Ok(locker.attempt(key, &opts).await?.is_some())
+    let retry = RetryOptions::new()
+        .delay(Duration::from_millis(2))
+        .jitter(Duration::from_millis(20))
+        .max_attempts(Some(4))
+        .deadline(Some(ttl / 2));
+    match locker
+        .acquire(key, &LockOptions::new(ttl).retry(retry))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::Busy => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// One line: the library error's own text already carries its cause (its source chain would
