@@ -231,6 +231,18 @@ fn lmove_generic(s: &mut Server, src: &[u8], dst: &[u8], from_left: bool, to_lef
     let Some(value) = value else {
         return Reply::Nil;
     };
+    if src == dst {
+        // A rotation in place, as Redis does it: the key (and its TTL) never goes away, even
+        // when the list has one element.
+        if let Some(Value::List(l)) = s.db.get_mut(src, now).map(|e| &mut e.value) {
+            if to_left {
+                l.push_front(value.clone());
+            } else {
+                l.push_back(value.clone());
+            }
+        }
+        return Reply::Bulk(value);
+    }
     s.db.drop_if_empty(src);
     if s.db.get_mut(dst, now).is_none() {
         s.db.set(dst, Value::List(VecDeque::new()), None);
