@@ -113,22 +113,15 @@ impl IdempotencyOptions {
         Self::default()
     }
 
-    /// The request header that carries the key (default `idempotency-key`).
-    pub fn header(mut self, name: HeaderName) -> Self {
-        self.header = name;
-        self
-    }
+    setters! {
+        /// The request header that carries the key (default `idempotency-key`).
+        header: HeaderName => header;
 
-    /// How long a stored response is replayed (default 24 h).
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
+        /// How long a stored response is replayed (default 24 h).
+        ttl: Duration => ttl;
 
-    /// The largest response body that is stored (default 1 MiB).
-    pub fn max_response_bytes(mut self, n: usize) -> Self {
-        self.max_response_bytes = n;
-        self
+        /// The largest response body that is stored (default 1 MiB).
+        max_response_bytes: usize => max_response_bytes;
     }
 
     /// Also store and replay responses with this status (default: only 2xx are stored).
@@ -148,18 +141,14 @@ impl IdempotencyOptions {
         status.is_success() || self.also_stored.contains(&status)
     }
 
-    /// The answer to a request whose key is claimed by a request still in flight (default
-    /// 409 Conflict, plain text).
-    pub fn in_flight_response(mut self, r: Rejection) -> Self {
-        self.in_flight = r;
-        self
-    }
+    setters! {
+        /// The answer to a request whose key is claimed by a request still in flight (default
+        /// 409 Conflict, plain text).
+        in_flight_response: Rejection => in_flight;
 
-    /// The answer to a key reused with another request (default 422 Unprocessable Content,
-    /// plain text).
-    pub fn mismatch_response(mut self, r: Rejection) -> Self {
-        self.mismatch = r;
-        self
+        /// The answer to a key reused with another request (default 422 Unprocessable Content,
+        /// plain text).
+        mismatch_response: Rejection => mismatch;
     }
 }
 
@@ -217,53 +206,31 @@ impl DuplicateSubmitOptions {
         self
     }
 
-    /// The lock's TTL (default 5 s): how long a request that died without releasing (process
-    /// killed) blocks its duplicates. Size it above the handler's p99, or turn on the watchdog.
-    pub fn ttl(mut self, ttl: Duration) -> Self {
-        self.ttl = ttl;
-        self
-    }
+    setters! {
+        /// The lock's TTL (default 5 s): how long a request that died without releasing (process
+        /// killed) blocks its duplicates. Size it above the handler's p99, or turn on the watchdog.
+        ttl: Duration => ttl;
 
-    /// Renew the lock while the handler runs (for handlers that may outlast the TTL).
-    pub fn watchdog(mut self, watchdog: Option<WatchdogOptions>) -> Self {
-        self.watchdog = watchdog;
-        self
-    }
+        /// Renew the lock while the handler runs (for handlers that may outlast the TTL).
+        watchdog: Option<WatchdogOptions> => watchdog;
 
-    /// What to do when Redis is unavailable (default [`FailMode::Closed`]).
-    pub fn fail_mode(mut self, mode: FailMode) -> Self {
-        self.fail_mode = mode;
-        self
-    }
+        /// What to do when Redis is unavailable (default [`FailMode::Closed`]).
+        fail_mode: FailMode => fail_mode;
 
-    /// The largest request body buffered (default 1 MiB); larger ones get `too_large` (413).
-    pub fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = bytes;
-        self
-    }
+        /// The largest request body buffered (default 1 MiB); larger ones get `too_large` (413).
+        body_limit: usize => body_limit;
 
-    /// The answer to a duplicate of a request still in flight (default 429, plain text).
-    pub fn busy_response(mut self, r: Rejection) -> Self {
-        self.busy = r;
-        self
-    }
+        /// The answer to a duplicate of a request still in flight (default 429, plain text).
+        busy_response: Rejection => busy;
 
-    /// The answer when Redis is unavailable and the mode is fail-closed (default 503).
-    pub fn unavailable_response(mut self, r: Rejection) -> Self {
-        self.unavailable = r;
-        self
-    }
+        /// The answer when Redis is unavailable and the mode is fail-closed (default 503).
+        unavailable_response: Rejection => unavailable;
 
-    /// The answer to a body over the limit (default 413).
-    pub fn too_large_response(mut self, r: Rejection) -> Self {
-        self.too_large = r;
-        self
-    }
+        /// The answer to a body over the limit (default 413).
+        too_large_response: Rejection => too_large;
 
-    /// Store first responses and replay them to retries with the same idempotency key.
-    pub fn idempotency(mut self, idem: Option<IdempotencyOptions>) -> Self {
-        self.idempotency = idem;
-        self
+        /// Store first responses and replay them to retries with the same idempotency key.
+        idempotency: Option<IdempotencyOptions> => idempotency;
     }
 
     /// Checks every field; says which one is wrong and why.
