@@ -1,12 +1,14 @@
 //! A small orders API guarded against duplicate submits, across instances.
 //!
 //! ```text
-//! cargo run --example orders --features tower -- --port 3000 --redis-url redis://127.0.0.1:6379 --delay-ms 2000
+//! cargo run --example orders --features tower,metrics -- --port 3000 --redis-url redis://127.0.0.1:6379 --delay-ms 2000
+//! curl -s http://127.0.0.1:3000/metrics | grep ^lockkit_
 //! ```
 //! `POST /orders` with a JSON body creates an order after `--delay-ms` and answers 201; the user
 //! is taken from the `X-User-Id` header (falling back to the client address). Start two instances
 //! on two ports against one Redis and send the same order to both at once: one 201, one 429.
 //! With an `Idempotency-Key` header, a retry after the answer gets the same order back.
+//! `GET /metrics` serves the lock metrics (`lockkit_*`) in Prometheus's text format.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
@@ -24,6 +26,7 @@ use lockkit::middleware::{
     DuplicateSubmitLayer, DuplicateSubmitOptions, HeaderUser, IdempotencyOptions,
 };
 use lockkit::{redact_url, LockClient, WatchdogOptions};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{json, Value};
 
 /// The orders API of the duplicate-submit example.
@@ -75,7 +78,31 @@ async fn create_order(
     (StatusCode::CREATED, Json(body))
 }
 
+/// Lock latencies span sub-millisecond round trips to multi-second waits.
+const BUCKETS: [f64; 15] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Installs the Prometheus recorder the library's metrics go to, with its upkeep task.
+fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets(&BUCKETS)
+        .context("histogram buckets")?
+        .install_recorder()
+        .context("installing the metrics recorder")?;
+    lockkit::metrics::describe();
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
 async fn run(opts: Opts) -> anyhow::Result<()> {
+    let metrics = install_metrics()?;
     let target = redact_url(&opts.redis_url);
     let client = LockClient::connect(&opts.redis_url)
         .await
@@ -103,6 +130,7 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
         .route("/orders", post(create_order))
         .route_layer(guard)
         .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(move || async move { metrics.render() }))
         .with_state(state);
 
     let addr = SocketAddr::new(opts.host, opts.port);

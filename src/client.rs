@@ -128,7 +128,12 @@ impl LockClient {
         self.attempt_validated(key, opts).await
     }
 
+    /// One attempt, timed and counted (metrics) inside a `lockkit.attempt` span.
     async fn attempt_validated(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        crate::metrics::observe_attempt(self.mode(), key, self.attempt_once(key, opts)).await
+    }
+
+    async fn attempt_once(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         check_key(key)?;
         let token = new_token();
         let mut conn = self.conns.conn();
@@ -223,15 +228,11 @@ impl LockClient {
     }
 }
 
-impl Locker for LockClient {
-    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        self.attempt_validated(key, opts).await
-    }
-
+impl LockClient {
     /// Compare-and-delete is idempotent, so a release whose connection dropped or timed out is
     /// sent once more (on the re-established connection) before the error is returned, and then
     /// kept trying in the background for a few seconds.
-    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
+    pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let mut conn = self.conns.conn();
         match self.release_on(&mut conn, &lock.key, &lock.token).await {
@@ -249,7 +250,12 @@ impl Locker for LockClient {
         }
     }
 
-    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+    /// Compare-and-`PEXPIRE` (the extend of one node, uncounted).
+    pub(crate) async fn extend_node(
+        &self,
+        lock: &mut Lock,
+        ttl: Duration,
+    ) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
         let mut conn = self.conns.conn();
         let start = Instant::now();
@@ -268,6 +274,22 @@ impl Locker for LockClient {
             lock.extended(ttl, start);
         }
         Ok(outcome)
+    }
+}
+
+impl Locker for LockClient {
+    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        self.attempt_validated(key, opts).await
+    }
+
+    /// Compare-and-delete ([`release_node`](LockClient::release_node)), counted in the metrics.
+    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
+        crate::metrics::observe_release(self.mode(), lock, self.release_node(lock)).await
+    }
+
+    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+        let key = lock.key.clone();
+        crate::metrics::observe_extend(self.mode(), &key, self.extend_node(lock, ttl)).await
     }
 
     /// One pipelined round trip ([`LockClient::acquire_many`]).

@@ -127,6 +127,15 @@ impl Connections {
             .fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A script call met `NOSCRIPT` (or a missing function): in the stats and the metrics.
+    fn count_noscript_recovery(&self) {
+        self.0
+            .counters
+            .noscript_recoveries
+            .fetch_add(1, Ordering::Relaxed);
+        crate::metrics::noscript_recovery();
+    }
+
     pub(crate) fn stats(&self) -> ClientStats {
         ClientStats {
             noscript_recoveries: self.0.counters.noscript_recoveries.load(Ordering::Relaxed),
@@ -238,10 +247,7 @@ impl Connections {
         match cmd.query_async::<Value>(conn).await {
             Ok(v) => Ok(v),
             Err(e) if is_missing_script(&e) => {
-                self.0
-                    .counters
-                    .noscript_recoveries
-                    .fetch_add(1, Ordering::Relaxed);
+                self.count_noscript_recovery();
                 self.recover(conn, mode, script, keys, args).await
             }
             Err(e) => Err(e.into()),
@@ -351,10 +357,7 @@ impl Connections {
         if missing.is_empty() {
             return Ok(replies);
         }
-        self.0
-            .counters
-            .noscript_recoveries
-            .fetch_add(1, Ordering::Relaxed);
+        self.count_noscript_recovery();
         let mode = match self.0.options.script_mode {
             ScriptMode::Function => {
                 redis::cmd("FUNCTION")

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::lock::{check_key, new_token, ttl_ms, Lock};
 use crate::options::LockOptions;
 use crate::scripts;
-use crate::LockClient;
+use crate::{LockClient, Locker};
 
 impl LockClient {
     /// Acquires with a fencing token in one atomic script (`SET NX PX` + `INCR fence_key`).
@@ -47,6 +47,18 @@ impl LockClient {
         let opts = LockOptions::new(ttl);
         // A TTL at or below the drift allowance would give a lock born expired.
         opts.validate()?;
+        let attempt = self.attempt_fenced(key, fence_key, &opts);
+        crate::metrics::observe_attempt(self.mode(), key, attempt).await
+    }
+
+    /// One fenced attempt with validated options, uncounted.
+    async fn attempt_fenced(
+        &self,
+        key: &str,
+        fence_key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<Lock>> {
+        let ttl = opts.ttl;
         check_key(key)?;
         check_key(fence_key)?;
         if self.topology() == crate::Topology::Cluster
@@ -86,7 +98,7 @@ impl LockClient {
             Value::Int(n) if n > 0 => Ok(Some(Lock::acquired(
                 key,
                 token,
-                &opts,
+                opts,
                 start,
                 Some(n as u64),
             ))),

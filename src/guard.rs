@@ -137,7 +137,7 @@ impl<L: Locker> LockGuard<L> {
         let (tx, rx) = watch::channel(None);
         if watchdog.is_some() && !lock.is_valid() {
             // Nothing left to renew in time: the holder must stop now.
-            let _ = tx.send(Some(LossReason::Expired));
+            report_loss(&tx, client.mode(), LossReason::Expired);
             return Ok(LockGuard {
                 client,
                 shared: Arc::new(Shared {
@@ -256,6 +256,12 @@ fn renewal_due(
     (now + interval).min(latest)
 }
 
+/// Tells the holder (and the metrics) that the lock is lost.
+fn report_loss(tx: &watch::Sender<Option<LossReason>>, mode: &'static str, reason: LossReason) {
+    crate::metrics::watchdog_lost(mode, reason);
+    let _ = tx.send(Some(reason));
+}
+
 async fn run_watchdog<L: Locker>(
     client: L,
     shared: Arc<Shared>,
@@ -280,7 +286,7 @@ async fn run_watchdog<L: Locker>(
                 let left = until.saturating_duration_since(Instant::now());
                 if at_bound || left < Duration::from_millis(1) {
                     tokio::time::sleep_until(lock.valid_until.into()).await;
-                    let _ = tx.send(Some(LossReason::MaxHoldReached));
+                    report_loss(&tx, client.mode(), LossReason::MaxHoldReached);
                     return;
                 }
                 at_bound = left < ttl;
@@ -295,7 +301,7 @@ async fn run_watchdog<L: Locker>(
             Ok(r) => r,
             Err(_) => {
                 tracing::warn!(key = %lock.key, "no renewal answer before the validity ran out");
-                let _ = tx.send(Some(LossReason::Unreachable));
+                report_loss(&tx, client.mode(), LossReason::Unreachable);
                 return;
             }
         };
@@ -306,18 +312,18 @@ async fn run_watchdog<L: Locker>(
                 next = renewal_due(Instant::now(), interval, valid_until, margin);
             }
             Ok(ExtendOutcome::NotHeld) => {
-                let _ = tx.send(Some(LossReason::Expired));
+                report_loss(&tx, client.mode(), LossReason::Expired);
                 return;
             }
             Ok(ExtendOutcome::HeldByOther) => {
-                let _ = tx.send(Some(LossReason::Stolen));
+                report_loss(&tx, client.mode(), LossReason::Stolen);
                 return;
             }
             Err(e) => {
                 let now = Instant::now();
                 if now >= lock.valid_until {
                     tracing::warn!(key = %lock.key, error = %e, "lock validity ran out while renewals failed");
-                    let _ = tx.send(Some(LossReason::Unreachable));
+                    report_loss(&tx, client.mode(), LossReason::Unreachable);
                     return;
                 }
                 tracing::debug!(key = %lock.key, error = %e, "renewal failed; retrying soon");

@@ -89,6 +89,7 @@ mod fencing;
 mod guard;
 mod lock;
 mod locker;
+pub mod metrics;
 #[cfg(feature = "tower")]
 pub mod middleware;
 mod options;

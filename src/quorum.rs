@@ -208,6 +208,7 @@ impl Nodes {
         let mut in_flight = FuturesUnordered::new();
         for (i, node) in self.nodes.iter().enumerate() {
             if skip_open && node.breaker.is_open() {
+                crate::metrics::redlock_vote_skipped(node.client.target());
                 replies[i] = Some(NodeReply::Skipped(NodeError {
                     node: node.client.target().to_string(),
                     error: Box::new(Error::timed_out(
@@ -229,6 +230,7 @@ impl Nodes {
                     Ok(Err(e)) => e,
                     Err(_) => Error::timed_out("Redlock node", timeout),
                 };
+                crate::metrics::redlock_node_error(node.client.target(), &error);
                 if !matches!(error, Error::NodeRestarted { .. }) {
                     // The node may have restarted: read its uptime again before its next vote.
                     node.forget_start();

@@ -254,6 +254,7 @@ impl Redlock {
         let nodes = clients
             .into_iter()
             .map(|client| {
+                crate::metrics::redlock_node_added(client.target());
                 Arc::new(Node::new(
                     client,
                     Breaker::new(options.node_timeout, options.breaker_backoff),
@@ -395,7 +396,7 @@ impl Redlock {
         let timeout = self.nodes.timeout;
         join_all(granted.into_iter().map(|i| {
             let node = &self.nodes.nodes[i].client;
-            tokio::time::timeout(timeout, Locker::release(node, lock))
+            tokio::time::timeout(timeout, node.release_node(lock))
         }))
         .await;
     }
@@ -427,7 +428,7 @@ impl Redlock {
                 false,
                 |node| {
                     let lock = Arc::clone(&lock_arc);
-                    async move { Locker::release(&node.client, &lock).await }
+                    async move { node.client.release_node(&lock).await }
                 },
                 |replies| {
                     let (released, other) = count(replies, |o| *o == ReleaseOutcome::Released);
@@ -480,13 +481,9 @@ impl Nodes {
     }
 }
 
-/// Redlock as a [`Locker`]: the retry loop, the guard and its watchdog, the middleware and the
-/// load generator drive it exactly as they drive one server.
-impl Locker for Redlock {
-    /// One round. Busy (`Ok(None)`) when the nodes that refused already make a quorum
-    /// impossible; [`Error::QuorumNotReached`] when node failures, not refusals, kept it from a
-    /// quorum (had the failed nodes granted, it would have been won).
-    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+impl Redlock {
+    /// The attempt of [`Locker::attempt`], uncounted.
+    async fn attempt_round(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         let round = self.round(key, opts).await?;
         if round.lock.is_some()
             || round.node_errors.is_empty()
@@ -502,17 +499,8 @@ impl Locker for Redlock {
         })
     }
 
-    /// Released when a quorum of nodes still held our token ([`RedlockRelease::outcome`]).
-    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
-        Ok(self.release_detailed(lock).await?.outcome(self.quorum()))
-    }
-
-    /// Extends on every node; succeeds only when a quorum extended with validity left, and then
-    /// recomputes the lock's validity from this round's start.
-    ///
-    /// # Errors
-    /// [`Error::QuorumNotReached`] when node failures (not refusals) left too few answers.
-    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+    /// The extend round of [`Locker::extend`], uncounted.
+    async fn extend_round(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
         let (quorum, n) = (self.quorum(), self.len());
         let start = Instant::now();
@@ -523,7 +511,7 @@ impl Locker for Redlock {
                 true,
                 |node| {
                     let mut l = (*snapshot).clone();
-                    async move { Locker::extend(&node.client, &mut l, ttl).await }
+                    async move { node.client.extend_node(&mut l, ttl).await }
                 },
                 |replies| {
                     let (extended, other) = count(replies, |o| o.is_extended());
@@ -559,6 +547,33 @@ impl Locker for Redlock {
         } else {
             ExtendOutcome::NotHeld
         })
+    }
+}
+
+/// Redlock as a [`Locker`]: the retry loop, the guard and its watchdog, the middleware and the
+/// load generator drive it exactly as they drive one server.
+impl Locker for Redlock {
+    /// One round. Busy (`Ok(None)`) when the nodes that refused already make a quorum
+    /// impossible; [`Error::QuorumNotReached`] when node failures, not refusals, kept it from a
+    /// quorum (had the failed nodes granted, it would have been won).
+    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
+        crate::metrics::observe_attempt(self.mode(), key, self.attempt_round(key, opts)).await
+    }
+
+    /// Released when a quorum of nodes still held our token ([`RedlockRelease::outcome`]).
+    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
+        let release = async { Ok(self.release_detailed(lock).await?.outcome(self.quorum())) };
+        crate::metrics::observe_release(self.mode(), lock, release).await
+    }
+
+    /// Extends on every node; succeeds only when a quorum extended with validity left, and then
+    /// recomputes the lock's validity from this round's start.
+    ///
+    /// # Errors
+    /// [`Error::QuorumNotReached`] when node failures (not refusals) left too few answers.
+    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
+        let key = lock.key.clone();
+        crate::metrics::observe_extend(self.mode(), &key, self.extend_round(lock, ttl)).await
     }
 
     fn mode(&self) -> &'static str {

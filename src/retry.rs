@@ -6,6 +6,8 @@
 
 use std::time::{Duration, Instant};
 
+use tracing::Instrument;
+
 use crate::error::{Error, Result};
 use crate::lock::Lock;
 use crate::locker::Locker;
@@ -176,6 +178,17 @@ pub(crate) async fn acquire_observed<L: Locker>(
     opts: &LockOptions,
     observer: &mut (impl AcquireObserver + ?Sized),
 ) -> Result<Lock> {
+    acquire_loop(locker, key, opts, observer)
+        .instrument(tracing::debug_span!("lockkit.acquire", key))
+        .await
+}
+
+async fn acquire_loop<L: Locker>(
+    locker: &L,
+    key: &str,
+    opts: &LockOptions,
+    observer: &mut (impl AcquireObserver + ?Sized),
+) -> Result<Lock> {
     let first = Instant::now();
     let mut attempts = 0u32;
     loop {
@@ -187,6 +200,7 @@ pub(crate) async fn acquire_observed<L: Locker>(
         match result {
             Ok(Some(lock)) if lock.remaining_validity() > opts.min_validity => {
                 observer.on_attempt(AttemptOutcome::Acquired, sent, latency);
+                crate::metrics::acquired(locker.mode(), first.elapsed());
                 return Ok(lock);
             }
             Ok(Some(lock)) => {

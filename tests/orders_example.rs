@@ -6,7 +6,7 @@ mod example_bin;
 use std::sync::Barrier;
 use std::time::Duration;
 
-use example_bin::{example_binary, post, Running};
+use example_bin::{example_binary, get, post, Running};
 use lockkit_test_support::{free_port, RedisServer};
 
 /// The handler's delay: long enough that two requests fired together overlap inside it.
@@ -99,4 +99,61 @@ fn a_retry_with_the_same_idempotency_key_gets_the_same_order() {
     let (s2, retry) = post(p2, "/orders", &headers, body);
     assert_eq!(s2, 201, "{retry}");
     assert_eq!(retry, first, "the stored order is replayed, not a new one");
+}
+
+#[test]
+fn metrics_list_the_lockkit_families_after_one_order() {
+    let redis = RedisServer::start();
+    let (_one, port) = start_instance(&redis);
+    let (status, _) = get(port, "/metrics");
+    assert_eq!(status, 200);
+    let body = r#"{"sku":"mug","qty":1}"#;
+    let (status, created) = order(port, "dave", body);
+    assert_eq!(status, 201, "{created}");
+    let (status, scrape) = get(port, "/metrics");
+    assert_eq!(status, 200);
+    // Every family of a single-server locker is listed after one order, those without an event
+    // yet at zero (the Redlock ones, `lockkit_redlock_*`, belong to a Redlock; tests/metrics.rs).
+    for (family, kind) in [
+        ("lockkit_acquire_attempts_total", "counter"),
+        ("lockkit_acquire_attempt_duration_seconds", "histogram"),
+        ("lockkit_time_to_acquire_seconds", "histogram"),
+        ("lockkit_hold_duration_seconds", "histogram"),
+        ("lockkit_locks_lost_total", "counter"),
+        ("lockkit_noscript_recoveries_total", "counter"),
+    ] {
+        let line = format!("# TYPE {family} {kind}");
+        assert!(scrape.contains(&line), "{line} missing from:\n{scrape}");
+        assert!(
+            scrape.contains(&format!("# HELP {family} ")),
+            "no help for {family} in:\n{scrape}"
+        );
+    }
+    // One attempt that got the lock, one release after the hold, nothing lost.
+    let acquired = scrape
+        .lines()
+        .find(|l| {
+            l.starts_with("lockkit_acquire_attempts_total{") && l.contains(r#"outcome="acquired""#)
+        })
+        .unwrap_or_else(|| panic!("no acquired attempts in:\n{scrape}"));
+    assert!(acquired.ends_with(" 1"), "{acquired}");
+    for line in [
+        r#"lockkit_hold_duration_seconds_count{mode="standalone"} 1"#,
+        r#"lockkit_locks_lost_total{mode="standalone",reason="release_not_held"} 0"#,
+        "lockkit_noscript_recoveries_total 0",
+    ] {
+        assert!(scrape.contains(line), "{line} missing from:\n{scrape}");
+    }
+    // A duplicate while the first is inside the handler: a busy attempt.
+    let answers = together((port, "erin", body), (port, "erin", body));
+    assert_eq!(statuses(&answers), vec![201, 429], "{answers:?}");
+    let (_, scrape) = get(port, "/metrics");
+    assert!(
+        scrape
+            .lines()
+            .any(|l| l.starts_with("lockkit_acquire_attempts_total{")
+                && l.contains(r#"outcome="busy""#)
+                && l.ends_with(" 1")),
+        "{scrape}"
+    );
 }

@@ -34,11 +34,15 @@ const REWRITES: &[(&str, &str)] = &[
     // The release binary: here the debug build under test is already first on PATH.
     (r#"export PATH="${CARGO_TARGET_DIR:-$PWD/target}/release:$PATH""#, ""),
     // Built once by this test (the same build the examples' own tests use).
-    ("cargo build --example orders --features tower", ""),
+    ("cargo build --example orders --features tower,metrics", ""),
 ];
 
-/// `cargo run --example NAME --features tower --` becomes the built binary.
+/// `cargo run --example NAME --features FEATURES --` becomes the built binary.
 const CARGO_RUN_EXAMPLE: &str = "cargo run --example ";
+
+/// The features the examples are built with: what `orders` (`tower,metrics`) and `cron`
+/// (`tower`) need.
+const EXAMPLE_FEATURES: &str = "tower,metrics";
 
 /// Ports the README names; each becomes a free loopback port.
 const PORTS: &[&str] = &["6379", "6380", "6381", "6382", "7100", "3001", "3002"];
@@ -95,9 +99,18 @@ fn script(
                 line = REWRITES[i].1.to_string();
             }
             if let Some(rest) = line.strip_prefix(CARGO_RUN_EXAMPLE) {
-                let (name, args) = rest
-                    .split_once(" --features tower --")
-                    .expect("cargo run --example NAME --features tower -- ARGS");
+                let (name, rest) = rest
+                    .split_once(" --features ")
+                    .expect("cargo run --example NAME --features FEATURES -- ARGS");
+                let (features, args) = rest
+                    .split_once(" --")
+                    .expect("cargo run --example NAME --features FEATURES -- ARGS");
+                assert!(
+                    features
+                        .split(',')
+                        .all(|f| EXAMPLE_FEATURES.split(',').any(|g| g == f)),
+                    "{line}: the examples are built with {EXAMPLE_FEATURES} only"
+                );
                 line = format!("{}{args}", examples.join(name).display());
             }
             if line.starts_with("lockkit bench") {
@@ -132,7 +145,7 @@ fn replace_word(line: &str, word: &str, with: &str) -> String {
     out
 }
 
-/// Builds the examples (with `tower`) into this test's target dir once; returns their folder.
+/// Builds the examples (with [`EXAMPLE_FEATURES`]) into this test's target dir once; returns their folder.
 fn examples_dir() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT
@@ -145,7 +158,7 @@ fn examples_dir() -> PathBuf {
                 "build",
                 "--quiet",
                 "--features",
-                "tower",
+                EXAMPLE_FEATURES,
                 "--examples",
                 "-p",
                 "lockkit",
@@ -279,6 +292,10 @@ fn every_readme_shell_block_runs_as_written_and_leaves_git_status_clean() {
     assert!(
         stdout.contains("429") && stdout.contains("201"),
         "the double click\n{all}"
+    );
+    assert!(
+        stdout.contains("lockkit_acquire_attempts_total{"),
+        "the metrics scrape\n{all}"
     );
     assert!(stdout.contains("ran the job"), "cron\n{all}");
     assert!(stdout.contains("TTL"), "lockkit ttl\n{all}");

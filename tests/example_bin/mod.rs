@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// Builds `examples/{name}.rs` (with the `tower` feature) into this test's target dir once, and
+/// Builds `examples/{name}.rs` (with the `tower` and `metrics` features) into this test's target dir once, and
 /// returns the binary's path. Cargo has no `CARGO_BIN_EXE_` for examples, hence the nested build.
 pub fn example_binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
@@ -28,7 +28,13 @@ pub fn example_binary(name: &str) -> PathBuf {
     BUILT.get_or_init(|| {
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
         let mut cargo = Command::new(env!("CARGO"));
-        cargo.args(["build", "--quiet", "--features", "tower", "--examples"]);
+        cargo.args([
+            "build",
+            "--quiet",
+            "--features",
+            "tower,metrics",
+            "--examples",
+        ]);
         if profile_dir.ends_with("release") {
             cargo.arg("--release");
         }
@@ -124,11 +130,26 @@ impl Drop for Running {
 
 /// One HTTP/1.1 POST over a fresh connection; returns the status code and the body.
 pub fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    request("POST", port, path, headers, body)
+}
+
+/// One HTTP/1.1 GET over a fresh connection; returns the status code and the body.
+pub fn get(port: u16, path: &str) -> (u16, String) {
+    request("GET", port, path, &[], "")
+}
+
+fn request(
+    method: &str,
+    port: u16,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req =
-        format!("POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
