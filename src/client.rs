@@ -282,7 +282,7 @@ impl Locker for LockClient {
         self.attempt_validated(key, opts).await
     }
 
-    /// Compare-and-delete ([`release_node`](LockClient::release_node)), counted in the metrics.
+    /// Compare-and-delete, counted in the metrics (feature `metrics`).
     async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         crate::metrics::observe_release(self.mode(), lock, self.release_node(lock)).await
     }
