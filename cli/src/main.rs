@@ -39,6 +39,10 @@ enum Command {
     Lua(lua::LuaArgs),
     /// What a target supports (SCRIPT LOAD, EVALSHA, FUNCTION, cluster, proxy) and its round trip.
     Probe(probe::ProbeArgs),
+    /// A pass-through proxy in front of a Redis server; `--plugin observe` measures how long
+    /// the application really holds its locks.
+    #[command(after_help = lockkit_proxy::cmd::EXIT_HELP)]
+    Proxy(lockkit_proxy::cmd::ProxyArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         Command::Report(args) => lockkit_loadgen::html::run(args),
         Command::Lua(args) => lua::run(args),
         Command::Probe(args) => probe::run(args),
+        Command::Proxy(args) => lockkit_proxy::cmd::run(args),
     };
     match result {
         Ok(code) => code,
@@ -77,5 +82,18 @@ mod tests {
         let o = Opts::parse_from(["lockkit", "report", "a.json", "b.json", "-o", "c.html"]);
         assert!(matches!(o.command, Command::Report(ref r) if r.inputs.len() == 2));
         assert!(Opts::try_parse_from(["lockkit", "report"]).is_err());
+        let o = Opts::parse_from([
+            "lockkit",
+            "proxy",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "redis://h:1",
+            "--plugin",
+            "observe",
+            "--duration",
+            "2s",
+        ]);
+        assert!(matches!(o.command, Command::Proxy(ref p) if p.plugins == ["observe"]));
     }
 }

@@ -5,8 +5,9 @@
 //! - `lockkit` is this build's debug binary, first on `PATH`;
 //! - every `lockkit bench` line runs 1 s with no warm-up (`--duration`, `--warmup` replaced or
 //!   added), so the whole README takes well under two minutes;
-//! - the fixed ports (6379, 6380, ..., 3001, 3002, 7100) become free loopback ports;
-//! - the lines in [`REWRITES`] (installing packages, the test suite itself, the release build)
+//! - the fixed ports (6379, 6380, ..., 3001, 3002, 7000, 7100) become free loopback ports;
+//! - the lines in [`REWRITES`] (installing packages, the test suite itself, the release build,
+//!   the proxy section's two commands for the reader's own application)
 //!   are replaced as listed; a rewrite that no longer matches a README line fails the test, so
 //!   the list stays in step with the README.
 
@@ -33,6 +34,13 @@ const REWRITES: &[(&str, &str)] = &[
     ("cargo test --workspace --all-features", ""),
     // The release binary: here the debug build under test is already first on PATH.
     (r#"export PATH="${CARGO_TARGET_DIR:-$PWD/target}/release:$PATH""#, ""),
+    // The two commands that open the proxy section, for the reader's own application: the
+    // block right after runs the same two against a throwaway Redis with redis-cli traffic.
+    (
+        "lockkit proxy --listen 127.0.0.1:7000 --upstream redis://127.0.0.1:6380 --plugin observe --out /tmp/lockkit-observed &",
+        "",
+    ),
+    ("lockkit ttl --observed /tmp/lockkit-observed/observe-*.json   # once it has seen the application work", ""),
     // Built once by this test (the same build the examples' own tests use).
     ("cargo build --example orders --features tower,metrics", ""),
 ];
@@ -45,7 +53,9 @@ const CARGO_RUN_EXAMPLE: &str = "cargo run --example ";
 const EXAMPLE_FEATURES: &str = "tower,metrics";
 
 /// Ports the README names; each becomes a free loopback port.
-const PORTS: &[&str] = &["6379", "6380", "6381", "6382", "7100", "3001", "3002"];
+const PORTS: &[&str] = &[
+    "6379", "6380", "6381", "6382", "7000", "7100", "3001", "3002",
+];
 
 /// The README's ```bash blocks (fences may be indented, as inside a list item), in order.
 fn bash_blocks(readme: &str) -> Vec<Vec<String>> {

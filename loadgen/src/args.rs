@@ -374,8 +374,13 @@ impl BenchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TtlArgs {
     /// A JSON report written by `lockkit bench`.
-    #[arg(value_name = "RESULT.json")]
-    pub result: PathBuf,
+    #[arg(value_name = "RESULT.json", required_unless_present = "observed")]
+    pub result: Option<PathBuf>,
+
+    /// A report of `lockkit proxy --plugin observe` (observe-<date>.json): one TTL per lock
+    /// pattern, with the observed hold time (at --quantile) as the work.
+    #[arg(long, value_name = "OBSERVE.json", conflicts_with_all = ["result", "work_p99", "work_timings"])]
+    pub observed: Option<PathBuf>,
 
     /// The guarded work's p99 (e.g. 120ms). Default: the benchmark's hold time.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, conflicts_with = "work_timings", value_name = "DURATION")]
@@ -386,7 +391,7 @@ pub struct TtlArgs {
     #[arg(long, value_name = "FILE")]
     pub work_timings: Option<PathBuf>,
 
-    /// Which quantile of --work-timings to size for.
+    /// Which quantile of --work-timings (or of the observed hold times) to size for.
     #[arg(long, value_enum, default_value_t = WorkQuantile::P99)]
     pub quantile: WorkQuantile,
 

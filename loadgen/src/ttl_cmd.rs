@@ -1,4 +1,5 @@
-//! `lockkit ttl RESULT.json [--work-p99 D | --work-timings FILE]`.
+//! `lockkit ttl RESULT.json [--work-p99 D | --work-timings FILE]` and
+//! `lockkit ttl --observed OBSERVE.json` (one TTL per lock pattern the proxy saw).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,18 +22,172 @@ pub fn recommend_from_latency(
     pause_budget: Duration,
     safety_factor: f64,
 ) -> TtlRecommendation {
-    let get = |op: &str, f: fn(&LatencySummary) -> u64| {
-        Duration::from_micros(latency.get(op).map_or(0, f))
-    };
+    let none = LatencySummary::default();
+    recommend_observed(
+        work,
+        latency.get("acquire_ok").unwrap_or(&none),
+        latency.get("release").unwrap_or(&none),
+        work_basis,
+        pause_budget,
+        safety_factor,
+    )
+}
+
+/// The recommendation for a work time and measured acquire and release latencies: a bench
+/// report's, or a lock's whose hold time and round trips `lockkit proxy --plugin observe` saw.
+pub fn recommend_observed(
+    work: Duration,
+    acquire: &LatencySummary,
+    release: &LatencySummary,
+    work_basis: &str,
+    pause_budget: Duration,
+    safety_factor: f64,
+) -> TtlRecommendation {
+    let us = Duration::from_micros;
     recommend(&TtlInputs {
         work,
         work_basis: work_basis.to_string(),
-        acquire_p999: get("acquire_ok", |l| l.p999),
-        release_p999: get("release", |l| l.p999),
-        acquire_p99: get("acquire_ok", |l| l.p99),
+        acquire_p999: us(acquire.p999),
+        release_p999: us(release.p999),
+        acquire_p99: us(acquire.p99),
         pause_budget,
         safety_factor,
     })
+}
+
+/// The schema of the proxy's observe report.
+pub const OBSERVE_SCHEMA: &str = "lockkit.observe/1";
+
+/// One lock pattern of an observe report and its recommendation (`None`: no release seen).
+#[derive(Debug, Clone)]
+pub struct ObservedTtl {
+    /// The key pattern.
+    pub pattern: String,
+    /// The observed hold time at the quantile.
+    pub hold: LatencySummary,
+    /// The largest TTL the application asked for, ms.
+    pub ttl_used_ms: Option<u64>,
+    /// What the formula gives.
+    pub recommendation: Option<TtlRecommendation>,
+}
+
+/// Reads an observe report and applies the formula to each lock pattern.
+///
+/// # Errors
+/// An unreadable file, a file that is no observe report.
+pub fn observed_recommendations(
+    path: &Path,
+    q: WorkQuantile,
+    pause_budget: Duration,
+    safety_factor: f64,
+) -> anyhow::Result<Vec<ObservedTtl>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let report: serde_json::Value = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not JSON; give the observe-<date>.json that `lockkit proxy --plugin observe` wrote",
+            path.display()
+        )
+    })?;
+    if report["schema"].as_str() != Some(OBSERVE_SCHEMA) {
+        anyhow::bail!(
+            "{} is not an observe report (schema {OBSERVE_SCHEMA}); for a bench report drop --observed",
+            path.display()
+        );
+    }
+    let locks = report["locks"].as_array().cloned().unwrap_or_default();
+    let summary = |v: &serde_json::Value, field: &str| -> anyhow::Result<LatencySummary> {
+        serde_json::from_value(v[field].clone())
+            .with_context(|| format!("{}: `{field}` of a lock is malformed", path.display()))
+    };
+    let mut out = Vec::new();
+    for l in &locks {
+        let hold = summary(l, "hold_us")?;
+        let acquire = summary(l, "acquire_us").unwrap_or_default();
+        let release = summary(l, "release_us").unwrap_or_default();
+        let work = match q {
+            WorkQuantile::P99 => hold.p99,
+            WorkQuantile::P999 => hold.p999,
+            WorkQuantile::Max => hold.max,
+        };
+        let recommendation = (hold.count > 0).then(|| {
+            recommend_observed(
+                Duration::from_micros(work),
+                &acquire,
+                &release,
+                &format!("observed hold {}", q.name().trim_start_matches("work ")),
+                pause_budget,
+                safety_factor,
+            )
+        });
+        out.push(ObservedTtl {
+            pattern: l["pattern"].as_str().unwrap_or("?").to_string(),
+            hold,
+            ttl_used_ms: l["ttl_ms"]["max"].as_u64(),
+            recommendation,
+        });
+    }
+    Ok(out)
+}
+
+fn run_observed(args: &TtlArgs, path: &Path) -> anyhow::Result<ExitCode> {
+    if !(args.safety_factor >= 1.0 && args.safety_factor.is_finite()) {
+        anyhow::bail!("--safety-factor must be at least 1");
+    }
+    let rows =
+        observed_recommendations(path, args.quantile, args.pause_budget, args.safety_factor)?;
+    if rows.iter().all(|r| r.recommendation.is_none()) {
+        anyhow::bail!(
+            "{} holds no released lock; let the application run through the proxy until its locks are released",
+            path.display()
+        );
+    }
+    if args.json {
+        let out: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "pattern": r.pattern,
+                    "holds": r.hold.count,
+                    "ttl_used_ms": r.ttl_used_ms,
+                    "ttl": r.recommendation.as_ref().map(TtlReport::from),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ms = |us: u64| format!("{:.1}", us as f64 / 1000.0);
+    println!(
+        "{:<32} {:>7} {:>11} {:>11} {:>9} {:>9} {:>10}",
+        "pattern", "holds", "hold p99 ms", "hold max ms", "TTL used", "TTL", "watchdog"
+    );
+    for r in &rows {
+        let used = r.ttl_used_ms.map_or("-".to_string(), |t| format!("{t} ms"));
+        match &r.recommendation {
+            Some(rec) => {
+                let t = TtlReport::from(rec);
+                println!(
+                    "{:<32} {:>7} {:>11} {:>11} {:>9} {:>9} {:>10}",
+                    r.pattern,
+                    r.hold.count,
+                    ms(r.hold.p99),
+                    ms(r.hold.max),
+                    used,
+                    format!("{} ms", t.recommended_ms),
+                    format!("{} ms", t.watchdog_interval_ms),
+                );
+            }
+            None => println!(
+                "{:<32} {:>7} {:>11} {:>11} {:>9} {:>9} {:>10}",
+                r.pattern, 0, "-", "-", used, "no release seen", ""
+            ),
+        }
+    }
+    if let Some(r) = rows.iter().find_map(|r| r.recommendation.as_ref()) {
+        println!("why              {}", r.basis);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The work time at `q` from a timings file: one duration per line or an HdrHistogram log (µs).
@@ -86,6 +241,9 @@ pub fn work_from_config(config: &serde_json::Value) -> (Duration, String) {
 
 /// Reads the report, applies the formula, prints the result with its reasoning.
 pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.observed {
+        return run_observed(&args, path);
+    }
     let r = recommendation(&args)?;
     let out = TtlReport::from(&r);
     if args.json {
@@ -107,18 +265,21 @@ pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
 /// # Errors
 /// An unreadable or foreign report, a report without acquire samples, unreadable timings.
 pub fn recommendation(args: &TtlArgs) -> anyhow::Result<TtlRecommendation> {
-    let text = std::fs::read_to_string(&args.result)
-        .with_context(|| format!("reading {}", args.result.display()))?;
+    let Some(result) = &args.result else {
+        anyhow::bail!("give the RESULT.json `lockkit bench` wrote (or --observed OBSERVE.json)");
+    };
+    let text =
+        std::fs::read_to_string(result).with_context(|| format!("reading {}", result.display()))?;
     let report: serde_json::Value = serde_json::from_str(&text).with_context(|| {
         format!(
             "{} is not JSON; give the report `lockkit bench` wrote",
-            args.result.display()
+            result.display()
         )
     })?;
     if report["schema"].as_str() != Some(crate::report::SCHEMA) {
         anyhow::bail!(
             "{} is not a lockkit bench report (schema {})",
-            args.result.display(),
+            result.display(),
             crate::report::SCHEMA
         );
     }
@@ -184,7 +345,8 @@ mod tests {
 
     fn args_for(result: std::path::PathBuf, work_p99: Option<Duration>) -> TtlArgs {
         TtlArgs {
-            result,
+            result: Some(result),
+            observed: None,
             work_p99,
             work_timings: None,
             quantile: WorkQuantile::P99,
@@ -223,6 +385,41 @@ mod tests {
         std::fs::write(&p, "{\"a\": 1}").unwrap();
         let e = recommendation(&args_for(p, None)).unwrap_err().to_string();
         assert!(e.contains("not a lockkit bench report"), "{e}");
+    }
+
+    #[test]
+    fn observed_report_gives_one_ttl_per_pattern_by_the_same_formula() {
+        // hold p99 100 ms, acquire p99 = p99.9 = 1 ms, release p99.9 = 1 ms: the bench case's
+        // numbers, so the same 310 ms.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("observe.json");
+        let l = |p99: u64| {
+            serde_json::json!({"count": 10, "p50": 1, "p90": 1, "p99": p99,
+            "p999": p99, "max": p99, "mean": 1.0})
+        };
+        let report = serde_json::json!({
+            "schema": "lockkit.observe/1", "target": "redis://h", "duration_s": 1.0, "commands": {},
+            "locks": [
+                {"pattern": "order:{id}:lock", "hold_us": l(100_000), "acquire_us": l(1000),
+                 "release_us": l(1000), "ttl_ms": {"min": 5000, "max": 5000}},
+                {"pattern": "never:{id}", "hold_us": {"count": 0, "p50": 0, "p90": 0, "p99": 0,
+                 "p999": 0, "max": 0, "mean": 0.0}, "ttl_ms": {"min": null, "max": null}},
+            ]
+        });
+        std::fs::write(&p, report.to_string()).unwrap();
+        let rows = observed_recommendations(&p, WorkQuantile::P99, Duration::from_millis(50), 2.0)
+            .unwrap();
+        assert_eq!(rows.len(), 2);
+        let r = TtlReport::from(rows[0].recommendation.as_ref().unwrap());
+        assert_eq!((r.recommended_ms, r.watchdog_interval_ms), (310, 103));
+        assert_eq!(rows[0].ttl_used_ms, Some(5000));
+        assert!(rows[1].recommendation.is_none());
+        let bench = dir.path().join("bench.json");
+        std::fs::write(&bench, "{\"schema\": \"lockkit.bench/1\"}").unwrap();
+        let e = observed_recommendations(&bench, WorkQuantile::P99, Duration::ZERO, 2.0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an observe report"), "{e}");
     }
 
     #[test]

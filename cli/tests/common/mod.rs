@@ -60,6 +60,12 @@ impl Lockkit {
         }
     }
 
+    /// More arguments.
+    pub fn args<S: AsRef<std::ffi::OsStr>>(mut self, more: &[S]) -> Lockkit {
+        self.args.extend(more.iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
     /// One more argument (a path, say).
     pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Lockkit {
         self.args.push(a.as_ref().to_owned());

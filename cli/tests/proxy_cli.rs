@@ -1,0 +1,138 @@
+//! `lockkit proxy` as users run it: observe through the built binary, SIGTERM writes the
+//! report, `lockkit ttl --observed` reads it; bad input and an unreachable upstream exit with
+//! their codes and never show the password.
+
+mod common;
+
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{files_in, wait, Lockkit};
+use lockkit_test_support::{free_port, RedisServer};
+
+fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+
+#[test]
+fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", &server.url()])
+        .arg("--plugin")
+        .arg("observe")
+        .arg("--out")
+        .arg(dir.path())
+        .spawn();
+    let pid = child.id().to_string();
+    let mut up = false;
+    for _ in 0..200 {
+        if TcpStream::connect(&listen).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(up, "the proxy never listened");
+    for i in 0..3 {
+        let key = format!("order:{i}:lock");
+        assert_eq!(
+            redis_cli(port, &["SET", &key, "t", "NX", "PX", "3000"]),
+            "OK\n"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(redis_cli(port, &["EVAL", RELEASE, "1", &key, "t"]), "1\n");
+    }
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let run = wait(child, "lockkit proxy");
+    assert!(run.success(), "{}", run.all());
+    let files = files_in(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("observe-") && name.ends_with(".json"),
+        "{name}"
+    );
+    assert!(run.stdout.contains(&name), "{}", run.all());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(report["schema"], "lockkit.observe/1");
+    assert_eq!(report["locks"][0]["pattern"], "order:{id}:lock");
+    assert_eq!(report["locks"][0]["acquired"], 3);
+    assert_eq!(report["locks"][0]["released"], 3);
+    assert!(report["locks"][0]["hold_us"]["p50"].as_u64().unwrap() >= 20_000);
+
+    let ttl = Lockkit::new(&["ttl", "--observed"]).arg(&files[0]).run();
+    assert!(ttl.success(), "{}", ttl.all());
+    assert!(ttl.stdout.contains("order:{id}:lock"), "{}", ttl.all());
+    assert!(ttl.stdout.contains("3000 ms"), "{}", ttl.all());
+    let json = Lockkit::new(&["ttl", "--json", "--observed"])
+        .arg(&files[0])
+        .run();
+    let rows: serde_json::Value =
+        serde_json::from_str(&json.stdout).unwrap_or_else(|_| panic!("{}", json.all()));
+    assert_eq!(
+        rows[0]["ttl"]["recommended_ms"], report["locks"][0]["recommended_ttl_ms"],
+        "the proxy and `lockkit ttl --observed` use the same formula"
+    );
+    // A bench report is refused with a hint.
+    let bench = dir.path().join("bench.json");
+    std::fs::write(&bench, r#"{"schema": "lockkit.bench/1"}"#).unwrap();
+    let bad = Lockkit::new(&["ttl", "--observed"]).arg(&bench).run();
+    assert_eq!(bad.code, Some(1), "{}", bad.all());
+    assert!(
+        bad.stderr.contains("not an observe report"),
+        "{}",
+        bad.all()
+    );
+}
+
+#[test]
+fn bad_input_and_unreachable_upstream_exit_with_their_codes_without_the_password() {
+    let port = free_port().unwrap().to_string();
+    let dead = format!("redis://user:Pw-9xq7@127.0.0.1:{port}");
+    let cases: [(&[&str], i32, &str); 4] = [
+        (
+            &["--upstream", &dead, "--plugin", "nope"],
+            2,
+            "unknown plugin `nope`",
+        ),
+        (
+            &["--upstream", "http://user:Pw-9xq7@h"],
+            2,
+            "is not a valid Redis URL",
+        ),
+        (
+            &["--upstream", &dead, "--duration", "1s"],
+            3,
+            "upstream redis://user:***@127.0.0.1:",
+        ),
+        (
+            &["--upstream", "redis://h", "--duration", "soon"],
+            2,
+            "soon",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let run = Lockkit::new(&["proxy", "--listen", "127.0.0.1:0"])
+            .arg("--quiet")
+            .args(args)
+            .run();
+        assert_eq!(run.code, Some(code), "{args:?}: {}", run.all());
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.all());
+        assert!(!run.all().contains("Pw-9xq7"), "{args:?}: {}", run.all());
+    }
+}

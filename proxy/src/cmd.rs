@@ -1,0 +1,183 @@
+//! `lockkit proxy --listen ADDR --upstream URL [--plugin ...]... [--out DIR] [--duration D]`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use lockkit_loadgen::exit;
+use lockkit_loadgen::units::parse_duration;
+
+use crate::observe::{Observe, ObserveOptions};
+use crate::{Plugin, Proxy, Upstream};
+
+/// Run a pass-through proxy in front of a Redis server, with plugins.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProxyArgs {
+    /// Where applications connect (host:port).
+    #[arg(long, default_value = "127.0.0.1:7000", value_name = "ADDR")]
+    pub listen: String,
+
+    /// The Redis server behind the proxy: redis://, rediss:// (TLS), redis+unix://, user and
+    /// password in the URL (default: $REDIS_URL).
+    #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
+    pub upstream: String,
+
+    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern) or a
+    /// Lua plugin FILE.lua.
+    #[arg(long = "plugin", value_name = "NAME[:ARGS]|FILE.lua")]
+    pub plugins: Vec<String>,
+
+    /// Where the plugins' reports go (`observe-<date>.json`, ...).
+    #[arg(long, default_value = "lockkit-results", value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// Stop after this long (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+
+    /// No live table, no progress lines (the reports are still written).
+    #[arg(long)]
+    pub quiet: bool,
+
+    /// Worker threads serving connections (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+}
+
+/// The exit codes as `lockkit proxy --help` shows them.
+pub const EXIT_HELP: &str = "Exit codes:
+  0    stopped by --duration or SIGTERM, reports written
+  1    any other failure (a report that cannot be written, ...)
+  2    bad input: a flag value, a URL that does not parse, an unknown plugin, an unwritable --out
+  3    the upstream server cannot be used: unreachable, wrong password
+  130  stopped with Ctrl-C (the reports are written)";
+
+/// Builds the plugin `spec` names.
+///
+/// # Errors
+/// An unknown name, a Lua file that does not load, bad plugin arguments.
+pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin>> {
+    let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
+    match name {
+        "observe" => {
+            if !args.is_empty() {
+                anyhow::bail!("`observe` takes no arguments (got `{args}`)");
+            }
+            Ok(Arc::new(Observe::new(ObserveOptions { live })))
+        }
+        _ => anyhow::bail!(
+            "unknown plugin `{spec}`: use `observe` or the path of a Lua plugin (FILE.lua)"
+        ),
+    }
+}
+
+/// How the proxy was stopped.
+enum Stopped {
+    Duration,
+    CtrlC,
+    Term,
+}
+
+async fn wait_for_stop(duration: Option<Duration>) -> Stopped {
+    let limit = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = limit => Stopped::Duration,
+        r = tokio::signal::ctrl_c() => match r {
+            Ok(()) => Stopped::CtrlC,
+            Err(_) => std::future::pending().await,
+        },
+        _ = term => Stopped::Term,
+    }
+}
+
+/// Writes each plugin's report as `DIR/<plugin>-<stamp>.json`; the paths written.
+///
+/// # Errors
+/// A report that cannot be written.
+pub fn write_reports(
+    out: &Path,
+    reports: &[(String, serde_json::Value)],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let (_, stamp) = lockkit_loadgen::report::utc_now();
+    let mut written = Vec::new();
+    for (name, value) in reports {
+        let path = out.join(format!("{name}-{stamp}.json"));
+        let text = serde_json::to_vec_pretty(value)?;
+        lockkit_loadgen::report::write_atomic(&path, &text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
+pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let upstream = Upstream::from_url(&args.upstream)
+        .map_err(|e| exit::lock_failure(&e, format!("--upstream: {e}")))?;
+    let live = !args.quiet && std::io::stdout().is_terminal();
+    let mut plugins = Vec::new();
+    for spec in &args.plugins {
+        plugins.push(
+            plugin_from_spec(spec, live)
+                .map_err(|e| exit::bad_input(format!("--plugin {spec}: {e:#}")))?,
+        );
+    }
+    if !plugins.is_empty() {
+        lockkit_loadgen::report::check_writable(&args.out).map_err(exit::bad_input)?;
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.threads {
+        if n == 0 {
+            return Err(exit::bad_input("--threads must be at least 1"));
+        }
+        builder.worker_threads(n);
+    }
+    let runtime = builder
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        upstream.connect().await.map_err(|e| {
+            exit::unreachable(format!(
+                "upstream {}: {e}; check that the server runs and the URL's password",
+                upstream.shown()
+            ))
+        })?;
+        let shown = upstream.shown().to_string();
+        let proxy = Proxy::start(&args.listen, upstream, plugins)
+            .await
+            .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;
+        if !args.quiet {
+            eprintln!(
+                "lockkit proxy: listening on {} -> {shown} (Ctrl-C stops and writes the reports)",
+                proxy.addr()
+            );
+        }
+        let how = wait_for_stop(args.duration).await;
+        let plugins: Vec<Arc<dyn Plugin>> = proxy.plugins().to_vec();
+        let ctx = proxy.stop().await;
+        let reports = Proxy::reports(&plugins, &ctx);
+        for path in write_reports(&args.out, &reports)? {
+            println!("wrote {}", path.display());
+        }
+        Ok(match how {
+            Stopped::CtrlC => ExitCode::from(exit::INTERRUPTED),
+            Stopped::Duration | Stopped::Term => ExitCode::SUCCESS,
+        })
+    })
+}

@@ -1,0 +1,404 @@
+//! One client connection and its own upstream connection, served by one task: commands are
+//! split (not decoded) and forwarded as the very bytes read, replies are split and matched to
+//! their commands in order, so plugins see each declared command with its reply.
+//!
+//! Replies stop being matched (the bytes still flow) once the connection enters a mode where
+//! they no longer pair one-to-one with commands: pub/sub, MONITOR, CLIENT REPLY OFF/SKIP, or
+//! bytes that are not RESP.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fnv::FnvHashMap;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::plugin::{Action, Command, ConnInfo};
+use crate::resp;
+use crate::server::Shared;
+
+/// Bytes read at a time; a buffer grows past this only to hold one larger frame.
+const READ_CHUNK: usize = 16 * 1024;
+/// Command counts are handed to the shared table at least this often.
+const FLUSH_EVERY: Duration = Duration::from_millis(500);
+
+/// A command forwarded upstream and not answered yet.
+#[derive(Debug)]
+enum Slot {
+    /// This many commands no plugin waits on.
+    Plain(u32),
+    /// A command plugins want the reply of.
+    Tracked(Box<Tracked>),
+    /// A command a plugin answered itself: its reply goes out once all before it have.
+    Local(Vec<u8>),
+}
+
+#[derive(Debug)]
+struct Tracked {
+    frame: Vec<u8>,
+    inline: bool,
+    name: String,
+    plugins: Vec<usize>,
+    sent: Instant,
+}
+
+/// The state of one proxied connection.
+struct Conn {
+    shared: Arc<Shared>,
+    info: ConnInfo,
+    pending: VecDeque<Slot>,
+    /// Replies no longer pair with commands: copy blindly.
+    unmatched: bool,
+    /// Client bytes are not RESP: copy blindly.
+    raw: bool,
+    in_multi: bool,
+    counts: FnvHashMap<Vec<u8>, u64>,
+    last_flush: Instant,
+}
+
+/// What the client's bytes asked for besides forwarding.
+enum Next {
+    Continue,
+    Close,
+}
+
+/// Serves one client until it or the upstream server closes, or `stop` fires.
+pub async fn serve<CR, CW, UR, UW>(
+    shared: Arc<Shared>,
+    info: ConnInfo,
+    (mut cr, mut cw): (CR, CW),
+    (mut ur, mut uw): (UR, UW),
+    mut stop: watch::Receiver<bool>,
+) where
+    CR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+    UR: AsyncRead + Unpin,
+    UW: AsyncWrite + Unpin,
+{
+    let mut conn = Conn {
+        shared,
+        info,
+        pending: VecDeque::new(),
+        unmatched: false,
+        raw: false,
+        in_multi: false,
+        counts: FnvHashMap::default(),
+        last_flush: Instant::now(),
+    };
+    let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    loop {
+        reserve(&mut cbuf);
+        reserve(&mut ubuf);
+        tokio::select! {
+            r = cr.read_buf(&mut cbuf) => {
+                match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                match conn.on_client_bytes(&mut cbuf, &mut uw, &mut cw).await {
+                    Ok(Next::Continue) => {}
+                    Ok(Next::Close) | Err(_) => break,
+                }
+            }
+            r = ur.read_buf(&mut ubuf) => {
+                match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                if conn.on_upstream_bytes(&mut ubuf, &mut cw).await.is_err() {
+                    break;
+                }
+            }
+            _ = stop.changed() => break,
+        }
+    }
+    conn.flush_counts();
+    let _ = uw.shutdown().await;
+    let _ = cw.shutdown().await;
+}
+
+/// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
+fn reserve(buf: &mut Vec<u8>) {
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
+    // A buffer grown for one huge frame is given back once that frame is gone.
+    if buf.is_empty() && buf.capacity() > 8 * READ_CHUNK {
+        *buf = Vec::with_capacity(READ_CHUNK);
+    }
+}
+
+const UNMATCHED_MODES: [&[u8]; 4] = [b"SUBSCRIBE", b"PSUBSCRIBE", b"SSUBSCRIBE", b"MONITOR"];
+
+impl Conn {
+    /// Splits the complete commands in `buf`, runs the plugins on the declared ones, forwards
+    /// the rest untouched and keeps the incomplete tail.
+    async fn on_client_bytes<UW: AsyncWrite + Unpin, CW: AsyncWrite + Unpin>(
+        &mut self,
+        buf: &mut Vec<u8>,
+        uw: &mut UW,
+        cw: &mut CW,
+    ) -> std::io::Result<Next> {
+        if self.raw {
+            uw.write_all(buf).await?;
+            buf.clear();
+            return Ok(Next::Continue);
+        }
+        let mut pos = 0;
+        // Start of the bytes read but not yet forwarded.
+        let mut fwd = 0;
+        let mut plain_run = 0u32;
+        let mut next = Next::Continue;
+        let shared = self.shared.clone();
+        loop {
+            let frame = match resp::command_frame(&buf[pos..]) {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(_) => {
+                    // Not RESP: pass everything on and stop reading it (Redis answers the error).
+                    self.raw = true;
+                    self.unmatched = true;
+                    self.pending.clear();
+                    pos = buf.len();
+                    break;
+                }
+            };
+            let start = pos;
+            pos += frame.len;
+            let name_raw = &buf[start + frame.name.start..start + frame.name.end];
+            let mut upper = [0u8; 32];
+            let name: &[u8] = if name_raw.len() <= upper.len() {
+                upper[..name_raw.len()].copy_from_slice(name_raw);
+                upper[..name_raw.len()].make_ascii_uppercase();
+                &upper[..name_raw.len()]
+            } else {
+                name_raw
+            };
+            if name.is_empty() {
+                // An empty inline line: Redis ignores it and answers nothing.
+                continue;
+            }
+            self.count(name);
+            self.note_mode(name, &buf[start..pos], frame.inline);
+            let plugins = shared.plugins_for(name);
+            if plugins.is_empty() {
+                plain_run += 1;
+                continue;
+            }
+            let name_text = String::from_utf8_lossy(name).into_owned();
+            let frame_bytes = &buf[start..pos];
+            let all_args = resp::command_args(frame_bytes, frame.inline);
+            let cmd = Command {
+                name: &name_text,
+                args: all_args.get(1..).unwrap_or_default(),
+            };
+            let mut action = Action::Pass;
+            for &p in plugins {
+                match shared.plugins[p].on_command(&self.info, &cmd) {
+                    Action::Pass => {}
+                    Action::Delay(d) => {
+                        action = match action {
+                            Action::Delay(e) => Action::Delay(e + d),
+                            _ => Action::Delay(d),
+                        }
+                    }
+                    other => {
+                        action = other;
+                        break;
+                    }
+                }
+            }
+            // An answer of the proxy's own is only in turn while replies pair with commands, and
+            // inside MULTI the client waits for QUEUED.
+            if (self.unmatched || self.in_multi) && matches!(action, Action::Reply(_)) {
+                action = Action::Pass;
+            }
+            match action {
+                Action::Pass => {}
+                Action::Delay(d) => {
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    uw.write_all(&buf[fwd..start]).await?;
+                    fwd = start;
+                    tokio::time::sleep(d).await;
+                }
+                Action::Close => {
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    uw.write_all(&buf[fwd..start]).await?;
+                    fwd = pos;
+                    next = Next::Close;
+                    break;
+                }
+                Action::Reply(bytes) => {
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    uw.write_all(&buf[fwd..start]).await?;
+                    fwd = pos;
+                    self.pending.push_back(Slot::Local(bytes));
+                    continue;
+                }
+            }
+            if self.unmatched {
+                continue;
+            }
+            let wants: Vec<usize> = plugins
+                .iter()
+                .copied()
+                .filter(|&p| shared.plugins[p].wants_replies())
+                .collect();
+            if wants.is_empty() {
+                plain_run += 1;
+            } else {
+                self.push_plain(std::mem::take(&mut plain_run));
+                self.pending.push_back(Slot::Tracked(Box::new(Tracked {
+                    frame: frame_bytes.to_vec(),
+                    inline: frame.inline,
+                    name: name_text,
+                    plugins: wants,
+                    sent: Instant::now(),
+                })));
+            }
+        }
+        self.push_plain(plain_run);
+        if fwd < pos {
+            uw.write_all(&buf[fwd..pos]).await?;
+        }
+        buf.drain(..pos);
+        self.send_local_replies(cw).await?;
+        if self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush_counts();
+        }
+        Ok(next)
+    }
+
+    /// Splits the complete replies in `buf`, hands the awaited ones to their plugins and
+    /// forwards everything to the client.
+    async fn on_upstream_bytes<CW: AsyncWrite + Unpin>(
+        &mut self,
+        buf: &mut Vec<u8>,
+        cw: &mut CW,
+    ) -> std::io::Result<()> {
+        if self.unmatched {
+            cw.write_all(buf).await?;
+            buf.clear();
+            return Ok(());
+        }
+        let mut pos = 0;
+        let mut fwd = 0;
+        loop {
+            let len = match resp::frame_len(&buf[pos..]) {
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(_) => {
+                    self.unmatched = true;
+                    self.pending.clear();
+                    pos = buf.len();
+                    break;
+                }
+            };
+            let frame = &buf[pos..pos + len];
+            pos += len;
+            if frame[0] == b'>' {
+                // RESP3 push data (invalidations, pub/sub) answers no command.
+                continue;
+            }
+            match self.pending.pop_front() {
+                Some(Slot::Plain(n)) if n > 1 => self.pending.push_front(Slot::Plain(n - 1)),
+                Some(Slot::Tracked(t)) => self.reply_to_plugins(&t, frame),
+                // More replies than commands (a mode this proxy did not foresee): stop matching.
+                None => {
+                    self.unmatched = true;
+                    pos = buf.len();
+                    break;
+                }
+                _ => {}
+            }
+            if matches!(self.pending.front(), Some(Slot::Local(_))) {
+                cw.write_all(&buf[fwd..pos]).await?;
+                fwd = pos;
+                self.send_local_replies(cw).await?;
+            }
+        }
+        if fwd < pos {
+            cw.write_all(&buf[fwd..pos]).await?;
+        }
+        buf.drain(..pos);
+        Ok(())
+    }
+
+    fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) {
+        let latency = t.sent.elapsed();
+        let all_args = resp::command_args(&t.frame, t.inline);
+        let cmd = Command {
+            name: &t.name,
+            args: all_args.get(1..).unwrap_or_default(),
+        };
+        for &p in &t.plugins {
+            self.shared.plugins[p].on_reply(&self.info, &cmd, reply, latency);
+        }
+    }
+
+    /// Writes the plugin answers at the head of the queue (nothing upstream is owed before them).
+    async fn send_local_replies<CW: AsyncWrite + Unpin>(
+        &mut self,
+        cw: &mut CW,
+    ) -> std::io::Result<()> {
+        while let Some(Slot::Local(_)) = self.pending.front() {
+            if let Some(Slot::Local(bytes)) = self.pending.pop_front() {
+                cw.write_all(&bytes).await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn push_plain(&mut self, n: u32) {
+        if n == 0 || self.unmatched {
+            return;
+        }
+        match self.pending.back_mut() {
+            Some(Slot::Plain(m)) => *m += n,
+            _ => self.pending.push_back(Slot::Plain(n)),
+        }
+    }
+
+    /// Follows the commands that change how replies pair with commands.
+    fn note_mode(&mut self, name: &[u8], frame: &[u8], inline: bool) {
+        match name {
+            b"MULTI" => self.in_multi = true,
+            b"EXEC" | b"DISCARD" | b"RESET" => self.in_multi = false,
+            b"CLIENT" => {
+                let args = resp::command_args(frame, inline);
+                let sub = args.get(1).map(|s| s.to_ascii_uppercase());
+                let mode = args.get(2).map(|s| s.to_ascii_uppercase());
+                if sub.as_deref() == Some(b"REPLY") && mode.as_deref() != Some(b"ON") {
+                    self.go_unmatched();
+                }
+            }
+            n if UNMATCHED_MODES.contains(&n) => self.go_unmatched(),
+            _ => {}
+        }
+    }
+
+    fn go_unmatched(&mut self) {
+        // Replies still owed keep their order on the wire; plugins just stop seeing them.
+        self.unmatched = true;
+        self.pending.retain(|s| matches!(s, Slot::Local(_)));
+    }
+
+    fn count(&mut self, name: &[u8]) {
+        match self.counts.get_mut(name) {
+            Some(c) => *c += 1,
+            None => {
+                self.counts.insert(name.to_vec(), 1);
+            }
+        }
+    }
+
+    fn flush_counts(&mut self) {
+        self.last_flush = Instant::now();
+        if self.counts.is_empty() {
+            return;
+        }
+        self.shared.add_counts(&mut self.counts);
+    }
+}

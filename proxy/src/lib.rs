@@ -1,0 +1,55 @@
+//! `lockkit-proxy`: the RESP pass-through proxy behind `lockkit proxy`, and its plugins.
+//!
+//! An application talks to the proxy as to its Redis; each client connection gets its own
+//! upstream connection, so MULTI/EXEC, blocking commands, pub/sub, `CLIENT` and `AUTH` keep
+//! their meaning, and pipelined commands stay pipelined. Commands and replies are split at
+//! frame boundaries ([`resp`]) and forwarded as the very bytes read; only the commands a
+//! plugin declared are looked at more closely.
+//!
+//! Plugins ([`Plugin`]):
+//! - [`observe`]: recognises lock traffic and measures how long the application really holds
+//!   its locks, per key pattern, and writes `observe-<date>.json` (schema `lockkit.observe/1`);
+//! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua`]).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use lockkit_proxy::{observe::{Observe, ObserveOptions}, Plugin, Proxy, Upstream};
+//!
+//! # async fn demo() -> anyhow::Result<()> {
+//! let observe = Arc::new(Observe::new(ObserveOptions::default()));
+//! let plugins: Vec<Arc<dyn Plugin>> = vec![observe.clone()];
+//! let proxy = Proxy::start("127.0.0.1:0", Upstream::from_url("redis://127.0.0.1:6379")?, plugins).await?;
+//! println!("point the application at {}", proxy.addr());
+//! // ... traffic ...
+//! let ctx = proxy.stop().await;
+//! println!("{}", observe.report(&ctx).unwrap());
+//! # Ok(()) }
+//! ```
+//!
+//! # Errors
+//! Starting fails when the address cannot be bound. A client whose upstream connection cannot
+//! be made gets one error reply (`-ERR lockkit proxy: upstream ... unusable: ...`) and is
+//! closed; when the upstream server goes away later, its clients' connections are closed.
+//!
+//! # Limitations and caveats
+//! - Replies are matched to commands only while they pair one-to-one: after SUBSCRIBE,
+//!   PSUBSCRIBE, SSUBSCRIBE, MONITOR or CLIENT REPLY OFF/SKIP, the connection's bytes still
+//!   flow but plugins no longer see its replies and cannot answer in its place.
+//! - A plugin's answer of its own is not used inside MULTI (the client waits for QUEUED).
+//! - One frame is held whole in memory before it is forwarded: memory per connection is the
+//!   largest command or reply in flight (plus 16 KB), not a fixed bound.
+//! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
+
+#![warn(missing_docs)]
+
+pub mod cmd;
+mod conn;
+pub mod observe;
+mod plugin;
+pub mod resp;
+mod server;
+mod upstream;
+
+pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
+pub use server::{Proxy, Shared};
+pub use upstream::{Upstream, UpstreamConn, CONNECT_TIMEOUT};

@@ -1,0 +1,646 @@
+//! The built-in `observe` plugin: it recognises lock traffic and measures how long the
+//! application really holds its locks, per key pattern.
+//!
+//! - Acquires: `SET key token NX PX|EX ttl` (redis-py, redsync, rslock, lockkit) and the lock
+//!   scripts [`classify_script`] knows (node-redlock, Redisson, lockkit's fenced acquire).
+//! - Releases: compare-and-delete scripts, Redisson's unlock, and `DEL`/`UNLINK` of a key it
+//!   saw acquired. A release that finds the lock gone (expired while held, or taken by another
+//!   holder since) counts as `released_not_held`.
+//! - An `EVALSHA` of a script it has never seen is answered `NOSCRIPT` once (outside MULTI):
+//!   every client library then sends the body (`EVAL` or `SCRIPT LOAD`), and the proxy learns it.
+//!
+//! Hold time runs from the acquire's reply passing the proxy to the release command passing
+//! it: the application's critical section plus one network hop each way to the proxy.
+
+mod pattern;
+mod scripts;
+mod table;
+
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use fnv::FnvHashMap;
+use hdrhistogram::Histogram;
+use lockkit_loadgen::stats::{new_histogram, LatencySummary};
+use lockkit_loadgen::ttl_cmd::recommend_observed;
+use serde::{Deserialize, Serialize};
+
+use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
+use crate::resp::{self, ReplyKind};
+
+pub use pattern::fold_key;
+pub use scripts::{classify_script, ScriptKind};
+
+/// The schema name of the report.
+pub const SCHEMA: &str = lockkit_loadgen::ttl_cmd::OBSERVE_SCHEMA;
+
+/// Distinct patterns kept; keys of further patterns count under [`OTHER_PATTERN`].
+const MAX_PATTERNS: usize = 1_000;
+/// The pattern that collects keys past [`MAX_PATTERNS`].
+pub const OTHER_PATTERN: &str = "{other}";
+/// Held locks remembered at most; the oldest are forgotten past this.
+const MAX_HELD: usize = 1_000_000;
+/// A lock with no TTL that nobody released is forgotten after this.
+const FORGET_UNTIMED: Duration = Duration::from_secs(3600);
+
+/// Options of `--plugin observe[:ARGS]`.
+#[derive(Debug, Clone, Default)]
+pub struct ObserveOptions {
+    /// Show the live table (only ever on a terminal).
+    pub live: bool,
+}
+
+/// The `observe` plugin.
+#[derive(Debug)]
+pub struct Observe {
+    state: Mutex<State>,
+    options: ObserveOptions,
+    started: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    patterns: Vec<PatternStats>,
+    index: FnvHashMap<String, usize>,
+    held: FnvHashMap<Vec<u8>, Held>,
+    scripts: FnvHashMap<String, ScriptKind>,
+    noscript_sent: HashSet<String>,
+}
+
+#[derive(Debug)]
+struct Held {
+    token: Vec<u8>,
+    pattern: usize,
+    since: Instant,
+    ttl: Option<Duration>,
+}
+
+#[derive(Debug)]
+struct PatternStats {
+    pattern: String,
+    acquired: u64,
+    contended: u64,
+    released: u64,
+    released_not_held: u64,
+    expired_unreleased: u64,
+    hold: Histogram<u64>,
+    acquire: Histogram<u64>,
+    release: Histogram<u64>,
+    ttl_min_ms: Option<u64>,
+    ttl_max_ms: Option<u64>,
+}
+
+impl PatternStats {
+    fn new(pattern: String) -> Self {
+        PatternStats {
+            pattern,
+            acquired: 0,
+            contended: 0,
+            released: 0,
+            released_not_held: 0,
+            expired_unreleased: 0,
+            hold: new_histogram(),
+            acquire: new_histogram(),
+            release: new_histogram(),
+            ttl_min_ms: None,
+            ttl_max_ms: None,
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    (d.as_micros() as u64).max(1)
+}
+
+impl State {
+    fn pattern_of(&mut self, key: &[u8]) -> usize {
+        let mut p = fold_key(key);
+        if !self.index.contains_key(&p) && self.patterns.len() >= MAX_PATTERNS {
+            p = OTHER_PATTERN.to_string();
+        }
+        if let Some(&i) = self.index.get(&p) {
+            return i;
+        }
+        self.patterns.push(PatternStats::new(p.clone()));
+        self.index.insert(p, self.patterns.len() - 1);
+        self.patterns.len() - 1
+    }
+
+    fn acquired(&mut self, key: &[u8], token: &[u8], ttl: Option<Duration>, latency: Duration) {
+        let i = self.pattern_of(key);
+        let s = &mut self.patterns[i];
+        s.acquired += 1;
+        let _ = s.acquire.record(micros(latency));
+        if let Some(ttl) = ttl {
+            let ms = ttl.as_millis() as u64;
+            s.ttl_min_ms = Some(s.ttl_min_ms.map_or(ms, |m| m.min(ms)));
+            s.ttl_max_ms = Some(s.ttl_max_ms.map_or(ms, |m| m.max(ms)));
+        }
+        if self.held.len() >= MAX_HELD {
+            self.forget_expired(Instant::now());
+        }
+        if self.held.len() < MAX_HELD {
+            self.held.insert(
+                key.to_vec(),
+                Held {
+                    token: token.to_vec(),
+                    pattern: i,
+                    since: Instant::now(),
+                    ttl,
+                },
+            );
+        }
+    }
+
+    fn contended(&mut self, key: &[u8], latency: Duration) {
+        let i = self.pattern_of(key);
+        self.patterns[i].contended += 1;
+        let _ = self.patterns[i].acquire.record(micros(latency));
+    }
+
+    /// A release of `key` sent `latency` ago; `held` says whether it found the lock. `token`:
+    /// the releaser's token when the command carries one.
+    fn released(&mut self, key: &[u8], token: Option<&[u8]>, found: bool, latency: Duration) {
+        let sent = Instant::now()
+            .checked_sub(latency)
+            .unwrap_or_else(Instant::now);
+        let mine = match self.held.get(key) {
+            Some(h) => token.is_none_or(|t| t == h.token.as_slice()),
+            None => false,
+        };
+        let i = match (mine, self.held.get(key)) {
+            (true, Some(h)) => h.pattern,
+            _ => self.pattern_of(key),
+        };
+        if mine {
+            if let Some(h) = self.held.remove(key) {
+                let _ = self.patterns[i]
+                    .hold
+                    .record(micros(sent.saturating_duration_since(h.since)));
+            }
+        }
+        let s = &mut self.patterns[i];
+        let _ = s.release.record(micros(latency));
+        if found {
+            s.released += 1;
+        } else {
+            s.released_not_held += 1;
+        }
+    }
+
+    /// Forgets locks whose TTL is long past (expired and never released).
+    fn forget_expired(&mut self, now: Instant) {
+        let patterns = &mut self.patterns;
+        self.held.retain(|_, h| {
+            let limit = h
+                .ttl
+                .map_or(FORGET_UNTIMED, |t| t * 2 + Duration::from_secs(10));
+            let keep = now.saturating_duration_since(h.since) < limit;
+            if !keep {
+                patterns[h.pattern].expired_unreleased += 1;
+            }
+            keep
+        });
+    }
+}
+
+/// The per-pattern part of the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LockPatternReport {
+    /// The folded key (`order:{id}:lock`).
+    pub pattern: String,
+    /// Acquires that got the lock.
+    pub acquired: u64,
+    /// Acquires that found it taken.
+    pub contended: u64,
+    /// Releases that deleted the holder's lock.
+    pub released: u64,
+    /// Releases that found the lock gone (expired while held, or another holder's by then).
+    pub released_not_held: u64,
+    /// Locks acquired and never released, forgotten long after their TTL.
+    pub expired_unreleased: u64,
+    /// From acquire to release, microseconds.
+    pub hold_us: LatencySummary,
+    /// TTLs the application asked for, ms (`null` when none was given).
+    pub ttl_ms: TtlRange,
+    /// The acquire round trip from the proxy to the server and back, microseconds.
+    pub acquire_us: LatencySummary,
+    /// The release round trip from the proxy to the server and back, microseconds.
+    pub release_us: LatencySummary,
+    /// What `lockkit ttl`'s formula recommends (defaults: safety 2, pause budget 50 ms) with
+    /// the observed hold p99 as the work (`null` before a release was seen).
+    pub recommended_ttl_ms: Option<u64>,
+}
+
+/// The smallest and largest TTL requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TtlRange {
+    /// Smallest, ms.
+    pub min: Option<u64>,
+    /// Largest, ms.
+    pub max: Option<u64>,
+}
+
+impl Observe {
+    /// A fresh `observe`.
+    pub fn new(options: ObserveOptions) -> Self {
+        Observe {
+            state: Mutex::new(State::default()),
+            options,
+            started: Instant::now(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every pattern seen so far, in first-seen order.
+    pub fn patterns(&self) -> Vec<LockPatternReport> {
+        let s = self.state();
+        s.patterns
+            .iter()
+            .map(|p| {
+                let hold_us = LatencySummary::of(&p.hold);
+                let acquire_us = LatencySummary::of(&p.acquire);
+                let release_us = LatencySummary::of(&p.release);
+                let recommended_ttl_ms = (hold_us.count > 0).then(|| {
+                    let r = recommend_observed(
+                        Duration::from_micros(hold_us.p99),
+                        &acquire_us,
+                        &release_us,
+                        "observed hold p99",
+                        Duration::from_millis(50),
+                        2.0,
+                    );
+                    r.ttl.as_millis() as u64
+                });
+                LockPatternReport {
+                    pattern: p.pattern.clone(),
+                    acquired: p.acquired,
+                    contended: p.contended,
+                    released: p.released,
+                    released_not_held: p.released_not_held,
+                    expired_unreleased: p.expired_unreleased,
+                    hold_us,
+                    ttl_ms: TtlRange {
+                        min: p.ttl_min_ms,
+                        max: p.ttl_max_ms,
+                    },
+                    acquire_us,
+                    release_us,
+                    recommended_ttl_ms,
+                }
+            })
+            .collect()
+    }
+
+    fn learn(&self, body: &[u8]) -> ScriptKind {
+        let kind = classify_script(body);
+        self.state().scripts.insert(resp_sha(body), kind);
+        kind
+    }
+
+    fn script_of(&self, cmd: &Command<'_>) -> Option<ScriptKind> {
+        let first = cmd.args.first()?;
+        match cmd.name {
+            "EVAL" => Some(
+                self.state()
+                    .scripts
+                    .get(&resp_sha(first))
+                    .copied()
+                    .unwrap_or_else(|| classify_script(first)),
+            ),
+            "EVALSHA" => self
+                .state()
+                .scripts
+                .get(&String::from_utf8_lossy(first).to_ascii_lowercase())
+                .copied(),
+            _ => None,
+        }
+    }
+
+    fn on_set(&self, args: &[&[u8]], reply: ReplyKind<'_>, latency: Duration) {
+        let [key, token, opts @ ..] = args else {
+            return;
+        };
+        let mut nx = false;
+        let mut ttl = None;
+        let mut i = 0;
+        while i < opts.len() {
+            let o = opts[i].to_ascii_uppercase();
+            let n = || {
+                opts.get(i + 1)
+                    .and_then(|v| resp::parse_int(v))
+                    .map(|v| v.max(0) as u64)
+            };
+            match o.as_slice() {
+                b"NX" => nx = true,
+                b"GET" => return,
+                b"PX" => {
+                    ttl = n().map(Duration::from_millis);
+                    i += 1;
+                }
+                b"EX" => {
+                    ttl = n().map(Duration::from_secs);
+                    i += 1;
+                }
+                b"PXAT" | b"EXAT" => i += 1,
+                _ => {}
+            }
+            i += 1;
+        }
+        if !nx {
+            return;
+        }
+        match reply {
+            ReplyKind::Status(b"OK") => self.state().acquired(key, token, ttl, latency),
+            ReplyKind::Nil => self.state().contended(key, latency),
+            _ => {}
+        }
+    }
+
+    fn on_script(&self, kind: ScriptKind, args: &[&[u8]], reply: ReplyKind<'_>, latency: Duration) {
+        // EVAL body|sha numkeys key... arg...
+        let Some(numkeys) = args.get(1).and_then(|n| resp::parse_int(n)) else {
+            return;
+        };
+        let numkeys = numkeys.max(0) as usize;
+        let Some(keys) = args.get(2..2 + numkeys) else {
+            return;
+        };
+        let argv = &args[2 + numkeys..];
+        let arg = |i: usize| argv.get(i).copied();
+        let ms = |i: usize| {
+            arg(i)
+                .and_then(resp::parse_int)
+                .map(|v| Duration::from_millis(v.max(0) as u64))
+        };
+        let mut st = self.state();
+        match (kind, reply) {
+            (_, ReplyKind::Error(_)) | (_, ReplyKind::Status(b"QUEUED")) => {}
+            (ScriptKind::SetNx, r) => {
+                let (Some(key), Some(token)) = (keys.first(), arg(0)) else {
+                    return;
+                };
+                match r {
+                    ReplyKind::Int(0) | ReplyKind::Nil => st.contended(key, latency),
+                    ReplyKind::Int(_) | ReplyKind::Status(_) | ReplyKind::Bulk(_) => {
+                        st.acquired(key, token, ms(1), latency)
+                    }
+                    _ => {}
+                }
+            }
+            (ScriptKind::MultiAcquire, ReplyKind::Int(n)) => {
+                let Some(token) = arg(0) else { return };
+                for key in keys {
+                    if n > 0 {
+                        st.acquired(key, token, ms(1), latency);
+                    } else {
+                        st.contended(key, latency);
+                    }
+                }
+            }
+            (ScriptKind::HashAcquire, r) => {
+                let (Some(key), Some(holder)) = (keys.first(), arg(1)) else {
+                    return;
+                };
+                match r {
+                    // Re-entry by the same holder keeps the first acquire's start.
+                    ReplyKind::Nil => {
+                        let again = st
+                            .held
+                            .get(*key)
+                            .is_some_and(|h| h.token.as_slice() == holder);
+                        if !again {
+                            st.acquired(key, holder, ms(0), latency);
+                        }
+                    }
+                    ReplyKind::Int(_) => st.contended(key, latency),
+                    _ => {}
+                }
+            }
+            (ScriptKind::HashRelease, r) => {
+                let (Some(key), Some(holder)) = (keys.first(), arg(2)) else {
+                    return;
+                };
+                match r {
+                    ReplyKind::Int(1) => st.released(key, Some(holder), true, latency),
+                    ReplyKind::Nil => st.released(key, Some(holder), false, latency),
+                    _ => {}
+                }
+            }
+            (ScriptKind::CompareDelete, ReplyKind::Int(n)) => {
+                let token = arg(0);
+                if keys.len() == 1 {
+                    st.released(keys[0], token, n == 1, latency);
+                    return;
+                }
+                // Several keys, one count: the ones it held are released first.
+                let mut left = n.max(0) as usize;
+                for key in keys {
+                    let found = left > 0;
+                    left = left.saturating_sub(1);
+                    st.released(key, token, found, latency);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_del(&self, keys: &[&[u8]], reply: ReplyKind<'_>, latency: Duration) {
+        let ReplyKind::Int(n) = reply else { return };
+        let mut st = self.state();
+        let held: Vec<&[u8]> = keys
+            .iter()
+            .copied()
+            .filter(|k| st.held.contains_key(*k))
+            .collect();
+        // DEL of keys it never saw acquired is not lock traffic.
+        let mut left = (n.max(0) as usize).saturating_sub(keys.len() - held.len());
+        for key in held {
+            let found = left > 0;
+            left = left.saturating_sub(1);
+            st.released(key, None, found, latency);
+        }
+    }
+}
+
+/// The SHA-1 a server gives `body` (lower-case hex).
+fn resp_sha(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+impl Plugin for Observe {
+    fn name(&self) -> &str {
+        "observe"
+    }
+
+    fn commands(&self) -> Vec<String> {
+        ["SET", "DEL", "UNLINK", "EVAL", "EVALSHA", "SCRIPT"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn on_command(&self, _conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+        match cmd.name {
+            "EVAL" => {
+                if let Some(body) = cmd.args.first() {
+                    let sha = resp_sha(body);
+                    if !self.state().scripts.contains_key(&sha) {
+                        self.learn(body);
+                    }
+                }
+            }
+            "SCRIPT" => {
+                if let [sub, body, ..] = cmd.args {
+                    if sub.eq_ignore_ascii_case(b"LOAD") {
+                        self.learn(body);
+                    }
+                }
+            }
+            "EVALSHA" => {
+                let Some(sha) = cmd.args.first() else {
+                    return Action::Pass;
+                };
+                let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
+                let mut st = self.state();
+                if !st.scripts.contains_key(&sha) && st.noscript_sent.insert(sha) {
+                    return Action::Reply(
+                        b"-NOSCRIPT No matching script. Please use EVAL.\r\n".to_vec(),
+                    );
+                }
+            }
+            _ => {}
+        }
+        Action::Pass
+    }
+
+    fn on_reply(&self, _conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
+        let reply = resp::reply_kind(reply);
+        match cmd.name {
+            "SET" => self.on_set(cmd.args, reply, latency),
+            "DEL" | "UNLINK" => self.on_del(cmd.args, reply, latency),
+            "EVAL" | "EVALSHA" => {
+                if let Some(kind) = self.script_of(cmd) {
+                    if kind != ScriptKind::Other {
+                        self.on_script(kind, cmd.args, reply, latency);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_tick(&self) {
+        self.state().forget_expired(Instant::now());
+        if self.options.live {
+            table::draw(&self.patterns(), self.started.elapsed());
+        }
+    }
+
+    fn report(&self, ctx: &ReportCtx) -> Option<serde_json::Value> {
+        let report = ObserveReport {
+            schema: SCHEMA.to_string(),
+            target: ctx.target.clone(),
+            duration_s: (ctx.duration.as_secs_f64() * 1000.0).round() / 1000.0,
+            commands: ctx.commands.clone(),
+            locks: self.patterns(),
+        };
+        serde_json::to_value(report).ok()
+    }
+}
+
+/// The report `observe` writes (`DIR/observe-<date>.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObserveReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The upstream URL, password hidden.
+    pub target: String,
+    /// How long the proxy ran, seconds.
+    pub duration_s: f64,
+    /// Commands seen, by name.
+    pub commands: std::collections::BTreeMap<String, u64>,
+    /// One entry per lock pattern, in first-seen order.
+    pub locks: Vec<LockPatternReport>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd<'a>(name: &'a str, args: &'a [&'a [u8]]) -> Command<'a> {
+        Command { name, args }
+    }
+
+    const CONN: ConnInfo = ConnInfo { id: 1, peer: None };
+
+    #[test]
+    fn set_nx_then_compare_delete_counts_one_hold() {
+        let o = Observe::new(ObserveOptions::default());
+        let set: [&[u8]; 5] = [b"order:42:lock", b"tok", b"NX", b"PX", b"5000"];
+        o.on_reply(
+            &CONN,
+            &cmd("SET", &set),
+            b"+OK\r\n",
+            Duration::from_micros(100),
+        );
+        o.on_reply(
+            &CONN,
+            &cmd("SET", &set),
+            b"$-1\r\n",
+            Duration::from_micros(100),
+        );
+        let body = b"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+        let eval: [&[u8]; 4] = [body, b"1", b"order:42:lock", b"tok"];
+        assert_eq!(o.on_command(&CONN, &cmd("EVAL", &eval)), Action::Pass);
+        o.on_reply(
+            &CONN,
+            &cmd("EVAL", &eval),
+            b":1\r\n",
+            Duration::from_micros(100),
+        );
+        o.on_reply(
+            &CONN,
+            &cmd("EVAL", &eval),
+            b":0\r\n",
+            Duration::from_micros(100),
+        );
+        let p = o.patterns();
+        assert_eq!(p.len(), 1);
+        let p = &p[0];
+        assert_eq!(p.pattern, "order:{id}:lock");
+        assert_eq!(
+            (p.acquired, p.contended, p.released, p.released_not_held),
+            (1, 1, 1, 1)
+        );
+        assert_eq!(p.hold_us.count, 1);
+        assert_eq!((p.ttl_ms.min, p.ttl_ms.max), (Some(5000), Some(5000)));
+        assert!(p.recommended_ttl_ms.is_some());
+    }
+
+    #[test]
+    fn unknown_evalsha_gets_noscript_once() {
+        let o = Observe::new(ObserveOptions::default());
+        let args: [&[u8]; 2] = [b"ABCDEF0123456789abcdef0123456789abcdef01", b"0"];
+        assert!(
+            matches!(o.on_command(&CONN, &cmd("EVALSHA", &args)), Action::Reply(r) if r.starts_with(b"-NOSCRIPT"))
+        );
+        assert_eq!(o.on_command(&CONN, &cmd("EVALSHA", &args)), Action::Pass);
+    }
+
+    #[test]
+    fn del_of_a_key_never_acquired_is_not_lock_traffic() {
+        let o = Observe::new(ObserveOptions::default());
+        let args: [&[u8]; 1] = [b"cache:1"];
+        o.on_reply(
+            &CONN,
+            &cmd("DEL", &args),
+            b":1\r\n",
+            Duration::from_micros(5),
+        );
+        assert!(o.patterns().is_empty());
+    }
+}

@@ -1,0 +1,84 @@
+//! What a plugin is to the proxy: the commands it declares, its hooks and its report.
+//!
+//! Built-in plugins (`observe`, `faults`) implement [`Plugin`] in Rust; a `FILE.lua` plugin is
+//! hosted by [`crate::lua::LuaPlugin`], which implements the same trait over the harness's
+//! sandbox. A hook runs on the connection's task, so it must be quick.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The client connection a command came from.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// A number unique within this proxy run (1, 2, ...).
+    pub id: u64,
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
+}
+
+/// One command as a plugin sees it.
+#[derive(Debug, Clone)]
+pub struct Command<'a> {
+    /// The command's name, upper case (`SET`).
+    pub name: &'a str,
+    /// Its arguments after the name, as sent.
+    pub args: &'a [&'a [u8]],
+}
+
+/// What to do with a command, as a plugin decides in [`Plugin::on_command`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Forward it to the upstream server.
+    Pass,
+    /// Do not forward it; answer the client with these bytes (one complete RESP reply).
+    Reply(Vec<u8>),
+    /// Forward it after this pause (the connection's later traffic waits behind it).
+    Delay(Duration),
+    /// Close the client's connection (and its upstream connection) without forwarding it.
+    Close,
+}
+
+/// What a report is written from.
+#[derive(Debug, Clone)]
+pub struct ReportCtx {
+    /// The upstream URL, password hidden.
+    pub target: String,
+    /// How long the proxy ran.
+    pub duration: Duration,
+    /// Commands seen, by upper-case name.
+    pub commands: BTreeMap<String, u64>,
+}
+
+/// A plugin of the proxy.
+pub trait Plugin: Send + Sync + std::fmt::Debug {
+    /// Its name in logs and report file names (`observe`, `faults`, a file's stem).
+    fn name(&self) -> &str;
+
+    /// The upper-case command names it wants to see; `*` for every command. Other traffic
+    /// never reaches it.
+    fn commands(&self) -> Vec<String>;
+
+    /// Whether [`Plugin::on_reply`] is wanted (the proxy then keeps the command until its
+    /// reply arrives).
+    fn wants_replies(&self) -> bool {
+        true
+    }
+
+    /// Called for each declared command before it is forwarded.
+    fn on_command(&self, _conn: &ConnInfo, _cmd: &Command<'_>) -> Action {
+        Action::Pass
+    }
+
+    /// Called with the reply to a declared command (one complete RESP frame) and the time from
+    /// forwarding the command to reading its reply.
+    fn on_reply(&self, _conn: &ConnInfo, _cmd: &Command<'_>, _reply: &[u8], _latency: Duration) {}
+
+    /// Called about once a second.
+    fn on_tick(&self) {}
+
+    /// The report to write when the proxy stops: a JSON value (`None`: nothing to write).
+    fn report(&self, _ctx: &ReportCtx) -> Option<serde_json::Value> {
+        None
+    }
+}

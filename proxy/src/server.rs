@@ -1,0 +1,224 @@
+//! The listening side: accept clients, give each its own upstream connection and task, tick
+//! the plugins, and stop cleanly (every connection closed, every plugin's report collected).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use fnv::FnvHashMap;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::conn;
+use crate::plugin::{ConnInfo, Plugin, ReportCtx};
+use crate::resp;
+use crate::upstream::{Upstream, UpstreamConn};
+
+/// What every connection task shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub(crate) upstream: Upstream,
+    pub(crate) plugins: Vec<Arc<dyn Plugin>>,
+    /// Upper-case command name → the plugins that declared it, in `--plugin` order.
+    routes: FnvHashMap<Vec<u8>, Vec<usize>>,
+    /// The plugins that declared `*`.
+    every: Vec<usize>,
+    commands: Mutex<FnvHashMap<Vec<u8>, u64>>,
+}
+
+impl Shared {
+    fn new(upstream: Upstream, plugins: Vec<Arc<dyn Plugin>>) -> Shared {
+        let mut routes: FnvHashMap<Vec<u8>, Vec<usize>> = FnvHashMap::default();
+        let mut every = Vec::new();
+        for (i, p) in plugins.iter().enumerate() {
+            for c in p.commands() {
+                if c == "*" {
+                    every.push(i);
+                } else {
+                    routes
+                        .entry(c.to_ascii_uppercase().into_bytes())
+                        .or_default()
+                        .push(i);
+                }
+            }
+        }
+        // A plugin that wants everything also sees the declared names, in plugin order.
+        for list in routes.values_mut() {
+            list.extend(every.iter().copied());
+            list.sort_unstable();
+            list.dedup();
+        }
+        Shared {
+            upstream,
+            plugins,
+            routes,
+            every,
+            commands: Mutex::new(FnvHashMap::default()),
+        }
+    }
+
+    /// The plugins that want command `name` (upper case).
+    pub(crate) fn plugins_for(&self, name: &[u8]) -> &[usize] {
+        self.routes.get(name).map_or(&self.every, Vec::as_slice)
+    }
+
+    /// Adds (and empties) a connection's command counts.
+    pub(crate) fn add_counts(&self, counts: &mut FnvHashMap<Vec<u8>, u64>) {
+        let mut all = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        for (k, v) in counts.drain() {
+            *all.entry(k).or_default() += v;
+        }
+    }
+
+    /// Commands seen so far, by name.
+    pub fn command_counts(&self) -> BTreeMap<String, u64> {
+        let all = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
+        all.iter()
+            .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), *v))
+            .collect()
+    }
+}
+
+/// A running proxy: its address, and the handle that stops it.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<ReportCtx>,
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// Listens on `listen` and serves until [`Proxy::stop`].
+    ///
+    /// # Errors
+    /// The address cannot be bound.
+    pub async fn start(
+        listen: &str,
+        upstream: Upstream,
+        plugins: Vec<Arc<dyn Plugin>>,
+    ) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::new(upstream, plugins));
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
+        Ok(Proxy {
+            addr,
+            stop,
+            task,
+            shared,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The plugins it runs.
+    pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.shared.plugins
+    }
+
+    /// Closes every connection and returns what the reports are written from.
+    pub async fn stop(self) -> ReportCtx {
+        let _ = self.stop.send(true);
+        match self.task.await {
+            Ok(ctx) => ctx,
+            Err(_) => ReportCtx {
+                target: self.shared.upstream.shown().to_string(),
+                duration: Duration::ZERO,
+                commands: self.shared.command_counts(),
+            },
+        }
+    }
+
+    /// Every plugin's report, by plugin name (those that have one).
+    pub fn reports(
+        plugins: &[Arc<dyn Plugin>],
+        ctx: &ReportCtx,
+    ) -> Vec<(String, serde_json::Value)> {
+        plugins
+            .iter()
+            .filter_map(|p| p.report(ctx).map(|r| (p.name().to_string(), r)))
+            .collect()
+    }
+}
+
+/// How long stopping waits for connection tasks to finish.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) -> ReportCtx {
+    let started = Instant::now();
+    let next_id = AtomicU64::new(1);
+    let mut tasks = JoinSet::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((client, peer)) = accepted else {
+                    // Out of file descriptors and the like: wait a little, keep serving.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let info = ConnInfo { id: next_id.fetch_add(1, Ordering::Relaxed), peer: Some(peer) };
+                tasks.spawn(handle(client, info, shared.clone(), stop.clone()));
+            }
+            _ = tick.tick() => {
+                for p in &shared.plugins {
+                    p.on_tick();
+                }
+                while tasks.try_join_next().is_some() {}
+            }
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(STOP_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    tasks.abort_all();
+    ReportCtx {
+        target: shared.upstream.shown().to_string(),
+        duration: started.elapsed(),
+        commands: shared.command_counts(),
+    }
+}
+
+async fn handle(
+    mut client: TcpStream,
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = client.set_nodelay(true);
+    let upstream = match shared.upstream.connect().await {
+        Ok(u) => u,
+        Err(e) => {
+            let msg = format!(
+                "ERR lockkit proxy: upstream {} unusable: {e}",
+                shared.upstream.shown()
+            );
+            let _ = client.write_all(&resp::error_reply(&msg)).await;
+            let _ = client.shutdown().await;
+            return;
+        }
+    };
+    let client = client.into_split();
+    match upstream {
+        UpstreamConn::Tcp(s) => conn::serve(shared, info, client, s.into_split(), stop).await,
+        UpstreamConn::Tls(s) => conn::serve(shared, info, client, tokio::io::split(*s), stop).await,
+        UpstreamConn::Unix(s) => conn::serve(shared, info, client, s.into_split(), stop).await,
+    }
+}

@@ -1,0 +1,227 @@
+//! The upstream server: where it is (read once from the URL by [`lockkit::parse_url`]), and one
+//! connection to it per client connection, over TCP, TLS or a Unix socket, logged in with the
+//! URL's user and password and switched to the URL's database before the client's traffic flows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{ConnectionAddr, ConnectionInfo};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::resp;
+
+/// How long connecting (and logging in) to the upstream server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Where and how to connect upstream.
+#[derive(Clone)]
+pub struct Upstream {
+    info: ConnectionInfo,
+    shown: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("url", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One connection to the upstream server.
+#[derive(Debug)]
+pub enum UpstreamConn {
+    /// Plain TCP.
+    Tcp(TcpStream),
+    /// TLS over TCP.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// A Unix socket.
+    Unix(tokio::net::UnixStream),
+}
+
+impl Upstream {
+    /// Reads `url` (`redis://`, `rediss://`, `redis+unix://`, user and password in it).
+    ///
+    /// # Errors
+    /// [`lockkit::Error::InvalidOptions`] for a URL that does not parse; its text names the URL
+    /// with the password hidden.
+    pub fn from_url(url: &str) -> lockkit::Result<Upstream> {
+        let info = lockkit::parse_url(url)?;
+        let tls = match info.addr() {
+            ConnectionAddr::TcpTls { insecure, .. } => Some(Arc::new(tls_config(*insecure))),
+            _ => None,
+        };
+        Ok(Upstream {
+            info,
+            shown: lockkit::redact_url(url),
+            tls,
+        })
+    }
+
+    /// The URL with its password hidden.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// A new connection, logged in and on the URL's database.
+    ///
+    /// # Errors
+    /// The connection failed, timed out, or the server refused the login or the database; the
+    /// text never holds the password.
+    pub async fn connect(&self) -> Result<UpstreamConn, String> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, self.connect_inner()).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+        }
+    }
+
+    async fn connect_inner(&self) -> Result<UpstreamConn, String> {
+        let mut conn = match self.info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let s = TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let _ = s.set_nodelay(true);
+                UpstreamConn::Tcp(s)
+            }
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                let s = TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let _ = s.set_nodelay(true);
+                let config = self.tls.clone().ok_or("TLS is not set up")?;
+                let name = rustls::pki_types::ServerName::try_from(host.clone())
+                    .map_err(|e| format!("TLS server name {host}: {e}"))?;
+                let tls = tokio_rustls::TlsConnector::from(config)
+                    .connect(name, s)
+                    .await
+                    .map_err(|e| format!("TLS: {e}"))?;
+                UpstreamConn::Tls(Box::new(tls))
+            }
+            ConnectionAddr::Unix(path) => UpstreamConn::Unix(
+                tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            other => return Err(format!("unsupported address {other}")),
+        };
+        let settings = self.info.redis_settings();
+        let mut hello = Vec::new();
+        let mut expected = 0;
+        if let Some(password) = settings.password() {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(user) = settings.username() {
+                args.push(user.as_bytes());
+            }
+            args.push(password.as_bytes());
+            resp::encode_command(&mut hello, &args);
+            expected += 1;
+        }
+        let db = settings.db().to_string();
+        if settings.db() != 0 {
+            resp::encode_command(&mut hello, &[b"SELECT", db.as_bytes()]);
+            expected += 1;
+        }
+        if expected > 0 {
+            match &mut conn {
+                UpstreamConn::Tcp(s) => login(s, &hello, expected).await?,
+                UpstreamConn::Tls(s) => login(s.as_mut(), &hello, expected).await?,
+                UpstreamConn::Unix(s) => login(s, &hello, expected).await?,
+            }
+        }
+        Ok(conn)
+    }
+}
+
+/// Sends AUTH/SELECT and reads their `expected` replies; an error reply is the error.
+async fn login<S: AsyncRead + AsyncWrite + Unpin>(
+    s: &mut S,
+    commands: &[u8],
+    expected: usize,
+) -> Result<(), String> {
+    s.write_all(commands).await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::with_capacity(256);
+    let mut seen = 0;
+    while seen < expected {
+        let n = s.read_buf(&mut buf).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the server closed the connection while logging in".into());
+        }
+        while let Some(len) = resp::frame_len(&buf).map_err(|e| e.to_string())? {
+            if let resp::ReplyKind::Error(e) = resp::reply_kind(&buf[..len]) {
+                return Err(String::from_utf8_lossy(e).into_owned());
+            }
+            buf.drain(..len);
+            seen += 1;
+        }
+    }
+    Ok(())
+}
+
+fn tls_config(insecure: bool) -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions");
+    if insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth()
+    } else {
+        let roots =
+            rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        builder.with_root_certificates(roots).with_no_client_auth()
+    }
+}
+
+/// `rediss://...#insecure`: the certificate is not checked (as redis-rs does for that URL).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

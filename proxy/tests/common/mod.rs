@@ -1,0 +1,82 @@
+//! Shared set-up of the proxy tests: a real server, the proxy in-process, redis-cli.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockkit_proxy::observe::{Observe, ObserveOptions, ObserveReport};
+use lockkit_proxy::{Plugin, Proxy, Upstream};
+
+/// A proxy in front of `upstream` with `plugins`.
+pub async fn start_proxy(upstream: &str, plugins: Vec<Arc<dyn Plugin>>) -> Proxy {
+    Proxy::start(
+        "127.0.0.1:0",
+        Upstream::from_url(upstream).expect("a valid URL"),
+        plugins,
+    )
+    .await
+    .expect("the proxy starts")
+}
+
+/// A proxy with `observe` in front of `upstream`.
+pub async fn start_observed(upstream: &str) -> (Proxy, Arc<Observe>) {
+    let observe = Arc::new(Observe::new(ObserveOptions::default()));
+    let proxy = start_proxy(upstream, vec![observe.clone()]).await;
+    (proxy, observe)
+}
+
+/// Stops the proxy and returns observe's report, read back as the file would be.
+pub async fn observe_report(proxy: Proxy, observe: &Observe) -> ObserveReport {
+    let ctx = proxy.stop().await;
+    let value = observe.report(&ctx).expect("observe always reports");
+    serde_json::from_value(value).expect("the report has the observe schema")
+}
+
+/// Runs redis-cli against `port` with `args` and `stdin`; its stdout (stderr appended).
+pub fn redis_cli(port: u16, args: &[&str], stdin: &str) -> String {
+    let mut child = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("redis-cli runs (apt-get install redis-tools)");
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(stdin.as_bytes())
+        .expect("redis-cli reads its input");
+    let out = child.wait_with_output().expect("redis-cli finishes");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// A raw connection with a read timeout, so a test fails instead of hanging.
+pub fn raw_conn(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("the proxy accepts");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+/// Sends `bytes` and reads until `want` bytes arrived or the peer closed; what arrived.
+pub fn roundtrip(s: &mut TcpStream, bytes: &[u8], want: usize) -> std::io::Result<Vec<u8>> {
+    s.write_all(bytes)?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < want {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    Ok(got)
+}
