@@ -2,11 +2,12 @@
 
 use mlua::{IntoLuaMulti, Lua, MultiValue, Table};
 
-use super::libargs::{answer, bad_arg, to_number, type_name};
+use super::libargs::{answer, bad_arg, packed, to_number, type_name, Args};
 
 /// LuaBitOp's `barg`: the number rounded with the 2^52+2^51 trick, its low 32 bits.
-fn barg(args: &MultiValue, n: usize, f: &str) -> Result<u32, String> {
+fn barg(args: &Args, n: usize, f: &str) -> Result<u32, String> {
     let v = args.get(n - 1);
+    let v = v.as_ref();
     let num = to_number(v).unwrap_or(0.0);
     let b = (num + 6_755_399_441_055_744.0).to_bits() as u32;
     if b == 0 && to_number(v).is_none() {
@@ -25,9 +26,9 @@ fn ret(lua: &Lua, b: u32) -> Result<MultiValue, String> {
         .map_err(|e| e.to_string())
 }
 
-type BitFn = fn(&Lua, &MultiValue) -> Result<MultiValue, String>;
+type BitFn = fn(&Lua, &Args) -> Result<MultiValue, String>;
 
-fn fold(lua: &Lua, a: &MultiValue, f: &str, op: fn(u32, u32) -> u32) -> Result<MultiValue, String> {
+fn fold(lua: &Lua, a: &Args, f: &str, op: fn(u32, u32) -> u32) -> Result<MultiValue, String> {
     let mut b = barg(a, 1, f)?;
     for i in (2..=a.len()).rev() {
         b = op(b, barg(a, i, f)?);
@@ -35,12 +36,7 @@ fn fold(lua: &Lua, a: &MultiValue, f: &str, op: fn(u32, u32) -> u32) -> Result<M
     ret(lua, b)
 }
 
-fn shift(
-    lua: &Lua,
-    a: &MultiValue,
-    f: &str,
-    op: fn(u32, u32) -> u32,
-) -> Result<MultiValue, String> {
+fn shift(lua: &Lua, a: &Args, f: &str, op: fn(u32, u32) -> u32) -> Result<MultiValue, String> {
     let b = barg(a, 1, f)?;
     let n = barg(a, 2, f)? & 31;
     ret(lua, op(b, n))
@@ -63,7 +59,7 @@ const FUNCS: &[(&str, BitFn)] = &[
     ("tohex", tohex),
 ];
 
-fn tohex(lua: &Lua, a: &MultiValue) -> Result<MultiValue, String> {
+fn tohex(lua: &Lua, a: &Args) -> Result<MultiValue, String> {
     let mut b = barg(a, 1, "tohex")?;
     let mut n: i32 = if a.len() < 2 {
         8
@@ -93,7 +89,7 @@ pub fn create(lua: &Lua) -> mlua::Result<Table> {
     for &(name, f) in FUNCS {
         t.raw_set(
             name,
-            lua.create_function(move |lua, args: MultiValue| answer(lua, f(lua, &args)))?,
+            packed(lua, move |lua, args: Args| answer(lua, f(lua, &args)))?,
         )?;
     }
     Ok(t)

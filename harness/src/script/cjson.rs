@@ -3,7 +3,7 @@
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
-use super::libargs::{answer, bad_arg};
+use super::libargs::{answer, bad_arg, packed, Args};
 use crate::number::format_g;
 
 /// lua-cjson's default depth limit (`encode_max_depth`, `decode_max_depth`).
@@ -146,12 +146,12 @@ fn encode_table(out: &mut Vec<u8>, t: &Table, depth: usize) -> Result<(), String
     Ok(())
 }
 
-fn encode(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn encode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     if args.len() != 1 {
         return Err(bad_arg(1, "encode", "expected 1 argument"));
     }
     let mut out = Vec::new();
-    encode_value(&mut out, &args[0], 0)?;
+    encode_value(&mut out, &args.get(0).unwrap_or(Value::Nil), 0)?;
     let s = lua.create_string(&out).map_err(|e| e.to_string())?;
     Ok(MultiValue::from_iter([Value::String(s)]))
 }
@@ -388,7 +388,7 @@ impl Parser<'_> {
     }
 }
 
-fn decode(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn decode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     if args.len() != 1 {
         return Err(bad_arg(1, "decode", "expected 1 argument"));
     }
@@ -409,7 +409,7 @@ fn decode(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
 
 /// `cjson.encode` and `cjson.decode` for the prelude, answering `(ok, ...)`.
 pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
-    let enc = lua.create_function(|lua, args: MultiValue| answer(lua, encode(lua, &args)))?;
-    let dec = lua.create_function(|lua, args: MultiValue| answer(lua, decode(lua, &args)))?;
+    let enc = packed(lua, |lua, args: Args| answer(lua, encode(lua, &args)))?;
+    let dec = packed(lua, |lua, args: Args| answer(lua, decode(lua, &args)))?;
     Ok((enc, dec))
 }

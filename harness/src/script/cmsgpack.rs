@@ -2,7 +2,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::libargs::answer;
+use super::libargs::{answer, packed, packed_spread, Args, Results, MAX_C_STACK};
 
 const MAX_NESTING: usize = 16;
 
@@ -129,13 +129,17 @@ fn header(out: &mut Vec<u8>, n: usize, fix: u8, b16: u8, b32: u8) {
     }
 }
 
-fn pack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     if args.is_empty() {
         return Err("bad argument #0 to 'pack' (MessagePack pack needs input.)".into());
     }
+    // mp_pack makes room for a copy of its arguments on the C stack.
+    if 2 * args.len() > MAX_C_STACK {
+        return Err("bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)".into());
+    }
     let mut out = Vec::new();
-    for a in args {
-        encode(&mut out, a, 0);
+    for a in args.iter() {
+        encode(&mut out, &a, 0);
     }
     if out.len() > crate::keyspace::MAX_STRING {
         return Err("not enough memory".into());
@@ -243,24 +247,33 @@ impl Reader<'_> {
     }
 }
 
-fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn unpack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     let b = super::libargs::check_bytes(args, 1, "unpack")?;
     let mut r = Reader {
         b: &b,
         i: 0,
         depth: 0,
     };
-    let mut out = MultiValue::new();
+    let lerr = |e: mlua::Error| e.to_string();
+    let mut out = Results::new(lua).map_err(lerr)?;
     while r.i < b.len() {
-        out.push_back(r.value(lua)?);
+        // Each object needs a free C stack slot beside the arguments (luaL_checkstack).
+        if args.len() + out.len() + 1 > MAX_C_STACK {
+            return Err(
+                "stack overflow (too many return values at once; use unpack_one or \
+                        unpack_limit instead.)"
+                    .into(),
+            );
+        }
+        out.push(r.value(lua)?).map_err(lerr)?;
     }
-    Ok(out)
+    out.into_multi().map_err(lerr)
 }
 
 /// `pack` and `unpack` for the prelude.
 pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
     Ok((
-        lua.create_function(|lua, a: MultiValue| answer(lua, pack(lua, &a)))?,
-        lua.create_function(|lua, a: MultiValue| answer(lua, unpack(lua, &a)))?,
+        packed(lua, |lua, a: Args| answer(lua, pack(lua, &a)))?,
+        packed_spread(lua, |lua, a: Args| answer(lua, unpack(lua, &a)))?,
     ))
 }

@@ -1,6 +1,8 @@
 //! Redis's conversion rules between replies and Lua values, both ways (`script_lua.c`).
 
-use mlua::{Lua, MultiValue, Table, Value};
+use mlua::{Lua, Table, Value};
+
+use super::libargs::Args;
 
 use crate::number::{format_g, lua_number_to_i64};
 use crate::reply::Reply;
@@ -183,15 +185,15 @@ pub enum ArgsError {
 }
 
 /// `redis.call`'s arguments as a command: strings as they are, numbers with `%.17g` (7.0).
-pub fn lua_args(args: &MultiValue) -> Result<Vec<Vec<u8>>, ArgsError> {
+pub fn lua_args(args: &Args) -> Result<Vec<Vec<u8>>, ArgsError> {
     if args.is_empty() {
         return Err(ArgsError::Empty);
     }
     args.iter()
         .map(|v| match v {
             Value::String(s) => Ok(s.as_bytes().to_vec()),
-            Value::Integer(i) => Ok(format_g(*i as f64, 17).into_bytes()),
-            Value::Number(n) => Ok(format_g(*n, 17).into_bytes()),
+            Value::Integer(i) => Ok(format_g(i as f64, 17).into_bytes()),
+            Value::Number(n) => Ok(format_g(n, 17).into_bytes()),
             _ => Err(ArgsError::BadType),
         })
         .collect()

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use mlua::{Function, Lua, MultiValue, Table, Value};
+use mlua::{Function, Lua, Table, Value};
 
 use super::shebang::{parse_flag, ScriptFlags};
 use super::{err, libargs, Engine, RunCtx};
@@ -89,13 +89,13 @@ type Pending = Arc<Mutex<Vec<Registered>>>;
 type Registration = (Registered, Function);
 
 /// Reads `redis.register_function`'s arguments, as Redis does (positional or named).
-fn read_registration(args: &MultiValue) -> Result<Registration, String> {
+fn read_registration(args: &libargs::Args) -> Result<Registration, String> {
     match args.len() {
         2 => {
-            let Value::String(name) = &args[0] else {
+            let Some(Value::String(name)) = args.get(0) else {
                 return Err("first argument to redis.register_function must be a string".into());
             };
-            let Value::Function(f) = &args[1] else {
+            let Some(Value::Function(f)) = args.get(1) else {
                 return Err("second argument to redis.register_function must be a function".into());
             };
             Ok((
@@ -103,14 +103,14 @@ fn read_registration(args: &MultiValue) -> Result<Registration, String> {
                     name: name.to_string_lossy(),
                     flags: ScriptFlags::default(),
                 },
-                f.clone(),
+                f,
             ))
         }
         1 => {
-            let Value::Table(t) = &args[0] else {
+            let Some(Value::Table(t)) = args.get(0) else {
                 return Err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).".into());
             };
-            read_named(t)
+            read_named(&t)
         }
         _ => Err("wrong number of arguments to redis.register_function".into()),
     }
@@ -163,7 +163,7 @@ fn read_named(t: &Table) -> Result<Registration, String> {
 }
 
 fn register_fn(lua: &Lua, pending: Pending, funcs: Table) -> mlua::Result<Function> {
-    lua.create_function(move |lua, args: MultiValue| {
+    libargs::packed(lua, move |lua, args: libargs::Args| {
         let (reg, func) = match read_registration(&args) {
             Ok(r) => r,
             Err(e) => return libargs::redis_err(lua, format!("ERR {e}")),

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use super::libargs::{answer, c_int, check_bytes, check_number, lua_err, ok, redis_err, to_number};
+use super::libargs::{
+    answer, c_int, check_bytes, check_number, lua_err, ok, packed, redis_err, to_number, Args,
+};
 use super::rand48::Rand48;
 use super::RunCtx;
 use crate::server::{LogLine, Server};
@@ -16,7 +18,7 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     // would not fit under the memory cap is refused before any work.
     i.set(
         "string_rep",
-        lua.create_function(|lua, args: MultiValue| {
+        packed(lua, |lua, args: Args| {
             let r = check_bytes(&args, 1, "rep").and_then(|s| {
                 let n = c_int(check_number(&args, 2, "rep")?);
                 Ok((s, usize::try_from(n).unwrap_or(0)))
@@ -37,14 +39,14 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     i.set(
         "sha1hex",
-        lua.create_function(|lua, args: MultiValue| {
+        packed(lua, |lua, args: Args| {
             if args.len() != 1 {
                 return redis_err(lua, "ERR wrong number of arguments");
             }
-            let bytes = match &args[0] {
+            let bytes = match args.get(0).unwrap_or(Value::Nil) {
                 Value::String(s) => s.as_bytes().to_vec(),
-                Value::Integer(n) => crate::number::format_g(*n as f64, 14).into_bytes(),
-                Value::Number(n) => crate::number::format_g(*n, 14).into_bytes(),
+                Value::Integer(n) => crate::number::format_g(n as f64, 14).into_bytes(),
+                Value::Number(n) => crate::number::format_g(n, 14).into_bytes(),
                 _ => Vec::new(),
             };
             ok(lua, sha1_smol::Sha1::from(bytes).digest().to_string())
@@ -52,11 +54,11 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     i.set(
         "log",
-        lua.create_function(|lua, args: MultiValue| {
+        packed(lua, |lua, args: Args| {
             if args.len() < 2 {
                 return redis_err(lua, "ERR redis.log() requires two arguments or more.");
             }
-            let level = match to_number(args.front()) {
+            let level = match to_number(args.get(0).as_ref()) {
                 Some(l) if (0.0..=3.0).contains(&l) => l as i64,
                 Some(_) => return redis_err(lua, "ERR Invalid debug level."),
                 None => return redis_err(lua, "ERR First argument must be a number (log level)."),
@@ -66,8 +68,8 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
                 .skip(1)
                 .filter_map(|v| match v {
                     Value::String(s) => Some(s.to_string_lossy()),
-                    Value::Integer(n) => Some(crate::number::format_g(*n as f64, 14)),
-                    Value::Number(n) => Some(crate::number::format_g(*n, 14)),
+                    Value::Integer(n) => Some(crate::number::format_g(n as f64, 14)),
+                    Value::Number(n) => Some(crate::number::format_g(n, 14)),
                     _ => None,
                 })
                 .collect();
@@ -82,11 +84,11 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     i.set(
         "setresp",
-        lua.create_function(|lua, args: MultiValue| {
+        packed(lua, |lua, args: Args| {
             if args.len() != 1 {
                 return redis_err(lua, "ERR redis.setresp() requires one argument.");
             }
-            match to_number(args.front()) {
+            match to_number(args.get(0).as_ref()) {
                 Some(v) if v == 2.0 || v == 3.0 => {
                     if let Some(mut ctx) = lua.app_data_mut::<RunCtx>() {
                         ctx.resp = v as u8;
@@ -99,11 +101,11 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     i.set(
         "set_repl",
-        lua.create_function(|lua, args: MultiValue| {
+        packed(lua, |lua, args: Args| {
             if args.len() != 1 {
-                return redis_err(lua, "ERR redis.set_repl() requires one argument.");
+                return redis_err(lua, "ERR redis.set_repl() requires two arguments.");
             }
-            match to_number(args.front()) {
+            match to_number(args.get(0).as_ref()) {
                 Some(v) if (0.0..=3.0).contains(&v) && v.fract() == 0.0 => ok(lua, ()),
                 _ => redis_err(lua, "ERR Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."),
             }
@@ -111,7 +113,7 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     i.set(
         "acl_check_cmd",
-        lua.create_function(|lua, args: MultiValue| {
+        packed(lua, |lua, args: Args| {
             let argv = match super::convert::lua_args(&args) {
                 Ok(a) => a,
                 Err(_) => {
@@ -134,7 +136,7 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     let r1 = rng.clone();
     i.set(
         "random",
-        lua.create_function(move |lua, args: MultiValue| {
+        packed(lua, move |lua, args: Args| {
             let r = r1.lock().map(|mut g| g.next_unit()).unwrap_or(0.0);
             let res = match args.len() {
                 0 => Ok(r),
@@ -165,7 +167,7 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     )?;
     i.set(
         "randomseed",
-        lua.create_function(move |lua, args: MultiValue| {
+        packed(lua, move |lua, args: Args| {
             let r = check_number(&args, 1, "randomseed").map(|seed| {
                 if let Ok(mut g) = rng.lock() {
                     g.seed(seed as i32);

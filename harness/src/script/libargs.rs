@@ -1,7 +1,65 @@
-//! Argument checks for the Rust-side libraries, with Lua's `luaL_check*` messages, and the
-//! `(ok, ...)` answer convention the prelude's `wrap` turns into results or errors.
+//! Argument checks for the Rust-side libraries, with Lua's `luaL_check*` messages, and
+//! [`packed`], the one way a Rust function is offered to scripts.
 
-use mlua::{IntoLuaMulti, Lua, MultiValue, Value};
+use std::ffi::c_int;
+
+use mlua::{ffi, FromLua, Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
+
+/// A Rust library function's arguments, as [`packed`] passes them: one table
+/// `{n = count, ...}`. mlua holds every value it hands to Rust in one of ~8,000 reference
+/// slots and panics past them, so a call like `redis.call(unpack(t))` with thousands of
+/// strings must not arrive as thousands of values: read from the table, one argument at a
+/// time holds a slot, and only while it is looked at.
+#[derive(Debug, Clone)]
+pub struct Args {
+    t: Table,
+    n: usize,
+}
+
+impl FromLua for Args {
+    fn from_lua(v: Value, _: &Lua) -> mlua::Result<Args> {
+        match v {
+            Value::Table(t) => {
+                let n = t.raw_get::<Option<usize>>("n")?.unwrap_or(0);
+                Ok(Args { t, n })
+            }
+            _ => Err(mlua::Error::runtime(
+                "harness: a library function was called without its argument table",
+            )),
+        }
+    }
+}
+
+impl Args {
+    /// How many arguments were passed (trailing nils included).
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether no argument was passed.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Argument `i` (from 0), `None` past the last one.
+    pub fn get(&self, i: usize) -> Option<Value> {
+        (i < self.n).then(|| self.t.raw_get(i + 1).unwrap_or(Value::Nil))
+    }
+
+    /// These arguments and a `nil` after them (a C function's mark pushed past its last
+    /// argument, which then reads as `nil`, not "no value").
+    pub fn with_nil_mark(&self) -> Args {
+        Args {
+            t: self.t.clone(),
+            n: self.n + 1,
+        }
+    }
+
+    /// The arguments in order, each read when the iterator reaches it.
+    pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
+        (0..self.n).map(|i| self.get(i).unwrap_or(Value::Nil))
+    }
+}
 
 /// Lua's type name for error messages (`got no value` when absent).
 pub fn type_name(v: Option<&Value>) -> &'static str {
@@ -58,14 +116,16 @@ pub fn bad_arg(n: usize, f: &str, msg: &str) -> String {
 }
 
 /// `luaL_checknumber`.
-pub fn check_number(args: &MultiValue, n: usize, f: &str) -> Result<f64, String> {
+pub fn check_number(args: &Args, n: usize, f: &str) -> Result<f64, String> {
     let v = args.get(n - 1);
+    let v = v.as_ref();
     to_number(v).ok_or_else(|| bad_arg(n, f, &format!("number expected, got {}", type_name(v))))
 }
 
 /// `luaL_checklstring`: strings, and numbers formatted as Lua does (`%.14g`).
-pub fn check_bytes(args: &MultiValue, n: usize, f: &str) -> Result<Vec<u8>, String> {
+pub fn check_bytes(args: &Args, n: usize, f: &str) -> Result<Vec<u8>, String> {
     let v = args.get(n - 1);
+    let v = v.as_ref();
     match v {
         Some(Value::String(s)) => Ok(s.as_bytes().to_vec()),
         Some(Value::Integer(i)) => Ok(crate::number::format_g(*i as f64, 14).into_bytes()),
@@ -120,9 +180,10 @@ pub fn is_memory_error(e: &mlua::Error) -> bool {
     }
 }
 
-/// `luaL_where(L, 1)`: `source:line: ` of the caller, or nothing for a C caller.
+/// `luaL_where(L, 1)`: `source:line: ` of the caller, or nothing for a C caller. Level 2:
+/// level 1 is the prelude's `wrap`, which the script does not see.
 fn where_(lua: &Lua) -> String {
-    lua.inspect_stack(1, |d| {
+    lua.inspect_stack(2, |d| {
         let line = d.current_line().unwrap_or(0);
         let src = d
             .source()
@@ -164,3 +225,133 @@ pub fn answer(lua: &Lua, r: Result<MultiValue, String>) -> mlua::Result<MultiVal
         Err(e) => lua_err(lua, e),
     }
 }
+
+/// The C side of [`packed`]: collects the arguments into one table `{n = count, ...}`, calls
+/// upvalue 1 with it, and returns its results; with upvalue 2 true, its one result is such a
+/// table, spread into results here. Errors are caught and raised again from this frame, so
+/// that the script's error position is one level up, as for a C library function.
+///
+/// Nothing here owns Rust memory: a Lua error may leave it by `longjmp`.
+///
+/// This is the crate's one `unsafe` code. A safe mlua callback cannot do this job: mlua turns
+/// every argument into a value holding one of its ~8,000 reference slots before the callback
+/// runs, and panics past them; a Lua-side wrapper would do it safely but shows in the stack
+/// (a script's `return f(x)` tail call would lose its error position, which Redis reports).
+#[allow(unsafe_code)]
+unsafe extern "C-unwind" fn packed_call(state: *mut ffi::lua_State) -> c_int {
+    let n = ffi::lua_gettop(state);
+    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_createtable(state, n, 1);
+    for i in 1..=n {
+        ffi::lua_pushvalue(state, i);
+        ffi::lua_rawseti_(state, -2, i);
+    }
+    ffi::lua_pushstring_(state, c"n".as_ptr());
+    ffi::lua_pushinteger(state, ffi::lua_Integer::from(n));
+    ffi::lua_rawset(state, -3);
+    if ffi::lua_pcall(state, 1, ffi::LUA_MULTRET, 0) != 0 {
+        ffi::lua_error(state);
+    }
+    if ffi::lua_toboolean(state, ffi::lua_upvalueindex(2)) == 0 {
+        return ffi::lua_gettop(state) - n;
+    }
+    // Spread: the table alone at slot 1, then its items (the callee checked the count
+    // against Redis's own stack limits).
+    ffi::lua_replace(state, 1);
+    ffi::lua_settop(state, 1);
+    ffi::lua_pushstring_(state, c"n".as_ptr());
+    ffi::lua_rawget(state, 1);
+    let count = c_int::try_from(ffi::lua_tointeger(state, -1)).unwrap_or(0);
+    ffi::lua_settop(state, 1);
+    if count > 0 && ffi::lua_checkstack(state, count) == 0 {
+        ffi::lua_pushstring_(state, c"stack overflow (too many results)".as_ptr());
+        ffi::lua_error(state);
+    }
+    for i in 1..=count {
+        ffi::lua_rawgeti_(state, 1, i);
+    }
+    count
+}
+
+/// `f` as a library function for scripts: it gets its arguments as one [`Args`] table, so
+/// that no number of arguments can exhaust mlua's reference slots.
+pub fn packed<F>(lua: &Lua, f: F) -> mlua::Result<Function>
+where
+    F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
+{
+    closure(lua, lua.create_function(f)?, false)
+}
+
+/// [`packed`] for a function with any number of results: `f` answers one table
+/// `{n = count, ...}` (see [`Results`]) and the caller gets its items as results.
+pub fn packed_spread<F>(lua: &Lua, f: F) -> mlua::Result<Function>
+where
+    F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
+{
+    closure(lua, lua.create_function(f)?, true)
+}
+
+#[allow(unsafe_code)]
+fn closure(lua: &Lua, f: Function, spread: bool) -> mlua::Result<Function> {
+    // SAFETY: the closure takes the two values exec_raw pushed as its upvalues and leaves
+    // itself as the one result; `packed_call` keeps to the Lua C API's rules.
+    unsafe {
+        lua.exec_raw::<Function>((f, spread), |state| {
+            ffi::lua_pushcclosure(state, packed_call, 2);
+        })
+    }
+}
+
+/// Results for a [`packed_spread`] function, collected into one table as they come, so
+/// that no more than one is held by Rust at a time.
+pub struct Results {
+    t: Table,
+    n: usize,
+}
+
+impl Results {
+    /// An empty list of results.
+    pub fn new(lua: &Lua) -> mlua::Result<Results> {
+        Ok(Results {
+            t: lua.create_table()?,
+            n: 0,
+        })
+    }
+
+    /// How many results so far.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Adds one result.
+    pub fn push(&mut self, v: Value) -> mlua::Result<()> {
+        self.n += 1;
+        self.t.raw_set(self.n, v)
+    }
+
+    /// Removes the last result.
+    pub fn pop(&mut self) -> mlua::Result<Value> {
+        if self.n == 0 {
+            return Ok(Value::Nil);
+        }
+        let v = self.t.raw_get(self.n)?;
+        self.t.raw_set(self.n, Value::Nil)?;
+        self.n -= 1;
+        Ok(v)
+    }
+
+    /// The last result.
+    pub fn last(&self) -> Option<Value> {
+        (self.n > 0).then(|| self.t.raw_get(self.n).unwrap_or(Value::Nil))
+    }
+
+    /// The answer [`packed_spread`] expects.
+    pub fn into_multi(self) -> mlua::Result<MultiValue> {
+        self.t.raw_set("n", self.n)?;
+        Ok(MultiValue::from_iter([Value::Table(self.t)]))
+    }
+}
+
+/// Lua 5.1's `LUAI_MAXCSTACK`: the most values a C function may have on its stack
+/// (arguments included); `lua_checkstack` refuses past it.
+pub const MAX_C_STACK: usize = 8000;

@@ -133,11 +133,15 @@ impl Engine {
         internals.set("globals", lua.globals())?;
         internals.set(
             "call",
-            lua.create_function(|lua, args: MultiValue| redis_call(lua, &args, true))?,
+            libargs::packed(&lua, |lua, args: libargs::Args| {
+                redis_call(lua, &args, true)
+            })?,
         )?;
         internals.set(
             "pcall",
-            lua.create_function(|lua, args: MultiValue| redis_call(lua, &args, false))?,
+            libargs::packed(&lua, |lua, args: libargs::Args| {
+                redis_call(lua, &args, false)
+            })?,
         )?;
         internals.set("bit", bit::create(&lua)?)?;
         internals.set(
@@ -334,9 +338,10 @@ impl Engine {
         }
         self.stopped.set(false);
         self.arm_timer(self.limits.time_limit);
-        // mlua panics when a call passes more strings or tables than its ~8,000 reference
-        // slots hold (`f(unpack(t))` with thousands of strings); it unwinds the Lua state
-        // cleanly, so the panic ends this script with an error and nothing else.
+        // A safety net: no script is known to reach a panic in mlua (Rust functions take
+        // their arguments through `libargs::packed`, so thousands of them cannot exhaust its
+        // reference slots), but mlua unwinds the Lua state cleanly if one does, so it would
+        // end this script with an error and nothing else.
         let mut panicked = false;
         let outcome = self.capped(|| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(self))).unwrap_or_else(
@@ -517,7 +522,7 @@ fn one_line(s: &str) -> String {
 }
 
 /// `redis.call` (`raise`) and `redis.pcall`: runs one command from inside a script.
-fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> {
+fn redis_call(lua: &Lua, args: &libargs::Args, raise: bool) -> mlua::Result<MultiValue> {
     // The cap guards Lua code; the reply of a command is bounded by the keyspace. Lifting it
     // here lets mlua build the reply without a protected call per value.
     let limit = lua.set_memory_limit(0).unwrap_or(0);
@@ -528,10 +533,10 @@ fn redis_call(lua: &Lua, args: &MultiValue, raise: bool) -> mlua::Result<Value> 
 
 fn redis_call_uncapped(
     lua: &Lua,
-    args: &MultiValue,
+    args: &libargs::Args,
     raise: bool,
     limit: usize,
-) -> mlua::Result<Value> {
+) -> mlua::Result<MultiValue> {
     let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
     let reply = match convert::lua_args(args) {
         Ok(argv) => dispatch_from_script(lua, &argv, ctx),
@@ -549,7 +554,7 @@ fn redis_call_uncapped(
             }
             let t = lua.create_table()?;
             t.raw_set("err", msg)?;
-            return Ok(Value::Table(t));
+            return Ok(MultiValue::from_iter([Value::Table(t)]));
         }
     };
     // The reply is built with the cap lifted, so it must fit under the cap before it is.
@@ -563,7 +568,9 @@ fn redis_call_uncapped(
     }
     match (reply, raise) {
         (Reply::Error(e), true) => Err(mlua::Error::external(libargs::Raised::Table(e))),
-        (r, _) => convert::reply_to_lua(lua, r, ctx.resp),
+        (r, _) => Ok(MultiValue::from_iter([convert::reply_to_lua(
+            lua, r, ctx.resp,
+        )?])),
     }
 }
 

@@ -32,7 +32,8 @@ for _, name in pairs({ 'print', 'dofile', 'loadfile', 'getfenv', 'setfenv', 'new
 end
 
 -- Rust functions raise their errors as userdata: `raised` tells a Redis error table ('table')
--- from a Lua error string ('text').
+-- from a Lua error string ('text'). They arrive here already wrapped for any number of
+-- arguments (libargs.rs, `packed`).
 local raised = I.raised
 local function wrap(f) return f end
 

@@ -3,7 +3,10 @@
 
 use mlua::{Lua, MultiValue, Value};
 
-use super::libargs::{answer, bad_arg, check_bytes, check_number, to_number};
+use super::libargs::{
+    answer, bad_arg, check_bytes, check_number, packed, packed_spread, to_number, Args, Results,
+    MAX_C_STACK,
+};
 
 const MAXINTSIZE: usize = 32;
 const MAXALIGN: usize = 8;
@@ -123,10 +126,9 @@ fn put_integer(out: &mut Vec<u8>, n: f64, little: bool, size: usize) {
     out.extend_from_slice(&buf);
 }
 
-fn pack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     // b_pack pushes a nil mark after its arguments: a missing one reads as nil.
-    let mut marked = args.clone();
-    marked.push_back(Value::Nil);
+    let marked = args.with_nil_mark();
     let args = &marked;
     let fmt = check_bytes(args, 1, "pack")?;
     let mut f = Fmt { f: &fmt, i: 0 };
@@ -209,12 +211,13 @@ fn get_integer(b: &[u8], little: bool, signed: bool) -> f64 {
     l as i64 as f64
 }
 
-fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn unpack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     let fmt = check_bytes(args, 1, "unpack")?;
     let data = check_bytes(args, 2, "unpack")?;
     let start = match args.get(2) {
         None | Some(Value::Nil) => 1.0,
-        v => to_number(v).ok_or_else(|| bad_arg(3, "unpack", "number expected, got string"))?,
+        v => to_number(v.as_ref())
+            .ok_or_else(|| bad_arg(3, "unpack", "number expected, got string"))?,
     };
     if start < 1.0 {
         return Err(bad_arg(3, "unpack", "offset must be 1 or greater"));
@@ -223,8 +226,8 @@ fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
     let ld = data.len();
     let mut f = Fmt { f: &fmt, i: 0 };
     let mut h = Header::default();
-    let mut out: Vec<Value> = Vec::new();
     let lerr = |e: mlua::Error| e.to_string();
+    let mut out = Results::new(lua).map_err(lerr)?;
     while f.i < fmt.len() {
         let opt = fmt[f.i];
         f.i += 1;
@@ -233,10 +236,14 @@ fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
         if size > ld || pos > ld - size {
             return Err(bad_arg(2, "unpack", "data string too short"));
         }
+        // Room for an item and the final position: luaL_checkstack(L, 2, ...).
+        if args.len() + out.len() + 2 > MAX_C_STACK {
+            return Err("stack overflow (too many results)".into());
+        }
         match opt {
             b'b' | b'B' | b'h' | b'H' | b'l' | b'L' | b'T' | b'i' | b'I' => {
                 let v = get_integer(&data[pos..pos + size], h.little, opt.is_ascii_lowercase());
-                out.push(Value::Number(v));
+                out.push(Value::Number(v)).map_err(lerr)?;
             }
             b'x' => {}
             b'f' => {
@@ -246,7 +253,7 @@ fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
                 } else {
                     f32::from_be_bytes(b)
                 };
-                out.push(Value::Number(f64::from(v)));
+                out.push(Value::Number(f64::from(v))).map_err(lerr)?;
             }
             b'd' => {
                 let b: [u8; 8] = data[pos..pos + 8].try_into().map_err(|_| "short")?;
@@ -255,16 +262,16 @@ fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
                 } else {
                     f64::from_be_bytes(b)
                 };
-                out.push(Value::Number(v));
+                out.push(Value::Number(v)).map_err(lerr)?;
             }
             b'c' => {
                 if size == 0 {
                     let prev = match out.last() {
-                        Some(Value::Number(n)) => *n,
-                        Some(Value::Integer(i)) => *i as f64,
+                        Some(Value::Number(n)) => n,
+                        Some(Value::Integer(i)) => i as f64,
                         _ => return Err("format 'c0' needs a previous size".into()),
                     };
-                    out.pop();
+                    out.pop().map_err(lerr)?;
                     size = prev as usize;
                     if size > ld || pos > ld - size {
                         return Err(bad_arg(2, "unpack", "data string too short"));
@@ -272,7 +279,8 @@ fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
                 }
                 out.push(Value::String(
                     lua.create_string(&data[pos..pos + size]).map_err(lerr)?,
-                ));
+                ))
+                .map_err(lerr)?;
             }
             b's' => {
                 let Some(end) = data[pos..].iter().position(|&c| c == 0) else {
@@ -281,17 +289,18 @@ fn unpack(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
                 size = end + 1;
                 out.push(Value::String(
                     lua.create_string(&data[pos..pos + end]).map_err(lerr)?,
-                ));
+                ))
+                .map_err(lerr)?;
             }
             other => f.control(other, &mut h, "unpack")?,
         }
         pos += size;
     }
-    out.push(Value::Number((pos + 1) as f64));
-    Ok(MultiValue::from_iter(out))
+    out.push(Value::Number((pos + 1) as f64)).map_err(lerr)?;
+    out.into_multi().map_err(lerr)
 }
 
-fn size(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
+fn size(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     let fmt = check_bytes(args, 1, "size")?;
     let mut f = Fmt { f: &fmt, i: 0 };
     let mut h = Header::default();
@@ -333,8 +342,8 @@ fn size(lua: &Lua, args: &MultiValue) -> Result<MultiValue, String> {
 /// `pack`, `unpack` and `size` for the prelude.
 pub fn create(lua: &Lua) -> mlua::Result<[mlua::Function; 3]> {
     Ok([
-        lua.create_function(|lua, a: MultiValue| answer(lua, pack(lua, &a)))?,
-        lua.create_function(|lua, a: MultiValue| answer(lua, unpack(lua, &a)))?,
-        lua.create_function(|lua, a: MultiValue| answer(lua, size(lua, &a)))?,
+        packed(lua, |lua, a: Args| answer(lua, pack(lua, &a)))?,
+        packed_spread(lua, |lua, a: Args| answer(lua, unpack(lua, &a)))?,
+        packed(lua, |lua, a: Args| answer(lua, size(lua, &a)))?,
     ])
 }
