@@ -1,11 +1,11 @@
 //! The lock client on a real 3-primary Redis Cluster on loopback.
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lockkit::Locker;
 use lockkit::{key_slot, ExtendOutcome, LockClient, ReleaseOutcome, Topology};
-use lockkit_test_support::RedisCluster;
+use lockkit_test_support::{DelayRelay, RedisCluster};
 
 /// Which node holds `key`: the one whose `GET` answers without a MOVED error.
 fn owner(cluster: &RedisCluster, key: &str) -> usize {
@@ -129,4 +129,90 @@ async fn cluster_survives_script_flush_on_one_node_and_fences_with_hash_tags() {
         .unwrap_err();
     assert!(matches!(err, lockkit::Error::InvalidKey { .. }), "{err:?}");
     assert!(err.to_string().contains("hash tag"), "{err}");
+}
+
+fn sync_conn(url: &str) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+/// `calls=N` of one command in a node's INFO commandstats (0 if never called).
+fn command_calls(url: &str, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut sync_conn(url))
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map(|v| v.split(',').next().unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// Puts a relay in front of every node: each node announces its relay's port, so the cluster
+/// client's slot map (and every connection it opens) goes through the relays. Waits until every
+/// node's view of the cluster shows the relays.
+fn behind_relays(cluster: &RedisCluster) -> Vec<DelayRelay> {
+    let relays: Vec<DelayRelay> = cluster
+        .nodes()
+        .iter()
+        .map(|n| DelayRelay::start(n.port(), Duration::ZERO, Duration::ZERO).unwrap())
+        .collect();
+    for (node, relay) in cluster.nodes().iter().zip(&relays) {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-announce-port")
+            .arg(relay.port())
+            .exec(&mut sync_conn(&node.url()))
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let announced = |node: &lockkit_test_support::RedisServer| {
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut sync_conn(&node.url()))
+            .unwrap();
+        relays
+            .iter()
+            .all(|r| nodes.contains(&format!("127.0.0.1:{}@", r.port())))
+    };
+    while !cluster.nodes().iter().all(announced) {
+        assert!(
+            Instant::now() < deadline,
+            "the nodes never announced the relays' ports"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    relays
+}
+
+/// Issue 10, defect 7: the cluster client re-sends a command after a dropped connection. When
+/// the first `SET NX` had landed, the re-sent one must not report our own lock as busy (it did:
+/// `Ok(None)`, and the key stayed held by our token for the whole TTL).
+#[tokio::test]
+async fn acquire_whose_set_landed_before_the_connection_dropped_is_ours() {
+    let cluster = RedisCluster::start(3);
+    let relays = behind_relays(&cluster);
+    let client = LockClient::connect(&relays[0].url()).await.unwrap();
+    assert_eq!(client.topology(), Topology::Cluster);
+    let key = "lock:resent";
+    let node = &cluster.nodes()[owner(&cluster, key)];
+    let relay = &relays[owner(&cluster, key)];
+    let sets_before = command_calls(&node.url(), "set");
+    // The connection drops right after the SET reached the owner node: its reply is lost.
+    relay.drop_after(format!("\r\nSET\r\n${}\r\n{key}\r\n", key.len()).as_bytes());
+    let lock = client
+        .try_acquire(key, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("our own landed SET is our lock, not a busy one");
+    // The scenario really happened: the SET reached the node twice (sent, dropped, re-sent).
+    assert_eq!(command_calls(&node.url(), "set") - sets_before, 2);
+    let holder: Option<String> = redis::cmd("GET")
+        .arg(key)
+        .query(&mut sync_conn(&node.url()))
+        .unwrap();
+    assert_eq!(holder.as_deref(), Some(lock.token()));
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
 }

@@ -1,20 +1,44 @@
-//! A delaying TCP relay on loopback: a slow network between a client and a real server.
+//! A delaying TCP relay on loopback: a slow (or faulty) network between a client and a real
+//! server.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
 /// Forwards connections from its own loopback port to `127.0.0.1:target`, holding every chunk
 /// for `delay` plus up to `jitter` (uniform, from a fixed-seed generator) in each direction.
 /// Stops accepting and closes its connections on drop.
+///
+/// Network faults on demand: [`drop_after`](Self::drop_after) cuts a connection right after a
+/// given command reached the server (its reply never comes back); [`swallow`](Self::swallow)
+/// loses everything clients send until [`restore`](Self::restore) closes those connections.
 #[derive(Debug)]
 pub struct DelayRelay {
     port: u16,
     delay_us: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    faults: Arc<Faults>,
+}
+
+/// What the pumps of every connection check before forwarding.
+#[derive(Debug, Default)]
+struct Faults {
+    /// One-shot: the next client chunk containing these bytes is forwarded, then its connection
+    /// is closed before anything more passes either way.
+    drop_after: Mutex<Option<Vec<u8>>>,
+    /// Client bytes are read and thrown away (neither forwarded nor answered).
+    swallow: AtomicBool,
+    /// Bumped by [`DelayRelay::restore`]: connections accepted before are closed.
+    generation: AtomicU64,
+}
+
+/// One relayed connection: both directions stop once it is cut.
+struct Link {
+    cut: AtomicBool,
+    generation: u64,
 }
 
 impl DelayRelay {
@@ -27,6 +51,8 @@ impl DelayRelay {
         let stop = Arc::new(AtomicBool::new(false));
         let jitter_us = jitter.as_micros() as u64;
         let (d, s) = (Arc::clone(&delay_us), Arc::clone(&stop));
+        let faults = Arc::new(Faults::default());
+        let f = Arc::clone(&faults);
         thread::spawn(move || {
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
             while !s.load(Ordering::Relaxed) {
@@ -36,14 +62,25 @@ impl DelayRelay {
                             continue;
                         };
                         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-                        for (from, to) in [
-                            (client.try_clone(), server.try_clone()),
-                            (server.try_clone(), client.try_clone()),
+                        let link = Arc::new(Link {
+                            cut: AtomicBool::new(false),
+                            generation: f.generation.load(Ordering::SeqCst),
+                        });
+                        for (from, to, upstream) in [
+                            (client.try_clone(), server.try_clone(), true),
+                            (server.try_clone(), client.try_clone(), false),
                         ] {
                             if let (Ok(from), Ok(to)) = (from, to) {
-                                let (d, s) = (Arc::clone(&d), Arc::clone(&s));
-                                let seed = seed;
-                                thread::spawn(move || pump(from, to, d, jitter_us, seed, s));
+                                let pump = Pump {
+                                    delay_us: Arc::clone(&d),
+                                    jitter_us,
+                                    seed,
+                                    stop: Arc::clone(&s),
+                                    faults: Arc::clone(&f),
+                                    link: Arc::clone(&link),
+                                    upstream,
+                                };
+                                thread::spawn(move || pump.run(from, to));
                             }
                         }
                     }
@@ -55,6 +92,7 @@ impl DelayRelay {
             port,
             delay_us,
             stop,
+            faults,
         })
     }
 
@@ -73,50 +111,110 @@ impl DelayRelay {
         self.delay_us
             .store(delay.as_micros() as u64, Ordering::Relaxed);
     }
+
+    /// The next chunk a client sends that contains `pattern` (e.g. a RESP-encoded command and
+    /// its key) reaches the server, and then its connection is closed: the client never gets the
+    /// reply, as when a connection drops after a command was sent. Once; arm it again for more.
+    pub fn drop_after(&self, pattern: &[u8]) {
+        *self
+            .faults
+            .drop_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(pattern.to_vec());
+    }
+
+    /// From now on what clients send is lost: read and thrown away, never answered.
+    pub fn swallow(&self) {
+        self.faults.swallow.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends [`swallow`](Self::swallow): closes every connection open now (their lost commands
+    /// fail as on a dropped connection) and forwards new ones again.
+    pub fn restore(&self) {
+        self.faults.generation.fetch_add(1, Ordering::SeqCst);
+        self.faults.swallow.store(false, Ordering::SeqCst);
+    }
 }
 
-fn pump(
-    mut from: TcpStream,
-    mut to: TcpStream,
+/// One direction of one connection.
+struct Pump {
     delay_us: Arc<AtomicU64>,
     jitter_us: u64,
-    mut seed: u64,
+    seed: u64,
     stop: Arc<AtomicBool>,
-) {
-    let _ = from.set_read_timeout(Some(Duration::from_millis(100)));
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let extra = if jitter_us == 0 {
-                    0
-                } else {
-                    (seed >> 33) % (jitter_us + 1)
-                };
-                thread::sleep(Duration::from_micros(
-                    delay_us.load(Ordering::Relaxed) + extra,
-                ));
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => break,
-        }
+    faults: Arc<Faults>,
+    link: Arc<Link>,
+    /// Client to server (where the faults apply) rather than back.
+    upstream: bool,
+}
+
+impl Pump {
+    fn closed(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+            || self.link.cut.load(Ordering::SeqCst)
+            || self.faults.generation.load(Ordering::SeqCst) != self.link.generation
     }
-    let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
+
+    /// Whether this client chunk is the armed one: the link is cut before it is forwarded, so
+    /// the reply (which may come back at once) is never passed on.
+    fn cuts_after(&self, chunk: &[u8]) -> bool {
+        let mut armed = self
+            .faults
+            .drop_after
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let hit = armed
+            .as_deref()
+            .is_some_and(|p| chunk.windows(p.len()).any(|w| w == p));
+        if hit {
+            *armed = None;
+            self.link.cut.store(true, Ordering::SeqCst);
+        }
+        hit
+    }
+
+    fn run(mut self, mut from: TcpStream, mut to: TcpStream) {
+        let _ = from.set_read_timeout(Some(Duration::from_millis(20)));
+        let mut buf = vec![0u8; 64 * 1024];
+        while !self.closed() {
+            match from.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let chunk = &buf[..n];
+                    if self.upstream && self.faults.swallow.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    let last = self.upstream && self.cuts_after(chunk);
+                    if !last && self.closed() {
+                        break;
+                    }
+                    self.seed = self
+                        .seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let extra = if self.jitter_us == 0 {
+                        0
+                    } else {
+                        (self.seed >> 33) % (self.jitter_us + 1)
+                    };
+                    thread::sleep(Duration::from_micros(
+                        self.delay_us.load(Ordering::Relaxed) + extra,
+                    ));
+                    if to.write_all(chunk).is_err() || last {
+                        break;
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+        let _ = to.shutdown(Shutdown::Both);
+        let _ = from.shutdown(Shutdown::Both);
+    }
 }
 
 impl Drop for DelayRelay {
