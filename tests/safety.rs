@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use lockkit::{Error, ExtendOutcome, LockClient, LockOptions, Locker, WatchdogOptions};
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{DelayRelay, RedisServer};
 
 /// Polls `key` with a second client until it gets the lock or `for_` passes; returns when.
 async fn second_client_takes(url: &str, key: &str, for_: Duration) -> Option<Instant> {
@@ -145,4 +145,42 @@ async fn a_batch_with_one_refused_key_leaves_nothing_held() {
         let v: Option<String> = redis::cmd("GET").arg(key).query(&mut admin).unwrap();
         assert_eq!(v, None, "{key} is still held after the batch failed");
     }
+}
+
+/// Issue 10, defect 9: a `guard.release()` cancelled (by a timeout or a `select!`) while its
+/// compare-and-delete was lost on the network used to leave nothing behind it (the guard counted
+/// as released before the await), so the key stayed held for its whole TTL. The guard's drop now
+/// finishes the release in the background.
+#[tokio::test]
+async fn cancelled_guard_release_whose_command_was_lost_still_frees_the_key() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect(&relay.url()).await.unwrap();
+    let key = "lock:cancelled-release";
+    let lock = client
+        .try_acquire(key, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    let guard = client.guard(lock, None).unwrap();
+    // The network loses what the client sends: the release cannot finish, and is cancelled.
+    relay.swallow();
+    let cancelled = tokio::time::timeout(Duration::from_millis(200), guard.release()).await;
+    assert!(cancelled.is_err(), "a lost release finished: {cancelled:?}");
+    // The connection drops and comes back, well inside the TTL.
+    relay.restore();
+    let mut direct = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let held = |c: &mut redis::Connection| redis::cmd("EXISTS").arg(key).query::<bool>(c).unwrap();
+    // The guard's background release keeps trying for a few seconds; the TTL is 60 s.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while held(&mut direct) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !held(&mut direct),
+        "the cancelled release left the key held for its TTL"
+    );
 }
