@@ -104,7 +104,12 @@ fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
 fn bad_input_and_unreachable_upstream_exit_with_their_codes_without_the_password() {
     let port = free_port().unwrap().to_string();
     let dead = format!("redis://user:Pw-9xq7@127.0.0.1:{port}");
-    let cases: [(&[&str], i32, &str); 4] = [
+    let cases: [(&[&str], i32, &str); 5] = [
+        (
+            &["--upstream", &dead, "--plugin", "no/such/plugin.lua"],
+            2,
+            "reading no/such/plugin.lua",
+        ),
         (
             &["--upstream", &dead, "--plugin", "nope"],
             2,

@@ -25,7 +25,7 @@ pub struct ProxyArgs {
     pub upstream: String,
 
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern) or a
-    /// Lua plugin FILE.lua.
+    /// Lua plugin FILE.lua[:ARGS] (docs/PROXY.md).
     #[arg(long = "plugin", value_name = "NAME[:ARGS]|FILE.lua")]
     pub plugins: Vec<String>,
 
@@ -60,6 +60,12 @@ pub const EXIT_HELP: &str = "Exit codes:
 /// An unknown name, a Lua file that does not load, bad plugin arguments.
 pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin>> {
     let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
+    if name.ends_with(".lua") {
+        return Ok(Arc::new(crate::lua::LuaPlugin::load(
+            Path::new(name),
+            args,
+        )?));
+    }
     match name {
         "observe" => {
             if !args.is_empty() {

@@ -9,7 +9,7 @@
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
 //!   its locks, per key pattern, and writes `observe-<date>.json` (schema `lockkit.observe/1`);
-//! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua`]).
+//! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua::LuaPlugin`]).
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -44,6 +44,7 @@
 
 pub mod cmd;
 mod conn;
+pub mod lua;
 pub mod observe;
 mod plugin;
 pub mod resp;

@@ -4,7 +4,7 @@
 mod bit;
 mod cjson;
 mod cmsgpack;
-mod convert;
+pub(crate) mod convert;
 mod functions;
 mod lib_misc;
 mod libargs;
@@ -217,6 +217,11 @@ impl Engine {
             .expect("the server is stored at construction and never removed")
     }
 
+    /// The Lua state (for [`crate::Sandbox`], which runs other code in this environment).
+    pub(crate) fn lua(&self) -> &Lua {
+        &self.lua
+    }
+
     /// Compiles `body` into the cache (SCRIPT LOAD): its SHA-1, or Redis's error.
     pub fn load(&mut self, body: &[u8]) -> Result<String, Reply> {
         let sha = sha1hex(body);
@@ -236,7 +241,7 @@ impl Engine {
     }
 
     /// Compiles Lua text into a function of the script environment; the error is Lua's message.
-    fn compile(&self, code: &[u8], name: &str) -> Result<Function, String> {
+    pub(crate) fn compile(&self, code: &[u8], name: &str) -> Result<Function, String> {
         // Redis 7.0 removed Lua's bytecode loader: a chunk starting with ESC is parsed as text.
         let code: Vec<u8> = if code.first() == Some(&0x1b) {
             [b" ".as_slice(), code].concat()
