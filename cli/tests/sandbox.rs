@@ -415,6 +415,49 @@ fn stopped_by_time_limit(line: &str) {
 }
 
 #[test]
+fn backtracking_patterns_are_stopped_by_the_time_limit() {
+    // Lua 5.1's matcher runs in one C call the instruction hook never sees: each of these
+    // backtracks for longer than anyone waits, and the process hung.
+    let hostile = "string.rep('a', 30000), string.rep('a*', 30) .. 'b'";
+    for call in [
+        format!("string.find({hostile})"),
+        format!("string.match({hostile})"),
+        format!("string.gsub({hostile}, 'x')"),
+        format!("(function() for _ in string.gmatch({hostile}) do end end)()"),
+        format!("(function() for _ = 1, 3 do pcall(string.find, {hostile}) end end)()"),
+    ] {
+        stopped_by_time_limit(&format!("EVAL \"return {call}\" 0"));
+    }
+}
+
+#[test]
+fn pattern_functions_answer_and_fail_as_redis_does() {
+    // The sandbox's pattern functions are a Rust port of Lua 5.1's (harness/tests/patterns.rs
+    // proves them against the C code); here the errors' positions and function names, which
+    // depend on how the script called them, against a real redis-server.
+    same_as_redis(
+        r#"EVAL "return {string.find('hello world', 'o w')}" 0
+EVAL "return {string.find('hello', 'l+')}" 0
+EVAL "return {('key=val'):match('(%w+)=(%w+)')}" 0
+EVAL "return {string.gsub('hello world', '(%w+)', '<%1>')}" 0
+EVAL "local t = {} for k, v in string.gmatch('a=1, b=2', '(%w+)=(%w+)') do t[#t + 1] = k .. v end return t" 0
+EVAL "return string.find('x', '[')" 0
+EVAL "return ('x'):find('%')" 0
+EVAL "return string.gsub('abc', '%w', '%2')" 0
+EVAL "return ('abc'):gsub('b', {b = {}})" 0
+EVAL "return string.find(nil, 'x')" 0
+EVAL "return ('x'):gsub()" 0
+EVAL "local f = string.match return f('a')" 0
+EVAL "return string.gsub('abc', 'b', true)" 0
+EVAL "for w in string.gmatch('a b', '(') do end" 0
+EVAL "local it = string.gmatch(nil, 'x') return 1" 0
+EVAL "return {pcall(string.find, 'x', '(()')}" 0
+EVAL "return string.find(string.rep('a', 190), string.rep('a?', 190))" 0
+"#,
+    );
+}
+
+#[test]
 fn xpcall_handlers_cannot_outrun_the_time_limit() {
     stopped_by_time_limit(
         "EVAL \"return xpcall(function() while true do end end, function() while true do end end)\" 0",

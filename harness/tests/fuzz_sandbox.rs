@@ -56,6 +56,9 @@ const FRAGMENTS: &[&str] = &[
     "return {1, 'two', {3}, redis.call('GET', KEYS[1])}",
     "return redis.call('LRANGE', 'l', 0, -1)",
     "error(setmetatable({err = 'ERR custom'}, {__index = function() return 'x' end}))",
+    "pcall(string.find, string.rep('a', 3000), string.rep('a*', 20) .. 'b')",
+    "for w in string.gmatch(ARGV[1], '(%w*)') do redis.pcall('RPUSH', 'l', w) end",
+    "pcall(string.gsub, string.rep(ARGV[1], 100), '%w+', function(w) return w:rep(2) end)",
 ];
 
 /// Arguments that reach the edges of number parsing and sizes.

@@ -180,23 +180,25 @@ pub fn is_memory_error(e: &mlua::Error) -> bool {
     }
 }
 
-/// `luaL_where(L, 1)`: `source:line: ` of the caller, or nothing for a C caller. Level 2:
-/// level 1 is the prelude's `wrap`, which the script does not see.
+/// `luaL_where(L, 1)`: `source:line: ` of the caller, or nothing for a C caller. Level 1 is
+/// [`packed`]'s C closure; the prelude's own Lua frames (a `gmatch` iterator) are skipped, as
+/// the script does not see them.
 fn where_(lua: &Lua) -> String {
-    lua.inspect_stack(2, |d| {
-        let line = d.current_line().unwrap_or(0);
-        let src = d
-            .source()
-            .short_src
-            .map(|s| s.into_owned())
-            .unwrap_or_default();
-        if line > 0 {
-            format!("{src}:{line}: ")
-        } else {
-            String::new()
+    let mut level = 2;
+    loop {
+        let frame = lua.inspect_stack(level, |d| {
+            let source = d.source();
+            let harness = source.source.as_deref() == Some("=harness");
+            let line = d.current_line().unwrap_or(0);
+            let src = source.short_src.map(|s| s.into_owned()).unwrap_or_default();
+            (harness, src, line)
+        });
+        match frame {
+            Some((true, ..)) => level += 1,
+            Some((false, src, line)) if line > 0 => return format!("{src}:{line}: "),
+            _ => return String::new(),
         }
-    })
-    .unwrap_or_default()
+    }
 }
 
 /// Success with `v`.

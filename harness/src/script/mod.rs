@@ -8,6 +8,7 @@ pub(crate) mod convert;
 mod functions;
 mod lib_misc;
 mod libargs;
+mod patterns;
 mod rand48;
 mod shebang;
 mod structlib;
@@ -172,6 +173,7 @@ impl Engine {
             &internals,
             Arc::new(Mutex::new(rand48::Rand48::default())),
         )?;
+        patterns::register(&lua, &internals)?;
         let [pack, unpack, size] = structlib::create(&lua)?;
         internals.set("struct_pack", pack)?;
         internals.set("struct_unpack", unpack)?;
@@ -182,6 +184,7 @@ impl Engine {
         let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
         let timer = Arc::new(Mutex::new(Timer::default()));
+        lua.set_app_data(timer.clone());
         install_hook(&lua, &timer, HOOK_EVERY)?;
         // The cap is armed only while Lua code runs (see `capped`): mlua protects every API
         // call while a limit is set, which would slow down preparing each call.
@@ -501,25 +504,40 @@ fn install_hook(lua: &Lua, timer: &Arc<Mutex<Timer>>, every: u32) -> mlua::Resul
     lua.set_global_hook(
         HookTriggers::new().every_nth_instruction(every),
         move |lua, _| {
-            let mut g = t
-                .lock()
-                .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
-            match g.deadline {
-                Some(d) if Instant::now() >= d => {
-                    let first = !g.fired;
-                    g.fired = true;
-                    drop(g);
-                    if first {
-                        install_hook(lua, &t, 1)?;
-                    }
-                    Err(mlua::Error::external(libargs::Raised::Stop(
-                        "harness: script time limit reached".into(),
-                    )))
-                }
-                _ => Ok(VmState::Continue),
-            }
+            check_deadline(lua, &t)?;
+            Ok(VmState::Continue)
         },
     )
+}
+
+/// The time-limit check of the hook, for long loops in Rust that a script started (pattern
+/// matching): an error that stops the script once the limit has passed.
+pub(crate) fn check_time(lua: &Lua) -> mlua::Result<()> {
+    let timer = lua.app_data_ref::<Arc<Mutex<Timer>>>().map(|t| t.clone());
+    match timer {
+        Some(t) => check_deadline(lua, &t),
+        None => Ok(()),
+    }
+}
+
+fn check_deadline(lua: &Lua, t: &Arc<Mutex<Timer>>) -> mlua::Result<()> {
+    let mut g = t
+        .lock()
+        .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
+    match g.deadline {
+        Some(d) if Instant::now() >= d => {
+            let first = !g.fired;
+            g.fired = true;
+            drop(g);
+            if first {
+                install_hook(lua, t, 1)?;
+            }
+            Err(mlua::Error::external(libargs::Raised::Stop(
+                "harness: script time limit reached".into(),
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn one_line(s: &str) -> String {

@@ -119,6 +119,26 @@ G.redis = redis
 -- Libraries implemented in Rust.
 G.math.random = wrap(I.random)
 G.string.rep = I.string_rep
+-- Lua 5.1's pattern matching, ported to Rust so that the time limit can stop a backtracking
+-- pattern (patterns.rs). gmatch keeps its position here, as the C closure keeps it in an upvalue.
+G.string.find = I.str_find
+G.string.match = I.str_match
+G.string.gsub = I.str_gsub
+local gmatch_step = I.gmatch_step
+G.string.gmatch = function(...)
+  local s, p = ...
+  local n = select('#', ...)
+  if type(s) ~= 'string' and type(s) ~= 'number' then argerr(1, 'gmatch', 'string', n > 0, s) end
+  if type(p) ~= 'string' and type(p) ~= 'number' then argerr(2, 'gmatch', 'string', n > 1, p) end
+  s, p = tostring(s), tostring(p)
+  local pos = 0
+  local function advance(next_pos, ...)
+    if next_pos == nil then return end
+    pos = next_pos
+    return ...
+  end
+  return function() return advance(gmatch_step(s, p, pos)) end
+end
 G.math.randomseed = wrap(I.randomseed)
 local bit = {}
 for _, name in pairs({ 'tobit', 'tohex', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
