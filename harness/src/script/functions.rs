@@ -201,9 +201,11 @@ impl Engine {
         let pending_funcs = self.lua.create_table().map_err(|e| e.to_string())?;
         let register = register_fn(&self.lua, pending.clone(), pending_funcs.clone())
             .map_err(|e| e.to_string())?;
+        // The shared environment, as the library's functions will see it; its top level's view
+        // is switched on only around running it, so no early return can leave it on.
         let env: Table = self
             .load_env
-            .call(register)
+            .call(Value::Nil)
             .map_err(|e| format!("harness: {e}"))?;
         let body = &code[skip..];
         let chunk = self
@@ -218,6 +220,9 @@ impl Engine {
                 }
                 other => format!("Error compiling function: {other}"),
             })?;
+        self.load_env
+            .call::<Table>(register)
+            .map_err(|e| format!("harness: {e}"))?;
         // Redis gives a library's top-level code 500 ms (LOAD_TIMEOUT_MS).
         self.arm_timer(std::time::Duration::from_millis(500));
         let outcome = self.capped(|| self.run.call::<(bool, Value)>(chunk));

@@ -317,11 +317,16 @@ env = readonly(G, missing_global)
 metatables[env] = readonly(missing_global, nil)
 G._G = env
 
--- Function libraries share one environment. While FUNCTION LOAD runs a library's code, `redis`
--- offers only registration and logging; when its functions run, the whole `redis` table.
+-- Function libraries share one environment. While FUNCTION LOAD runs a library's top level,
+-- it sees only a `redis` that offers registration and logging, as Redis 7.0 runs it (every
+-- other global is nonexistent); when its functions run, every global and the whole `redis`.
 local loading_redis = nil
 local fenv_missing = { __index = function(_, k)
-  if k == 'redis' then return loading_redis or rawget(G, 'redis') end
+  if loading_redis then
+    if k == 'redis' then return loading_redis end
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+  end
+  if k == 'redis' then return rawget(G, 'redis') end
   local v = rawget(G, k)
   if v == nil then
     error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
