@@ -453,6 +453,13 @@ EVAL "for w in string.gmatch('a b', '(') do end" 0
 EVAL "local it = string.gmatch(nil, 'x') return 1" 0
 EVAL "return {pcall(string.find, 'x', '(()')}" 0
 EVAL "return string.find(string.rep('a', 190), string.rep('a?', 190))" 0
+EVAL "return string.gsub('a', 'a', function() error({err = 'ERR custom'}) end)" 0
+EVAL "return {pcall(string.gsub, 'a', 'a', function() error({err = 'ERR custom'}) end)}" 0
+EVAL "return {pcall(string.gsub, 'a', 'a', function() error('boom') end)}" 0
+EVAL "return string.gsub('a', 'a', function() error('boom') end)" 0
+EVAL "return string.gsub('a', 'a', function() return redis.call('NOPE') end)" 0
+EVAL "return {string.gsub('abc', '%w', setmetatable({}, {__index = function(t, k) return k:upper() end}))}" 0
+EVAL "return string.gsub('abc', '%w', setmetatable({}, {__index = function(t, k) error('no ' .. k) end}))" 0
 "#,
     );
 }

@@ -254,6 +254,14 @@ unsafe extern "C-unwind" fn packed_call(state: *mut ffi::lua_State) -> c_int {
     if ffi::lua_pcall(state, 1, ffi::LUA_MULTRET, 0) != 0 {
         ffi::lua_error(state);
     }
+    // [`reraise`]: the callee asks for a Lua value to be raised as it is.
+    if ffi::lua_gettop(state) >= n + 2
+        && ffi::lua_type(state, n + 1) == ffi::LUA_TLIGHTUSERDATA
+        && ffi::lua_touserdata(state, n + 1) == reraise_mark()
+    {
+        ffi::lua_pushvalue(state, n + 2);
+        ffi::lua_error(state);
+    }
     if ffi::lua_toboolean(state, ffi::lua_upvalueindex(2)) == 0 {
         return ffi::lua_gettop(state) - n;
     }
@@ -273,6 +281,22 @@ unsafe extern "C-unwind" fn packed_call(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_rawgeti_(state, 1, i);
     }
     count
+}
+
+static RERAISE: u8 = 0;
+
+fn reraise_mark() -> *mut std::ffi::c_void {
+    std::ptr::addr_of!(RERAISE) as *mut std::ffi::c_void
+}
+
+/// The answer of a [`packed`] function that raises `v` as the Lua error value itself, as a C
+/// function's `lua_error` would (mlua would wrap it: a table raised by a Lua callback the
+/// function called would reach the script as text).
+pub fn reraise(v: Value) -> mlua::Result<MultiValue> {
+    Ok(MultiValue::from_iter([
+        Value::LightUserData(mlua::LightUserData(reraise_mark())),
+        v,
+    ]))
 }
 
 /// `f` as a library function for scripts: it gets its arguments as one [`Args`] table, so

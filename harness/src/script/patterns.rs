@@ -30,6 +30,9 @@ pub enum Stop {
     Error(String),
     /// An error to raise as it is: the time limit, or one raised by a replacement function.
     Lua(mlua::Error),
+    /// A Lua error value raised by a replacement function or a table's `__index`, to raise
+    /// again as it is (a table stays a table, as when the C `gsub` lets it through).
+    Raise(Value),
     /// The result would not fit under the memory cap.
     Memory,
 }
@@ -765,6 +768,7 @@ fn raise(lua: &Lua, stop: Stop) -> mlua::Result<MultiValue> {
     match stop {
         Stop::Error(m) => libargs::lua_err(lua, m),
         Stop::Lua(e) => Err(e),
+        Stop::Raise(v) => libargs::reraise(v),
         Stop::Memory => Err(mlua::Error::MemoryError("not enough memory".into())),
     }
 }
@@ -824,8 +828,31 @@ fn replacement_text(v: Value) -> Result<Option<Vec<u8>>, Stop> {
     }
 }
 
+/// How `gsub` calls back into Lua: Lua's own `pcall`, so that an error comes back as the value
+/// that was raised, and `t[k]` with metamethods.
+struct Callers {
+    pcall: mlua::Function,
+    index: mlua::Function,
+}
+
+impl Callers {
+    /// `pcall(f, args...)`: the first result, or the error value to raise again.
+    fn call(&self, f: &mlua::Function, args: MultiValue) -> Result<Value, Stop> {
+        let mut all = args;
+        all.push_front(Value::Function(f.clone()));
+        let mut r = self.pcall.call::<MultiValue>(all).map_err(Stop::Lua)?;
+        let ok = matches!(r.pop_front(), Some(Value::Boolean(true)));
+        let first = r.pop_front().unwrap_or(Value::Nil);
+        if ok {
+            Ok(first)
+        } else {
+            Err(Stop::Raise(first))
+        }
+    }
+}
+
 /// `string.gsub`.
-fn gsub_fn(lua: &Lua, args: &Args) -> mlua::Result<MultiValue> {
+fn gsub_fn(lua: &Lua, args: &Args, callers: &Callers) -> mlua::Result<MultiValue> {
     let checked = check_string(lua, args, 1).and_then(|s| {
         let p = check_string(lua, args, 2)?;
         let max_n = opt_integer(lua, args, 4, s.as_bytes().len() as i64 + 1)?;
@@ -856,12 +883,13 @@ fn gsub_fn(lua: &Lua, args: &Args) -> mlua::Result<MultiValue> {
     let mut steps = Steps::new(&mut check);
     let mut call = |caps: &[Captured]| -> Result<Option<Vec<u8>>, Stop> {
         let v = match &repl {
-            Value::Function(f) => f
-                .call::<Value>(captured_values(lua, &s, caps).map_err(Stop::Lua)?)
-                .map_err(Stop::Lua)?,
+            Value::Function(f) => {
+                callers.call(f, captured_values(lua, &s, caps).map_err(Stop::Lua)?)?
+            }
             Value::Table(t) => {
                 let key = captured_value(lua, &s, &caps[0]).map_err(Stop::Lua)?;
-                t.get::<Value>(key).map_err(Stop::Lua)?
+                let args = MultiValue::from_iter([Value::Table(t.clone()), key]);
+                callers.call(&callers.index, args)?
             }
             _ => Value::Nil,
         };
@@ -919,9 +947,17 @@ pub fn register(lua: &Lua, i: &mlua::Table) -> mlua::Result<()> {
         "str_match",
         libargs::packed(lua, |lua, a: Args| find_or_match(lua, &a, false))?,
     )?;
+    // Registered before the prelude runs: `pcall` is still Lua's own.
+    let callers = Callers {
+        pcall: lua.globals().get("pcall")?,
+        index: lua
+            .load("local t, k = ... return t[k]")
+            .set_name("=harness")
+            .into_function()?,
+    };
     i.set(
         "str_gsub",
-        libargs::packed(lua, |lua, a: Args| gsub_fn(lua, &a))?,
+        libargs::packed(lua, move |lua, a: Args| gsub_fn(lua, &a, &callers))?,
     )?;
     i.set(
         "gmatch_step",
