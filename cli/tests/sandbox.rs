@@ -484,13 +484,11 @@ fn error_objects_whose_metamethods_loop_are_read_under_the_time_limit() {
     );
     let lib = "#!lua name=spin\\nredis.register_function('f', function() error(setmetatable({}, {__index = function() while true do end end})) end)";
     stopped_by_time_limit(&format!("FUNCTION LOAD \"{lib}\"\nFCALL f 0"));
-    // FUNCTION LOAD has Redis's own 500 ms limit and answers as Redis does past it.
-    let run = offline(
-        "FUNCTION LOAD \"#!lua name=spinload\\nerror(setmetatable({}, {__index = function() while true do end end}))\"\nPING\n",
-    );
-    assert_eq!(
-        run.stdout,
-        "(error) ERR Error registering functions: ERR FUNCTION LOAD timeout\nPONG\n"
+    // A library's top level cannot build such an object: as in Redis 7.0 it sees no `error` or
+    // `setmetatable`. A loop there hits Redis's own 500 ms FUNCTION LOAD limit.
+    same_as_redis(
+        "FUNCTION LOAD \"#!lua name=spinload\\nerror(setmetatable({}, {__index = function() while true do end end}))\"\n\
+         FUNCTION LOAD \"#!lua name=spinload\\nwhile true do end\"\nPING\n",
     );
 }
 
