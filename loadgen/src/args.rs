@@ -377,7 +377,7 @@ pub struct TtlArgs {
     #[arg(value_name = "RESULT.json", required_unless_present = "observed")]
     pub result: Option<PathBuf>,
 
-    /// A report of `lockkit proxy --plugin observe` (observe-<date>.json): one TTL per lock
+    /// A report of `lockkit proxy --plugin observe` (observe-DATE.json): one TTL per lock
     /// pattern, with the observed hold time (at --quantile) as the work.
     #[arg(long, value_name = "OBSERVE.json", conflicts_with_all = ["result", "work_p99", "work_timings"])]
     pub observed: Option<PathBuf>,

@@ -25,7 +25,7 @@ pub struct ProxyArgs {
     pub upstream: String,
 
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern) or a
-    /// Lua plugin FILE.lua[:ARGS] (docs/PROXY.md).
+    /// Lua plugin FILE.lua, optionally followed by :ARGS (docs/PROXY.md).
     #[arg(long = "plugin", value_name = "NAME[:ARGS]|FILE.lua")]
     pub plugins: Vec<String>,
 

@@ -37,7 +37,7 @@ pub const SCHEMA: &str = lockkit_loadgen::ttl_cmd::OBSERVE_SCHEMA;
 
 /// Distinct patterns kept; keys of further patterns count under [`OTHER_PATTERN`].
 const MAX_PATTERNS: usize = 1_000;
-/// The pattern that collects keys past [`MAX_PATTERNS`].
+/// The pattern that collects keys past `MAX_PATTERNS` (1,000).
 pub const OTHER_PATTERN: &str = "{other}";
 /// Held locks remembered at most; the oldest are forgotten past this.
 const MAX_HELD: usize = 1_000_000;
