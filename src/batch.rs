@@ -10,7 +10,7 @@ use crate::lock::{
 };
 use crate::options::LockOptions;
 use crate::scripts;
-use crate::LockClient;
+use crate::{LockClient, Topology};
 
 impl LockClient {
     /// Tries every key once, all `SET NX PX` commands pipelined in one round trip (in a cluster,
@@ -55,8 +55,10 @@ impl LockClient {
         let replies = match self.conns.query_each(keys, cmds).await {
             Ok(r) => r,
             Err(e) => {
-                if e.is_unknown_outcome() {
-                    // Any of them may have landed.
+                // Any of them may have landed when the outcome is unknown; in a cluster, the
+                // pipelines to the other slots' nodes went out beside the one that failed (a node
+                // down) and took their keys.
+                if e.is_unknown_outcome() || self.conns.topology() == Topology::Cluster {
                     self.clean_up_pairs(&pairs).await;
                 }
                 return Err(e);

@@ -216,3 +216,73 @@ async fn acquire_whose_set_landed_before_the_connection_dropped_is_ours() {
         ReleaseOutcome::Released
     );
 }
+
+/// Issue 10, defect 8 in a cluster: a batch is one pipeline per slot, sent to every node at once.
+/// When one node cannot be reached (killed: its connection is refused), the pipelines to the
+/// other nodes have taken their keys; the batch returns the error and must give those keys back,
+/// not leave them held for their TTL.
+#[tokio::test]
+async fn a_batch_whose_node_is_down_leaves_nothing_held_on_the_other_nodes() {
+    let cluster = RedisCluster::start(3);
+    let client = LockClient::connect(&cluster.url()).await.unwrap();
+    let keys: Vec<String> = (0..30).map(|i| format!("lock:batch:{i}")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let owners: Vec<usize> = refs.iter().map(|k| owner(&cluster, k)).collect();
+    assert_eq!(owners.iter().collect::<HashSet<_>>().len(), 3);
+    // Every node answers a first batch (the client has a connection to each).
+    let held: Vec<_> = client
+        .acquire_many(&refs, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(held.len(), refs.len());
+    client.release_many(&held).await.unwrap();
+
+    // The live nodes keep serving their own slots while one node is down.
+    for node in cluster.nodes() {
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("cluster-require-full-coverage")
+            .arg("no")
+            .exec(&mut sync_conn(&node.url()))
+            .unwrap();
+    }
+    let down = owners[0];
+    let pid = cluster.nodes()[down].pid().unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let r = client.acquire_many(&refs, Duration::from_secs(30)).await;
+    assert!(r.is_err(), "a batch with a node down succeeded: {r:?}");
+    // The keys on the two live nodes are free again: released before the error was returned, or
+    // by the background clean-up within a few seconds (far inside the 30 s TTL).
+    let live: Vec<(usize, &str)> = owners
+        .iter()
+        .zip(&refs)
+        .filter(|(o, _)| **o != down)
+        .map(|(o, k)| (*o, *k))
+        .collect();
+    let held_now = || {
+        live.iter()
+            .filter(|(o, k)| {
+                redis::cmd("EXISTS")
+                    .arg(*k)
+                    .query::<bool>(&mut sync_conn(&cluster.nodes()[*o].url()))
+                    .unwrap()
+            })
+            .count()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held_now() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        held_now(),
+        0,
+        "the failed batch left keys held on the live nodes ({r:?})"
+    );
+}
