@@ -60,6 +60,10 @@
 //! - Validity is measured with the client's monotonic clock from the moment the `SET` was sent,
 //!   minus a drift allowance (0.01 × TTL + 2 ms); a server whose clock jumps can still expire a key
 //!   early.
+//! - That monotonic clock ([`std::time::Instant`]) does not advance while the machine is
+//!   suspended on some platforms: a client that sleeps through a TTL wakes up with validity that
+//!   still looks positive for a key the server has expired. Do not hold locks across a suspend
+//!   (see [`LockGuard`]).
 //! - With asynchronous replication, a failover can lose a freshly written lock key; a single Redis
 //!   node is not a consensus system.
 //! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
