@@ -18,6 +18,9 @@ pub struct Server {
     pub db: Db,
     /// The virtual clock: Unix time in milliseconds. Frozen unless advanced.
     pub now_ms: i64,
+    /// When the server started (Unix milliseconds): what LASTSAVE answers, as nothing is
+    /// ever saved.
+    pub start_ms: i64,
     /// Microseconds past `now_ms` (DEBUG SLEEP and TIME have microsecond resolution).
     pub sub_ms_us: i64,
     /// Lines written by `redis.log`: the last [`MAX_LOG_LINES`], each cut at
@@ -51,6 +54,7 @@ impl Server {
     pub fn new(now_ms: i64) -> Server {
         Server {
             now_ms,
+            start_ms: now_ms,
             ..Server::default()
         }
     }

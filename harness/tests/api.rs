@@ -164,6 +164,9 @@ fn redis_log_is_captured_and_unemulated_commands_say_so() {
     h.eval("redis.log(redis.LOG_WARNING, 'lock', 'lost', 3)", &[], &[]);
     let log = h.log();
     assert_eq!((log[0].level, log[0].message.as_str()), (3, "lock lost 3"));
+    // A missing key answers nil, as in Redis; an existing key's size is not emulated.
+    assert_eq!(h.call(&["MEMORY", "USAGE", "s"]), Reply::Nil);
+    h.call(&["SET", "s", "v"]);
     let r = h.call(&["MEMORY", "USAGE", "s"]);
     assert!(
         matches!(&r, Reply::Error(e) if e.contains("'memory|usage' is not emulated")),

@@ -3,6 +3,7 @@
 
 mod bitmap;
 mod hash;
+mod introspect;
 mod keys;
 mod list;
 mod server_cmds;
@@ -47,6 +48,8 @@ pub struct Spec {
     pub deny_oom: bool,
     /// Redis's documentation group (`string`, `hash`, `server`...).
     pub group: &'static str,
+    /// Its ACL categories (`@write,@string,@slow`).
+    pub acl_categories: &'static str,
     /// Whether the command has subcommands (`config`, `object`...).
     pub container: bool,
     /// Whether the harness carries it out (otherwise it answers that it does not).
@@ -183,6 +186,27 @@ static HANDLERS: &[(&str, Run)] = &[
     ("hstrlen", Run::Plain(hash::hstrlen)),
     ("hrandfield", Run::Plain(hash::hrandfield)),
     ("debug", Run::Plain(server_cmds::debug)),
+    ("command|count", Run::Plain(introspect::command)),
+    ("command|list", Run::Plain(introspect::command)),
+    ("command|info", Run::Plain(introspect::command)),
+    ("command|docs", Run::Plain(introspect::command)),
+    ("info", Run::Plain(introspect::info)),
+    ("lastsave", Run::Plain(introspect::lastsave)),
+    ("lolwut", Run::Plain(introspect::lolwut)),
+    ("memory|doctor", Run::Plain(introspect::memory)),
+    ("memory|purge", Run::Plain(introspect::memory)),
+    ("memory|usage", Run::Plain(introspect::memory)),
+    ("object|freq", Run::Plain(introspect::object)),
+    ("object|idletime", Run::Plain(introspect::object)),
+    ("object|refcount", Run::Plain(introspect::object)),
+    ("dump", Run::Plain(introspect::dump)),
+    ("keys", Run::Plain(introspect::keys)),
+    ("randomkey", Run::Plain(introspect::randomkey)),
+    ("scan", Run::Plain(introspect::scan)),
+    ("select", Run::Plain(introspect::select)),
+    ("slowlog|get", Run::Plain(introspect::slowlog)),
+    ("slowlog|len", Run::Plain(introspect::slowlog)),
+    ("slowlog|reset", Run::Plain(introspect::slowlog)),
     ("eval", Run::Scripting),
     ("evalsha", Run::Scripting),
     ("eval_ro", Run::Scripting),
@@ -228,13 +252,23 @@ fn parse_row(line: &'static str) -> Option<Spec> {
     let flags = cols.next()?;
     let _first_last_step = cols.next()?;
     let group = cols.next()?;
+    let acl_categories = cols.next()?;
     let has = |f: &str| flags.split(',').any(|x| x == f);
     let command = name.split('|').next()?;
     let handler = HANDLERS
         .iter()
         .find(|(n, _)| *n == name)
-        .or_else(|| HANDLERS.iter().find(|(n, _)| *n == command))
-        .map(|(_, r)| *r);
+        .map(|(_, r)| *r)
+        .or_else(|| {
+            (name.strip_suffix("|help") == Some(command) && introspect::has_help(command))
+                .then_some(Run::Plain(introspect::help))
+        })
+        .or_else(|| {
+            HANDLERS
+                .iter()
+                .find(|(n, _)| *n == command)
+                .map(|(_, r)| *r)
+        });
     Some(Spec {
         name,
         command,
@@ -243,6 +277,7 @@ fn parse_row(line: &'static str) -> Option<Spec> {
         noscript: has("noscript"),
         deny_oom: has("denyoom"),
         group,
+        acl_categories,
         container: false,
         emulated: handler.is_some(),
         run: handler.unwrap_or(Run::Plain(not_emulated)),
