@@ -41,6 +41,7 @@
 //! - The time limit stops a runaway script with an error; Redis would keep it running and
 //!   answer BUSY until `SCRIPT KILL`.
 
+#![warn(missing_docs)]
 // The engine: Redis's scripting environment, its commands and its keyspace.
 mod bignum;
 mod commands;
