@@ -101,10 +101,62 @@ fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
 }
 
 #[test]
+fn faults_report_names_its_seed_and_counts_what_it_did() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", &server.url()])
+        .args(&["--quiet", "--plugin", "faults:delay=10ms~5ms,seed=77"])
+        .arg("--out")
+        .arg(dir.path())
+        .spawn();
+    let pid = child.id().to_string();
+    let mut up = false;
+    for _ in 0..200 {
+        if TcpStream::connect(&listen).is_ok() {
+            up = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(up, "the proxy never listened");
+    for i in 1..=5 {
+        assert_eq!(redis_cli(port, &["INCR", "n"]), format!("{i}\n"));
+    }
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let run = wait(child, "lockkit proxy");
+    assert!(run.success(), "{}", run.all());
+    let files = files_in(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(report["schema"], "lockkit.faults/1");
+    assert_eq!(report["config"], "delay=10000us~5000us,seed=77");
+    // redis-cli sends COMMAND DOCS too when it starts: at least the five INCRs went through.
+    assert!(report["delayed"].as_u64().unwrap() >= 5, "{report}");
+    assert_eq!(report["delayed"], report["commands"]);
+}
+
+#[test]
 fn bad_input_and_unreachable_upstream_exit_with_their_codes_without_the_password() {
     let port = free_port().unwrap().to_string();
     let dead = format!("redis://user:Pw-9xq7@127.0.0.1:{port}");
-    let cases: [(&[&str], i32, &str); 5] = [
+    let cases: [(&[&str], i32, &str); 7] = [
+        (
+            &["--upstream", &dead, "--plugin", "faults:drop=150%"],
+            2,
+            "--plugin faults:drop=150%: drop=150%: a percentage from 0 to 100",
+        ),
+        (
+            &["--upstream", &dead, "--plugin", "faults"],
+            2,
+            "not KEY=VALUE",
+        ),
         (
             &["--upstream", &dead, "--plugin", "no/such/plugin.lua"],
             2,

@@ -9,6 +9,7 @@ use anyhow::Context;
 use lockkit_loadgen::exit;
 use lockkit_loadgen::units::parse_duration;
 
+use crate::faults::{Faults, FaultsOptions};
 use crate::observe::{Observe, ObserveOptions};
 use crate::{Plugin, Proxy, Upstream};
 
@@ -24,7 +25,8 @@ pub struct ProxyArgs {
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub upstream: String,
 
-    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern) or a
+    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern),
+    /// `faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7` (network faults, seeded) or a
     /// Lua plugin FILE.lua, optionally followed by :ARGS (docs/PROXY.md).
     #[arg(long = "plugin", value_name = "NAME[:ARGS]|FILE.lua")]
     pub plugins: Vec<String>,
@@ -73,8 +75,11 @@ pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin
             }
             Ok(Arc::new(Observe::new(ObserveOptions { live })))
         }
+        "faults" => Ok(Arc::new(Faults::new(
+            FaultsOptions::parse(args).map_err(anyhow::Error::msg)?,
+        ))),
         _ => anyhow::bail!(
-            "unknown plugin `{spec}`: use `observe` or the path of a Lua plugin (FILE.lua)"
+            "unknown plugin `{spec}`: use `observe`, `faults:...` or the path of a Lua plugin (FILE.lua)"
         ),
     }
 }

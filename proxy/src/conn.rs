@@ -32,6 +32,8 @@ enum Slot {
     Tracked(Box<Tracked>),
     /// A command a plugin answered itself: its reply goes out once all before it have.
     Local(Vec<u8>),
+    /// A command whose reply is lost: the connection closes when it comes.
+    Lose,
 }
 
 #[derive(Debug)]
@@ -41,6 +43,8 @@ struct Tracked {
     name: String,
     plugins: Vec<usize>,
     sent: Instant,
+    index: u64,
+    arrived: Instant,
 }
 
 /// The state of one proxied connection.
@@ -53,6 +57,10 @@ struct Conn {
     /// Client bytes are not RESP: copy blindly.
     raw: bool,
     in_multi: bool,
+    /// A reply is being lost: nothing more is read from the client.
+    losing: bool,
+    /// Commands read from the client so far.
+    commands: u64,
     counts: FnvHashMap<Vec<u8>, u64>,
     last_flush: Instant,
 }
@@ -83,6 +91,8 @@ pub async fn serve<CR, CW, UR, UW>(
         unmatched: false,
         raw: false,
         in_multi: false,
+        losing: false,
+        commands: 0,
         counts: FnvHashMap::default(),
         last_flush: Instant::now(),
     };
@@ -107,8 +117,9 @@ pub async fn serve<CR, CW, UR, UW>(
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                if conn.on_upstream_bytes(&mut ubuf, &mut cw).await.is_err() {
-                    break;
+                match conn.on_upstream_bytes(&mut ubuf, &mut cw).await {
+                    Ok(Next::Continue) => {}
+                    Ok(Next::Close) | Err(_) => break,
                 }
             }
             _ = stop.changed() => break,
@@ -141,6 +152,10 @@ impl Conn {
         uw: &mut UW,
         cw: &mut CW,
     ) -> std::io::Result<Next> {
+        if self.losing {
+            buf.clear();
+            return Ok(Next::Continue);
+        }
         if self.raw {
             uw.write_all(buf).await?;
             buf.clear();
@@ -152,6 +167,7 @@ impl Conn {
         let mut plain_run = 0u32;
         let mut next = Next::Continue;
         let shared = self.shared.clone();
+        let arrived = Instant::now();
         loop {
             let frame = match resp::command_frame(&buf[pos..]) {
                 Ok(Some(f)) => f,
@@ -181,6 +197,7 @@ impl Conn {
                 continue;
             }
             self.count(name);
+            self.commands += 1;
             self.note_mode(name, &buf[start..pos], frame.inline);
             let plugins = shared.plugins_for(name);
             if plugins.is_empty() {
@@ -193,22 +210,27 @@ impl Conn {
             let cmd = Command {
                 name: &name_text,
                 args: all_args.get(1..).unwrap_or_default(),
+                index: self.commands,
+                arrived,
             };
+            // Delays of several plugins add up and holds take the latest instant; the first
+            // plugin that answers, closes or loses the reply decides alone.
             let mut action = Action::Pass;
+            let mut delay = Duration::ZERO;
+            let mut until: Option<Instant> = None;
             for &p in plugins {
                 match shared.plugins[p].on_command(&self.info, &cmd) {
                     Action::Pass => {}
-                    Action::Delay(d) => {
-                        action = match action {
-                            Action::Delay(e) => Action::Delay(e + d),
-                            _ => Action::Delay(d),
-                        }
-                    }
+                    Action::Delay(d) => delay += d,
+                    Action::Hold(t) => until = until.max(Some(t)),
                     other => {
                         action = other;
                         break;
                     }
                 }
+            }
+            if matches!(action, Action::Pass) && (until.is_some() || !delay.is_zero()) {
+                action = Action::Delay(delay);
             }
             // An answer of the proxy's own is only in turn while replies pair with commands, and
             // inside MULTI the client waits for QUEUED.
@@ -216,12 +238,29 @@ impl Conn {
                 action = Action::Pass;
             }
             match action {
-                Action::Pass => {}
+                Action::Pass | Action::Hold(_) => {}
                 Action::Delay(d) => {
                     self.push_plain(std::mem::take(&mut plain_run));
                     uw.write_all(&buf[fwd..start]).await?;
                     fwd = start;
-                    tokio::time::sleep(d).await;
+                    if let Some(t) = until {
+                        tokio::time::sleep_until(t.into()).await;
+                    }
+                    if !d.is_zero() {
+                        tokio::time::sleep(d).await;
+                    }
+                }
+                Action::LoseReply => {
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    uw.write_all(&buf[fwd..pos]).await?;
+                    fwd = pos;
+                    if self.unmatched {
+                        next = Next::Close;
+                    } else {
+                        self.pending.push_back(Slot::Lose);
+                        self.losing = true;
+                    }
+                    break;
                 }
                 Action::Close => {
                     self.push_plain(std::mem::take(&mut plain_run));
@@ -256,6 +295,8 @@ impl Conn {
                     name: name_text,
                     plugins: wants,
                     sent: Instant::now(),
+                    index: self.commands,
+                    arrived,
                 })));
             }
         }
@@ -277,11 +318,15 @@ impl Conn {
         &mut self,
         buf: &mut Vec<u8>,
         cw: &mut CW,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Next> {
+        if self.unmatched && self.losing {
+            // The reply to lose can no longer be told apart: lose everything from here.
+            return Ok(Next::Close);
+        }
         if self.unmatched {
             cw.write_all(buf).await?;
             buf.clear();
-            return Ok(());
+            return Ok(Next::Continue);
         }
         let mut pos = 0;
         let mut fwd = 0;
@@ -297,6 +342,7 @@ impl Conn {
                 }
             };
             let frame = &buf[pos..pos + len];
+            let frame_start = pos;
             pos += len;
             if frame[0] == b'>' {
                 // RESP3 push data (invalidations, pub/sub) answers no command.
@@ -305,6 +351,11 @@ impl Conn {
             match self.pending.pop_front() {
                 Some(Slot::Plain(n)) if n > 1 => self.pending.push_front(Slot::Plain(n - 1)),
                 Some(Slot::Tracked(t)) => self.reply_to_plugins(&t, frame),
+                Some(Slot::Lose) => {
+                    // The replies before it reach the client; this one and the rest never do.
+                    cw.write_all(&buf[fwd..frame_start]).await?;
+                    return Ok(Next::Close);
+                }
                 // More replies than commands (a mode this proxy did not foresee): stop matching.
                 None => {
                     self.unmatched = true;
@@ -323,7 +374,7 @@ impl Conn {
             cw.write_all(&buf[fwd..pos]).await?;
         }
         buf.drain(..pos);
-        Ok(())
+        Ok(Next::Continue)
     }
 
     fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) {
@@ -332,6 +383,8 @@ impl Conn {
         let cmd = Command {
             name: &t.name,
             args: all_args.get(1..).unwrap_or_default(),
+            index: t.index,
+            arrived: t.arrived,
         };
         for &p in &t.plugins {
             self.shared.plugins[p].on_reply(&self.info, &cmd, reply, latency);

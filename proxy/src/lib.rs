@@ -9,6 +9,8 @@
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
 //!   its locks, per key pattern, and writes `observe-<date>.json` (schema `lockkit.observe/1`);
+//! - [`faults`]: network faults (delay with jitter, dropped connections, blackhole windows),
+//!   seeded so that a run repeats;
 //! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua::LuaPlugin`]).
 //!
 //! ```no_run
@@ -44,6 +46,7 @@
 
 pub mod cmd;
 mod conn;
+pub mod faults;
 pub mod lua;
 pub mod observe;
 mod plugin;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The client connection a command came from.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +24,10 @@ pub struct Command<'a> {
     pub name: &'a str,
     /// Its arguments after the name, as sent.
     pub args: &'a [&'a [u8]],
+    /// Its number on its connection: 1 for the connection's first command, then 2, ...
+    pub index: u64,
+    /// When the proxy read it from the client.
+    pub arrived: Instant,
 }
 
 /// What to do with a command, as a plugin decides in [`Plugin::on_command`].
@@ -35,6 +39,14 @@ pub enum Action {
     Reply(Vec<u8>),
     /// Forward it after this pause (the connection's later traffic waits behind it).
     Delay(Duration),
+    /// Forward it not before this instant (the connection's later traffic waits behind it).
+    /// Unlike [`Action::Delay`], commands read together wait for the same instant, not one
+    /// after the other: this is how a slow network delays a pipeline.
+    Hold(Instant),
+    /// Forward it, then close the client's connection when its reply comes, without passing
+    /// that reply on: the server ran the command and the client never hears of it. Later
+    /// commands of the connection are not forwarded.
+    LoseReply,
     /// Close the client's connection (and its upstream connection) without forwarding it.
     Close,
 }

@@ -572,7 +572,12 @@ mod tests {
     use super::*;
 
     fn cmd<'a>(name: &'a str, args: &'a [&'a [u8]]) -> Command<'a> {
-        Command { name, args }
+        Command {
+            name,
+            args,
+            index: 1,
+            arrived: Instant::now(),
+        }
     }
 
     const CONN: ConnInfo = ConnInfo { id: 1, peer: None };

@@ -1,0 +1,442 @@
+//! The built-in `faults` plugin: network faults between the application and its Redis,
+//! seeded so that a run repeats.
+//!
+//! `--plugin faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7`, any of the entries:
+//! - `delay=D[~J]`: every command reaches the server `D` later, give or take up to `J`
+//!   (uniform); commands read together (a pipeline) are held to their own instants, not one
+//!   after the other, and never overtake each other, as on one TCP connection;
+//! - `drop=P%`: each command, with probability `P`, cuts its connection. Half of the cuts come
+//!   before the command reaches the server (it never runs), half after the server ran it and
+//!   before its reply reaches the client (it ran, the client cannot know): the two cases a
+//!   lock client must survive. Closing is what a lost packet becomes to a client on TCP; a
+//!   reply silently left out would shift every later reply onto the wrong command;
+//! - `blackhole=D/EVERY`: once per `EVERY`, at a seeded moment inside it, nothing passes for
+//!   `D`: commands sent in that window are held until it ends (TCP delivers them once the
+//!   network heals), so none is answered inside it;
+//! - `seed=N`: the seed (default: drawn from the clock, and written in the report).
+//!
+//! Each decision is a function of the seed, the connection's number and the command's number
+//! on it (and the blackhole windows of the seed and the time since the proxy started), so the
+//! same seed and the same traffic hit the same commands.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use lockkit_loadgen::units::parse_duration;
+use serde::{Deserialize, Serialize};
+
+use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
+
+/// The schema name of the report.
+pub const SCHEMA: &str = "lockkit.faults/1";
+
+const EXAMPLE: &str = "e.g. faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7";
+
+/// What `faults` does, as parsed from its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FaultsOptions {
+    /// Added to every command's way to the server.
+    pub delay: Duration,
+    /// The delay varies uniformly by up to this much either way (at most `delay`).
+    pub jitter: Duration,
+    /// The share of commands whose connection is cut, 0 to 1.
+    pub drop: f64,
+    /// `(how long, once per)`: the blackhole windows.
+    pub blackhole: Option<(Duration, Duration)>,
+    /// The seed of every decision.
+    pub seed: u64,
+}
+
+impl FaultsOptions {
+    /// Parses the text after `faults:`.
+    ///
+    /// # Errors
+    /// An unknown entry, a value that does not parse or makes no sense (a jitter larger than
+    /// its delay, a drop over 100 %, a blackhole as long as its period), or no fault at all.
+    ///
+    /// ```
+    /// use lockkit_proxy::faults::FaultsOptions;
+    /// use std::time::Duration;
+    /// let o = FaultsOptions::parse("delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7").unwrap();
+    /// assert_eq!(o.delay, Duration::from_millis(5));
+    /// assert_eq!(o.jitter, Duration::from_millis(2));
+    /// assert_eq!(o.drop, 0.01);
+    /// assert_eq!(o.blackhole, Some((Duration::from_millis(300), Duration::from_secs(5))));
+    /// assert_eq!(o.seed, 7);
+    /// assert!(FaultsOptions::parse("drop=150%").is_err());
+    /// ```
+    pub fn parse(text: &str) -> Result<FaultsOptions, String> {
+        let mut o = FaultsOptions {
+            seed: clock_seed(),
+            ..FaultsOptions::default()
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for entry in text.split(',').map(str::trim) {
+            let Some((key, value)) = entry.split_once('=') else {
+                return Err(format!(
+                    "`{entry}` is not KEY=VALUE (delay, drop, blackhole, seed); {EXAMPLE}"
+                ));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if seen.contains(&key) {
+                return Err(format!("`{key}` is given twice; {EXAMPLE}"));
+            }
+            seen.push(key);
+            match key {
+                "delay" => {
+                    let (d, j) = value.split_once('~').unwrap_or((value, "0ms"));
+                    o.delay = parse_duration(d.trim()).map_err(|e| format!("delay: {e}"))?;
+                    o.jitter = parse_duration(j.trim()).map_err(|e| format!("delay jitter: {e}"))?;
+                    if o.jitter > o.delay {
+                        return Err(format!(
+                            "delay={value}: the jitter must not exceed the delay (a command cannot arrive before it was sent), e.g. delay=5ms~2ms"
+                        ));
+                    }
+                }
+                "drop" => {
+                    let pct = value.strip_suffix('%').ok_or_else(|| {
+                        format!("drop={value}: give a percentage, e.g. drop=1%")
+                    })?;
+                    let p: f64 = pct
+                        .trim()
+                        .parse()
+                        .map_err(|_| format!("drop={value}: `{pct}` is not a number, e.g. drop=1%"))?;
+                    if !(0.0..=100.0).contains(&p) {
+                        return Err(format!("drop={value}: a percentage from 0 to 100"));
+                    }
+                    o.drop = p / 100.0;
+                }
+                "blackhole" => {
+                    let (d, every) = value.split_once('/').ok_or_else(|| {
+                        format!("blackhole={value}: give DURATION/EVERY, e.g. blackhole=300ms/5s")
+                    })?;
+                    let d = parse_duration(d.trim()).map_err(|e| format!("blackhole: {e}"))?;
+                    let every =
+                        parse_duration(every.trim()).map_err(|e| format!("blackhole: {e}"))?;
+                    if d.is_zero() || d >= every {
+                        return Err(format!(
+                            "blackhole={value}: the window must be longer than zero and shorter than its period, e.g. blackhole=300ms/5s"
+                        ));
+                    }
+                    o.blackhole = Some((d, every));
+                }
+                "seed" => {
+                    o.seed = value
+                        .parse()
+                        .map_err(|_| format!("seed={value}: a whole number, e.g. seed=7"))?;
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown entry `{key}`: the faults are delay, drop and blackhole (and seed); {EXAMPLE}"
+                    ))
+                }
+            }
+        }
+        if o.delay.is_zero() && o.drop == 0.0 && o.blackhole.is_none() {
+            return Err(format!("no fault given; {EXAMPLE}"));
+        }
+        Ok(o)
+    }
+}
+
+impl std::fmt::Display for FaultsOptions {
+    /// The arguments that reproduce these options, seed included.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.delay.is_zero() {
+            write!(
+                f,
+                "delay={}us~{}us,",
+                self.delay.as_micros(),
+                self.jitter.as_micros()
+            )?;
+        }
+        if self.drop > 0.0 {
+            write!(f, "drop={}%,", self.drop * 100.0)?;
+        }
+        if let Some((d, every)) = self.blackhole {
+            write!(f, "blackhole={}us/{}us,", d.as_micros(), every.as_micros())?;
+        }
+        write!(f, "seed={}", self.seed)
+    }
+}
+
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// SplitMix64's finaliser: a well-mixed 64-bit value from a few words.
+fn mix(words: &[u64]) -> u64 {
+    let mut z: u64 = 0x9E37_79B9_7F4A_7C15;
+    for &w in words {
+        z = (z ^ w).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+    }
+    z
+}
+
+/// A value in [0, 1) from a mixed word.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Which decision a mixed word is for.
+const DROP: u64 = 1;
+const SIDE: u64 = 2;
+const JITTER: u64 = 3;
+const WINDOW: u64 = 4;
+
+/// The `faults` plugin.
+#[derive(Debug)]
+pub struct Faults {
+    options: FaultsOptions,
+    started: Instant,
+    commands: AtomicU64,
+    delayed: AtomicU64,
+    dropped_before: AtomicU64,
+    dropped_after: AtomicU64,
+    blackholed: AtomicU64,
+    /// The last blackhole window (its number + 1) that held a command, and how many did.
+    last_window: AtomicU64,
+    windows_hit: AtomicU64,
+}
+
+/// What `faults` writes: `faults-<date>.json`, schema `lockkit.faults/1`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FaultsReport {
+    /// `lockkit.faults/1`.
+    pub schema: String,
+    /// The upstream URL, password hidden.
+    pub target: String,
+    /// How long the proxy ran, seconds.
+    pub duration_s: f64,
+    /// The plugin's arguments in full, seed included: `--plugin faults:<this>` repeats the run.
+    pub config: String,
+    /// The seed.
+    pub seed: u64,
+    /// Commands that went through the plugin.
+    pub commands: u64,
+    /// Commands held back by `delay` (all of them while it is set, but those cut by `drop`).
+    pub delayed: u64,
+    /// Connections cut before the command reached the server.
+    pub dropped_before_send: u64,
+    /// Connections cut after the server ran the command, its reply lost.
+    pub dropped_reply_lost: u64,
+    /// Commands held by a blackhole window.
+    pub blackholed: u64,
+    /// Blackhole windows that held at least one command.
+    pub blackhole_windows_hit: u64,
+    /// Blackhole windows that began while the proxy ran.
+    pub blackhole_windows: u64,
+}
+
+impl Faults {
+    /// A `faults` plugin with these options; blackhole windows count from now.
+    pub fn new(options: FaultsOptions) -> Faults {
+        Faults {
+            options,
+            started: Instant::now(),
+            commands: AtomicU64::new(0),
+            delayed: AtomicU64::new(0),
+            dropped_before: AtomicU64::new(0),
+            dropped_after: AtomicU64::new(0),
+            blackholed: AtomicU64::new(0),
+            last_window: AtomicU64::new(0),
+            windows_hit: AtomicU64::new(0),
+        }
+    }
+
+    /// Its options (with the seed it uses).
+    pub fn options(&self) -> &FaultsOptions {
+        &self.options
+    }
+
+    /// The blackhole window `k` (the `k`-th period since the start): its start and end.
+    fn window(&self, k: u64, d: Duration, every: Duration) -> (Instant, Instant) {
+        let slack = (every - d).as_micros() as u64;
+        let offset = mix(&[self.options.seed, WINDOW, k]) % (slack + 1);
+        let start = self.started
+            + every.saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
+            + Duration::from_micros(offset);
+        (start, start + d)
+    }
+
+    /// The end of the blackhole window `at` falls in, if any; counts the window's first hit.
+    fn blackhole_end(&self, at: Instant) -> Option<Instant> {
+        let (d, every) = self.options.blackhole?;
+        let since = at.checked_duration_since(self.started)?;
+        let k = (since.as_nanos() / every.as_nanos()) as u64;
+        let (start, end) = self.window(k, d, every);
+        if at < start || at >= end {
+            return None;
+        }
+        if self.last_window.fetch_max(k + 1, Ordering::Relaxed) < k + 1 {
+            self.windows_hit.fetch_add(1, Ordering::Relaxed);
+        }
+        Some(end)
+    }
+
+    /// The report, typed.
+    pub fn summary(&self, ctx: &ReportCtx) -> FaultsReport {
+        let windows = self.options.blackhole.map_or(0, |(d, every)| {
+            let ran = ctx.duration;
+            let periods = (ran.as_nanos() / every.as_nanos()) as u64;
+            // The last, partial period counts when its window has begun.
+            let (start, _) = self.window(periods, d, every);
+            periods + u64::from(start <= self.started + ran)
+        });
+        FaultsReport {
+            schema: SCHEMA.to_string(),
+            target: ctx.target.clone(),
+            duration_s: ctx.duration.as_secs_f64(),
+            config: self.options.to_string(),
+            seed: self.options.seed,
+            commands: self.commands.load(Ordering::Relaxed),
+            delayed: self.delayed.load(Ordering::Relaxed),
+            dropped_before_send: self.dropped_before.load(Ordering::Relaxed),
+            dropped_reply_lost: self.dropped_after.load(Ordering::Relaxed),
+            blackholed: self.blackholed.load(Ordering::Relaxed),
+            blackhole_windows_hit: self.windows_hit.load(Ordering::Relaxed),
+            blackhole_windows: windows,
+        }
+    }
+}
+
+impl Plugin for Faults {
+    fn name(&self) -> &str {
+        "faults"
+    }
+
+    fn commands(&self) -> Vec<String> {
+        vec!["*".to_string()]
+    }
+
+    fn wants_replies(&self) -> bool {
+        false
+    }
+
+    fn on_command(&self, conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+        self.commands.fetch_add(1, Ordering::Relaxed);
+        let o = &self.options;
+        let (seed, id, n) = (o.seed, conn.id, cmd.index);
+        if o.drop > 0.0 && unit(mix(&[seed, DROP, id, n])) < o.drop {
+            return if mix(&[seed, SIDE, id, n]) & 1 == 0 {
+                self.dropped_before.fetch_add(1, Ordering::Relaxed);
+                Action::Close
+            } else {
+                self.dropped_after.fetch_add(1, Ordering::Relaxed);
+                Action::LoseReply
+            };
+        }
+        let mut until = None;
+        if !o.delay.is_zero() {
+            let spread = o.jitter.as_secs_f64() * (2.0 * unit(mix(&[seed, JITTER, id, n])) - 1.0);
+            let d = Duration::from_secs_f64((o.delay.as_secs_f64() + spread).max(0.0));
+            self.delayed.fetch_add(1, Ordering::Relaxed);
+            until = Some(cmd.arrived + d);
+        }
+        if let Some(end) = self.blackhole_end(until.unwrap_or(cmd.arrived)) {
+            self.blackholed.fetch_add(1, Ordering::Relaxed);
+            until = Some(end);
+        }
+        until.map_or(Action::Pass, Action::Hold)
+    }
+
+    fn report(&self, ctx: &ReportCtx) -> Option<serde_json::Value> {
+        serde_json::to_value(self.summary(ctx)).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_say_what_is_wrong() {
+        for (text, says) in [
+            ("", "not KEY=VALUE"),
+            ("delay", "not KEY=VALUE"),
+            ("latency=5ms", "unknown entry `latency`"),
+            ("delay=5ms~6ms", "must not exceed"),
+            ("delay=fast", "delay:"),
+            ("drop=1", "percentage"),
+            ("drop=x%", "not a number"),
+            ("drop=101%", "from 0 to 100"),
+            ("blackhole=300ms", "DURATION/EVERY"),
+            ("blackhole=5s/5s", "shorter than its period"),
+            ("seed=-1,delay=1ms", "whole number"),
+            ("seed=3", "no fault given"),
+            ("drop=1%,drop=2%", "given twice"),
+        ] {
+            let e = FaultsOptions::parse(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_config_in_the_report_parses_back_to_the_same_options() {
+        let o = FaultsOptions::parse("delay=5ms~2ms,drop=0.5%,blackhole=300ms/5s,seed=42").unwrap();
+        assert_eq!(FaultsOptions::parse(&o.to_string()).unwrap(), o);
+        let o = FaultsOptions::parse("drop=1%").unwrap();
+        assert_eq!(FaultsOptions::parse(&o.to_string()).unwrap(), o);
+    }
+
+    fn decisions(f: &Faults, conn: u64, n: u64) -> Vec<String> {
+        let now = Instant::now();
+        (1..=n)
+            .map(|i| {
+                let cmd = Command {
+                    name: "GET",
+                    args: &[],
+                    index: i,
+                    arrived: now,
+                };
+                match f.on_command(
+                    &ConnInfo {
+                        id: conn,
+                        peer: None,
+                    },
+                    &cmd,
+                ) {
+                    Action::Hold(t) => format!("hold {:?}", t - now),
+                    other => format!("{other:?}"),
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_seed_hits_the_same_commands_and_another_seed_others() {
+        let opts = FaultsOptions::parse("delay=5ms~2ms,drop=10%,seed=1").unwrap();
+        let a = decisions(&Faults::new(opts), 3, 500);
+        assert_eq!(a, decisions(&Faults::new(opts), 3, 500));
+        let other = FaultsOptions { seed: 2, ..opts };
+        assert_ne!(a, decisions(&Faults::new(other), 3, 500));
+        let drops = a.iter().filter(|d| !d.starts_with("hold")).count();
+        // 10 % of 500, give or take what a fair coin does (far outside: the mixing is broken).
+        assert!((20..=80).contains(&drops), "{drops}");
+        assert!(a.iter().any(|d| d == "Close") && a.iter().any(|d| d == "LoseReply"));
+        for d in a.iter().filter(|d| d.starts_with("hold")) {
+            let us: f64 = d
+                .trim_start_matches("hold ")
+                .trim_end_matches("ms")
+                .parse()
+                .unwrap_or_else(|_| panic!("{d}"));
+            assert!((3.0..=7.0).contains(&us), "{d}");
+        }
+    }
+
+    #[test]
+    fn windows_lie_inside_their_periods() {
+        let f = Faults::new(FaultsOptions::parse("blackhole=300ms/1s,seed=9").unwrap());
+        for k in 0..100 {
+            let (start, end) = f.window(k, Duration::from_millis(300), Duration::from_secs(1));
+            let period = f.started + Duration::from_secs(k);
+            assert!(start >= period && end <= period + Duration::from_secs(1));
+            assert_eq!(end - start, Duration::from_millis(300));
+        }
+    }
+}
