@@ -169,9 +169,12 @@ fn make_certs(dir: &Path) {
 
 #[tokio::test]
 async fn tls_server_with_untrusted_certificate_is_refused_by_default() {
-    let dir = std::env::temp_dir().join(format!("lockkit-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    make_certs(&dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("lockkit-tls-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
+    make_certs(dir);
     let tls_port = lockkit_test_support::free_port().unwrap();
     let p = |f: &str| dir.join(f).display().to_string();
     let server = RedisServer::start_with(ServerOptions {
@@ -212,5 +215,4 @@ async fn tls_server_with_untrusted_certificate_is_refused_by_default() {
         ReleaseOutcome::Released
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -503,7 +503,11 @@ fn string_rep_past_the_memory_cap_is_refused_before_it_runs() {
 
 #[test]
 fn directive_files_stay_inside_the_transcripts_tree() {
-    let base = std::env::temp_dir().join(format!("lockkit-sandbox-root-{}", std::process::id()));
+    let tmp = tempfile::Builder::new()
+        .prefix("lockkit-sandbox-root-")
+        .tempdir()
+        .unwrap();
+    let base = tmp.path();
     let tree = base.join("tree");
     std::fs::create_dir_all(&tree).unwrap();
     std::fs::write(base.join("outside.lua"), "return 'outside'").unwrap();
@@ -541,7 +545,6 @@ fn directive_files_stay_inside_the_transcripts_tree() {
     assert_eq!(run.stdout, "\"outside\"\n", "{}", run.stderr);
     let run = run_file("EVALFILE /etc/passwd 0\n", &["--root", &base_root]);
     assert_eq!(run.code, Some(1), "{}", run.stdout);
-    std::fs::remove_dir_all(&base).ok();
 }
 
 #[test]

@@ -37,7 +37,6 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 mod cluster;
@@ -121,11 +120,12 @@ pub fn free_port() -> std::io::Result<u16> {
 }
 
 fn unique_dir() -> std::io::Result<PathBuf> {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("lockkit-redis-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    // A new folder of our own under the system's temporary directory (never an existing one left
+    // by an earlier process); removed by the owner's `Drop`.
+    Ok(tempfile::Builder::new()
+        .prefix("lockkit-redis-")
+        .tempdir()?
+        .keep())
 }
 
 /// Sends one inline command and reads the first reply line (enough for PING/AUTH readiness).
