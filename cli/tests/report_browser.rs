@@ -5,31 +5,24 @@
 //!
 //! Needs Debian's `chromium` (`.ci/run` installs it; `CHROMIUM=/path` picks another binary).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::Lockkit;
 
 /// The plot area's fill in the page (`svg::PLOT_BG`, #fafafa).
 const PLOT_BG: [u8; 3] = [250, 250, 250];
 /// Tall enough for the whole page of two runs.
 const WINDOW: (u32, u32) = (1280, 5200);
 
-fn lockkit() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_lockkit"));
-    c.env_remove("REDIS_URL");
-    c
-}
-
-fn run_ok(c: &mut Command) -> String {
-    let out = c.output().expect("running lockkit");
-    assert!(
-        out.status.success(),
-        "{:?} failed: {}{}",
-        c,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// Runs `lockkit args...` (the shared CLI runner) and returns its standard output.
+fn run_ok(args: &[&str]) -> String {
+    let run = Lockkit::new(args).run();
+    assert!(run.success(), "{}", run.all());
+    run.stdout
 }
 
 fn chromium() -> PathBuf {
@@ -269,7 +262,7 @@ fn bench_page_and_comparison_page_render_with_plots_in_chromium() {
     let a = dir.path().join("before.json");
     let b = dir.path().join("after.json");
     let bench = |json: &Path, mode: &str| {
-        run_ok(lockkit().args([
+        run_ok(&[
             "bench",
             "--duration",
             "3s",
@@ -284,7 +277,7 @@ fn bench_page_and_comparison_page_render_with_plots_in_chromium() {
             "--quiet",
             "--json",
             json.to_str().unwrap(),
-        ]))
+        ])
     };
     bench(&a, "evalsha");
     bench(&b, "eval");
@@ -313,13 +306,13 @@ fn bench_page_and_comparison_page_render_with_plots_in_chromium() {
     let faulted = dir.path().join("faulted.json");
     std::fs::write(&faulted, with_faults.to_string()).unwrap();
     let cmp = dir.path().join("compare.html");
-    let out = run_ok(lockkit().args([
+    let out = run_ok(&[
         "report",
         faulted.to_str().unwrap(),
         b.to_str().unwrap(),
         "-o",
         cmp.to_str().unwrap(),
-    ]));
+    ]);
     assert!(out.contains("compare.html"), "{out}");
     let html = std::fs::read_to_string(&cmp).unwrap();
     assert!(html.contains("server-pause"));
@@ -367,17 +360,15 @@ fn report_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"schema\": \"something/9\"}").unwrap();
     let out_path = dir.path().join("r.html");
-    let out = lockkit()
-        .args([
-            "report",
-            bad.to_str().unwrap(),
-            "-o",
-            out_path.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = Lockkit::new(&[
+        "report",
+        bad.to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ])
+    .run();
+    assert!(!out.success());
+    let err = &out.stderr;
     assert!(err.contains("not a lockkit bench report"), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(!out_path.exists());
