@@ -3,6 +3,7 @@
 
 mod bitmap;
 mod hash;
+mod hyperloglog;
 mod introspect;
 mod keys;
 mod list;
@@ -186,6 +187,11 @@ static HANDLERS: &[(&str, Run)] = &[
     ("hstrlen", Run::Plain(hash::hstrlen)),
     ("hrandfield", Run::Plain(hash::hrandfield)),
     ("debug", Run::Plain(server_cmds::debug)),
+    ("pfadd", Run::Plain(hyperloglog::pfadd)),
+    ("pfcount", Run::Plain(hyperloglog::pfcount)),
+    ("pfmerge", Run::Plain(hyperloglog::pfmerge)),
+    ("pfdebug", Run::Plain(hyperloglog::pfdebug)),
+    ("pfselftest", Run::Plain(hyperloglog::pfselftest)),
     ("command|count", Run::Plain(introspect::command)),
     ("command|list", Run::Plain(introspect::command)),
     ("command|info", Run::Plain(introspect::command)),
