@@ -1,4 +1,4 @@
-//! Bitmap commands on strings: SETBIT, GETBIT, BITCOUNT, BITPOS.
+//! Bitmap commands on strings: SETBIT, GETBIT, BITCOUNT, BITPOS, BITFIELD, BITFIELD_RO.
 
 use super::strings::MAX_STRING;
 use super::{done, int_arg, is, wrongtype};
@@ -187,5 +187,269 @@ pub fn bitpos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         } else {
             -1
         }))
+    })())
+}
+
+/// BITFIELD's overflow behaviour.
+#[derive(Clone, Copy, PartialEq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum FieldOp {
+    Get,
+    Set,
+    Incrby,
+}
+
+struct Field {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    value: i64,
+    overflow: Overflow,
+}
+
+fn field_type(arg: &[u8]) -> Result<(bool, u32), Reply> {
+    let bad = || {
+        Reply::err(
+            "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not \
+             supported but i64 is.",
+        )
+    };
+    let signed = match arg.first() {
+        Some(b'i' | b'I') => true,
+        Some(b'u' | b'U') => false,
+        _ => return Err(bad()),
+    };
+    match number::parse_i64(&arg[1..]) {
+        Some(b) if b >= 1 && b <= if signed { 64 } else { 63 } => Ok((signed, b as u32)),
+        _ => Err(bad()),
+    }
+}
+
+fn field_offset(arg: &[u8], bits: u32) -> Result<u64, Reply> {
+    let hash = arg.first() == Some(&b'#');
+    let digits = if hash { &arg[1..] } else { arg };
+    let mut o = number::parse_i64(digits).ok_or_else(|| Reply::err(BAD_OFFSET))?;
+    if hash {
+        o = o.wrapping_mul(i64::from(bits));
+    }
+    if o < 0 || (o >> 3) >= MAX_STRING {
+        return Err(Reply::err(BAD_OFFSET));
+    }
+    Ok(o as u64)
+}
+
+fn get_unsigned(v: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0u64, |acc, j| (acc << 1) | u64::from(bit_at(v, offset + j)))
+}
+
+fn get_signed(v: &[u8], offset: u64, bits: u32) -> i64 {
+    let mut value = get_unsigned(v, offset, bits);
+    if bits < 64 && value & (1u64 << (bits - 1)) != 0 {
+        value |= u64::MAX << bits;
+    }
+    value as i64
+}
+
+fn set_unsigned(v: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for j in 0..u64::from(bits) {
+        let on = (value >> (u64::from(bits) - 1 - j)) & 1 == 1;
+        let bit = offset + j;
+        let mask = 1u8 << (7 - (bit & 7));
+        let byte = &mut v[(bit >> 3) as usize];
+        if on {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+/// Redis's `checkUnsignedBitfieldOverflow`: whether `value + incr` leaves `bits` bits, and the
+/// value to store instead (wrapped or saturated).
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, ow: Overflow) -> (bool, u64) {
+    let max = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let maxincr = max.wrapping_sub(value) as i64;
+    let minincr = (value as i64).wrapping_neg();
+    let wrap = || value.wrapping_add(incr as u64) & !(u64::MAX.checked_shl(bits).unwrap_or(0));
+    if value > max || (incr > 0 && incr > maxincr) {
+        return (true, if ow == Overflow::Wrap { wrap() } else { max });
+    }
+    if incr < 0 && incr < minincr {
+        return (true, if ow == Overflow::Wrap { wrap() } else { 0 });
+    }
+    (false, 0)
+}
+
+/// Redis's `checkSignedBitfieldOverflow`.
+fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> (bool, i64) {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    let maxincr = (max as u64).wrapping_sub(value as u64) as i64;
+    let minincr = min.wrapping_sub(value);
+    let wrap = || {
+        let mut c = (value as u64).wrapping_add(incr as u64);
+        if bits < 64 {
+            let mask = u64::MAX << bits;
+            if c & (1u64 << (bits - 1)) != 0 {
+                c |= mask;
+            } else {
+                c &= !mask;
+            }
+        }
+        c as i64
+    };
+    if value > max || (bits != 64 && incr > maxincr) || (value >= 0 && incr > 0 && incr > maxincr) {
+        return (true, if ow == Overflow::Wrap { wrap() } else { max });
+    }
+    if value < min || (bits != 64 && incr < minincr) || (value < 0 && incr < 0 && incr < minincr) {
+        return (true, if ow == Overflow::Wrap { wrap() } else { min });
+    }
+    (false, 0)
+}
+
+pub fn bitfield(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    bitfield_generic(s, a, false)
+}
+
+pub fn bitfield_ro(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    bitfield_generic(s, a, true)
+}
+
+fn bitfield_generic(s: &mut Server, a: &[Vec<u8>], ro_command: bool) -> Reply {
+    done((|| {
+        let mut ops = Vec::new();
+        let mut overflow = Overflow::Wrap;
+        let mut highest: Option<u64> = None;
+        let mut j = 2;
+        while j < a.len() {
+            let rem = a.len() - j - 1;
+            let sub = &a[j];
+            let op = if is(sub, "get") && rem >= 2 {
+                FieldOp::Get
+            } else if is(sub, "set") && rem >= 3 {
+                FieldOp::Set
+            } else if is(sub, "incrby") && rem >= 3 {
+                FieldOp::Incrby
+            } else if is(sub, "overflow") && rem >= 1 {
+                let o = &a[j + 1];
+                overflow = if is(o, "wrap") {
+                    Overflow::Wrap
+                } else if is(o, "sat") {
+                    Overflow::Sat
+                } else if is(o, "fail") {
+                    Overflow::Fail
+                } else {
+                    return Err(Reply::err("ERR Invalid OVERFLOW type specified"));
+                };
+                j += 2;
+                continue;
+            } else {
+                return Err(Reply::err(errors::SYNTAX));
+            };
+            let (signed, bits) = field_type(&a[j + 1])?;
+            let offset = field_offset(&a[j + 2], bits)?;
+            let mut value = 0;
+            if op != FieldOp::Get {
+                value =
+                    number::parse_i64(&a[j + 3]).ok_or_else(|| Reply::err(errors::NOT_INTEGER))?;
+                let top = offset + u64::from(bits) - 1;
+                highest = Some(highest.map_or(top, |h| h.max(top)));
+            }
+            ops.push(Field {
+                op,
+                signed,
+                bits,
+                offset,
+                value,
+                overflow,
+            });
+            j += if op == FieldOp::Get { 3 } else { 4 };
+        }
+        if ro_command && highest.is_some() {
+            return Err(Reply::err(
+                "ERR BITFIELD_RO only supports the GET subcommand",
+            ));
+        }
+        let now = s.now_ms;
+        let mut v = match highest {
+            None => read(s, &a[1])?.unwrap_or_default(),
+            Some(top) => {
+                let need = (top >> 3) as usize + 1;
+                let mut v = match read(s, &a[1])? {
+                    Some(v) => v,
+                    None => {
+                        s.db.set(&a[1], Value::Str(vec![]), None);
+                        vec![]
+                    }
+                };
+                if v.len() < need {
+                    v.resize(need, 0);
+                }
+                v
+            }
+        };
+        let mut out = Vec::with_capacity(ops.len());
+        for f in &ops {
+            if f.op == FieldOp::Get {
+                out.push(Reply::Int(if f.signed {
+                    get_signed(&v, f.offset, f.bits)
+                } else {
+                    get_unsigned(&v, f.offset, f.bits) as i64
+                }));
+                continue;
+            }
+            let (overflowed, retval, newval) = if f.signed {
+                let old = get_signed(&v, f.offset, f.bits);
+                if f.op == FieldOp::Incrby {
+                    let (o, w) = signed_overflow(old, f.value, f.bits, f.overflow);
+                    let new = if o { w } else { old.wrapping_add(f.value) };
+                    (o, new, new as u64)
+                } else {
+                    let (o, w) = signed_overflow(f.value, 0, f.bits, f.overflow);
+                    (o, old, if o { w } else { f.value } as u64)
+                }
+            } else {
+                let old = get_unsigned(&v, f.offset, f.bits);
+                if f.op == FieldOp::Incrby {
+                    let (o, w) = unsigned_overflow(old, f.value, f.bits, f.overflow);
+                    let new = if o {
+                        w
+                    } else {
+                        old.wrapping_add(f.value as u64)
+                    };
+                    (o, new as i64, new)
+                } else {
+                    let (o, w) = unsigned_overflow(f.value as u64, 0, f.bits, f.overflow);
+                    (o, old as i64, if o { w } else { f.value as u64 })
+                }
+            };
+            if overflowed && f.overflow == Overflow::Fail {
+                out.push(Reply::Nil);
+            } else {
+                out.push(Reply::Int(retval));
+                set_unsigned(&mut v, f.offset, f.bits, newval);
+            }
+        }
+        if highest.is_some() {
+            if let Some(e) = s.db.get_mut(&a[1], now) {
+                e.value = Value::Str(v);
+            }
+        }
+        Ok(Reply::Array(out))
     })())
 }

@@ -179,6 +179,8 @@ static HANDLERS: &[(&str, Run)] = &[
     ("getbit", Run::Plain(bitmap::getbit)),
     ("bitcount", Run::Plain(bitmap::bitcount)),
     ("bitpos", Run::Plain(bitmap::bitpos)),
+    ("bitfield", Run::Plain(bitmap::bitfield)),
+    ("bitfield_ro", Run::Plain(bitmap::bitfield_ro)),
     ("touch", Run::Plain(keys::touch)),
     ("rename", Run::Plain(keys::rename)),
     ("renamenx", Run::Plain(keys::renamenx)),
