@@ -131,6 +131,54 @@ impl SortedSet {
     }
 }
 
+/// A stream entry ID: milliseconds and sequence number.
+pub type StreamId = (u64, u64);
+
+/// One stream entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamEntry {
+    /// Its ID.
+    pub id: StreamId,
+    /// Field, value, field, value...
+    pub fields: Vec<Vec<u8>>,
+    /// Deleted by XDEL or an exact trim, but still in its node (as in Redis's listpack).
+    pub deleted: bool,
+}
+
+/// A group of entries, as one of Redis's radix-tree listpack nodes holds them: at most
+/// [`STREAM_NODE_MAX_ENTRIES`] added, deleted ones included. `~` trimming removes whole nodes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamNode {
+    /// Every entry added to the node, in ID order.
+    pub entries: Vec<StreamEntry>,
+    /// How many are not deleted.
+    pub live: usize,
+}
+
+/// Redis's `stream-node-max-entries` default.
+pub const STREAM_NODE_MAX_ENTRIES: usize = 100;
+
+/// A stream: its nodes in ID order and the last ID ever added.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stream {
+    /// Nodes in ID order; a node whose entries are all deleted is removed.
+    pub nodes: Vec<StreamNode>,
+    /// The greatest ID ever added (XADD must go above it).
+    pub last_id: StreamId,
+    /// Entries not deleted.
+    pub len: usize,
+}
+
+impl Stream {
+    /// Entries not deleted, in ID order.
+    pub fn live(&self) -> impl DoubleEndedIterator<Item = &StreamEntry> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.entries.iter())
+            .filter(|e| !e.deleted)
+    }
+}
+
 /// A value of one of the emulated types.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -144,6 +192,8 @@ pub enum Value {
     ZSet(SortedSet),
     /// A set.
     Set(std::collections::HashSet<Vec<u8>>),
+    /// A stream.
+    Stream(Stream),
 }
 
 impl Value {
@@ -155,6 +205,7 @@ impl Value {
             Value::List(_) => "list",
             Value::ZSet(_) => "zset",
             Value::Set(_) => "set",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -165,6 +216,7 @@ impl Value {
             Value::List(l) => l.is_empty(),
             Value::ZSet(z) => z.is_empty(),
             Value::Set(s) => s.is_empty(),
+            Value::Stream(_) => false,
         }
     }
 }
@@ -222,6 +274,12 @@ impl Value {
             Value::List(l) => total(l.len(), l.iter().map(Vec::len).sum()),
             Value::ZSet(z) => total(z.len(), z.iter().map(|(m, _)| 2 * m.len() + 16).sum()),
             Value::Set(s) => total(s.len(), s.iter().map(Vec::len).sum()),
+            Value::Stream(x) => total(
+                x.len,
+                x.live()
+                    .map(|e| 16 + e.fields.iter().map(Vec::len).sum::<usize>())
+                    .sum(),
+            ),
         }
     }
 }

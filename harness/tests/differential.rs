@@ -104,6 +104,7 @@ impl Pair {
                 Reply::Status(s) if s == "list" => vec!["LRANGE", &k, "0", "-1"],
                 Reply::Status(s) if s == "zset" => vec!["ZRANGE", &k, "0", "-1", "WITHSCORES"],
                 Reply::Status(s) if s == "set" => vec!["SCARD", &k],
+                Reply::Status(s) if s == "stream" => vec!["XRANGE", &k, "-", "+"],
                 _ => vec!["TYPE", &k],
             };
             self.step(&bytes(&read), &|| format!("{} (reading key {k})", ctx()));
@@ -597,4 +598,162 @@ fn bitfield_matches_real_redis() {
         "only {answered} calls got past the errors (LOCKKIT_DIFF_SEED={seed})"
     );
     eprintln!("bitfield: {answered} of 1500 calls answered fields");
+}
+
+/// Streams: random XADD (explicit `ms-seq`, `ms-*` and `ms` IDs, MAXLEN / MINID trimming, exact
+/// and `~`, LIMIT, NOMKSTREAM), XDEL, XTRIM, XRANGE / XREVRANGE (exclusive bounds, COUNT) and
+/// XLEN on two keys, with the whole stream read after each write. Entries stay small, so that
+/// Redis's nodes fill by count (100), as the harness's do.
+#[test]
+fn streams_match_real_redis() {
+    let seed: u64 = match std::env::var("LOCKKIT_DIFF_SEED") {
+        Ok(s) => s.parse().expect("LOCKKIT_DIFF_SEED is a number"),
+        Err(_) => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = Pair::new();
+    let pick = |rng: &mut StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
+    let mut clock = 1u64;
+    let mut answered = 0;
+    for case in 0..2500 {
+        let k = pick(&mut rng, &["s1", "s1", "s2", "str"]);
+        if case == 0 {
+            p.step(&bytes(&["SET", "str", "x"]), &|| "setup".into());
+        }
+        let id = |rng: &mut StdRng, clock: u64| match rng.random_range(0..8) {
+            0 => format!("{}", clock.saturating_sub(rng.random_range(0..3))),
+            1 => format!("{}-*", clock.saturating_sub(rng.random_range(0..2))),
+            2 => pick(
+                rng,
+                &[
+                    "0-0",
+                    "0",
+                    "-",
+                    "+",
+                    "x",
+                    "1-x",
+                    "18446744073709551615-18446744073709551615",
+                ],
+            ),
+            _ => format!(
+                "{}-{}",
+                clock.saturating_sub(rng.random_range(0..4)),
+                rng.random_range(0..3)
+            ),
+        };
+        let mut argv: Vec<String> = match rng.random_range(0..12) {
+            0..=5 => {
+                clock += rng.random_range(0..2);
+                let mut c = vec!["XADD".to_string(), k.clone()];
+                if rng.random_bool(0.05) {
+                    c.push("NOMKSTREAM".into());
+                }
+                if rng.random_bool(0.3) {
+                    c.push(pick(&mut rng, &["MAXLEN", "MAXLEN", "MINID", "maxlen"]));
+                    if rng.random_bool(0.6) {
+                        c.push(pick(&mut rng, &["~", "="]));
+                    }
+                    let back = rng.random_range(0..200);
+                    c.push(if c.iter().any(|x| x == "MINID") {
+                        id(&mut rng, clock.saturating_sub(back))
+                    } else {
+                        pick(&mut rng, &["0", "5", "50", "150", "250", "-1", "x"])
+                    });
+                    if rng.random_bool(0.2) {
+                        c.push("LIMIT".into());
+                        c.push(pick(&mut rng, &["0", "10", "100", "-1"]));
+                    }
+                }
+                c.push(id(&mut rng, clock));
+                c.push("f".into());
+                c.push(rng.random_range(0..1000).to_string());
+                if rng.random_bool(0.1) {
+                    c.push("g".into());
+                }
+                c
+            }
+            6 => {
+                let mut c = vec!["XDEL".to_string(), k.clone()];
+                for _ in 0..rng.random_range(0..4) {
+                    c.push(format!(
+                        "{}-{}",
+                        clock.saturating_sub(rng.random_range(0..150)),
+                        rng.random_range(0..3)
+                    ));
+                }
+                c
+            }
+            7 => {
+                let mut c = vec!["XTRIM".to_string(), k.clone()];
+                c.push(pick(&mut rng, &["MAXLEN", "MINID", "BAD"]));
+                if rng.random_bool(0.5) {
+                    c.push(pick(&mut rng, &["~", "="]));
+                }
+                let back = rng.random_range(0..200);
+                c.push(if c.iter().any(|x| x == "MINID") {
+                    id(&mut rng, clock.saturating_sub(back))
+                } else {
+                    pick(&mut rng, &["0", "10", "99", "100", "150", "300"])
+                });
+                if rng.random_bool(0.2) {
+                    c.push("LIMIT".into());
+                    c.push(pick(&mut rng, &["0", "100", "200"]));
+                }
+                c
+            }
+            8 => vec!["XLEN".into(), k.clone()],
+            _ => {
+                let rev = rng.random_bool(0.5);
+                let bound = |rng: &mut StdRng| {
+                    let back = rng.random_range(0..100);
+                    let b = id(rng, clock.saturating_sub(back));
+                    if rng.random_bool(0.2) && b != "-" && b != "+" {
+                        format!("({b}")
+                    } else {
+                        b
+                    }
+                };
+                let (lo, hi) = (bound(&mut rng), bound(&mut rng));
+                let mut c = vec![
+                    if rev { "XREVRANGE" } else { "XRANGE" }.to_string(),
+                    k.clone(),
+                    if rev { hi.clone() } else { lo.clone() },
+                    if rev { lo } else { hi },
+                ];
+                if rng.random_bool(0.3) {
+                    c.push("COUNT".into());
+                    c.push(pick(&mut rng, &["0", "1", "5", "-3", "x"]));
+                }
+                c
+            }
+        };
+        if argv[0] == "XRANGE" && rng.random_bool(0.3) {
+            argv = vec!["XRANGE".into(), k.clone(), "-".into(), "+".into()];
+        }
+        let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
+        let ctx = || format!("stream case {case} (replay: LOCKKIT_DIFF_SEED={seed})");
+        let (real, mine) = p.both(&argv);
+        let (r, m) = (format_reply(&real), format_reply(&mine));
+        assert!(
+            r == m,
+            "{}\ncommand: {}\nredis:   {r}harness: {m}",
+            ctx(),
+            show(&argv)
+        );
+        if !real.is_error() {
+            answered += 1;
+        }
+        if argv[0].starts_with(b"XADD") || argv[0] == b"XDEL" || argv[0] == b"XTRIM" {
+            p.step(&bytes(&["XRANGE", &k, "-", "+"]), &ctx);
+        }
+    }
+    p.same_keyspace(&|| format!("after the stream cases, LOCKKIT_DIFF_SEED={seed}"));
+    assert!(
+        answered > 400,
+        "only {answered} calls got past the errors (LOCKKIT_DIFF_SEED={seed})"
+    );
+    eprintln!("streams: {answered} of 2500 calls answered");
 }

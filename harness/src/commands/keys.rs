@@ -291,6 +291,7 @@ pub fn object_encoding(s: &mut Server, a: &[Vec<u8>]) -> Reply {
                 "skiplist"
             }
         }
+        Value::Stream(_) => "stream",
     };
     Reply::Bulk(enc.as_bytes().to_vec())
 }

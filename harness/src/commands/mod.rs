@@ -9,6 +9,7 @@ mod keys;
 mod list;
 mod server_cmds;
 mod set;
+mod stream;
 mod strings;
 mod zset;
 
@@ -194,6 +195,15 @@ static HANDLERS: &[(&str, Run)] = &[
     ("pfmerge", Run::Plain(hyperloglog::pfmerge)),
     ("pfdebug", Run::Plain(hyperloglog::pfdebug)),
     ("pfselftest", Run::Plain(hyperloglog::pfselftest)),
+    ("xadd", Run::Plain(stream::xadd)),
+    ("xlen", Run::Plain(stream::xlen)),
+    ("xrange", Run::Plain(stream::xrange)),
+    ("xrevrange", Run::Plain(stream::xrevrange)),
+    ("xdel", Run::Plain(stream::xdel)),
+    ("xtrim", Run::Plain(stream::xtrim)),
+    ("xinfo|stream", Run::Plain(stream::xinfo)),
+    ("xinfo|groups", Run::Plain(stream::xinfo)),
+    ("xinfo|consumers", Run::Plain(stream::xinfo)),
     ("command|count", Run::Plain(introspect::command)),
     ("command|list", Run::Plain(introspect::command)),
     ("command|info", Run::Plain(introspect::command)),
