@@ -757,3 +757,80 @@ fn streams_match_real_redis() {
     );
     eprintln!("streams: {answered} of 2500 calls answered");
 }
+
+/// Geo: random GEOADD (NX / XX / CH, coordinates near and past the limits, bad numbers),
+/// GEOPOS, GEOHASH, GEODIST in each unit and ZSCORE of the members, so that the geohash scores,
+/// the decoded positions and the distances are compared digit for digit.
+#[test]
+fn geo_matches_real_redis() {
+    let seed: u64 = match std::env::var("LOCKKIT_DIFF_SEED") {
+        Ok(s) => s.parse().expect("LOCKKIT_DIFF_SEED is a number"),
+        Err(_) => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = Pair::new();
+    let members = ["a", "b", "c", "d", "e"];
+    let mut answered = 0;
+    for case in 0..1500 {
+        let m = |rng: &mut StdRng| members[rng.random_range(0..members.len())].to_string();
+        let coord = |rng: &mut StdRng, limit: f64| match rng.random_range(0..12) {
+            0 => [
+                "180",
+                "-180",
+                "85.05112878",
+                "-85.05112878",
+                "85.06",
+                "181",
+                "x",
+                "0",
+            ][rng.random_range(0..8)]
+            .to_string(),
+            _ => format!("{:.6}", rng.random_range(-limit..limit)),
+        };
+        let argv: Vec<String> = match rng.random_range(0..6) {
+            0 | 1 => {
+                let mut c = vec!["GEOADD".to_string(), "g".into()];
+                if rng.random_bool(0.2) {
+                    c.push(["NX", "XX", "CH", "ch"][rng.random_range(0..4)].into());
+                }
+                for _ in 0..rng.random_range(1..3) {
+                    c.push(coord(&mut rng, 180.0));
+                    c.push(coord(&mut rng, 85.0));
+                    c.push(m(&mut rng));
+                }
+                c
+            }
+            2 => vec!["GEOPOS".into(), "g".into(), m(&mut rng), m(&mut rng)],
+            3 => vec!["GEOHASH".into(), "g".into(), m(&mut rng), "nosuch".into()],
+            4 => {
+                let mut c = vec!["GEODIST".into(), "g".into(), m(&mut rng), m(&mut rng)];
+                if rng.random_bool(0.7) {
+                    c.push(["m", "km", "FT", "mi", "yd"][rng.random_range(0..5)].into());
+                }
+                c
+            }
+            _ => vec!["ZSCORE".into(), "g".into(), m(&mut rng)],
+        };
+        let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
+        let ctx = || format!("geo case {case} (replay: LOCKKIT_DIFF_SEED={seed})");
+        let (real, mine) = p.both(&argv);
+        let (r, m) = (format_reply(&real), format_reply(&mine));
+        assert!(
+            r == m,
+            "{}\ncommand: {}\nredis:   {r}harness: {m}",
+            ctx(),
+            show(&argv)
+        );
+        if !real.is_error() {
+            answered += 1;
+        }
+    }
+    p.same_keyspace(&|| format!("after the geo cases, LOCKKIT_DIFF_SEED={seed}"));
+    assert!(
+        answered > 700,
+        "only {answered} calls answered (LOCKKIT_DIFF_SEED={seed})"
+    );
+}

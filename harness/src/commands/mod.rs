@@ -2,6 +2,7 @@
 //! handlers for each data type.
 
 mod bitmap;
+mod geo;
 mod hash;
 mod hyperloglog;
 mod introspect;
@@ -204,6 +205,11 @@ static HANDLERS: &[(&str, Run)] = &[
     ("xinfo|stream", Run::Plain(stream::xinfo)),
     ("xinfo|groups", Run::Plain(stream::xinfo)),
     ("xinfo|consumers", Run::Plain(stream::xinfo)),
+    ("zrandmember", Run::Plain(zset::zrandmember)),
+    ("geoadd", Run::Plain(geo::geoadd)),
+    ("geopos", Run::Plain(geo::geopos)),
+    ("geohash", Run::Plain(geo::geohash)),
+    ("geodist", Run::Plain(geo::geodist)),
     ("command|count", Run::Plain(introspect::command)),
     ("command|list", Run::Plain(introspect::command)),
     ("command|info", Run::Plain(introspect::command)),

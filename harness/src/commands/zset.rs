@@ -483,3 +483,61 @@ pub fn zremrangebyrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         Ok(Reply::Int(n as i64))
     })())
 }
+
+/// ZRANDMEMBER key [count [WITHSCORES]]: members in the set's order (score, then bytes) instead
+/// of at random, as HRANDFIELD answers fields in the hash's order; a count covering the set
+/// answers it whole from the highest score down, as Redis does.
+pub fn zrandmember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        if a.len() == 2 {
+            return Ok(read(s, &a[1])?
+                .and_then(|z| z.iter().next().map(|(m, _)| Reply::Bulk(m.clone())))
+                .unwrap_or(Reply::Nil));
+        }
+        let count = match crate::number::parse_i64(&a[2]) {
+            Some(c) if c != i64::MIN => c,
+            Some(_) => {
+                return Err(Reply::err(
+                    "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+                ))
+            }
+            None => return Err(Reply::err(errors::NOT_INTEGER)),
+        };
+        let with_scores = match a.len() {
+            3 => false,
+            4 if is(&a[3], "withscores") => {
+                if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+                    return Err(Reply::err("ERR value is out of range"));
+                }
+                true
+            }
+            _ => return Err(Reply::err(errors::SYNTAX)),
+        };
+        let Some(z) = read(s, &a[1])? else {
+            return Ok(Reply::Array(vec![]));
+        };
+        let mut members: Vec<(&Vec<u8>, f64)> = z.iter().collect();
+        if count >= 0 && count as usize >= members.len() {
+            members.reverse();
+        }
+        let n = if count >= 0 {
+            (count as usize).min(members.len())
+        } else {
+            let n = count.unsigned_abs();
+            if n > 10_000_000 {
+                return Err(Reply::err(
+                    "ERR harness: ZRANDMEMBER with a count below -10000000 is not emulated",
+                ));
+            }
+            n as usize
+        };
+        let mut out = Vec::new();
+        for (m, sc) in members.iter().cycle().take(n) {
+            out.push(Reply::Bulk(m.to_vec()));
+            if with_scores {
+                out.push(Reply::Double(*sc));
+            }
+        }
+        Ok(Reply::Array(out))
+    })())
+}
