@@ -21,6 +21,9 @@ pub struct Server {
     /// When the server started (Unix milliseconds): what LASTSAVE answers, as nothing is
     /// ever saved.
     pub start_ms: i64,
+    /// Whether the command running was called by a script (SORT sorts a set's BY-constant
+    /// result then, as Redis does).
+    pub in_script: bool,
     /// Microseconds past `now_ms` (DEBUG SLEEP and TIME have microsecond resolution).
     pub sub_ms_us: i64,
     /// Lines written by `redis.log`: the last [`MAX_LOG_LINES`], each cut at

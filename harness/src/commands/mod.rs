@@ -10,6 +10,7 @@ mod keys;
 mod list;
 mod server_cmds;
 mod set;
+mod sort;
 mod stream;
 mod strings;
 mod zset;
@@ -205,6 +206,8 @@ static HANDLERS: &[(&str, Run)] = &[
     ("xinfo|stream", Run::Plain(stream::xinfo)),
     ("xinfo|groups", Run::Plain(stream::xinfo)),
     ("xinfo|consumers", Run::Plain(stream::xinfo)),
+    ("sort", Run::Plain(sort::sort)),
+    ("sort_ro", Run::Plain(sort::sort_ro)),
     ("zrandmember", Run::Plain(zset::zrandmember)),
     ("geoadd", Run::Plain(geo::geoadd)),
     ("geopos", Run::Plain(geo::geopos)),

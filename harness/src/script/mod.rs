@@ -620,7 +620,9 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
             if let Err(e) = room {
                 return Reply::Error(e);
             }
+            server.in_script = true;
             let reply = f(&mut server, argv);
+            server.in_script = false;
             drop(server);
             if spec.write && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
