@@ -8,6 +8,7 @@ mod hyperloglog;
 mod introspect;
 mod keys;
 mod list;
+mod more;
 mod server_cmds;
 mod set;
 mod sort;
@@ -206,6 +207,12 @@ static HANDLERS: &[(&str, Run)] = &[
     ("xinfo|stream", Run::Plain(stream::xinfo)),
     ("xinfo|groups", Run::Plain(stream::xinfo)),
     ("xinfo|consumers", Run::Plain(stream::xinfo)),
+    ("linsert", Run::Plain(more::linsert)),
+    ("lpos", Run::Plain(more::lpos)),
+    ("zmscore", Run::Plain(more::zmscore)),
+    ("hscan", Run::Plain(more::scan_value)),
+    ("sscan", Run::Plain(more::scan_value)),
+    ("zscan", Run::Plain(more::scan_value)),
     ("sort", Run::Plain(sort::sort)),
     ("sort_ro", Run::Plain(sort::sort_ro)),
     ("zrandmember", Run::Plain(zset::zrandmember)),
