@@ -834,3 +834,90 @@ fn geo_matches_real_redis() {
         "only {answered} calls answered (LOCKKIT_DIFF_SEED={seed})"
     );
 }
+
+/// Lex ranges: random ZRANGEBYLEX / ZREVRANGEBYLEX / ZRANGE BYLEX (LIMIT included), ZLEXCOUNT
+/// and ZREMRANGEBYLEX on small sorted sets, with equal scores and (as scripts do by mistake)
+/// mixed ones, which Redis walks in score order from the first member not below the minimum.
+#[test]
+fn lex_ranges_match_real_redis() {
+    let seed: u64 = match std::env::var("LOCKKIT_DIFF_SEED") {
+        Ok(s) => s.parse().expect("LOCKKIT_DIFF_SEED is a number"),
+        Err(_) => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = Pair::new();
+    let members = ["a", "b", "bb", "c", "d", "e", "", "z"];
+    for case in 0..1500 {
+        let k = ["same", "mixed"][rng.random_range(0..2)];
+        let m = |rng: &mut StdRng| members[rng.random_range(0..members.len())].to_string();
+        let bound = |rng: &mut StdRng| match rng.random_range(0..8) {
+            0 => "-".to_string(),
+            1 => "+".to_string(),
+            2 => ["x", "", "+a", "-a"][rng.random_range(0..4)].to_string(),
+            3 | 4 => format!("({}", m(rng)),
+            _ => format!("[{}", m(rng)),
+        };
+        let (b1, b2) = (bound(&mut rng), bound(&mut rng));
+        let argv: Vec<String> = match rng.random_range(0..7) {
+            0 | 1 => {
+                let score = if k == "same" {
+                    "0".to_string()
+                } else {
+                    rng.random_range(0..4).to_string()
+                };
+                vec!["ZADD".into(), k.into(), score, m(&mut rng)]
+            }
+            2 => {
+                let mut c = vec!["ZRANGEBYLEX".into(), k.into(), b1, b2];
+                if rng.random_bool(0.3) {
+                    c.extend([
+                        "LIMIT".to_string(),
+                        rng.random_range(-1..4).to_string(),
+                        rng.random_range(-1..4).to_string(),
+                    ]);
+                }
+                c
+            }
+            3 => {
+                let mut c = vec!["ZREVRANGEBYLEX".into(), k.into(), b1, b2];
+                if rng.random_bool(0.3) {
+                    c.extend([
+                        "LIMIT".to_string(),
+                        rng.random_range(-1..4).to_string(),
+                        rng.random_range(-1..4).to_string(),
+                    ]);
+                }
+                c
+            }
+            4 => {
+                let mut c = vec!["ZRANGE".into(), k.into(), b1, b2, "BYLEX".into()];
+                if rng.random_bool(0.5) {
+                    c.push("REV".into());
+                }
+                c
+            }
+            5 => vec!["ZLEXCOUNT".into(), k.into(), b1, b2],
+            _ => {
+                if rng.random_bool(0.3) {
+                    vec!["ZREMRANGEBYLEX".into(), k.into(), b1, b2]
+                } else {
+                    vec![
+                        "ZRANGE".into(),
+                        k.into(),
+                        "0".into(),
+                        "-1".into(),
+                        "WITHSCORES".into(),
+                    ]
+                }
+            }
+        };
+        let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
+        p.step(&argv, &|| {
+            format!("lex case {case} (replay: LOCKKIT_DIFF_SEED={seed})")
+        });
+    }
+    p.same_keyspace(&|| format!("after the lex cases, LOCKKIT_DIFF_SEED={seed}"));
+}

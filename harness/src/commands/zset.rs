@@ -317,7 +317,43 @@ fn zrange_generic(s: &mut Server, a: &[Vec<u8>], preset: RangeType, preset_rev: 
                     taken.into_iter().map(|(m, s)| (m.clone(), s)).collect()
                 }
             }
-            _ => return Err(Reply::err("ERR harness: ZRANGE BYLEX is not emulated")),
+            _ => {
+                let range = LexRange::parse(lo, hi)?;
+                let Some(z) = read(s, &a[1])? else {
+                    return Ok(Reply::Array(vec![]));
+                };
+                let walk = range.walk(z, rev);
+                let mut it = walk.into_iter();
+                // Redis steps over the offset without looking at the range, then stops at the
+                // first member out of it; a negative offset steps past the end.
+                if offset < 0 {
+                    vec![]
+                } else {
+                    for _ in 0..offset {
+                        if it.next().is_none() {
+                            break;
+                        }
+                    }
+                    let mut out = Vec::new();
+                    let mut left = limit;
+                    for (m, sc) in it {
+                        if left == 0 {
+                            break;
+                        }
+                        left -= 1;
+                        let inside = if rev {
+                            range.gte_min(&m)
+                        } else {
+                            range.lte_max(&m)
+                        };
+                        if !inside {
+                            break;
+                        }
+                        out.push((m, sc));
+                    }
+                    out
+                }
+            }
         };
         let mut out = Vec::with_capacity(items.len() * 2);
         for (m, sc) in items {
@@ -539,5 +575,162 @@ pub fn zrandmember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             }
         }
         Ok(Reply::Array(out))
+    })())
+}
+
+/// One end of a lex range: `-`, `+`, `[member` or `(member`.
+#[derive(Clone)]
+enum LexBound {
+    Min,
+    Max,
+    Incl(Vec<u8>),
+    Excl(Vec<u8>),
+}
+
+impl LexBound {
+    fn parse(b: &[u8]) -> Option<LexBound> {
+        match b.first()? {
+            b'+' if b.len() == 1 => Some(LexBound::Max),
+            b'-' if b.len() == 1 => Some(LexBound::Min),
+            b'[' => Some(LexBound::Incl(b[1..].to_vec())),
+            b'(' => Some(LexBound::Excl(b[1..].to_vec())),
+            _ => None,
+        }
+    }
+
+    /// Redis's `sdscmplex` between `v` and this bound's value.
+    fn cmp(&self, v: &[u8]) -> std::cmp::Ordering {
+        use std::cmp::Ordering::{Greater, Less};
+        match self {
+            LexBound::Min => Greater,
+            LexBound::Max => Less,
+            LexBound::Incl(m) | LexBound::Excl(m) => v.cmp(m),
+        }
+    }
+
+    fn excl(&self) -> bool {
+        matches!(self, LexBound::Excl(_))
+    }
+}
+
+/// A ZRANGEBYLEX range, walked as Redis walks a listpack sorted set (in score order, starting
+/// at the first member not below the minimum).
+struct LexRange {
+    min: LexBound,
+    max: LexBound,
+}
+
+impl LexRange {
+    fn parse(min: &[u8], max: &[u8]) -> Result<LexRange, Reply> {
+        match (LexBound::parse(min), LexBound::parse(max)) {
+            (Some(min), Some(max)) => Ok(LexRange { min, max }),
+            _ => Err(Reply::err("ERR min or max not valid string range item")),
+        }
+    }
+
+    fn gte_min(&self, v: &[u8]) -> bool {
+        let c = self.min.cmp(v);
+        if self.min.excl() {
+            c.is_gt()
+        } else {
+            c.is_ge()
+        }
+    }
+
+    fn lte_max(&self, v: &[u8]) -> bool {
+        let c = self.max.cmp(v);
+        if self.max.excl() {
+            c.is_lt()
+        } else {
+            c.is_le()
+        }
+    }
+
+    /// Redis's `zzlIsInLexRange`.
+    fn may_match(&self, z: &SortedSet) -> bool {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let cmp = match (&self.min, &self.max) {
+            (LexBound::Min, LexBound::Min) | (LexBound::Max, LexBound::Max) => Equal,
+            (LexBound::Min, _) | (_, LexBound::Max) => Less,
+            (LexBound::Max, _) | (_, LexBound::Min) => Greater,
+            (LexBound::Incl(a) | LexBound::Excl(a), LexBound::Incl(b) | LexBound::Excl(b)) => {
+                a.cmp(b)
+            }
+        };
+        if cmp == Greater || (cmp == Equal && (self.min.excl() || self.max.excl())) {
+            return false;
+        }
+        let (Some((first, _)), Some((last, _))) = (z.iter().next(), z.iter().next_back()) else {
+            return false;
+        };
+        self.gte_min(last) && self.lte_max(first)
+    }
+
+    /// The members from where Redis starts (the first not below the minimum, or backwards the
+    /// last not above the maximum) to the end, in walking order; empty when Redis finds no
+    /// start. Callers stop at the first member out of range.
+    fn walk(&self, z: &SortedSet, rev: bool) -> Vec<(Vec<u8>, f64)> {
+        if !self.may_match(z) {
+            return vec![];
+        }
+        let all: Vec<(Vec<u8>, f64)> = if rev {
+            z.iter().rev().map(|(m, s)| (m.clone(), s)).collect()
+        } else {
+            z.iter().map(|(m, s)| (m.clone(), s)).collect()
+        };
+        let start = if rev {
+            all.iter().position(|(m, _)| self.lte_max(m))
+        } else {
+            all.iter().position(|(m, _)| self.gte_min(m))
+        };
+        match start {
+            Some(i) if (rev && self.gte_min(&all[i].0)) || (!rev && self.lte_max(&all[i].0)) => {
+                all[i..].to_vec()
+            }
+            _ => vec![],
+        }
+    }
+}
+
+pub fn zrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zrange_generic(s, a, RangeType::Lex, false)
+}
+
+pub fn zrevrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    zrange_generic(s, a, RangeType::Lex, true)
+}
+
+pub fn zlexcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let range = LexRange::parse(&a[2], &a[3])?;
+        Ok(Reply::Int(read(s, &a[1])?.map_or(0, |z| {
+            range
+                .walk(z, false)
+                .iter()
+                .take_while(|(m, _)| range.lte_max(m))
+                .count() as i64
+        })))
+    })())
+}
+
+pub fn zremrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let range = LexRange::parse(&a[2], &a[3])?;
+        let now = s.now_ms;
+        let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
+            None => 0,
+            Some(Value::ZSet(z)) => {
+                let doomed: Vec<Vec<u8>> = range
+                    .walk(z, false)
+                    .into_iter()
+                    .take_while(|(m, _)| range.lte_max(m))
+                    .map(|(m, _)| m)
+                    .collect();
+                doomed.iter().filter(|m| z.remove(m)).count()
+            }
+            Some(_) => return Err(wrongtype()),
+        };
+        s.db.drop_if_empty(&a[1]);
+        Ok(Reply::Int(n as i64))
     })())
 }
