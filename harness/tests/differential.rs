@@ -921,3 +921,85 @@ fn lex_ranges_match_real_redis() {
     }
     p.same_keyspace(&|| format!("after the lex cases, LOCKKIT_DIFF_SEED={seed}"));
 }
+
+/// ZUNION / ZINTER / ZDIFF, their STORE forms and ZINTERCARD: random sorted sets and sets
+/// (scores with fractions and infinities), WEIGHTS (0 and infinite ones included, so NaN sums
+/// happen), AGGREGATE, WITHSCORES, LIMIT, bad arguments; the stored results are compared too.
+#[test]
+fn zset_algebra_matches_real_redis() {
+    let seed: u64 = match std::env::var("LOCKKIT_DIFF_SEED") {
+        Ok(s) => s.parse().expect("LOCKKIT_DIFF_SEED is a number"),
+        Err(_) => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut p = Pair::new();
+    let keys = ["z1", "z2", "z3", "s1", "none", "str"];
+    p.step(&bytes(&["SET", "str", "x"]), &|| "setup".into());
+    for case in 0..1500 {
+        let pick = |rng: &mut StdRng, xs: &[&str]| xs[rng.random_range(0..xs.len())].to_string();
+        let member = |rng: &mut StdRng| pick(rng, &["a", "b", "c", "d", "1", "2"]);
+        let argv: Vec<String> = match rng.random_range(0..10) {
+            0..=2 => {
+                let k = pick(&mut rng, &["z1", "z2", "z3"]);
+                let sc = pick(
+                    &mut rng,
+                    &["1", "0.1", "0.2", "-3.5", "inf", "-inf", "1e300", "7"],
+                );
+                vec!["ZADD".into(), k, sc, member(&mut rng)]
+            }
+            3 => vec!["SADD".into(), "s1".into(), member(&mut rng)],
+            _ => {
+                let (cmd, store, card) = match rng.random_range(0..7) {
+                    0 => ("ZUNION", false, false),
+                    1 => ("ZINTER", false, false),
+                    2 => ("ZDIFF", false, false),
+                    3 => ("ZUNIONSTORE", true, false),
+                    4 => ("ZINTERSTORE", true, false),
+                    5 => ("ZDIFFSTORE", true, false),
+                    _ => ("ZINTERCARD", false, true),
+                };
+                let mut c = vec![cmd.to_string()];
+                if store {
+                    c.push("dst".into());
+                }
+                let n = rng.random_range(1..4);
+                c.push(if rng.random_bool(0.05) {
+                    pick(&mut rng, &["0", "-1", "x", "9"])
+                } else {
+                    n.to_string()
+                });
+                for _ in 0..n {
+                    c.push(keys[rng.random_range(0..keys.len())].to_string());
+                }
+                if rng.random_bool(0.4) {
+                    c.push("WEIGHTS".into());
+                    for _ in 0..n {
+                        c.push(pick(&mut rng, &["1", "2", "0", "-1", "inf", "0.5", "x"]));
+                    }
+                }
+                if rng.random_bool(0.4) {
+                    c.push("AGGREGATE".into());
+                    c.push(pick(&mut rng, &["SUM", "MIN", "MAX", "avg"]));
+                }
+                if rng.random_bool(0.3) {
+                    c.push("WITHSCORES".into());
+                }
+                if card && rng.random_bool(0.5) {
+                    c.push("LIMIT".into());
+                    c.push(pick(&mut rng, &["0", "1", "2", "-1"]));
+                }
+                c
+            }
+        };
+        let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
+        let ctx = || format!("zset algebra case {case} (replay: LOCKKIT_DIFF_SEED={seed})");
+        p.step(&argv, &ctx);
+        if argv[0].ends_with(b"STORE") {
+            p.step(&bytes(&["ZRANGE", "dst", "0", "-1", "WITHSCORES"]), &ctx);
+        }
+    }
+    p.same_keyspace(&|| format!("after the zset algebra cases, LOCKKIT_DIFF_SEED={seed}"));
+}

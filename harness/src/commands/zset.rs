@@ -734,3 +734,212 @@ pub fn zremrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         Ok(Reply::Int(n as i64))
     })())
 }
+
+#[derive(Clone, Copy, PartialEq)]
+enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+/// ZUNION / ZINTER / ZDIFF (+STORE) and ZINTERCARD, as Redis's `zunionInterDiffGenericCommand`:
+/// sets count as score 1, inputs are visited from the smallest (stable for equal sizes) so that
+/// sums add up in Redis's order, NaN sums become 0, and the result is in score order.
+fn set_op(s: &mut Server, a: &[Vec<u8>], op: SetOp, store: bool, card_only: bool) -> Reply {
+    done((|| {
+        let name = String::from_utf8_lossy(&a[0]).to_ascii_lowercase();
+        let numkeys_at = if store { 2 } else { 1 };
+        let n = int_arg(&a[numkeys_at])?;
+        if n < 1 {
+            return Err(Reply::err(format!(
+                "ERR at least 1 input key is needed for '{name}' command"
+            )));
+        }
+        if n as usize > a.len() - (numkeys_at + 1) {
+            return Err(Reply::err(errors::SYNTAX));
+        }
+        let n = n as usize;
+        let now = s.now_ms;
+        let mut srcs: Vec<Vec<(Vec<u8>, f64)>> = Vec::with_capacity(n);
+        for key in &a[numkeys_at + 1..numkeys_at + 1 + n] {
+            srcs.push(match s.db.get_mut(key, now).map(|e| &e.value) {
+                None => vec![],
+                Some(Value::ZSet(z)) => z.iter().map(|(m, sc)| (m.clone(), sc)).collect(),
+                Some(Value::Set(m)) => m.iter().map(|e| (e.clone(), 1.0)).collect(),
+                Some(_) => return Err(wrongtype()),
+            });
+        }
+        let mut weights = vec![1.0f64; n];
+        let (mut agg, mut withscores, mut limit) = (0u8, false, 0i64);
+        let mut j = numkeys_at + 1 + n;
+        while j < a.len() {
+            let remaining = a.len() - j;
+            if op != SetOp::Diff && !card_only && remaining > n && is(&a[j], "weights") {
+                for (i, w) in weights.iter_mut().enumerate() {
+                    *w = crate::number::parse_f64(&a[j + 1 + i])
+                        .ok_or_else(|| Reply::err("ERR weight value is not a float"))?;
+                }
+                j += 1 + n;
+            } else if op != SetOp::Diff && !card_only && remaining >= 2 && is(&a[j], "aggregate") {
+                agg = if is(&a[j + 1], "sum") {
+                    0
+                } else if is(&a[j + 1], "min") {
+                    1
+                } else if is(&a[j + 1], "max") {
+                    2
+                } else {
+                    return Err(Reply::err(errors::SYNTAX));
+                };
+                j += 2;
+            } else if remaining >= 1 && !store && !card_only && is(&a[j], "withscores") {
+                withscores = true;
+                j += 1;
+            } else if card_only && remaining >= 2 && is(&a[j], "limit") {
+                limit = match crate::number::parse_i64(&a[j + 1]) {
+                    Some(l) if l >= 0 => l,
+                    _ => return Err(Reply::err("ERR LIMIT can't be negative")),
+                };
+                j += 2;
+            } else {
+                return Err(Reply::err(errors::SYNTAX));
+            }
+        }
+        // Redis's `zunionInterAggregate`: only a sum is turned from NaN into 0; MIN and MAX
+        // keep the C comparisons (NaN never wins, -0 and 0 tie).
+        let combine = |acc: f64, v: f64| -> f64 {
+            match agg {
+                0 => {
+                    let r = acc + v;
+                    if r.is_nan() {
+                        0.0
+                    } else {
+                        r
+                    }
+                }
+                1 => {
+                    if v < acc {
+                        v
+                    } else {
+                        acc
+                    }
+                }
+                _ => {
+                    if v > acc {
+                        v
+                    } else {
+                        acc
+                    }
+                }
+            }
+        };
+        let first_value = |v: f64, w: f64| {
+            let r = v * w;
+            if r.is_nan() {
+                0.0
+            } else {
+                r
+            }
+        };
+        let mut order: Vec<usize> = (0..n).collect();
+        if op != SetOp::Diff {
+            order.sort_by_key(|&i| srcs[i].len());
+        }
+        // The result with its scores as computed (-0 kept, as Redis's reply shows it).
+        let mut result: Vec<(Vec<u8>, f64)> = Vec::new();
+        let mut index: std::collections::HashMap<Vec<u8>, usize> = Default::default();
+        match op {
+            SetOp::Union => {
+                for &i in &order {
+                    for (m, sc) in &srcs[i] {
+                        let v = first_value(*sc, weights[i]);
+                        match index.get(m) {
+                            Some(&at) => result[at].1 = combine(result[at].1, v),
+                            None => {
+                                index.insert(m.clone(), result.len());
+                                result.push((m.clone(), v));
+                            }
+                        }
+                    }
+                }
+            }
+            SetOp::Inter => {
+                let first = order[0];
+                'members: for (m, sc) in &srcs[first] {
+                    let mut acc = first_value(*sc, weights[first]);
+                    for &i in &order[1..] {
+                        match srcs[i].iter().find(|(x, _)| x == m) {
+                            Some((_, v)) => acc = combine(acc, *v * weights[i]),
+                            None => continue 'members,
+                        }
+                    }
+                    result.push((m.clone(), acc));
+                    if card_only && limit > 0 && result.len() as i64 >= limit {
+                        break;
+                    }
+                }
+            }
+            SetOp::Diff => {
+                for (m, sc) in &srcs[0] {
+                    if !srcs[1..].iter().any(|o| o.iter().any(|(x, _)| x == m)) {
+                        result.push((m.clone(), *sc));
+                    }
+                }
+            }
+        }
+        result.sort_by(|x, y| {
+            if x.1 < y.1 {
+                std::cmp::Ordering::Less
+            } else if x.1 > y.1 {
+                std::cmp::Ordering::Greater
+            } else {
+                x.0.cmp(&y.0)
+            }
+        });
+        if card_only {
+            return Ok(Reply::Int(result.len() as i64));
+        }
+        if store {
+            let count = result.len();
+            if count > 0 {
+                let mut z = SortedSet::default();
+                for (m, sc) in &result {
+                    z.insert(m, *sc);
+                }
+                s.db.set(&a[1], Value::ZSet(z), None);
+            } else {
+                s.db.remove(&a[1], now);
+            }
+            return Ok(Reply::Int(count as i64));
+        }
+        let mut out = Vec::new();
+        for (m, sc) in result {
+            out.push(Reply::Bulk(m));
+            if withscores {
+                out.push(Reply::Double(sc));
+            }
+        }
+        Ok(Reply::Array(out))
+    })())
+}
+
+pub fn zunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Union, false, false)
+}
+pub fn zinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Inter, false, false)
+}
+pub fn zdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Diff, false, false)
+}
+pub fn zunionstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Union, true, false)
+}
+pub fn zinterstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Inter, true, false)
+}
+pub fn zdiffstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Diff, true, false)
+}
+pub fn zintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    set_op(s, a, SetOp::Inter, false, true)
+}
