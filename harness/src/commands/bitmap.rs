@@ -1,4 +1,4 @@
-//! Bitmap commands on strings: SETBIT, GETBIT, BITCOUNT, BITPOS, BITFIELD, BITFIELD_RO.
+//! Bitmap commands on strings: SETBIT, GETBIT, BITCOUNT, BITPOS, BITFIELD, BITFIELD_RO, BITOP.
 
 use super::strings::MAX_STRING;
 use super::{done, int_arg, is, wrongtype};
@@ -451,5 +451,59 @@ fn bitfield_generic(s: &mut Server, a: &[Vec<u8>], ro_command: bool) -> Reply {
             }
         }
         Ok(Reply::Array(out))
+    })())
+}
+
+/// BITOP AND / OR / XOR / NOT destkey key...: missing keys are empty strings, shorter ones are
+/// padded with zero bytes, the result replaces the destination (TTL gone) or deletes it when
+/// empty; answers the result's length.
+pub fn bitop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    done((|| {
+        let op = if is(&a[1], "and") {
+            0
+        } else if is(&a[1], "or") {
+            1
+        } else if is(&a[1], "xor") {
+            2
+        } else if is(&a[1], "not") {
+            3
+        } else {
+            return Err(Reply::err(errors::SYNTAX));
+        };
+        if op == 3 && a.len() != 4 {
+            return Err(Reply::err(
+                "ERR BITOP NOT must be called with a single source key.",
+            ));
+        }
+        let mut srcs = Vec::with_capacity(a.len() - 3);
+        for key in &a[3..] {
+            srcs.push(read(s, key)?.unwrap_or_default());
+        }
+        let maxlen = srcs.iter().map(Vec::len).max().unwrap_or(0);
+        let now = s.now_ms;
+        if maxlen == 0 {
+            s.db.remove(&a[2], now);
+            return Ok(Reply::Int(0));
+        }
+        let byte = |v: &Vec<u8>, i: usize| v.get(i).copied().unwrap_or(0);
+        let res: Vec<u8> = (0..maxlen)
+            .map(|i| {
+                let mut out = byte(&srcs[0], i);
+                if op == 3 {
+                    out = !out;
+                }
+                for src in &srcs[1..] {
+                    let b = byte(src, i);
+                    match op {
+                        0 => out &= b,
+                        1 => out |= b,
+                        _ => out ^= b,
+                    }
+                }
+                out
+            })
+            .collect();
+        s.db.set(&a[2], Value::Str(res), None);
+        Ok(Reply::Int(maxlen as i64))
     })())
 }

@@ -184,6 +184,7 @@ static HANDLERS: &[(&str, Run)] = &[
     ("bitcount", Run::Plain(bitmap::bitcount)),
     ("bitpos", Run::Plain(bitmap::bitpos)),
     ("bitfield", Run::Plain(bitmap::bitfield)),
+    ("bitop", Run::Plain(bitmap::bitop)),
     ("bitfield_ro", Run::Plain(bitmap::bitfield_ro)),
     ("touch", Run::Plain(keys::touch)),
     ("rename", Run::Plain(keys::rename)),
