@@ -98,20 +98,17 @@ pub async fn serve<CR, CW, UR, UW>(
     };
     let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    // Made once: a new `changed()` each turn of the loop registers with the watch again, on
+    // every command.
+    let stopped = stop.changed();
+    tokio::pin!(stopped);
     loop {
         reserve(&mut cbuf);
         reserve(&mut ubuf);
         tokio::select! {
-            r = cr.read_buf(&mut cbuf) => {
-                match r {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                match conn.on_client_bytes(&mut cbuf, &mut uw, &mut cw).await {
-                    Ok(Next::Continue) => {}
-                    Ok(Next::Close) | Err(_) => break,
-                }
-            }
+            // Stopping first, then replies before new commands: what is owed goes out first.
+            biased;
+            _ = &mut stopped => break,
             r = ur.read_buf(&mut ubuf) => {
                 match r {
                     Ok(0) | Err(_) => break,
@@ -122,7 +119,16 @@ pub async fn serve<CR, CW, UR, UW>(
                     Ok(Next::Close) | Err(_) => break,
                 }
             }
-            _ = stop.changed() => break,
+            r = cr.read_buf(&mut cbuf) => {
+                match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                match conn.on_client_bytes(&mut cbuf, &mut uw, &mut cw).await {
+                    Ok(Next::Continue) => {}
+                    Ok(Next::Close) | Err(_) => break,
+                }
+            }
         }
     }
     conn.flush_counts();
