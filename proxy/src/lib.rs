@@ -39,7 +39,9 @@
 //!   flow but plugins no longer see its replies and cannot answer in its place.
 //! - A plugin's answer of its own is not used inside MULTI (the client waits for QUEUED).
 //! - One frame is held whole in memory before it is forwarded: memory per connection is the
-//!   largest command or reply in flight (plus 16 KB), not a fixed bound.
+//!   largest command or reply in flight (plus 16 KB), not a fixed bound. A client that does not
+//!   read its replies is pushed back: its connection reads nothing more, from it or upstream,
+//!   until its replies can be written (other connections go on).
 //! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
 
 #![warn(missing_docs)]
