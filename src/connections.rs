@@ -161,19 +161,13 @@ impl Connections {
                 let loaded: redis::RedisResult<Vec<String>> = if cluster {
                     let mut shas = Vec::new();
                     for s in scripts::ALL {
-                        shas.push(
-                            redis::cmd("SCRIPT")
-                                .arg("LOAD")
-                                .arg(s.source())
-                                .query_async::<String>(&mut conn)
-                                .await?,
-                        );
+                        shas.push(s.load_cmd().query_async::<String>(&mut conn).await?);
                     }
                     Ok(shas)
                 } else {
                     let mut pipe = redis::pipe();
                     for s in scripts::ALL {
-                        pipe.cmd("SCRIPT").arg("LOAD").arg(s.source());
+                        pipe.add_command(s.load_cmd());
                     }
                     pipe.query_async(&mut conn).await
                 };
@@ -197,10 +191,7 @@ impl Connections {
                 }
             }
             ScriptMode::Function => {
-                redis::cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(scripts::function_library())
+                scripts::function_load_cmd()
                     .query_async::<String>(&mut conn)
                     .await?;
                 Ok(())
@@ -266,10 +257,7 @@ impl Connections {
             ScriptMode::Function => {
                 // FUNCTION LOAD and the FCALL in one pipelined round trip.
                 let mut pipe = redis::pipe();
-                pipe.cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(scripts::function_library())
+                pipe.add_command(scripts::function_load_cmd())
                     .ignore()
                     .add_command(script_cmd(mode, script, keys, args));
                 let (v,): (Value,) = pipe.query_async(conn).await?;
@@ -360,10 +348,7 @@ impl Connections {
         self.count_noscript_recovery();
         let mode = match self.0.options.script_mode {
             ScriptMode::Function => {
-                redis::cmd("FUNCTION")
-                    .arg("LOAD")
-                    .arg("REPLACE")
-                    .arg(scripts::function_library())
+                scripts::function_load_cmd()
                     .query_async::<String>(&mut self.conn())
                     .await?;
                 ScriptMode::Function
@@ -383,7 +368,12 @@ impl Connections {
     }
 }
 
-fn script_cmd(mode: ScriptMode, script: &LuaScript, keys: &[&str], args: &[&[u8]]) -> Cmd {
+pub(crate) fn script_cmd(
+    mode: ScriptMode,
+    script: &LuaScript,
+    keys: &[&str],
+    args: &[&[u8]],
+) -> Cmd {
     let mut cmd = match mode {
         ScriptMode::EvalSha => {
             let mut c = redis::cmd("EVALSHA");

@@ -89,12 +89,11 @@ pub(crate) async fn observe_attempt(
     key: &str,
     attempt: impl Future<Output = Result<Option<Lock>>>,
 ) -> Result<Option<Lock>> {
-    let start = Instant::now();
-    let result = attempt
-        .instrument(tracing::debug_span!("lockkit.attempt", key))
-        .await;
-    self::attempt(mode, &result, start.elapsed());
-    result
+    let span = tracing::debug_span!("lockkit.attempt", key);
+    observed(span, attempt, |result, latency| {
+        self::attempt(mode, result, latency)
+    })
+    .await
 }
 
 /// Runs the release of `lock` inside a `lockkit.release` span; counts its hold time and a loss.
@@ -104,9 +103,7 @@ pub(crate) async fn observe_release(
     release: impl Future<Output = Result<ReleaseOutcome>>,
 ) -> Result<ReleaseOutcome> {
     let span = tracing::debug_span!("lockkit.release", key = %lock.key);
-    let result = release.instrument(span).await;
-    released(mode, lock, &result);
-    result
+    observed(span, release, |result, _| released(mode, lock, result)).await
 }
 
 /// Runs an extend of `key` inside a `lockkit.extend` span; counts a loss.
@@ -115,10 +112,19 @@ pub(crate) async fn observe_extend(
     key: &str,
     extend: impl Future<Output = Result<ExtendOutcome>>,
 ) -> Result<ExtendOutcome> {
-    let result = extend
-        .instrument(tracing::debug_span!("lockkit.extend", key))
-        .await;
-    extended(mode, &result);
+    let span = tracing::debug_span!("lockkit.extend", key);
+    observed(span, extend, |result, _| extended(mode, result)).await
+}
+
+/// Runs `op` inside `span`, then hands its result and how long it took to `record`.
+async fn observed<T>(
+    span: tracing::Span,
+    op: impl Future<Output = T>,
+    record: impl FnOnce(&T, Duration),
+) -> T {
+    let start = Instant::now();
+    let result = op.instrument(span).await;
+    record(&result, start.elapsed());
     result
 }
 

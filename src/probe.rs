@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::conn::{self, Conn, Topology};
+use crate::connections::script_cmd;
 use crate::error::Result;
 use crate::lock::new_token;
-use crate::options::ClientOptions;
+use crate::options::{ClientOptions, ScriptMode};
 use crate::scripts;
 
 /// Whether one capability works on the target, and if not, what it answered.
@@ -131,11 +132,7 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
         url,
         &opts,
         |mut c, _| async move {
-            let sha: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(scripts::RELEASE.source())
-                .query_async(&mut c)
-                .await?;
+            let sha: String = scripts::RELEASE.load_cmd().query_async(&mut c).await?;
             Ok(if sha == scripts::RELEASE.sha() {
                 Support::Yes
             } else {
@@ -146,22 +143,15 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     )
     .await;
 
-    let eval = check_release_script(url, &opts, "EVAL", scripts::RELEASE.source(), &key).await;
-    let evalsha = check_release_script(url, &opts, "EVALSHA", scripts::RELEASE.sha(), &key).await;
+    let eval = check_release_script(url, &opts, ScriptMode::Eval, &key).await;
+    let evalsha = check_release_script(url, &opts, ScriptMode::EvalSha, &key).await;
 
     let functions = check(
         url,
         &opts,
         |mut c, key| async move {
-            let _: String = redis::cmd("FUNCTION")
-                .arg("LOAD")
-                .arg("REPLACE")
-                .arg(scripts::function_library())
-                .query_async(&mut c)
-                .await?;
-            let mut cmd = redis::cmd("FCALL");
-            cmd.arg(scripts::RELEASE.function_name());
-            expect_not_held(c, cmd, &key).await
+            let _: String = scripts::function_load_cmd().query_async(&mut c).await?;
+            expect_not_held(c, ScriptMode::Function, &key).await
         },
         &key,
     )
@@ -193,14 +183,10 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     })
 }
 
-/// Completes `cmd` (a script call naming release.lua) with a free key and a made-up token: a
-/// working target answers `0` (not held) and changes nothing.
-async fn expect_not_held(
-    mut c: Conn,
-    mut cmd: redis::Cmd,
-    key: &str,
-) -> redis::RedisResult<Support> {
-    cmd.arg(1).arg(key).arg("probe");
+/// Runs release.lua the way `mode` calls it, for a free key and a made-up token: a working
+/// target answers `0` (not held) and changes nothing.
+async fn expect_not_held(mut c: Conn, mode: ScriptMode, key: &str) -> redis::RedisResult<Support> {
+    let cmd = script_cmd(mode, &scripts::RELEASE, &[key], &[b"probe"]);
     let v: i64 = cmd.query_async(&mut c).await?;
     Ok(if v == 0 {
         Support::Yes
@@ -220,13 +206,13 @@ fn first_text(v: &Value) -> Option<String> {
 }
 
 async fn cleanup(c: &mut Conn, key: &str, token: &str) -> redis::RedisResult<Support> {
-    let _: Value = redis::cmd("EVAL")
-        .arg(scripts::RELEASE.source())
-        .arg(1)
-        .arg(key)
-        .arg(token)
-        .query_async(c)
-        .await?;
+    let cmd = script_cmd(
+        ScriptMode::Eval,
+        &scripts::RELEASE,
+        &[key],
+        &[token.as_bytes()],
+    );
+    let _: Value = cmd.query_async(c).await?;
     Ok(Support::Yes)
 }
 
@@ -254,18 +240,13 @@ where
 async fn check_release_script(
     url: &str,
     opts: &ClientOptions,
-    command: &'static str,
-    script: &'static str,
+    mode: ScriptMode,
     key: &str,
 ) -> Support {
     check(
         url,
         opts,
-        |c, key| async move {
-            let mut cmd = redis::cmd(command);
-            cmd.arg(script);
-            expect_not_held(c, cmd, &key).await
-        },
+        move |c, key| async move { expect_not_held(c, mode, &key).await },
         key,
     )
     .await

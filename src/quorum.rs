@@ -263,6 +263,24 @@ impl Nodes {
         (decision, Tally { replies })
     }
 
+    /// A [`vote`](Self::vote) on `yes` that ends once [`settled`]; replies after that are
+    /// dropped (their requests still finish, bounded by the node timeout).
+    pub(crate) async fn vote_until_settled<T, F, Fut>(
+        self: &Arc<Self>,
+        skip_open: bool,
+        request: F,
+        yes: impl Fn(&T) -> bool,
+    ) -> Tally<T>
+    where
+        T: Send + 'static,
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let decide = |replies: &[Option<NodeReply<T>>]| settled(replies, &yes).map(drop);
+        let (_, tally) = self.vote(skip_open, request, decide, |_, _, _| {}).await;
+        tally
+    }
+
     /// Votes skipped by open breakers, over all nodes.
     pub(crate) fn skipped(&self) -> u64 {
         self.nodes.iter().map(|n| n.breaker.skipped()).sum()
@@ -292,6 +310,25 @@ pub(crate) fn count<T>(
     (ayes, noes)
 }
 
+/// Whether the replies so far settle a majority vote on `yes`: `Some(true)` once a quorum said
+/// yes, `Some(false)` once a quorum can no longer say yes, `None` while it is still open. A
+/// full set of replies always settles it.
+pub(crate) fn settled<T>(
+    replies: &[Option<NodeReply<T>>],
+    yes: impl Fn(&T) -> bool,
+) -> Option<bool> {
+    let n = replies.len();
+    let quorum = crate::redlock::quorum_of(n);
+    let (ayes, noes) = count(replies, yes);
+    if ayes >= quorum {
+        Some(true)
+    } else if noes > n - quorum {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +341,24 @@ mod tests {
     fn counts_ayes_and_everything_else_as_noes() {
         let replies = vec![ok(true), ok(false), None, ok(true)];
         assert_eq!(count(&replies, |v| *v), (2, 1));
+    }
+
+    #[test]
+    fn a_vote_settles_on_a_quorum_or_once_a_quorum_is_out_of_reach() {
+        // Five nodes: quorum 3, so three noes settle it as lost.
+        let open = [ok(true), ok(true), ok(false), ok(false), None];
+        assert_eq!(settled(&open, |v| *v), None);
+        let won = [ok(true), None, ok(true), ok(false), ok(true)];
+        assert_eq!(settled(&won, |v| *v), Some(true));
+        let lost = [ok(false), ok(true), None, ok(false), ok(false)];
+        assert_eq!(settled(&lost, |v| *v), Some(false));
+        for full in [
+            [ok(true), ok(false)],
+            [ok(false), ok(false)],
+            [ok(true), ok(true)],
+        ] {
+            assert!(settled(&full, |v| *v).is_some());
+        }
     }
 
     #[test]

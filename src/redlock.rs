@@ -53,7 +53,7 @@ use crate::error::{Error, NodeError, Result};
 use crate::lock::{check_key, new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
-use crate::quorum::{count, Breaker, Node, NodeReply, Nodes, Tally};
+use crate::quorum::{count, settled, Breaker, Node, NodeReply, Nodes, Tally};
 use crate::{ClientStats, LockClient};
 
 /// Options for a [`Redlock`].
@@ -327,7 +327,6 @@ impl Redlock {
     async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
         check_key(key)?;
         let token = new_token();
-        let (quorum, n) = (self.quorum(), self.len());
         let (ttl, min_validity, restart_rule) = (opts.ttl, opts.min_validity, self.restart_rule);
         let shared: Arc<(String, String)> = Arc::new((key.to_string(), token.clone()));
         let start = Instant::now();
@@ -349,14 +348,10 @@ impl Redlock {
                 },
                 // Validity is measured up to the moment the quorum is complete.
                 |replies| {
-                    let (granted, refused) = count(replies, |taken| *taken);
-                    if granted >= quorum {
-                        Some(valid_until.saturating_duration_since(Instant::now()) > min_validity)
-                    } else if refused > n - quorum {
-                        Some(false)
-                    } else {
-                        None
-                    }
+                    settled(replies, |taken| *taken).map(|granted| {
+                        granted
+                            && valid_until.saturating_duration_since(Instant::now()) > min_validity
+                    })
                 },
                 // A grant (or an unknown outcome) after a lost round is given back; after a won
                 // round it is simply part of the lock.
@@ -420,23 +415,14 @@ impl Redlock {
     /// # Errors
     /// None today (node failures are listed); kept fallible for future node checks.
     pub async fn release_detailed(&self, lock: &Lock) -> Result<RedlockRelease> {
-        let (quorum, n) = (self.quorum(), self.len());
         let lock_arc = Arc::new(lock.clone());
-        let (_, mut tally) = self
+        let release = |node: Arc<Node>| {
+            let lock = Arc::clone(&lock_arc);
+            async move { node.client.release_node(&lock).await }
+        };
+        let mut tally = self
             .nodes
-            .vote(
-                false,
-                |node| {
-                    let lock = Arc::clone(&lock_arc);
-                    async move { node.client.release_node(&lock).await }
-                },
-                |replies| {
-                    let (released, other) = count(replies, |o| *o == ReleaseOutcome::Released);
-                    (released >= quorum || other > n - quorum || released + other == n)
-                        .then_some(())
-                },
-                |_, _, _: &()| {},
-            )
+            .vote_until_settled(false, release, |o| *o == ReleaseOutcome::Released)
             .await;
         let mut out = RedlockRelease {
             pending: tally.pending(),
@@ -502,23 +488,15 @@ impl Redlock {
     /// The extend round of [`Locker::extend`], uncounted.
     async fn extend_round(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
-        let (quorum, n) = (self.quorum(), self.len());
         let start = Instant::now();
         let snapshot = Arc::new(lock.clone());
-        let (_, mut tally) = self
+        let extend = |node: Arc<Node>| {
+            let mut l = (*snapshot).clone();
+            async move { node.client.extend_node(&mut l, ttl).await }
+        };
+        let mut tally = self
             .nodes
-            .vote(
-                true,
-                |node| {
-                    let mut l = (*snapshot).clone();
-                    async move { node.client.extend_node(&mut l, ttl).await }
-                },
-                |replies| {
-                    let (extended, other) = count(replies, |o| o.is_extended());
-                    (extended >= quorum || other > n - quorum).then_some(())
-                },
-                |_, _, _: &()| {},
-            )
+            .vote_until_settled(true, extend, |o| o.is_extended())
             .await;
         let errors = tally.errors();
         let (extended, _) = count(&tally.replies, |o| o.is_extended());
@@ -530,7 +508,7 @@ impl Redlock {
             .count();
         let mut renewed = lock.clone();
         renewed.extended(ttl, start);
-        if extended >= quorum && renewed.is_valid() {
+        if extended >= self.quorum() && renewed.is_valid() {
             *lock = renewed;
             return Ok(ExtendOutcome::Extended);
         }

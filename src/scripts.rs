@@ -34,6 +34,13 @@ impl LuaScript {
     pub fn function_name(&self) -> String {
         format!("lockkit_{}", self.name)
     }
+
+    /// `SCRIPT LOAD` of the text: caches it on the server, answers its SHA.
+    pub(crate) fn load_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.source);
+        cmd
+    }
 }
 
 macro_rules! script {
@@ -91,6 +98,13 @@ pub fn function_library() -> String {
         out.push_str("end)\n");
     }
     out
+}
+
+/// `FUNCTION LOAD REPLACE` of [`function_library`]: (re)loads the library on the server.
+pub(crate) fn function_load_cmd() -> redis::Cmd {
+    let mut cmd = redis::cmd("FUNCTION");
+    cmd.arg("LOAD").arg("REPLACE").arg(function_library());
+    cmd
 }
 
 #[cfg(test)]
