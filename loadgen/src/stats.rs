@@ -99,24 +99,29 @@ impl Counters {
     }
 }
 
-/// What one task records between drains.
+/// Histograms and counters: what one task records between drains, and what the collector
+/// merges over all tasks for one interval (or the whole run).
 #[derive(Debug)]
-pub struct TaskStats {
-    hists: Vec<Histogram<u64>>,
-    /// The task's counters.
+pub struct Interval {
+    /// One histogram per [`Op`], in [`Op::ALL`] order.
+    pub hists: Vec<Histogram<u64>>,
+    /// The counters.
     pub counters: Counters,
 }
 
-impl Default for TaskStats {
+/// What one task records between drains.
+pub type TaskStats = Interval;
+
+impl Default for Interval {
     fn default() -> Self {
-        TaskStats {
+        Interval {
             hists: Op::ALL.iter().map(|_| new_histogram()).collect(),
             counters: Counters::default(),
         }
     }
 }
 
-impl TaskStats {
+impl Interval {
     /// Records one latency.
     pub fn record(&mut self, op: Op, d: Duration) {
         let us = (d.as_nanos() / 1_000).clamp(1, u128::from(u64::MAX)) as u64;
@@ -134,15 +139,28 @@ impl TaskStats {
         }
     }
 
-    /// Moves everything recorded into `into` and starts afresh.
-    pub fn drain_into(&mut self, into: &mut Interval) {
-        for (i, h) in self.hists.iter_mut().enumerate() {
-            if !h.is_empty() {
-                let _ = into.hists[i].add(&*h);
-                h.reset();
+    /// The histogram of `op`.
+    pub fn hist(&self, op: Op) -> &Histogram<u64> {
+        &self.hists[op.index()]
+    }
+
+    /// Adds another interval.
+    pub fn add(&mut self, o: &Interval) {
+        for (a, b) in self.hists.iter_mut().zip(&o.hists) {
+            if !b.is_empty() {
+                let _ = a.add(b);
             }
         }
-        into.counters.add(&self.counters);
+        self.counters.add(&o.counters);
+    }
+
+    /// Moves everything recorded into `into` and starts afresh (keeping the histograms'
+    /// memory).
+    pub fn drain_into(&mut self, into: &mut Interval) {
+        into.add(self);
+        for h in self.hists.iter_mut().filter(|h| !h.is_empty()) {
+            h.reset();
+        }
         self.counters = Counters::default();
     }
 }
@@ -153,39 +171,6 @@ pub type SharedStats = Arc<Mutex<TaskStats>>;
 /// Locks a task's stats (a panicked task's data is still data).
 pub fn lock(s: &SharedStats) -> std::sync::MutexGuard<'_, TaskStats> {
     s.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Histograms and counters merged over all tasks for one interval (or the whole run).
-#[derive(Debug)]
-pub struct Interval {
-    /// One histogram per [`Op`], in [`Op::ALL`] order.
-    pub hists: Vec<Histogram<u64>>,
-    /// Merged counters.
-    pub counters: Counters,
-}
-
-impl Default for Interval {
-    fn default() -> Self {
-        Interval {
-            hists: Op::ALL.iter().map(|_| new_histogram()).collect(),
-            counters: Counters::default(),
-        }
-    }
-}
-
-impl Interval {
-    /// The histogram of `op`.
-    pub fn hist(&self, op: Op) -> &Histogram<u64> {
-        &self.hists[op.index()]
-    }
-
-    /// Adds another interval.
-    pub fn add(&mut self, o: &Interval) {
-        for (a, b) in self.hists.iter_mut().zip(&o.hists) {
-            let _ = a.add(b);
-        }
-        self.counters.add(&o.counters);
-    }
 }
 
 /// count, p50, p90, p99, p99.9, max and mean of one operation, in microseconds.

@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use crate::args::{TtlArgs, WorkQuantile};
 use crate::merge::read_log;
+use crate::report::read_report;
 use crate::stats::{new_histogram, LatencySummary};
 use crate::ttl::{recommend, TtlInputs, TtlRecommendation, TtlReport};
 use crate::units::parse_duration_or_ms;
@@ -81,20 +82,13 @@ pub fn observed_recommendations(
     pause_budget: Duration,
     safety_factor: f64,
 ) -> anyhow::Result<Vec<ObservedTtl>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let report: serde_json::Value = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not JSON; give the observe-<date>.json that `lockkit proxy --plugin observe` wrote",
-            path.display()
-        )
-    })?;
-    if report["schema"].as_str() != Some(OBSERVE_SCHEMA) {
-        anyhow::bail!(
-            "{} is not an observe report (schema {OBSERVE_SCHEMA}); for a bench report drop --observed",
-            path.display()
-        );
-    }
+    let report = read_report(
+        path,
+        OBSERVE_SCHEMA,
+        "an observe report",
+        "give the observe-<date>.json that `lockkit proxy --plugin observe` wrote (for a bench \
+         report drop --observed)",
+    )?;
     let locks = report["locks"].as_array().cloned().unwrap_or_default();
     let summary = |v: &serde_json::Value, field: &str| -> anyhow::Result<LatencySummary> {
         serde_json::from_value(v[field].clone())
@@ -268,21 +262,12 @@ pub fn recommendation(args: &TtlArgs) -> anyhow::Result<TtlRecommendation> {
     let Some(result) = &args.result else {
         anyhow::bail!("give the RESULT.json `lockkit bench` wrote (or --observed OBSERVE.json)");
     };
-    let text =
-        std::fs::read_to_string(result).with_context(|| format!("reading {}", result.display()))?;
-    let report: serde_json::Value = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{} is not JSON; give the report `lockkit bench` wrote",
-            result.display()
-        )
-    })?;
-    if report["schema"].as_str() != Some(crate::report::SCHEMA) {
-        anyhow::bail!(
-            "{} is not a lockkit bench report (schema {})",
-            result.display(),
-            crate::report::SCHEMA
-        );
-    }
+    let report = read_report(
+        result,
+        crate::report::SCHEMA,
+        "a lockkit bench report",
+        "give the report `lockkit bench` wrote",
+    )?;
     let latency: BTreeMap<String, LatencySummary> =
         serde_json::from_value(report["latency_us"].clone())
             .context("the report's latency_us is malformed")?;
@@ -313,16 +298,22 @@ pub fn recommendation(args: &TtlArgs) -> anyhow::Result<TtlRecommendation> {
 mod tests {
     use super::*;
 
+    /// A file `name` holding `text`, in a fresh folder that lives as long as the returned guard.
+    fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        (dir, p)
+    }
+
     #[test]
     fn timings_file_lines_and_quantiles() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("w.txt");
         let mut text = String::from("# work\n");
         for i in 1..=100 {
             text.push_str(&format!("{i}\n"));
         }
         text.push_str("2s\n");
-        std::fs::write(&p, text).unwrap();
+        let (_dir, p) = temp_file("w.txt", &text);
         let p99 = work_from_file(&p, WorkQuantile::P99).unwrap();
         assert!(
             p99 >= Duration::from_millis(99) && p99 <= Duration::from_millis(101),
@@ -334,9 +325,7 @@ mod tests {
 
     #[test]
     fn bad_line_names_file_and_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("w.txt");
-        std::fs::write(&p, "12ms\nten\n").unwrap();
+        let (_dir, p) = temp_file("w.txt", "12ms\nten\n");
         let e = work_from_file(&p, WorkQuantile::P99)
             .unwrap_err()
             .to_string();
@@ -361,8 +350,6 @@ mod tests {
         // acquire p99 = p99.9 = 1 ms, release p99.9 = 1 ms, work p99 100 ms, defaults:
         // 2 x (100 + 1 + 1 + 50) = 304; (304 + 2) / 0.99 = 309.09 -> 310 ms; watchdog 103 ms;
         // retry delay 2 x 1 = 2 ms, jitter 1 ms.
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("r.json");
         let l = serde_json::json!({"count": 10, "p50": 500, "p90": 800, "p99": 1000,
             "p999": 1000, "max": 1200, "mean": 600.0});
         let report = serde_json::json!({
@@ -370,7 +357,7 @@ mod tests {
             "config": {"hold_us": 0, "hold_dist": "fixed"},
             "latency_us": {"acquire_ok": l, "release": l},
         });
-        std::fs::write(&p, report.to_string()).unwrap();
+        let (_dir, p) = temp_file("r.json", &report.to_string());
         let args = args_for(p, Some(Duration::from_millis(100)));
         let r = TtlReport::from(&recommendation(&args).unwrap());
         assert_eq!(r.recommended_ms, 310);
@@ -380,9 +367,7 @@ mod tests {
 
     #[test]
     fn foreign_json_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.json");
-        std::fs::write(&p, "{\"a\": 1}").unwrap();
+        let (_dir, p) = temp_file("x.json", "{\"a\": 1}");
         let e = recommendation(&args_for(p, None)).unwrap_err().to_string();
         assert!(e.contains("not a lockkit bench report"), "{e}");
     }
@@ -391,8 +376,6 @@ mod tests {
     fn observed_report_gives_one_ttl_per_pattern_by_the_same_formula() {
         // hold p99 100 ms, acquire p99 = p99.9 = 1 ms, release p99.9 = 1 ms: the bench case's
         // numbers, so the same 310 ms.
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("observe.json");
         let l = |p99: u64| {
             serde_json::json!({"count": 10, "p50": 1, "p90": 1, "p99": p99,
             "p999": p99, "max": p99, "mean": 1.0})
@@ -406,7 +389,7 @@ mod tests {
                  "p999": 0, "max": 0, "mean": 0.0}, "ttl_ms": {"min": null, "max": null}},
             ]
         });
-        std::fs::write(&p, report.to_string()).unwrap();
+        let (dir, p) = temp_file("observe.json", &report.to_string());
         let rows = observed_recommendations(&p, WorkQuantile::P99, Duration::from_millis(50), 2.0)
             .unwrap();
         assert_eq!(rows.len(), 2);

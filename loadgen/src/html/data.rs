@@ -7,7 +7,7 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 
 use crate::merge::{read_intervals, LogInterval};
-use crate::report::{Report, TimelinePoint, SCHEMA};
+use crate::report::{read_report, Report, TimelinePoint, SCHEMA};
 use crate::stats::{new_histogram, LatencySummary};
 
 /// Points per power of ten along the percentile axis.
@@ -81,22 +81,12 @@ impl RunData {
     /// schema. A missing or unreadable log is not an error: the page then plots the summary
     /// percentiles and says so.
     pub fn load(path: &Path) -> anyhow::Result<RunData> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| {
-            format!(
-                "{} is not JSON; pass the .json file a `lockkit bench` run wrote",
-                path.display()
-            )
-        })?;
-        let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
-        if schema != SCHEMA {
-            anyhow::bail!(
-                "{} is not a lockkit bench report (schema {:?}, expected {SCHEMA:?}); pass the \
-                 .json file a `lockkit bench` run wrote",
-                path.display(),
-                schema
-            );
-        }
+        let value = read_report(
+            path,
+            SCHEMA,
+            "a lockkit bench report",
+            "pass the .json file a `lockkit bench` run wrote",
+        )?;
         let report: Report = serde_json::from_value(value.clone()).with_context(|| {
             format!(
                 "{} does not match the {SCHEMA} schema; was it edited by hand?",

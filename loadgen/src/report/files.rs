@@ -26,6 +26,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads the JSON report at `path` and checks that its `schema` is `schema`. `kind` names such
+/// a report ("a lockkit bench report"); `hint` says which file to give instead, in both errors.
+///
+/// # Errors
+/// An unreadable file, one that is not JSON, or one of another schema.
+pub fn read_report(
+    path: &Path,
+    schema: &str,
+    kind: &str,
+    hint: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON; {hint}", path.display()))?;
+    let found = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    if found != schema {
+        anyhow::bail!(
+            "{} is not {kind} (schema {found:?}, expected {schema:?}); {hint}",
+            path.display()
+        );
+    }
+    Ok(value)
+}
+
 /// Checks early that reports can be written to `dir` (creating it), so a bad `--out` fails
 /// before the run, not after. Returns whether the folder was created (and can be removed again
 /// if the run fails before writing anything).

@@ -6,6 +6,6 @@ pub mod files;
 pub mod schema;
 pub mod summary;
 
-pub use files::{check_writable, paths, write_atomic, IntervalLog};
+pub use files::{check_writable, paths, read_report, write_atomic, IntervalLog};
 pub use schema::*;
 pub use summary::summary;
