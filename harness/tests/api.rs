@@ -146,16 +146,14 @@ fn bad_script_files_are_clear_errors() {
     let mut h = Harness::new().unwrap();
     let e = h.load_script("/nonexistent/x.lua").unwrap_err().to_string();
     assert!(e.contains("/nonexistent/x.lua"), "{e}");
-    let dir = std::env::temp_dir().join(format!("lockkit-harness-api-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bad = dir.join("bad.lua");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.lua");
     std::fs::write(&bad, "return (").unwrap();
     let e = h.load_script(&bad).unwrap_err().to_string();
     assert!(
         e.contains("Error compiling script") && e.contains("user_script:1:"),
         "{e}"
     );
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
