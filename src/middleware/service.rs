@@ -24,7 +24,7 @@ use super::options::{DuplicateSubmitOptions, FailMode, Rejection};
 use super::replay::{idempotent, IdemRequest};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::{LockClient, Locker};
+use crate::{LockClient, LockOptions, Locker};
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -281,7 +281,13 @@ pub(super) async fn admit(config: &Config, key: &str) -> Admission {
             Admission::Unguarded
         }
     };
-    match config.client.try_acquire(key, opts.ttl).await {
+    // One attempt without validating again: `DuplicateSubmitOptions::validate` checked these
+    // very lock options when the layer was built.
+    match config
+        .client
+        .attempt(key, &LockOptions::new(opts.ttl))
+        .await
+    {
         Ok(Some(lock)) => match config.client.guard(lock.clone(), opts.watchdog) {
             Ok(g) => Admission::Guarded(g),
             Err(e) => {
