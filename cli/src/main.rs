@@ -33,7 +33,8 @@ enum Command {
     Ttl(TtlArgs),
     /// Merge HdrHistogram logs from several load machines into one report.
     Merge(MergeArgs),
-    /// One self-contained HTML page (SVG plots) for one bench run or several side by side.
+    /// One self-contained HTML page (SVG plots) for one bench run or several side by side, or
+    /// for the observe reports of `lockkit proxy`.
     Report(ReportArgs),
     /// Run Redis scripting offline (exec, test, record transcripts).
     Lua(lua::LuaArgs),

@@ -4,22 +4,10 @@
 
 mod common;
 
-use std::net::TcpStream;
-use std::process::Command;
 use std::time::Duration;
 
-use common::{files_in, wait, Lockkit};
+use common::{files_in, redis_cli, Lockkit, ProxyRun};
 use lockkit_test_support::{free_port, RedisServer};
-
-fn redis_cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .arg("-p")
-        .arg(port.to_string())
-        .args(args)
-        .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 const RELEASE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
@@ -28,24 +16,8 @@ const RELEASE: &str =
 fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port().unwrap();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", &server.url()])
-        .arg("--plugin")
-        .arg("observe")
-        .arg("--out")
-        .arg(dir.path())
-        .spawn();
-    let pid = child.id().to_string();
-    let mut up = false;
-    for _ in 0..200 {
-        if TcpStream::connect(&listen).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(up, "the proxy never listened");
+    let proxy = ProxyRun::start(&server.url(), &["--plugin", "observe"], dir.path());
+    let port = proxy.port;
     for i in 0..3 {
         let key = format!("order:{i}:lock");
         assert_eq!(
@@ -55,9 +27,7 @@ fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
         std::thread::sleep(Duration::from_millis(20));
         assert_eq!(redis_cli(port, &["EVAL", RELEASE, "1", &key, "t"]), "1\n");
     }
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    assert!(killed.success());
-    let run = wait(child, "lockkit proxy");
+    let run = proxy.stop();
     assert!(run.success(), "{}", run.all());
     let files = files_in(dir.path());
     assert_eq!(files.len(), 1, "{files:?}");
@@ -88,6 +58,15 @@ fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
         rows[0]["ttl"]["recommended_ms"], report["locks"][0]["recommended_ttl_ms"],
         "the proxy and `lockkit ttl --observed` use the same formula"
     );
+    // `lockkit report` renders it beside the JSON, the pattern's row and spectrum in it.
+    let page = Lockkit::new(&["report"]).arg(&files[0]).run();
+    assert!(page.success(), "{}", page.all());
+    let html = std::fs::read_to_string(files[0].with_extension("html")).unwrap();
+    assert!(html.contains("order:{id}:lock hold time by percentile"));
+    assert!(
+        html.contains("class=\"mark\""),
+        "the recommended TTL is drawn"
+    );
     // A bench report is refused with a hint.
     let bench = dir.path().join("bench.json");
     std::fs::write(&bench, r#"{"schema": "lockkit.bench/1"}"#).unwrap();
@@ -104,32 +83,16 @@ fn observe_report_on_sigterm_then_ttl_observed_reads_it() {
 fn faults_report_names_its_seed_and_counts_what_it_did() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port().unwrap();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", &server.url()])
-        .args(&["--quiet", "--plugin", "faults:delay=10ms~5ms,seed=77"])
-        .arg("--out")
-        .arg(dir.path())
-        .spawn();
-    let pid = child.id().to_string();
-    let mut up = false;
-    for _ in 0..200 {
-        if TcpStream::connect(&listen).is_ok() {
-            up = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    assert!(up, "the proxy never listened");
+    let proxy = ProxyRun::start(
+        &server.url(),
+        &["--quiet", "--plugin", "faults:delay=10ms~5ms,seed=77"],
+        dir.path(),
+    );
+    let port = proxy.port;
     for i in 1..=5 {
         assert_eq!(redis_cli(port, &["INCR", "n"]), format!("{i}\n"));
     }
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let run = wait(child, "lockkit proxy");
+    let run = proxy.stop();
     assert!(run.success(), "{}", run.all());
     let files = files_in(dir.path());
     assert_eq!(files.len(), 1, "{files:?}");

@@ -1,5 +1,6 @@
-//! The HTML reports rendered in a real browser: a page `lockkit bench` wrote for one run and a
-//! page `lockkit report` wrote comparing two runs (one with fault events) are opened in headless
+//! The HTML reports rendered in a real browser: a page `lockkit bench` wrote for one run, a
+//! page `lockkit report` wrote comparing two runs (one with fault events), and the pages of
+//! observe reports `lockkit proxy` wrote (one, and two compared) are opened in headless
 //! Chromium; the DOM must hold every chart with its lines, and the screenshot must show each
 //! plot area with coloured lines in it (not blank).
 //!
@@ -11,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Lockkit;
+use common::{files_in, Lockkit, ProxyRun};
+use lockkit::{LockClient, Locker, ReleaseOutcome};
+use lockkit_test_support::RedisServer;
 
 /// The plot area's fill in the page (`svg::PLOT_BG`, #fafafa).
 const PLOT_BG: [u8; 3] = [250, 250, 250];
@@ -203,8 +206,10 @@ impl Shot {
     }
 }
 
-/// Opens `page` in Chromium: checks the DOM, then the screenshot. Returns the screenshot path.
-fn check_in_browser(page: &Path, charts: usize, lines_per_chart: usize) -> PathBuf {
+/// Opens `page` in Chromium: checks the DOM (`charts` charts, `lines` series lines in all),
+/// then the screenshot (each plot with `min_ink` coloured pixels at least). Returns the
+/// screenshot's path.
+fn check_in_browser(page: &Path, charts: usize, lines: usize, min_ink: usize) -> PathBuf {
     let dom = headless(page, &["--dump-dom".to_string()]);
     assert!(
         dom.contains("</html>"),
@@ -215,13 +220,13 @@ fn check_in_browser(page: &Path, charts: usize, lines_per_chart: usize) -> PathB
         charts,
         "charts in the DOM"
     );
-    let lines: Vec<&str> = dom
+    let paths: Vec<&str> = dom
         .split("<path class=\"series\" d=\"")
         .skip(1)
         .map(|s| &s[..s.find('"').unwrap()])
         .collect();
-    assert_eq!(lines.len(), charts * lines_per_chart, "lines in the DOM");
-    for d in &lines {
+    assert_eq!(paths.len(), lines, "lines in the DOM");
+    for d in &paths {
         assert!(d.starts_with('M'), "{d}");
     }
     assert!(!dom.contains("NaN"));
@@ -246,7 +251,7 @@ fn check_in_browser(page: &Path, charts: usize, lines_per_chart: usize) -> PathB
     for a in areas {
         let ink = img.ink_in(a);
         assert!(
-            ink > 40 * lines_per_chart,
+            ink > min_ink,
             "plot at {a:?} looks blank ({ink} coloured pixels) in {}",
             shot.display()
         );
@@ -296,7 +301,7 @@ fn bench_page_and_comparison_page_render_with_plots_in_chromium() {
         .count();
     assert!(ops >= 4, "{report}");
     assert!(!report["timeline"].as_array().unwrap().is_empty());
-    check_in_browser(&page, ops + 4, 1);
+    check_in_browser(&page, ops + 4, ops + 4, 40);
 
     // Two runs on one page, the first with fault events (a field other runs may not have).
     let mut with_faults = report.clone();
@@ -324,20 +329,26 @@ fn bench_page_and_comparison_page_render_with_plots_in_chromium() {
         .filter(|l| l["count"].as_u64() > Some(0))
         .count();
     assert_eq!(ops, b_ops, "both runs measured the same operations");
-    let shot = check_in_browser(&cmp, ops + 4, 2);
+    let shot = check_in_browser(&cmp, ops + 4, 2 * (ops + 4), 80);
     if let Some(keep) = std::env::var_os("LOCKKIT_KEEP_SCREENSHOT") {
         std::fs::copy(&shot, keep).unwrap();
     }
 
     // The check can fail: the same page with its lines drawn in grey reads as blank plots.
-    let mut grey = html;
+    assert_blank_when_grey(&html, dir.path(), ops + 4);
+}
+
+/// The check can fail: `html` with its first two colours turned grey shows `charts` plots and
+/// no coloured pixel in any of them.
+fn assert_blank_when_grey(html: &str, dir: &Path, charts: usize) {
+    let mut grey = html.to_string();
     for colour in ["#1f4e9c", "#c0392b"] {
         assert!(grey.contains(colour));
         grey = grey.replace(colour, "#999999");
     }
-    let grey_page = dir.path().join("grey.html");
+    let grey_page = dir.join("grey.html");
     std::fs::write(&grey_page, grey).unwrap();
-    let grey_shot = dir.path().join("grey.png");
+    let grey_shot = dir.join("grey.png");
     headless(
         &grey_page,
         &[
@@ -347,30 +358,161 @@ fn bench_page_and_comparison_page_render_with_plots_in_chromium() {
     );
     let img = Shot::load(&grey_shot);
     let areas = img.plot_areas();
-    assert_eq!(areas.len(), ops + 4);
+    assert_eq!(areas.len(), charts);
     assert!(
         areas.iter().all(|a| img.ink_in(*a) == 0),
         "grey lines counted as ink"
     );
 }
 
+/// Takes `key` for `ttl_ms` through `client`, holds it `hold_ms`, releases it; a second
+/// acquire while it is held finds it busy. Returns how the release went.
+async fn hold(client: &LockClient, key: &str, ttl_ms: u64, hold_ms: u64) -> ReleaseOutcome {
+    let ttl = Duration::from_millis(ttl_ms);
+    let lock = client
+        .try_acquire(key, ttl)
+        .await
+        .unwrap()
+        .expect("a free key");
+    assert!(client.try_acquire(key, ttl).await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_millis(hold_ms)).await;
+    client.release(&lock).await.unwrap()
+}
+
+/// An observe report made the real way: `lockkit proxy --plugin observe` in front of a real
+/// redis-server, the lock library taking and releasing locks through it; `slow` stretches
+/// the hold times. Written to `dir/NAME.json`.
+fn observe_report(server: &RedisServer, dir: &Path, name: &str, slow: u64) -> PathBuf {
+    let out = dir.join(name);
+    std::fs::create_dir(&out).unwrap();
+    let proxy = ProxyRun::start(&server.url(), &["--quiet", "--plugin", "observe"], &out);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = LockClient::connect(&proxy.url()).await.unwrap();
+        for i in 0..12 {
+            let key = format!("order:{i}:lock");
+            let r = hold(&client, &key, 30_000, (4 + i % 4 * 3) * slow).await;
+            assert_eq!(r, ReleaseOutcome::Released);
+        }
+        for i in 0..8 {
+            let key = format!("cart:{i}");
+            let r = hold(&client, &key, 2_000 + i * 500, slow).await;
+            assert_eq!(r, ReleaseOutcome::Released);
+        }
+        for _ in 0..3 {
+            let r = hold(&client, "job:nightly", 400, 40 * slow).await;
+            assert_eq!(r, ReleaseOutcome::Released);
+        }
+        // Held past its TTL: the release finds it gone.
+        let r = hold(&client, "report:7", 30, 60).await;
+        assert_eq!(r, ReleaseOutcome::NotHeld);
+    });
+    let run = proxy.stop();
+    assert!(run.success(), "{}", run.all());
+    let files = files_in(&out);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let json = dir.join(format!("{name}.json"));
+    std::fs::rename(&files[0], &json).unwrap();
+    json
+}
+
+#[test]
+fn observe_pages_render_with_plots_in_chromium() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let before = observe_report(&server, dir.path(), "before", 2);
+    let after = observe_report(&server, dir.path(), "after", 1);
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&before).unwrap()).unwrap();
+    let patterns: Vec<&str> = report["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["pattern"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        patterns,
+        ["order:{id}:lock", "cart:{id}", "job:nightly", "report:{id}"]
+    );
+
+    // One report: its page beside the JSON. The TTL chart (a row per pattern: a bar, a
+    // diamond) and a hold-time spectrum per pattern, each with its recommended TTL line.
+    let out = run_ok(&["report", before.to_str().unwrap()]);
+    let page = before.with_extension("html");
+    assert!(out.contains("before.html"), "{out}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for (class, n) in [
+        ("bar", 4),
+        ("mark", 4),
+        ("band", 4),
+        ("level", 4),
+        ("row-label", 4),
+    ] {
+        assert_eq!(
+            html.matches(&format!("class=\"{class}\"")).count(),
+            n,
+            "{class}"
+        );
+    }
+    assert!(html.contains("order:{id}:lock hold time by percentile"));
+    assert!(html.contains("30 s"), "the TTL asked for");
+    check_in_browser(&page, 1 + 4, 4, 40);
+
+    // Two reports compared: every pattern has a row and a line per report.
+    let cmp = dir.path().join("observe-compare.html");
+    run_ok(&[
+        "report",
+        before.to_str().unwrap(),
+        after.to_str().unwrap(),
+        "-o",
+        cmp.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&cmp).unwrap();
+    assert!(html.contains("2 reports compared"));
+    assert_eq!(html.matches("class=\"mark\"").count(), 8);
+    let shot = check_in_browser(&cmp, 1 + 4, 2 * 4, 80);
+    if let Some(keep) = std::env::var_os("LOCKKIT_KEEP_OBSERVE_SCREENSHOT") {
+        std::fs::copy(&shot, keep).unwrap();
+    }
+    assert_blank_when_grey(&html, dir.path(), 1 + 4);
+}
+
 #[test]
 fn report_refuses_bad_input_with_a_clear_error_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, "{\"schema\": \"something/9\"}").unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, "{\"schema\": \"something/9\"}").unwrap();
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"schema\": \"lockkit.observe/1\", \"locks\": [").unwrap();
+    let malformed = dir.path().join("malformed.json");
+    std::fs::write(
+        &malformed,
+        r#"{"schema": "lockkit.observe/1", "target": "redis://h", "duration_s": 1, "locks": 3}"#,
+    )
+    .unwrap();
+    let missing = dir.path().join("missing.json");
     let out_path = dir.path().join("r.html");
-    let out = Lockkit::new(&[
-        "report",
-        bad.to_str().unwrap(),
-        "-o",
-        out_path.to_str().unwrap(),
-    ])
-    .run();
-    assert!(!out.success());
-    let err = &out.stderr;
-    assert!(err.contains("not a lockkit bench report"), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(!out_path.exists());
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    for (input, says) in [
+        (
+            &other,
+            "neither a lockkit bench report nor an observe report",
+        ),
+        (&broken, "broken.json is not JSON"),
+        (&malformed, "does not match the lockkit.observe/1 schema"),
+        (&missing, "reading"),
+    ] {
+        let out = Lockkit::new(&[
+            "report",
+            input.to_str().unwrap(),
+            "-o",
+            out_path.to_str().unwrap(),
+        ])
+        .run();
+        assert_eq!(out.code, Some(1), "{}", out.all());
+        let err = &out.stderr;
+        assert!(err.contains(says), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(!out_path.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+    }
 }

@@ -454,8 +454,9 @@ pub struct MergeArgs {
 /// Render one or several bench reports as one self-contained HTML page.
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
-    /// JSON reports written by `lockkit bench` (their interval logs are read from beside them).
-    /// Several runs share every plot: before/after, two servers, script modes.
+    /// JSON reports written by `lockkit bench` (their interval logs are read from beside them),
+    /// or by `lockkit proxy --plugin observe`; one kind per page. Several reports share every
+    /// plot: before/after, two servers, script modes.
     #[arg(required = true, value_name = "JSON")]
     pub inputs: Vec<PathBuf>,
 

@@ -54,6 +54,7 @@ pub mod html;
 pub mod keys;
 pub mod locker;
 pub mod merge;
+pub mod observe;
 pub mod progress;
 pub mod report;
 mod run;

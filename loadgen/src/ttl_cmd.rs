@@ -57,7 +57,7 @@ pub fn recommend_observed(
 }
 
 /// The schema of the proxy's observe report.
-pub const OBSERVE_SCHEMA: &str = "lockkit.observe/1";
+pub const OBSERVE_SCHEMA: &str = crate::observe::SCHEMA;
 
 /// One lock pattern of an observe report and its recommendation (`None`: no release seen).
 #[derive(Debug, Clone)]

@@ -167,3 +167,57 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// `lockkit proxy` started on a free loopback port in front of `upstream`, already listening.
+pub struct ProxyRun {
+    child: Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl ProxyRun {
+    /// Starts `lockkit proxy --listen 127.0.0.1:PORT --upstream URL [extra...] --out DIR` and
+    /// waits (at most 5 s) until it accepts connections.
+    pub fn start(upstream: &str, extra: &[&str], out: &Path) -> ProxyRun {
+        let port = lockkit_test_support::free_port().unwrap();
+        let listen = format!("127.0.0.1:{port}");
+        let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", upstream])
+            .args(extra)
+            .arg("--out")
+            .arg(out)
+            .spawn();
+        let up = (0..200).any(|_| {
+            let ok = std::net::TcpStream::connect(&listen).is_ok();
+            if !ok {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            ok
+        });
+        assert!(up, "the proxy never listened");
+        ProxyRun { child, port }
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it with SIGTERM (it writes its reports then) and waits for it to end.
+    pub fn stop(self) -> Run {
+        let pid = self.child.id().to_string();
+        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(killed.success());
+        wait(self.child, "lockkit proxy")
+    }
+}
+
+/// `redis-cli -p PORT args...`, its standard output.
+pub fn redis_cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .arg("-p")
+        .arg(port.to_string())
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -87,20 +87,20 @@ impl RunData {
             "a lockkit bench report",
             "pass the .json file a `lockkit bench` run wrote",
         )?;
-        let report: Report = serde_json::from_value(value.clone()).with_context(|| {
-            format!(
-                "{} does not match the {SCHEMA} schema; was it edited by hand?",
-                path.display()
-            )
-        })?;
-        let label = path
-            .file_stem()
-            .map_or_else(|| "run".into(), |s| s.to_string_lossy().into_owned());
+        RunData::from_json(path, value)
+    }
+
+    /// A run from the JSON of a bench report read from `path` (its interval logs beside it).
+    ///
+    /// # Errors
+    /// The fields do not match the schema.
+    pub fn from_json(path: &Path, value: serde_json::Value) -> anyhow::Result<RunData> {
+        let report: Report = parse_schema(path, &value, SCHEMA)?;
         let dir = path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        let mut run = RunData::from_report(label, report, &value);
+        let mut run = RunData::from_report(label_of(path), report, &value);
         run.read_logs(&dir);
         Ok(run)
     }
@@ -166,6 +166,29 @@ impl RunData {
         }
         self.intervals.insert(op.to_string(), series);
     }
+}
+
+/// The report's fields as `T`, or an error naming the file and the schema it fails.
+///
+/// # Errors
+/// A field is missing or of the wrong type.
+pub fn parse_schema<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    value: &serde_json::Value,
+    schema: &str,
+) -> anyhow::Result<T> {
+    T::deserialize(value).with_context(|| {
+        format!(
+            "{} does not match the {schema} schema; was it edited by hand?",
+            path.display()
+        )
+    })
+}
+
+/// The name a report goes by on a page: its file name without `.json`.
+pub fn label_of(path: &Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "run".into(), |s| s.to_string_lossy().into_owned())
 }
 
 /// The spectrum of a histogram, from 0% to the last sample.

@@ -6,9 +6,16 @@
 //! axis (as HdrHistogram's plotter draws it), throughput, p99, contention and errors over time
 //! with injected faults marked (when the report has `faults.events`), and the TTL
 //! recommendation with its basis.
+//!
+//! The same command renders the reports `lockkit proxy --plugin observe` writes
+//! ([`observe_page`]): one row per lock pattern, hold time against the TTLs asked for and the
+//! recommended one. One page shows one kind of report.
 
 pub mod data;
+pub mod observe_page;
+pub mod observed;
 pub mod page;
+pub mod rows;
 pub mod svg;
 
 use std::path::{Path, PathBuf};
@@ -19,6 +26,7 @@ use anyhow::Context;
 use crate::args::ReportArgs;
 use crate::report::write_atomic;
 pub use data::RunData;
+pub use observed::ObserveData;
 
 /// The HTML file that goes with a JSON report: the same path with `.html`.
 pub fn html_path(json: &Path) -> PathBuf {
@@ -50,16 +58,69 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let mut runs = args
+    let loaded = args
         .inputs
         .iter()
-        .map(|p| RunData::load(p))
+        .map(|p| load(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    distinct_labels(&mut runs, &args.inputs);
-    write_atomic(&out, page::render(&runs).as_bytes())
+    let (mut runs, mut reports) = (Vec::new(), Vec::new());
+    for (l, path) in loaded.into_iter().zip(&args.inputs) {
+        match l {
+            Loaded::Bench(r) => runs.push((r, path)),
+            Loaded::Observe(o) => reports.push((o, path)),
+        }
+    }
+    if let (Some((_, bench)), Some((_, observe))) = (runs.first(), reports.first()) {
+        anyhow::bail!(
+            "{} is a bench report and {} an observe report; one page shows one kind: run \
+             `lockkit report` once with the bench reports and once with the observe reports",
+            bench.display(),
+            observe.display()
+        );
+    }
+    // All inputs are of one kind now, in the order given.
+    let page = if reports.is_empty() {
+        let mut runs: Vec<RunData> = runs.into_iter().map(|(r, _)| *r).collect();
+        distinct_labels(runs.iter_mut().map(|r| &mut r.label), &args.inputs);
+        page::render(&runs)
+    } else {
+        let mut reports: Vec<ObserveData> = reports.into_iter().map(|(r, _)| r).collect();
+        distinct_labels(reports.iter_mut().map(|r| &mut r.label), &args.inputs);
+        observe_page::render(&reports)
+    };
+    write_atomic(&out, page.as_bytes())
         .with_context(|| format!("writing the report to {}", out.display()))?;
     println!("wrote {}", out.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A report file of either kind `lockkit report` renders.
+#[derive(Debug)]
+pub enum Loaded {
+    /// `lockkit.bench/1`, with its interval logs.
+    Bench(Box<RunData>),
+    /// `lockkit.observe/1`.
+    Observe(ObserveData),
+}
+
+/// Reads a bench or an observe report.
+///
+/// # Errors
+/// The file is missing, is not JSON, is neither kind of report, or does not match its schema.
+pub fn load(path: &Path) -> anyhow::Result<Loaded> {
+    let value = crate::report::read_json(
+        path,
+        "pass the .json file that `lockkit bench` or `lockkit proxy --plugin observe` wrote",
+    )?;
+    match crate::report::schema_of(&value) {
+        crate::report::SCHEMA => Ok(Loaded::Bench(Box::new(RunData::from_json(path, value)?))),
+        crate::observe::SCHEMA => Ok(Loaded::Observe(ObserveData::from_json(path, &value)?)),
+        other => anyhow::bail!(
+            "{} is neither a lockkit bench report nor an observe report (schema {other:?}); \
+             pass the .json that `lockkit bench` or `lockkit proxy --plugin observe` wrote",
+            path.display()
+        ),
+    }
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -69,12 +130,13 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Two runs named alike (`a/bench.json`, `b/bench.json`) go by their paths instead.
-fn distinct_labels(runs: &mut [RunData], inputs: &[PathBuf]) {
-    let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
-    for (i, r) in runs.iter_mut().enumerate() {
-        if labels.iter().filter(|l| **l == labels[i]).count() > 1 {
-            r.label = inputs[i].with_extension("").display().to_string();
+/// Two reports named alike (`a/bench.json`, `b/bench.json`) go by their paths instead.
+fn distinct_labels<'a>(labels: impl Iterator<Item = &'a mut String>, inputs: &[PathBuf]) {
+    let mut labels: Vec<&mut String> = labels.collect();
+    let names: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    for (i, l) in labels.iter_mut().enumerate() {
+        if names.iter().filter(|n| **n == names[i]).count() > 1 {
+            **l = inputs[i].with_extension("").display().to_string();
         }
     }
 }
@@ -203,7 +265,7 @@ pub(crate) mod tests {
             (
                 vec![good.clone(), other],
                 Some(out.clone()),
-                "not a lockkit bench report",
+                "neither a lockkit bench report nor an observe report",
             ),
             (vec![partial], Some(out.clone()), "does not match"),
             (vec![good.clone(), good.clone()], None, "-o FILE.html"),
@@ -231,5 +293,56 @@ pub(crate) mod tests {
         })
         .unwrap();
         assert!(dir.path().join("good.html").exists());
+    }
+
+    #[test]
+    fn observe_reports_render_and_a_mix_with_bench_reports_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let obs = dir.path().join("observe-1.json");
+        let v = observed::tests::observe_json(&[("order:{id}:lock", 3, 251_000)]);
+        std::fs::write(&obs, v.to_string()).unwrap();
+        let good = dir.path().join("good.json");
+        std::fs::write(&good, report_json().to_string()).unwrap();
+        let out = dir.path().join("out.html");
+        for inputs in [
+            vec![good.clone(), obs.clone()],
+            vec![obs.clone(), good.clone()],
+        ] {
+            let e = run(ReportArgs {
+                inputs,
+                out: Some(out.clone()),
+            })
+            .unwrap_err();
+            let e = format!("{e:#}");
+            assert!(
+                e.contains("good.json is a bench report and")
+                    && e.contains("observe-1.json an observe report")
+                    && e.contains("run `lockkit report` once with the bench reports"),
+                "{e}"
+            );
+            assert!(!out.exists());
+        }
+        run(ReportArgs {
+            inputs: vec![obs.clone()],
+            out: None,
+        })
+        .unwrap();
+        let html = std::fs::read_to_string(dir.path().join("observe-1.html")).unwrap();
+        assert!(html.contains("<h1>lockkit proxy observe: observe-1</h1>"));
+        assert!(
+            html.contains("observe-1.json. One self-contained file"),
+            "footer"
+        );
+        // Two reports named alike go by their paths.
+        let sub = dir.path().join("b");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("observe-1.json"), v.to_string()).unwrap();
+        run(ReportArgs {
+            inputs: vec![obs, sub.join("observe-1.json")],
+            out: Some(out.clone()),
+        })
+        .unwrap();
+        let html = std::fs::read_to_string(&out).unwrap();
+        assert!(html.contains(&format!("{}", sub.join("observe-1").display())));
     }
 }

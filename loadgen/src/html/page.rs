@@ -3,7 +3,7 @@
 
 use super::data::RunData;
 use super::svg::{
-    esc, fmt_pct, fmt_rate, fmt_s, fmt_us, style_sample, Axis, Chart, Marker, Scale, Series,
+    esc, fmt_pct, fmt_rate, fmt_s, fmt_us, style_sample, Axis, Chart, Level, Marker, Scale, Series,
 };
 use crate::units::format_rate;
 use std::fmt::Write as _;
@@ -20,6 +20,7 @@ th, td { border-bottom: 1px solid #ddd; padding: 3px 10px; text-align: right; wh
 th { background: #f0f0f0; font-weight: 600; }
 td.l, th.l { text-align: left; }
 table.runs td { white-space: normal; vertical-align: top; }
+table.wrap th { white-space: normal; vertical-align: bottom; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 14px 22px; }
 figure { margin: 0; break-inside: avoid; page-break-inside: avoid; }
 figcaption { font-weight: 600; margin: 0 0 2px; }
@@ -28,6 +29,7 @@ svg.chart { width: 100%; height: auto; display: block; }
 svg.chart text { font: 11px system-ui, -apple-system, "DejaVu Sans", sans-serif; fill: #222; }
 svg.chart text.axis-title { font-size: 12px; fill: #111; }
 svg.chart text.marker-label { font-size: 10px; fill: #333; }
+svg.chart text.level-label { font-size: 11px; fill: #111; }
 svg.chart text.no-data { font-size: 14px; fill: #666; }
 .legend-list { list-style: none; padding: 0; margin: 4px 0 10px; }
 .legend-list li { margin: 2px 0; }
@@ -72,40 +74,53 @@ pub fn render(runs: &[RunData]) -> String {
     } else {
         format!("lockkit bench: {} runs compared", runs.len())
     };
-    let _ = writeln!(
-        s,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{}</title><style>{CSS}</style></head><body>",
-        esc(&title)
+    open_page(
+        &mut s,
+        &title,
+        "Latency in microseconds (µs) and milliseconds (ms); rates per second. \
+         Lines are told apart by dash pattern as well as colour.",
     );
-    let _ = writeln!(s, "<h1>{}</h1>", esc(&title));
-    s.push_str(
-        "<p class=\"sub\">Latency in microseconds (µs) and milliseconds (ms); rates per second. \
-         Lines are told apart by dash pattern as well as colour.</p>\n",
-    );
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     runs_table(&mut s, runs);
     summary_table(&mut s, runs);
     latency_table(&mut s, runs);
-    legend(&mut s, runs);
+    legend(&mut s, &labels);
     spectra(&mut s, runs);
     over_time(&mut s, runs);
     faults_table(&mut s, runs);
     errors_table(&mut s, runs);
     ttl_section(&mut s, runs);
     notes(&mut s, runs);
+    close_page(&mut s, &labels);
+    s
+}
+
+/// Opens a page: the head with the stylesheet, the title and the line under it.
+pub(crate) fn open_page(s: &mut String, title: &str, sub: &str) {
+    let _ = writeln!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{}</title><style>{CSS}</style></head><body>",
+        esc(title)
+    );
+    let _ = writeln!(s, "<h1>{}</h1>", esc(title));
+    let _ = writeln!(s, "<p class=\"sub\">{}</p>", esc(sub));
+}
+
+/// Closes a page with the footer naming the reports it was made from.
+pub(crate) fn close_page(s: &mut String, labels: &[&str]) {
     let _ = writeln!(
         s,
         "<footer>Written by lockkit {} from {}. One self-contained file: inline SVG and CSS, \
          nothing loaded from the network.</footer>\n</body></html>",
         env!("CARGO_PKG_VERSION"),
-        esc(&runs
+        esc(&labels
             .iter()
-            .map(|r| format!("{}.json", r.label))
+            .map(|l| format!("{l}.json"))
             .collect::<Vec<_>>()
             .join(", "))
     );
-    s
 }
 
 fn runs_table(s: &mut String, runs: &[RunData]) {
@@ -233,18 +248,20 @@ fn ops(runs: &[RunData]) -> Vec<String> {
         .collect()
 }
 
-fn legend(s: &mut String, runs: &[RunData]) {
-    if runs.len() < 2 {
+/// With several runs, which line style is which run.
+pub(crate) fn legend(s: &mut String, labels: &[&str]) {
+    if labels.len() < 2 {
         return;
     }
     s.push_str("<h2 id=\"legend\">Runs on the plots</h2><ul class=\"legend-list\">");
-    for (i, r) in runs.iter().enumerate() {
-        let _ = write!(s, "<li>{}{}</li>", style_sample(i), esc(&r.label));
+    for (i, l) in labels.iter().enumerate() {
+        let _ = write!(s, "<li>{}{}</li>", style_sample(i), esc(l));
     }
     s.push_str("</ul>\n");
 }
 
-fn figure(s: &mut String, caption: &str, detail: &str, chart: &Chart) {
+/// A chart with its caption.
+pub(crate) fn figure(s: &mut String, caption: &str, detail: &str, chart: &Chart) {
     let _ = writeln!(
         s,
         "<figure><figcaption>{} <span>{}</span></figcaption>{}</figure>",
@@ -267,47 +284,69 @@ fn spectra(s: &mut String, runs: &[RunData]) {
             .filter_map(|(i, r)| r.spectra.get(&op).map(|sp| (i, r, sp)))
             .collect();
         let max_count = spectra.iter().map(|(_, _, sp)| sp.count).max().unwrap_or(1);
-        let nines = ((max_count as f64).log10().ceil() as u32).clamp(2, 6);
-        let y = Scale::for_latency(
-            spectra
-                .iter()
-                .flat_map(|(_, _, sp)| sp.points.iter().map(|p| p.1)),
+        let series = spectra
+            .iter()
+            .map(|(i, r, sp)| Series {
+                label: if sp.from_summary {
+                    format!("{} (summary percentiles only)", r.label)
+                } else {
+                    r.label.clone()
+                },
+                points: sp.points.clone(),
+                style: *i,
+            })
+            .collect();
+        let chart = spectrum_chart(
+            format!("{op} latency by percentile"),
+            "latency",
+            max_count,
+            series,
+            Vec::new(),
         );
-        let chart = Chart {
-            title: format!("{op} latency by percentile"),
-            x: Axis {
-                scale: Scale::Nines { max: nines },
-                title: "percentile (log scale of 1 − p)".into(),
-                fmt: fmt_pct,
-            },
-            y: Axis {
-                title: latency_title(&y),
-                scale: y,
-                fmt: fmt_us,
-            },
-            series: spectra
-                .iter()
-                .map(|(i, r, sp)| Series {
-                    label: if sp.from_summary {
-                        format!("{} (summary percentiles only)", r.label)
-                    } else {
-                        r.label.clone()
-                    },
-                    points: sp.points.clone(),
-                    style: *i,
-                })
-                .collect(),
-            markers: Vec::new(),
-        };
         figure(s, &op, op_caption(&op), &chart);
     }
     s.push_str("</div>\n");
 }
 
-fn latency_title(y: &Scale) -> String {
+/// A percentile spectrum: `what` ("latency", "hold time") over HdrHistogram's percentile
+/// axis, as far as `max_count` samples reach, with `levels` drawn across it.
+pub(crate) fn spectrum_chart(
+    title: String,
+    what: &str,
+    max_count: u64,
+    series: Vec<Series>,
+    levels: Vec<Level>,
+) -> Chart {
+    let nines = ((max_count.max(1) as f64).log10().ceil() as u32).clamp(2, 6);
+    let y = Scale::for_latency(
+        series
+            .iter()
+            .flat_map(|se| se.points.iter().map(|p| p.1))
+            .chain(levels.iter().map(|l| l.y)),
+    );
+    Chart {
+        title,
+        x: Axis {
+            scale: Scale::Nines { max: nines },
+            title: "percentile (log scale of 1 − p)".into(),
+            fmt: fmt_pct,
+        },
+        y: Axis {
+            title: value_title(what, &y),
+            scale: y,
+            fmt: fmt_us,
+        },
+        series,
+        markers: Vec::new(),
+        levels,
+    }
+}
+
+/// A time axis's title, saying when it is logarithmic.
+pub(crate) fn value_title(what: &str, y: &Scale) -> String {
     match y {
-        Scale::Log { .. } => "latency (log scale)".into(),
-        _ => "latency".into(),
+        Scale::Log { .. } => format!("{what} (log scale)"),
+        _ => what.to_string(),
     }
 }
 
@@ -391,6 +430,7 @@ fn over_time(s: &mut String, runs: &[RunData]) {
             },
             series,
             markers: markers.clone(),
+            levels: Vec::new(),
         }
     };
 
@@ -439,12 +479,13 @@ fn over_time(s: &mut String, runs: &[RunData]) {
             title: "p99 latency over time".into(),
             x: x.clone(),
             y: Axis {
-                title: format!("p99 {}", latency_title(&y)),
+                title: format!("p99 {}", value_title("latency", &y)),
                 scale: y,
                 fmt: fmt_us,
             },
             series: p99,
             markers: markers.clone(),
+            levels: Vec::new(),
         },
     );
 

@@ -198,6 +198,15 @@ pub fn fmt_us(v: f64) -> String {
     }
 }
 
+/// Microseconds to three significant digits, for tables: "40.4 ms" for 40,415 µs.
+pub fn fmt_us3(v: f64) -> String {
+    if v <= 0.0 || !v.is_finite() {
+        return fmt_us(v.max(0.0));
+    }
+    let step = 10f64.powf(v.log10().floor() - 2.0);
+    fmt_us((v / step).round() * step)
+}
+
 /// Seconds as "12 s".
 pub fn fmt_s(v: f64) -> String {
     format!("{} s", trim(v))
@@ -276,6 +285,20 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Event marks.
     pub markers: Vec<Marker>,
+    /// Horizontal reference lines.
+    pub levels: Vec<Level>,
+}
+
+/// A horizontal reference line at `y` across the plot (a recommended TTL over a spectrum of
+/// hold times), in a series' colour, labelled at its right end.
+#[derive(Debug, Clone)]
+pub struct Level {
+    /// Where, in y data units.
+    pub y: f64,
+    /// Short text on the line, with its value.
+    pub label: String,
+    /// Colour index (the run it belongs to).
+    pub style: usize,
 }
 
 /// Escapes text for HTML and SVG.
@@ -303,12 +326,107 @@ pub fn style_sample(style: usize) -> String {
     )
 }
 
+/// Where a plot sits inside its `<svg>`: the parts every chart kind draws the same way
+/// (the frame, the x axis with its ticks, grid and title, the y axis title, legend samples).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frame {
+    /// The whole drawing, wide.
+    pub width: f64,
+    /// The whole drawing, high (legend rows and keys included).
+    pub height: f64,
+    /// The plot's left edge.
+    pub left: f64,
+    /// The plot's top edge.
+    pub top: f64,
+    /// The plot's width.
+    pub pw: f64,
+    /// The plot's height.
+    pub ph: f64,
+}
+
+impl Frame {
+    /// The plot's bottom edge.
+    pub fn bottom(&self) -> f64 {
+        self.top + self.ph
+    }
+
+    /// `x` on `axis` as a horizontal position.
+    pub fn px(&self, axis: &Axis, v: f64) -> f64 {
+        self.left + axis.scale.frac(v) * self.pw
+    }
+
+    /// Opens the `<svg>` with its accessible title and draws the plot area.
+    pub fn open(&self, s: &mut String, title: &str) {
+        let (w, h, l, t, pw, ph) = (
+            self.width,
+            self.height,
+            self.left,
+            self.top,
+            self.pw,
+            self.ph,
+        );
+        let _ = write!(
+            s,
+            r#"<svg class="chart" viewBox="0 0 {w} {h}" role="img" xmlns="http://www.w3.org/2000/svg"><title>{}</title>"#,
+            esc(title)
+        );
+        let _ = write!(
+            s,
+            r##"<rect class="plot" x="{l}" y="{t}" width="{pw}" height="{ph}" fill="{PLOT_BG}" stroke="#888" stroke-width="1"/>"##
+        );
+    }
+
+    /// The x axis: ticks with vertical grid lines, and the axis title under them.
+    pub fn x_axis(&self, s: &mut String, x: &Axis) {
+        for (v, label) in x.scale.ticks(x.fmt) {
+            let px = self.px(x, v);
+            let _ = write!(
+                s,
+                r##"<line class="grid" x1="{px:.1}" y1="{}" x2="{px:.1}" y2="{:.1}" stroke="#ddd"/><text class="tick" x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                self.top,
+                self.bottom(),
+                self.bottom() + 15.0,
+                esc(&label)
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            self.left + self.pw / 2.0,
+            self.bottom() + BOTTOM - 8.0,
+            esc(&x.title)
+        );
+    }
+
+    /// The y axis title, turned along the axis.
+    pub fn y_title(&self, s: &mut String, title: &str) {
+        let _ = write!(
+            s,
+            r#"<text class="axis-title" transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            self.top + self.ph / 2.0,
+            esc(title)
+        );
+    }
+}
+
+/// A legend entry inside a chart: a line sample of `style` at (`x`, `y`) and its label.
+pub(crate) fn legend_entry(s: &mut String, x: f64, y: f64, style: usize, label: &str) {
+    let _ = write!(
+        s,
+        r#"<g class="legend"><line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2.5" stroke-dasharray="{}"/><text x="{:.1}" y="{y:.1}">{}</text></g>"#,
+        y - 4.0,
+        x + 28.0,
+        y - 4.0,
+        COLORS[style % COLORS.len()],
+        DASHES[style % DASHES.len()],
+        x + 34.0,
+        esc(label)
+    );
+}
+
 impl Chart {
     /// The chart as an `<svg>` element.
     pub fn render(&self) -> String {
-        let (pw, ph) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-        let px = |v: f64| LEFT + self.x.scale.frac(v) * pw;
-        let py = |v: f64| TOP + (1.0 - self.y.scale.frac(v)) * ph;
         let drawn: Vec<&Series> = self
             .series
             .iter()
@@ -320,27 +438,20 @@ impl Chart {
             .collect();
         // Several lines: a legend under the axis title, one line each, clear of the data.
         let legend_rows = if drawn.len() > 1 { drawn.len() } else { 0 };
-        let height = HEIGHT + LEGEND_ROW * legend_rows as f64;
+        let f = Frame {
+            width: WIDTH,
+            height: HEIGHT + LEGEND_ROW * legend_rows as f64,
+            left: LEFT,
+            top: TOP,
+            pw: WIDTH - LEFT - RIGHT,
+            ph: HEIGHT - TOP - BOTTOM,
+        };
+        let (pw, ph) = (f.pw, f.ph);
+        let px = |v: f64| f.px(&self.x, v);
+        let py = |v: f64| TOP + (1.0 - self.y.scale.frac(v)) * ph;
         let mut s = String::new();
-        let _ = write!(
-            s,
-            r#"<svg class="chart" viewBox="0 0 {WIDTH} {height}" role="img" xmlns="http://www.w3.org/2000/svg"><title>{}</title>"#,
-            esc(&self.title)
-        );
-        let _ = write!(
-            s,
-            r##"<rect class="plot" x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}" fill="{PLOT_BG}" stroke="#888" stroke-width="1"/>"##
-        );
-        for (v, label) in self.x.scale.ticks(self.x.fmt) {
-            let x = px(v);
-            let _ = write!(
-                s,
-                r##"<line class="grid" x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text class="tick" x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-                TOP + ph,
-                TOP + ph + 15.0,
-                esc(&label)
-            );
-        }
+        f.open(&mut s, &self.title);
+        f.x_axis(&mut s, &self.x);
         for (v, label) in self.y.scale.ticks(self.y.fmt) {
             let y = py(v);
             let _ = write!(
@@ -352,19 +463,7 @@ impl Chart {
                 esc(&label)
             );
         }
-        let _ = write!(
-            s,
-            r#"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            LEFT + pw / 2.0,
-            HEIGHT - 8.0,
-            esc(&self.x.title)
-        );
-        let _ = write!(
-            s,
-            r#"<text class="axis-title" transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-            TOP + ph / 2.0,
-            esc(&self.y.title)
-        );
+        f.y_title(&mut s, &self.y.title);
         for m in &self.markers {
             let (x0, x1) = (px(m.x), px(m.x + m.width));
             if x1 - x0 >= 1.0 {
@@ -382,6 +481,22 @@ impl Chart {
                 x0 + 2.0,
                 TOP - 5.0,
                 esc(&m.label)
+            );
+        }
+        // Top down, labels alternate above and below their lines: two close levels' labels
+        // move apart.
+        let mut levels: Vec<&Level> = self.levels.iter().collect();
+        levels.sort_by(|a, b| b.y.total_cmp(&a.y));
+        for (i, l) in levels.into_iter().enumerate() {
+            let y = py(l.y);
+            let ty = if i % 2 == 0 { y - 4.0 } else { y + 12.0 };
+            let _ = write!(
+                s,
+                r##"<line class="level" x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{}" stroke-width="1.5" stroke-dasharray="6 2 1 2"/><text class="level-label" x="{:.1}" y="{ty:.1}" text-anchor="end">{}</text>"##,
+                LEFT + pw,
+                COLORS[l.style % COLORS.len()],
+                LEFT + pw - 4.0,
+                esc(&l.label)
             );
         }
         if drawn.is_empty() {
@@ -426,20 +541,13 @@ impl Chart {
         }
         if legend_rows > 0 {
             for (i, se) in drawn.iter().enumerate() {
-                let y = HEIGHT + 8.0 + i as f64 * LEGEND_ROW;
-                let x = LEFT;
                 let label: String = se.label.chars().take(80).collect();
-                let _ = write!(
-                    s,
-                    r#"<g class="legend"><line x1="{x:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2.5" stroke-dasharray="{}"/><text x="{:.1}" y="{:.1}">{}</text></g>"#,
-                    y - 4.0,
-                    x + 28.0,
-                    y - 4.0,
-                    COLORS[se.style % COLORS.len()],
-                    DASHES[se.style % DASHES.len()],
-                    x + 34.0,
-                    y,
-                    esc(&label)
+                legend_entry(
+                    &mut s,
+                    LEFT,
+                    HEIGHT + 8.0 + i as f64 * LEGEND_ROW,
+                    se.style,
+                    &label,
                 );
             }
         }
@@ -467,6 +575,7 @@ mod tests {
             },
             series,
             markers: vec![],
+            levels: vec![],
         }
     }
 
@@ -540,6 +649,11 @@ mod tests {
         assert_eq!(fmt_us(0.0), "0");
         assert_eq!(fmt_us(1500.0), "1.5 ms");
         assert_eq!(fmt_us(2_000_000.0), "2 s");
+        assert_eq!(fmt_us3(40_415.0), "40.4 ms");
+        assert_eq!(fmt_us3(190_207.0), "190 ms");
+        assert_eq!(fmt_us3(1_043_000.0), "1.04 s");
+        assert_eq!(fmt_us3(87.0), "87 µs");
+        assert_eq!(fmt_us3(0.0), "0");
         assert_eq!(fmt_rate(120_000.0), "120k");
         assert_eq!(fmt_pct(0.05), "5%");
         assert_eq!(percent_label(0.999), "99.9%");
@@ -590,6 +704,31 @@ mod tests {
             assert!(!svg.contains(r#"class="series""#));
             assert!(svg.contains(r#"class="plot""#), "the frame is still drawn");
         }
+    }
+
+    #[test]
+    fn levels_cross_the_plot_with_labels_moving_apart() {
+        let mut c = chart(vec![]);
+        for (y, label) in [(500.0, "low"), (600.0, "high")] {
+            c.levels.push(Level {
+                y,
+                label: label.into(),
+                style: 1,
+            });
+        }
+        let svg = c.render();
+        assert_eq!(svg.matches(r#"class="level""#).count(), 2);
+        assert!(svg.contains(COLORS[1]));
+        let py = |v: f64| TOP + (1.0 - c.y.scale.frac(v)) * (HEIGHT - TOP - BOTTOM);
+        // The higher line's label above it, the lower's below it.
+        assert!(svg.contains(&format!(
+            r#"y="{:.1}" text-anchor="end">high<"#,
+            py(600.0) - 4.0
+        )));
+        assert!(svg.contains(&format!(
+            r#"y="{:.1}" text-anchor="end">low<"#,
+            py(500.0) + 12.0
+        )));
     }
 
     #[test]

@@ -26,6 +26,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads the JSON file at `path`; `hint` says which file to give instead when it is not JSON.
+///
+/// # Errors
+/// An unreadable file, or one that is not JSON.
+pub fn read_json(path: &Path, hint: &str) -> anyhow::Result<serde_json::Value> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON; {hint}", path.display()))
+}
+
 /// Reads the JSON report at `path` and checks that its `schema` is `schema`. `kind` names such
 /// a report ("a lockkit bench report"); `hint` says which file to give instead, in both errors.
 ///
@@ -37,17 +47,36 @@ pub fn read_report(
     kind: &str,
     hint: &str,
 ) -> anyhow::Result<serde_json::Value> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON; {hint}", path.display()))?;
-    let found = value.get("schema").and_then(|s| s.as_str()).unwrap_or("");
+    let value = read_json(path, hint)?;
+    check_schema(path, &value, schema, kind, hint)?;
+    Ok(value)
+}
+
+/// The report's `schema` field ("" when absent).
+pub fn schema_of(value: &serde_json::Value) -> &str {
+    value.get("schema").and_then(|s| s.as_str()).unwrap_or("")
+}
+
+/// Checks that the report `value` read from `path` has `schema`; `kind` and `hint` as in
+/// [`read_report`].
+///
+/// # Errors
+/// The report is of another schema (or has none).
+pub fn check_schema(
+    path: &Path,
+    value: &serde_json::Value,
+    schema: &str,
+    kind: &str,
+    hint: &str,
+) -> anyhow::Result<()> {
+    let found = schema_of(value);
     if found != schema {
         anyhow::bail!(
             "{} is not {kind} (schema {found:?}, expected {schema:?}); {hint}",
             path.display()
         );
     }
-    Ok(value)
+    Ok(())
 }
 
 /// Checks early that reports can be written to `dir` (creating it), so a bad `--out` fails

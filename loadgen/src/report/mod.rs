@@ -6,6 +6,9 @@ pub mod files;
 pub mod schema;
 pub mod summary;
 
-pub use files::{check_writable, paths, read_report, write_atomic, IntervalLog};
+pub use files::{
+    check_schema, check_writable, paths, read_json, read_report, schema_of, write_atomic,
+    IntervalLog,
+};
 pub use schema::*;
 pub use summary::summary;

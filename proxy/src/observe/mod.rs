@@ -24,7 +24,6 @@ use fnv::FnvHashMap;
 use hdrhistogram::Histogram;
 use lockkit_loadgen::stats::{new_histogram, LatencySummary};
 use lockkit_loadgen::ttl_cmd::recommend_observed;
-use serde::{Deserialize, Serialize};
 
 use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 use crate::resp::{self, ReplyKind};
@@ -33,7 +32,10 @@ pub use pattern::fold_key;
 pub use scripts::{classify_script, ScriptKind};
 
 /// The schema name of the report.
-pub const SCHEMA: &str = lockkit_loadgen::ttl_cmd::OBSERVE_SCHEMA;
+pub use lockkit_loadgen::observe::SCHEMA;
+/// The report's JSON types live beside the code that reads them (`lockkit ttl --observed`,
+/// `lockkit report`).
+pub use lockkit_loadgen::observe::{LockPatternReport, ObserveReport, TtlRange};
 
 /// Distinct patterns kept; keys of further patterns count under [`OTHER_PATTERN`].
 const MAX_PATTERNS: usize = 1_000;
@@ -203,43 +205,6 @@ impl State {
             keep
         });
     }
-}
-
-/// The per-pattern part of the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LockPatternReport {
-    /// The folded key (`order:{id}:lock`).
-    pub pattern: String,
-    /// Acquires that got the lock.
-    pub acquired: u64,
-    /// Acquires that found it taken.
-    pub contended: u64,
-    /// Releases that deleted the holder's lock.
-    pub released: u64,
-    /// Releases that found the lock gone (expired while held, or another holder's by then).
-    pub released_not_held: u64,
-    /// Locks acquired and never released, forgotten long after their TTL.
-    pub expired_unreleased: u64,
-    /// From acquire to release, microseconds.
-    pub hold_us: LatencySummary,
-    /// TTLs the application asked for, ms (`null` when none was given).
-    pub ttl_ms: TtlRange,
-    /// The acquire round trip from the proxy to the server and back, microseconds.
-    pub acquire_us: LatencySummary,
-    /// The release round trip from the proxy to the server and back, microseconds.
-    pub release_us: LatencySummary,
-    /// What `lockkit ttl`'s formula recommends (defaults: safety 2, pause budget 50 ms) with
-    /// the observed hold p99 as the work (`null` before a release was seen).
-    pub recommended_ttl_ms: Option<u64>,
-}
-
-/// The smallest and largest TTL requested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct TtlRange {
-    /// Smallest, ms.
-    pub min: Option<u64>,
-    /// Largest, ms.
-    pub max: Option<u64>,
 }
 
 impl Observe {
@@ -550,21 +515,6 @@ impl Plugin for Observe {
         };
         serde_json::to_value(report).ok()
     }
-}
-
-/// The report `observe` writes (`DIR/observe-<date>.json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ObserveReport {
-    /// [`SCHEMA`].
-    pub schema: String,
-    /// The upstream URL, password hidden.
-    pub target: String,
-    /// How long the proxy ran, seconds.
-    pub duration_s: f64,
-    /// Commands seen, by name.
-    pub commands: std::collections::BTreeMap<String, u64>,
-    /// One entry per lock pattern, in first-seen order.
-    pub locks: Vec<LockPatternReport>,
 }
 
 #[cfg(test)]
