@@ -49,7 +49,11 @@ enum Command {
 fn main() -> ExitCode {
     let opts = Opts::parse();
     let result = match opts.command {
-        Command::Bench(args) => lockkit_loadgen::bench::run(args),
+        // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
+        Command::Bench(args) => lockkit_loadgen::bench::run_with(
+            args,
+            Some(std::sync::Arc::new(lockkit_proxy::bench::ProxyFaults)),
+        ),
         Command::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
         Command::Merge(args) => lockkit_loadgen::merge::run(args),
         Command::Report(args) => lockkit_loadgen::html::run(args),

@@ -99,7 +99,7 @@ fn faults_report_names_its_seed_and_counts_what_it_did() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     assert_eq!(report["schema"], "lockkit.faults/1");
-    assert_eq!(report["config"], "delay=10000us~5000us,seed=77");
+    assert_eq!(report["config"], "delay=10ms~5ms,seed=77");
     // redis-cli sends COMMAND DOCS too when it starts: at least the five INCRs went through.
     assert!(report["delayed"].as_u64().unwrap() >= 5, "{report}");
     assert_eq!(report["delayed"], report["commands"]);

@@ -216,7 +216,10 @@ pub struct BenchArgs {
     /// `holder-pause=DURATION/EVERY` (one holder stops inside its critical section, renewals
     /// too, as in a GC pause), `kill-connections/EVERY` (CLIENT KILL TYPE normal),
     /// `restart/EVERY` (a throwaway server restarted empty). server-pause and restart need the
-    /// throwaway servers (no --url). E.g. server-pause=300ms/2s,kill-connections/2s.
+    /// throwaway servers (no --url). Network faults, through the proxy's `faults` plugin
+    /// in-process between the bench and each node: `delay=D[~J]` (every command, give or take
+    /// J), `drop=P%` (connections cut), `blackhole=DURATION/EVERY` (nothing passes).
+    /// E.g. server-pause=300ms/2s,kill-connections/2s or delay=5ms~2ms,drop=1%,blackhole=300ms/5s.
     #[arg(long, value_name = "LIST", value_parser = parse_faults)]
     pub faults: Option<FaultList>,
 
@@ -351,7 +354,7 @@ impl BenchArgs {
         let Some(list) = &self.faults else {
             return Ok(());
         };
-        match list.0.iter().find(|s| s.kind.needs_throwaway()) {
+        match list.scheduled.iter().find(|s| s.kind.needs_throwaway()) {
             Some(s) if url_given => Err(format!(
                 "--faults {}: lockkit only pauses and restarts the throwaway servers it starts itself, not a --url (or REDIS_URL) target; drop the URL to run against throwaway servers (--nodes N for several), or keep kill-connections and holder-pause",
                 s.kind.name()

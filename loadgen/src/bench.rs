@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::args::BenchArgs;
 use crate::exit;
-use crate::faults::FaultTargets;
+use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
 use crate::report::{self, IntervalLog, Report};
 use crate::run::{round3, Run};
 use crate::stats::Op;
@@ -33,6 +33,15 @@ pub struct RunResult {
 
 /// Builds the runtime (`--threads` workers) and runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    run_with(args, None)
+}
+
+/// [`run`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
+/// passes the proxy's; without one those faults are refused).
+pub fn run_with(
+    args: BenchArgs,
+    network: Option<Arc<dyn NetworkFaultInjector>>,
+) -> anyhow::Result<ExitCode> {
     args.validate().map_err(exit::bad_input)?;
     let threads = args.threads.unwrap_or_else(default_threads);
     // One thread: a current-thread runtime, with no work-stealing or cross-thread wake-ups.
@@ -48,7 +57,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let allow_violations = args.allow_violations;
-    let results = rt.block_on(run_async(args))?;
+    let results = rt.block_on(run_async_with(args, network))?;
     if results.iter().any(|r| r.report.interrupted) {
         return Ok(ExitCode::from(exit::INTERRUPTED));
     }
@@ -109,6 +118,14 @@ pub fn default_threads() -> usize {
 
 /// The benchmark inside a runtime; returns each run's report (one per script mode).
 pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
+    run_async_with(args, None).await
+}
+
+/// [`run_async`], with `network` carrying out `--faults delay/drop/blackhole`.
+pub async fn run_async_with(
+    args: BenchArgs,
+    network: Option<Arc<dyn NetworkFaultInjector>>,
+) -> anyhow::Result<Vec<RunResult>> {
     args.validate().map_err(exit::bad_input)?;
     let mut urls = args.urls.clone();
     if urls.is_empty() {
@@ -134,7 +151,7 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
         // The default folder holds runs, not sources: keep it out of any git repository.
         report::write_atomic(&out_dir.join(".gitignore"), b"# lockkit bench runs\n*\n")?;
     }
-    let result = bench_into(args, urls).await;
+    let result = bench_into(args, urls, network).await;
     if result.is_err() && created {
         // Nothing was written: leave no empty folder behind either (fails if it is not empty).
         let _ = std::fs::remove_dir(&out_dir);
@@ -142,7 +159,11 @@ pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
     result
 }
 
-async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Vec<RunResult>> {
+async fn bench_into(
+    args: BenchArgs,
+    mut urls: Vec<String>,
+    network: Option<Arc<dyn NetworkFaultInjector>>,
+) -> anyhow::Result<Vec<RunResult>> {
     let mut servers = Vec::new();
     if urls.is_empty() {
         for _ in 0..args.nodes {
@@ -211,6 +232,9 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
         ))
     })?;
     let url = urls[0].clone();
+    let net_path = start_network_faults(&args, &info, &urls, network).await?;
+    // The lock clients go through the network faults; INFO, CLIENT KILL and the ceiling do not.
+    let lock_urls = net_path.as_ref().map_or_else(|| urls.clone(), |p| p.urls());
     let fault_targets = Arc::new(FaultTargets {
         servers: Arc::new(Mutex::new(servers)),
         urls: urls.clone(),
@@ -254,11 +278,12 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
             date: &date,
             nodes: urls.len(),
             fault_targets: &fault_targets,
+            network: net_path.as_deref(),
         };
         let mut rx = stop_rx.clone();
         rx.mark_unchanged();
         let (report, logs) = if urls.len() == 1 {
-            let client = LockClient::connect_with(&url, opts)
+            let client = LockClient::connect_with(&lock_urls[0], opts)
                 .await
                 .map_err(connect_err)?;
             preflight(&client, &args, &redacted).await?;
@@ -269,7 +294,7 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
             // Servers this run started itself hold no lock from before: the delayed-restart rule
             // would only refuse them for a TTL after start. Servers given with --url keep it.
             let rl_opts = RedlockOptions::new().client(opts).restart_rule(!throwaway);
-            let redlock = Redlock::connect_with(&urls, rl_opts)
+            let redlock = Redlock::connect_with(&lock_urls, rl_opts)
                 .await
                 .map_err(connect_err)?;
             preflight(&redlock, &args, &redacted).await?;
@@ -278,6 +303,9 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
                 .await?
         };
         runs.push((report, logs, *mode));
+    }
+    if let Some(path) = net_path {
+        path.close().await;
     }
 
     if args.ceiling && !interrupted.load(Ordering::SeqCst) {
@@ -308,6 +336,34 @@ async fn bench_into(args: BenchArgs, mut urls: Vec<String>) -> anyhow::Result<Ve
         print_comparison(&results);
     }
     Ok(results)
+}
+
+/// Puts the network faults of `--faults` (if any) between the lock clients and `urls`.
+async fn start_network_faults(
+    args: &BenchArgs,
+    info: &target::ServerInfo,
+    urls: &[String],
+    network: Option<Arc<dyn NetworkFaultInjector>>,
+) -> anyhow::Result<Option<Box<dyn NetworkFaultPath>>> {
+    let Some(list) = args.faults.as_ref().filter(|f| f.network.is_some()) else {
+        return Ok(None);
+    };
+    let entries = list.network.map(|n| n.entries()).unwrap_or_default();
+    if info.mode == "cluster" {
+        return Err(exit::bad_input(format!(
+            "--faults {entries}: the network faults go through lockkit proxy, which does not proxy Redis Cluster (MOVED/ASK would lead the clients around it); use a standalone server or several --url (Redlock)"
+        )));
+    }
+    let Some(injector) = network else {
+        return Err(exit::bad_input(format!(
+            "--faults {entries}: the network faults need lockkit proxy in-process; run them through the `lockkit` binary (this build of the load generator has no proxy)"
+        )));
+    };
+    let path = injector
+        .start(urls)
+        .await
+        .context("starting lockkit proxy for the network faults")?;
+    Ok(Some(path))
 }
 
 /// Writes one run's interval logs, its JSON and its HTML page (each file atomically), prints

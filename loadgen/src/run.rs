@@ -11,7 +11,10 @@ use tokio::task::JoinSet;
 
 use crate::args::{BenchArgs, KeyDist};
 use crate::checker::SafetyChecker;
-use crate::faults::{run_schedule, FaultLog, FaultTargets, FaultsReport, HolderPause, LinePrinter};
+use crate::faults::{
+    run_schedule, FaultLog, FaultTargets, FaultsOptions, FaultsReport, HolderPause, LinePrinter,
+    NetworkFaultPath,
+};
 use crate::fencing::FencedResource;
 use crate::keys::KeyPicker;
 use crate::locker::BenchLocker;
@@ -106,6 +109,8 @@ pub(crate) struct Run<'a> {
     pub(crate) nodes: usize,
     /// What `--faults` acts on.
     pub(crate) fault_targets: &'a Arc<FaultTargets>,
+    /// The way to the target that carries the network faults (`delay`, `drop`, `blackhole`).
+    pub(crate) network: Option<&'a dyn NetworkFaultPath>,
 }
 
 impl Run<'_> {
@@ -206,6 +211,10 @@ impl Run<'_> {
                 (!a.quiet).then(|| Box::new(progress.line_printer()) as LinePrinter);
             let log = Arc::new(FaultLog::new(at, print));
             let _ = shared.fault_log.set(Arc::clone(&log));
+            if let (Some(path), Some(options)) = (self.network, list.network) {
+                let options = FaultsOptions { seed, ..options };
+                path.arm(options, Arc::clone(&log), shared.stop_rx.clone());
+            }
             Some(tokio::spawn(run_schedule(
                 list,
                 seed,
@@ -275,6 +284,10 @@ impl Run<'_> {
         let end = stopped_at.unwrap_or_else(Instant::now);
         shared.stop.store(true, Ordering::SeqCst);
         let _ = run_stop_tx.send(true);
+        let network = match self.network {
+            Some(path) => Some(path.disarm().await),
+            None => None,
+        };
         if let Some(task) = faults_task {
             // Paused servers are resumed before the workers are waited for.
             let _ = tokio::time::timeout(FAULTS_TIMEOUT, task).await;
@@ -321,6 +334,7 @@ impl Run<'_> {
                 .get()
                 .map(|l| l.events())
                 .unwrap_or_default(),
+            network: network.filter(|_| list.network.is_some()),
         });
         Ok((report, rec.logs))
     }

@@ -22,152 +22,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockkit_loadgen::units::parse_duration;
+use lockkit_loadgen::faults::NetworkFaultCounts;
 use serde::{Deserialize, Serialize};
 
 use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 
+/// What `faults` does, as parsed from its arguments: the very type (and parser) behind
+/// `lockkit bench --faults delay=...,drop=...,blackhole=...`.
+pub use lockkit_loadgen::faults::FaultsOptions;
+
 /// The schema name of the report.
 pub const SCHEMA: &str = "lockkit.faults/1";
 
-const EXAMPLE: &str = "e.g. faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7";
-
-/// What `faults` does, as parsed from its arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct FaultsOptions {
-    /// Added to every command's way to the server.
-    pub delay: Duration,
-    /// The delay varies uniformly by up to this much either way (at most `delay`).
-    pub jitter: Duration,
-    /// The share of commands whose connection is cut, 0 to 1.
-    pub drop: f64,
-    /// `(how long, once per)`: the blackhole windows.
-    pub blackhole: Option<(Duration, Duration)>,
-    /// The seed of every decision.
-    pub seed: u64,
-}
-
-impl FaultsOptions {
-    /// Parses the text after `faults:`.
-    ///
-    /// # Errors
-    /// An unknown entry, a value that does not parse or makes no sense (a jitter larger than
-    /// its delay, a drop over 100 %, a blackhole as long as its period), or no fault at all.
-    ///
-    /// ```
-    /// use lockkit_proxy::faults::FaultsOptions;
-    /// use std::time::Duration;
-    /// let o = FaultsOptions::parse("delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7").unwrap();
-    /// assert_eq!(o.delay, Duration::from_millis(5));
-    /// assert_eq!(o.jitter, Duration::from_millis(2));
-    /// assert_eq!(o.drop, 0.01);
-    /// assert_eq!(o.blackhole, Some((Duration::from_millis(300), Duration::from_secs(5))));
-    /// assert_eq!(o.seed, 7);
-    /// assert!(FaultsOptions::parse("drop=150%").is_err());
-    /// ```
-    pub fn parse(text: &str) -> Result<FaultsOptions, String> {
-        let mut o = FaultsOptions {
-            seed: clock_seed(),
-            ..FaultsOptions::default()
-        };
-        let mut seen: Vec<&str> = Vec::new();
-        for entry in text.split(',').map(str::trim) {
-            let Some((key, value)) = entry.split_once('=') else {
-                return Err(format!(
-                    "`{entry}` is not KEY=VALUE (delay, drop, blackhole, seed); {EXAMPLE}"
-                ));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            if seen.contains(&key) {
-                return Err(format!("`{key}` is given twice; {EXAMPLE}"));
-            }
-            seen.push(key);
-            match key {
-                "delay" => {
-                    let (d, j) = value.split_once('~').unwrap_or((value, "0ms"));
-                    o.delay = parse_duration(d.trim()).map_err(|e| format!("delay: {e}"))?;
-                    o.jitter = parse_duration(j.trim()).map_err(|e| format!("delay jitter: {e}"))?;
-                    if o.jitter > o.delay {
-                        return Err(format!(
-                            "delay={value}: the jitter must not exceed the delay (a command cannot arrive before it was sent), e.g. delay=5ms~2ms"
-                        ));
-                    }
-                }
-                "drop" => {
-                    let pct = value.strip_suffix('%').ok_or_else(|| {
-                        format!("drop={value}: give a percentage, e.g. drop=1%")
-                    })?;
-                    let p: f64 = pct
-                        .trim()
-                        .parse()
-                        .map_err(|_| format!("drop={value}: `{pct}` is not a number, e.g. drop=1%"))?;
-                    if !(0.0..=100.0).contains(&p) {
-                        return Err(format!("drop={value}: a percentage from 0 to 100"));
-                    }
-                    o.drop = p / 100.0;
-                }
-                "blackhole" => {
-                    let (d, every) = value.split_once('/').ok_or_else(|| {
-                        format!("blackhole={value}: give DURATION/EVERY, e.g. blackhole=300ms/5s")
-                    })?;
-                    let d = parse_duration(d.trim()).map_err(|e| format!("blackhole: {e}"))?;
-                    let every =
-                        parse_duration(every.trim()).map_err(|e| format!("blackhole: {e}"))?;
-                    if d.is_zero() || d >= every {
-                        return Err(format!(
-                            "blackhole={value}: the window must be longer than zero and shorter than its period, e.g. blackhole=300ms/5s"
-                        ));
-                    }
-                    o.blackhole = Some((d, every));
-                }
-                "seed" => {
-                    o.seed = value
-                        .parse()
-                        .map_err(|_| format!("seed={value}: a whole number, e.g. seed=7"))?;
-                }
-                _ => {
-                    return Err(format!(
-                        "unknown entry `{key}`: the faults are delay, drop and blackhole (and seed); {EXAMPLE}"
-                    ))
-                }
-            }
-        }
-        if o.delay.is_zero() && o.drop == 0.0 && o.blackhole.is_none() {
-            return Err(format!("no fault given; {EXAMPLE}"));
-        }
-        Ok(o)
-    }
-}
-
-impl std::fmt::Display for FaultsOptions {
-    /// The arguments that reproduce these options, seed included.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if !self.delay.is_zero() {
-            write!(
-                f,
-                "delay={}us~{}us,",
-                self.delay.as_micros(),
-                self.jitter.as_micros()
-            )?;
-        }
-        if self.drop > 0.0 {
-            write!(f, "drop={}%,", self.drop * 100.0)?;
-        }
-        if let Some((d, every)) = self.blackhole {
-            write!(f, "blackhole={}us/{}us,", d.as_micros(), every.as_micros())?;
-        }
-        write!(f, "seed={}", self.seed)
-    }
-}
-
-fn clock_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// SplitMix64's finaliser: a well-mixed 64-bit value from a few words.
-fn mix(words: &[u64]) -> u64 {
+pub(crate) fn mix(words: &[u64]) -> u64 {
     let mut z: u64 = 0x9E37_79B9_7F4A_7C15;
     for &w in words {
         z = (z ^ w).wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -236,9 +104,14 @@ pub struct FaultsReport {
 impl Faults {
     /// A `faults` plugin with these options; blackhole windows count from now.
     pub fn new(options: FaultsOptions) -> Faults {
+        Faults::starting_at(options, Instant::now())
+    }
+
+    /// A `faults` plugin whose blackhole windows count from `started`.
+    pub fn starting_at(options: FaultsOptions, started: Instant) -> Faults {
         Faults {
             options,
-            started: Instant::now(),
+            started,
             commands: AtomicU64::new(0),
             delayed: AtomicU64::new(0),
             dropped_before: AtomicU64::new(0),
@@ -262,6 +135,24 @@ impl Faults {
             + every.saturating_mul(u32::try_from(k).unwrap_or(u32::MAX))
             + Duration::from_micros(offset);
         (start, start + d)
+    }
+
+    /// Blackhole window number `k` (in the `k`-th period from the start): when it begins and
+    /// ends; `None` without `blackhole`.
+    pub fn blackhole_window(&self, k: u64) -> Option<(Instant, Instant)> {
+        let (d, every) = self.options.blackhole?;
+        Some(self.window(k, d, every))
+    }
+
+    /// What it did so far.
+    pub fn counts(&self) -> NetworkFaultCounts {
+        NetworkFaultCounts {
+            commands: self.commands.load(Ordering::Relaxed),
+            delayed: self.delayed.load(Ordering::Relaxed),
+            dropped_before_send: self.dropped_before.load(Ordering::Relaxed),
+            dropped_reply_lost: self.dropped_after.load(Ordering::Relaxed),
+            blackholed: self.blackholed.load(Ordering::Relaxed),
+        }
     }
 
     /// The end of the blackhole window `at` falls in, if any; counts the window's first hit.
@@ -288,17 +179,18 @@ impl Faults {
             let (start, _) = self.window(periods, d, every);
             periods + u64::from(start <= self.started + ran)
         });
+        let c = self.counts();
         FaultsReport {
             schema: SCHEMA.to_string(),
             target: ctx.target.clone(),
             duration_s: ctx.duration.as_secs_f64(),
             config: self.options.to_string(),
             seed: self.options.seed,
-            commands: self.commands.load(Ordering::Relaxed),
-            delayed: self.delayed.load(Ordering::Relaxed),
-            dropped_before_send: self.dropped_before.load(Ordering::Relaxed),
-            dropped_reply_lost: self.dropped_after.load(Ordering::Relaxed),
-            blackholed: self.blackholed.load(Ordering::Relaxed),
+            commands: c.commands,
+            delayed: c.delayed,
+            dropped_before_send: c.dropped_before_send,
+            dropped_reply_lost: c.dropped_reply_lost,
+            blackholed: c.blackholed,
             blackhole_windows_hit: self.windows_hit.load(Ordering::Relaxed),
             blackhole_windows: windows,
         }
@@ -353,36 +245,6 @@ impl Plugin for Faults {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bad_arguments_say_what_is_wrong() {
-        for (text, says) in [
-            ("", "not KEY=VALUE"),
-            ("delay", "not KEY=VALUE"),
-            ("latency=5ms", "unknown entry `latency`"),
-            ("delay=5ms~6ms", "must not exceed"),
-            ("delay=fast", "delay:"),
-            ("drop=1", "percentage"),
-            ("drop=x%", "not a number"),
-            ("drop=101%", "from 0 to 100"),
-            ("blackhole=300ms", "DURATION/EVERY"),
-            ("blackhole=5s/5s", "shorter than its period"),
-            ("seed=-1,delay=1ms", "whole number"),
-            ("seed=3", "no fault given"),
-            ("drop=1%,drop=2%", "given twice"),
-        ] {
-            let e = FaultsOptions::parse(text).unwrap_err();
-            assert!(e.contains(says), "{text}: {e}");
-        }
-    }
-
-    #[test]
-    fn the_config_in_the_report_parses_back_to_the_same_options() {
-        let o = FaultsOptions::parse("delay=5ms~2ms,drop=0.5%,blackhole=300ms/5s,seed=42").unwrap();
-        assert_eq!(FaultsOptions::parse(&o.to_string()).unwrap(), o);
-        let o = FaultsOptions::parse("drop=1%").unwrap();
-        assert_eq!(FaultsOptions::parse(&o.to_string()).unwrap(), o);
-    }
 
     fn decisions(f: &Faults, conn: u64, n: u64) -> Vec<String> {
         let now = Instant::now();

@@ -13,6 +13,9 @@
 //!   seeded so that a run repeats;
 //! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua::LuaPlugin`]).
 //!
+//! The same `faults` plugin carries out `lockkit bench --faults delay=...,drop=...,blackhole=...`
+//! ([`bench::ProxyFaults`]: one proxy per node, in-process, between the load generator and it).
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use lockkit_proxy::{observe::{Observe, ObserveOptions}, Plugin, Proxy, Upstream};
@@ -46,6 +49,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod cmd;
 mod conn;
 pub mod faults;

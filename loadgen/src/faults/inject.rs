@@ -90,7 +90,7 @@ pub async fn run_schedule(
     stop_rx: watch::Receiver<bool>,
 ) {
     let mut set = JoinSet::new();
-    for (i, spec) in list.0.into_iter().enumerate() {
+    for (i, spec) in list.scheduled.into_iter().enumerate() {
         let entry = Entry {
             spec,
             table: Timetable::new(spec, seed, i),
@@ -133,6 +133,8 @@ impl Entry {
                 }
                 FaultKind::KillConnections => self.kill_connections(pick).await,
                 FaultKind::Restart => self.restart(pick).await,
+                // Never on the schedule: the network faults' way to the target records it.
+                FaultKind::Blackhole => return,
             }
         }
     }

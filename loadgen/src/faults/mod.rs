@@ -7,13 +7,18 @@
 //! - `holder-pause=DURATION/EVERY`: one holder stops inside its critical section for DURATION,
 //!   its renewals held back too, as in a GC or VM pause of its process;
 //! - `kill-connections/EVERY`: `CLIENT KILL TYPE normal` on one node of the target;
-//! - `restart/EVERY`: one throwaway server is killed and started again, empty.
+//! - `restart/EVERY`: one throwaway server is killed and started again, empty;
+//! - the network faults ([`network`]), carried out by the proxy's `faults` plugin standing
+//!   in-process between the load generator and each node: `delay=D[~J]` (every command),
+//!   `drop=P%` (connections cut), `blackhole=DURATION/EVERY` (nothing passes for DURATION once
+//!   per EVERY; each window is an event).
 //!
 //! Every EVERY, one event fires at a seeded random moment chosen so that it ends before the next
 //! period begins: the schedule is the same for the same `--seed`, and two events of one kind
 //! never overlap.
 
 mod inject;
+pub mod network;
 
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
@@ -26,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::units::{format_duration, parse_duration};
 
 pub use inject::{run_schedule, FaultTargets, HolderPause};
+pub use network::{FaultsOptions, NetworkFaultCounts, NetworkFaultInjector, NetworkFaultPath};
 
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +44,9 @@ pub enum FaultKind {
     KillConnections,
     /// A throwaway server restarted empty.
     Restart,
+    /// A blackhole window of the network faults (not scheduled here: the proxy's `faults`
+    /// plugin draws the windows, and its way to the target records them).
+    Blackhole,
 }
 
 impl FaultKind {
@@ -55,6 +64,7 @@ impl FaultKind {
             FaultKind::HolderPause => "holder-pause",
             FaultKind::KillConnections => "kill-connections",
             FaultKind::Restart => "restart",
+            FaultKind::Blackhole => "blackhole",
         }
     }
 
@@ -102,25 +112,28 @@ impl fmt::Display for FaultSpec {
 }
 
 /// The parsed `--faults LIST`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FaultList(pub Vec<FaultSpec>);
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FaultList {
+    /// The entries on the schedule (pauses, kills, restarts), in the order given.
+    pub scheduled: Vec<FaultSpec>,
+    /// The network faults (`delay`, `drop`, `blackhole`), if any; their seed is the run's.
+    pub network: Option<FaultsOptions>,
+}
 
 impl FaultList {
-    /// Whether an entry of `kind` is in the list.
+    /// Whether a scheduled entry of `kind` is in the list.
     pub fn has(&self, kind: FaultKind) -> bool {
-        self.0.iter().any(|s| s.kind == kind)
+        self.scheduled.iter().any(|s| s.kind == kind)
     }
 }
 
 impl fmt::Display for FaultList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, s) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{s}")?;
+        let mut parts: Vec<String> = self.scheduled.iter().map(ToString::to_string).collect();
+        if let Some(n) = &self.network {
+            parts.push(n.entries());
         }
-        Ok(())
+        f.write_str(&parts.join(","))
     }
 }
 
@@ -131,14 +144,38 @@ impl Serialize for FaultList {
 }
 
 const EXAMPLE: &str =
-    "e.g. --faults server-pause=300ms/2s,holder-pause=300ms/1s,kill-connections/2s,restart/5s";
+    "e.g. --faults server-pause=300ms/2s,holder-pause=300ms/1s,kill-connections/2s,restart/5s,delay=5ms~2ms,drop=1%,blackhole=300ms/5s";
 
-/// Parses `--faults`: comma-separated `KIND=DURATION/EVERY` (pauses) or `KIND/EVERY`.
+/// Parses `--faults`: comma-separated `KIND=DURATION/EVERY` (pauses, blackhole), `KIND/EVERY`,
+/// `delay=D[~J]` or `drop=P%`.
 pub fn parse_faults(s: &str) -> Result<FaultList, String> {
     let mut out: Vec<FaultSpec> = Vec::new();
+    let mut network: Option<FaultsOptions> = None;
+    let mut seen_network: Vec<&str> = Vec::new();
     for entry in s.split(',').map(str::trim) {
         if entry.is_empty() {
             return Err(format!("an empty entry in --faults {s:?}; {EXAMPLE}"));
+        }
+        let name = entry.split(['=', '/']).next().unwrap_or_default().trim();
+        if name == "seed" {
+            return Err(format!(
+                "`{entry}`: the seed is --seed N, not a --faults entry"
+            ));
+        }
+        if network::NAMES.contains(&name) {
+            let value = entry
+                .split_once('=')
+                .map(|(_, v)| v.trim())
+                .ok_or_else(|| format!("`{entry}`: {name} needs a value; {EXAMPLE}"))?;
+            if seen_network.contains(&name) {
+                return Err(format!("`{name}` is given twice in --faults"));
+            }
+            seen_network.push(name);
+            network
+                .get_or_insert_with(FaultsOptions::default)
+                .set(name, value)
+                .map_err(|e| format!("`{entry}`: {e}"))?;
+            continue;
         }
         let (head, every) = entry
             .rsplit_once('/')
@@ -152,7 +189,7 @@ pub fn parse_faults(s: &str) -> Result<FaultList, String> {
             .find(|k| k.name() == name)
             .ok_or_else(|| {
                 format!(
-                    "unknown fault `{name}`: the kinds are server-pause, holder-pause, kill-connections and restart; {EXAMPLE}"
+                    "unknown fault `{name}`: the kinds are server-pause, holder-pause, kill-connections, restart, delay, drop and blackhole (the seed is --seed); {EXAMPLE}"
                 )
             })?;
         let every = parse_duration(every.trim()).map_err(|e| format!("`{entry}`: {e}"))?;
@@ -195,7 +232,10 @@ pub fn parse_faults(s: &str) -> Result<FaultList, String> {
             every,
         });
     }
-    Ok(FaultList(out))
+    Ok(FaultList {
+        scheduled: out,
+        network,
+    })
 }
 
 /// When the events of one entry fire, as offsets from the start of the schedule: one per
@@ -234,7 +274,7 @@ impl Timetable {
 pub struct FaultEvent {
     /// When it began, seconds from the start of the measurement.
     pub t_s: f64,
-    /// `server-pause`, `holder-pause`, `kill-connections` or `restart`.
+    /// `server-pause`, `holder-pause`, `kill-connections`, `restart` or `blackhole`.
     pub kind: String,
     /// How long it lasted (0 for a kill; a restart's time until the server answered again).
     pub duration_ms: u64,
@@ -253,6 +293,9 @@ pub struct FaultsReport {
     pub schedule: String,
     /// What happened, in time order.
     pub events: Vec<FaultEvent>,
+    /// What the network faults did (with `delay`, `drop` or `blackhole` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkFaultCounts>,
 }
 
 /// Prints one line on the terminal (around a progress bar, if one is drawn).
@@ -351,16 +394,17 @@ mod tests {
     fn the_design_examples_parse_and_print_back() {
         let list = "server-pause=300ms/2s,holder-pause=300ms/1s,kill-connections/2s,restart/5s";
         let f = parse_faults(list).unwrap();
-        assert_eq!(f.0.len(), 4);
+        assert_eq!(f.scheduled.len(), 4);
+        assert_eq!(f.network, None);
         assert_eq!(
-            f.0[0],
+            f.scheduled[0],
             FaultSpec {
                 kind: FaultKind::ServerPause,
                 duration: Some(ms(300)),
                 every: ms(2000)
             }
         );
-        assert_eq!(f.0[2].duration, None);
+        assert_eq!(f.scheduled[2].duration, None);
         assert_eq!(f.to_string(), list);
         assert_eq!(parse_faults(&f.to_string()).unwrap(), f);
         assert_eq!(
@@ -390,6 +434,12 @@ mod tests {
             ("restart/0", "greater than zero"),
             ("restart/5x", "restart/5x"),
             ("restart/1s,restart/2s", "twice"),
+            ("delay", "needs a value"),
+            ("delay=5ms~9ms", "must not exceed"),
+            ("drop=5", "percentage"),
+            ("blackhole=1s", "DURATION/EVERY"),
+            ("drop=1%,delay=1ms,drop=2%", "twice"),
+            ("seed=7", "the seed is --seed"),
         ] {
             let e = parse_faults(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
@@ -397,8 +447,26 @@ mod tests {
     }
 
     #[test]
+    fn network_kinds_mix_with_the_scheduled_ones_and_print_back() {
+        let f =
+            parse_faults("kill-connections/2s,delay=5ms~2ms,drop=1%,blackhole=300ms/5s").unwrap();
+        assert_eq!(f.scheduled.len(), 1);
+        let n = f.network.unwrap();
+        assert_eq!((n.delay, n.jitter), (ms(5), ms(2)));
+        assert_eq!(n.drop, 0.01);
+        assert_eq!(n.blackhole, Some((ms(300), ms(5000))));
+        assert_eq!(
+            f.to_string(),
+            "kill-connections/2s,delay=5ms~2ms,drop=1%,blackhole=300ms/5s"
+        );
+        assert_eq!(parse_faults(&f.to_string()).unwrap(), f);
+        let only = parse_faults("blackhole=1s/2s").unwrap();
+        assert!(only.scheduled.is_empty() && only.network.is_some());
+    }
+
+    #[test]
     fn one_event_per_period_ending_before_the_next_and_the_same_for_the_same_seed() {
-        let spec = parse_faults("server-pause=700ms/1s").unwrap().0[0];
+        let spec = parse_faults("server-pause=700ms/1s").unwrap().scheduled[0];
         let draw = |seed| {
             let mut t = Timetable::new(spec, seed, 0);
             (0..50).map(|_| t.next_event()).collect::<Vec<_>>()

@@ -100,6 +100,12 @@ pub fn summary(r: &Report) -> String {
             if kinds.is_empty() { "" } else { ": " },
             kinds.join(", ")
         ));
+        if let Some(n) = &f.network {
+            s.push_str(&format!(
+                "  network faults: {} commands, {} delayed, {} cut before sending, {} replies lost, {} held by a blackhole\n",
+                n.commands, n.delayed, n.dropped_before_send, n.dropped_reply_lost, n.blackholed
+            ));
+        }
     }
     if r.load.mode == "closed" {
         s.push_str("  (closed loop: latencies count from each request's send; a stalled server shows in throughput more than in the tail. Use --rate for an open loop.)\n");
