@@ -24,19 +24,14 @@ fn ms(v: u64) -> String {
 
 /// The page for `reports` (at least one).
 pub fn render(reports: &[ObserveData]) -> String {
-    let mut s = String::with_capacity(32 * 1024);
-    let title = if reports.len() == 1 {
-        format!("lockkit proxy observe: {}", reports[0].label)
-    } else {
-        format!("lockkit proxy observe: {} reports compared", reports.len())
-    };
-    open_page(
-        &mut s,
-        &title,
+    let labels: Vec<&str> = reports.iter().map(|r| r.label.as_str()).collect();
+    let mut s = open_page(
+        "lockkit proxy observe",
+        "reports",
+        &labels,
         "How long the application held its locks, per key pattern, as lockkit proxy saw them \
          pass; times in µs, ms and s. Lines are told apart by dash pattern as well as colour.",
     );
-    let labels: Vec<&str> = reports.iter().map(|r| r.label.as_str()).collect();
     let pats = patterns(reports);
     reports_table(&mut s, reports);
     if !pats.is_empty() {

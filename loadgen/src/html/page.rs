@@ -68,19 +68,14 @@ const MIN_INTERVAL_S: f64 = 0.25;
 
 /// The page for `runs` (at least one).
 pub fn render(runs: &[RunData]) -> String {
-    let mut s = String::with_capacity(64 * 1024);
-    let title = if runs.len() == 1 {
-        format!("lockkit bench: {}", runs[0].label)
-    } else {
-        format!("lockkit bench: {} runs compared", runs.len())
-    };
-    open_page(
-        &mut s,
-        &title,
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let mut s = open_page(
+        "lockkit bench",
+        "runs",
+        &labels,
         "Latency in microseconds (µs) and milliseconds (ms); rates per second. \
          Lines are told apart by dash pattern as well as colour.",
     );
-    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     runs_table(&mut s, runs);
     summary_table(&mut s, runs);
     latency_table(&mut s, runs);
@@ -95,17 +90,24 @@ pub fn render(runs: &[RunData]) -> String {
     s
 }
 
-/// Opens a page: the head with the stylesheet, the title and the line under it.
-pub(crate) fn open_page(s: &mut String, title: &str, sub: &str) {
+/// A new page: the head with the stylesheet, the title and the line under it. The title is
+/// `tool` and the one report's label, or how many `reports` are compared.
+pub(crate) fn open_page(tool: &str, reports: &str, labels: &[&str], sub: &str) -> String {
+    let mut s = String::with_capacity(64 * 1024);
+    let title = match labels {
+        [one] => format!("{tool}: {one}"),
+        _ => format!("{tool}: {} {reports} compared", labels.len()),
+    };
     let _ = writeln!(
-        s,
+        &mut s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{}</title><style>{CSS}</style></head><body>",
-        esc(title)
+        esc(&title)
     );
-    let _ = writeln!(s, "<h1>{}</h1>", esc(title));
-    let _ = writeln!(s, "<p class=\"sub\">{}</p>", esc(sub));
+    let _ = writeln!(&mut s, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(&mut s, "<p class=\"sub\">{}</p>", esc(sub));
+    s
 }
 
 /// Closes a page with the footer naming the reports it was made from.

@@ -7,13 +7,11 @@
 
 use std::fmt::Write as _;
 
-use super::svg::{esc, legend_entry, Axis, Frame, COLORS, DASHES};
+use super::svg::{esc, legend_entry, Axis, Frame, BOTTOM, COLORS, DASHES, RIGHT};
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 230.0;
-const RIGHT: f64 = 36.0;
 const TOP: f64 = 14.0;
-const BOTTOM: f64 = 46.0;
 const ROW: f64 = 26.0;
 /// Tall enough to read as a plot (and for the browser test to find it) with one row.
 const MIN_PLOT: f64 = 110.0;

@@ -8,9 +8,11 @@ use std::fmt::Write as _;
 const WIDTH: f64 = 600.0;
 const HEIGHT: f64 = 300.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 36.0;
+/// Room right of the plot, for the last x tick label (centred on its tick).
+pub(crate) const RIGHT: f64 = 36.0;
 const TOP: f64 = 24.0;
-const BOTTOM: f64 = 46.0;
+/// Room under the plot for what [`Frame::x_axis`] draws there: tick labels and axis title.
+pub(crate) const BOTTOM: f64 = 46.0;
 const LEGEND_ROW: f64 = 16.0;
 
 /// Series colours: dark to mid tones that stay apart in grey, paired with [`DASHES`].
@@ -645,15 +647,24 @@ mod tests {
 
     #[test]
     fn units_read_as_people_write_them() {
-        assert_eq!(fmt_us(250.0), "250 µs");
-        assert_eq!(fmt_us(0.0), "0");
-        assert_eq!(fmt_us(1500.0), "1.5 ms");
-        assert_eq!(fmt_us(2_000_000.0), "2 s");
-        assert_eq!(fmt_us3(40_415.0), "40.4 ms");
-        assert_eq!(fmt_us3(190_207.0), "190 ms");
-        assert_eq!(fmt_us3(1_043_000.0), "1.04 s");
-        assert_eq!(fmt_us3(87.0), "87 µs");
-        assert_eq!(fmt_us3(0.0), "0");
+        for (us, want) in [
+            (250.0, "250 µs"),
+            (0.0, "0"),
+            (1500.0, "1.5 ms"),
+            (2_000_000.0, "2 s"),
+        ] {
+            assert_eq!(fmt_us(us), want);
+        }
+        // Three significant digits.
+        for (us, want) in [
+            (40_415.0, "40.4 ms"),
+            (190_207.0, "190 ms"),
+            (1_043_000.0, "1.04 s"),
+            (87.0, "87 µs"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(fmt_us3(us), want);
+        }
         assert_eq!(fmt_rate(120_000.0), "120k");
         assert_eq!(fmt_pct(0.05), "5%");
         assert_eq!(percent_label(0.999), "99.9%");
