@@ -51,7 +51,7 @@ pub fn render(reports: &[ObserveData]) -> String {
 
 fn reports_table(s: &mut String, reports: &[ObserveData]) {
     s.push_str(
-        "<h2 id=\"summary\">Summary</h2><table class=\"runs\"><tr><th class=\"l\">report</th>\
+        "<h2 id=\"summary\">Summary</h2><table class=\"runs wrap\"><tr><th class=\"l\">report</th>\
          <th class=\"l\">target</th><th>observed for</th><th>commands</th><th>lock patterns</th>\
          <th>acquired</th><th>contended</th><th>released</th><th>released, not held</th></tr>\n",
     );
@@ -291,7 +291,7 @@ fn notes(s: &mut String, reports: &[ObserveData], pats: &[PatternView<'_>]) {
          the application's critical section plus one network hop each way to the proxy."
             .to_string(),
         "Recommended TTL: lockkit ttl's formula with the observed hold p99 as the work \
-         (safety factor 2, pause budget 50 ms). `lockkit ttl --observed FILE` recomputes it \
+         (safety factor 2, pause budget 50 ms). lockkit ttl --observed FILE recomputes it \
          with --quantile, --pause-budget and --safety-factor."
             .to_string(),
     ];
@@ -376,6 +376,7 @@ mod tests {
             !html.contains("Runs on the plots"),
             "no legend for one report"
         );
+        assert!(!html.contains('`'), "no Markdown quotes in the page's text");
     }
 
     #[test]
