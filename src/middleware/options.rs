@@ -270,6 +270,7 @@ impl DuplicateSubmitOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::invalid_field;
 
     #[test]
     fn defaults_are_valid() {
@@ -283,10 +284,7 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let field = |o: DuplicateSubmitOptions| match o.validate() {
-            Err(Error::InvalidOptions { field, .. }) => field,
-            other => panic!("expected InvalidOptions, got {other:?}"),
-        };
+        let field = |o: DuplicateSubmitOptions| invalid_field(o.validate());
         assert_eq!(field(DuplicateSubmitOptions::new().prefix("")), "prefix");
         assert_eq!(
             field(DuplicateSubmitOptions::new().ttl(Duration::ZERO)),
