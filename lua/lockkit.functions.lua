@@ -7,6 +7,10 @@ redis.register_function('lockkit_release', function(KEYS, ARGV)
   --
   -- KEYS[1]  the lock key
   -- ARGV[1]  the token the caller got when it acquired the lock
+  -- ARGV[2]  optional: a channel to PUBLISH on after the delete, so that waiters subscribed to it
+  --          wake at once instead of polling (lockkit passes `lockkit:released:<key>`). Published
+  --          only when the lock was really deleted; a refused PUBLISH (an ACL without the channel)
+  --          does not undo the release.
   --
   -- Replies (integer):
   --    1  released: the key held ARGV[1] and was deleted
@@ -15,6 +19,9 @@ redis.register_function('lockkit_release', function(KEYS, ARGV)
   local current = redis.call('GET', KEYS[1])
   if current == ARGV[1] then
     redis.call('DEL', KEYS[1])
+    if ARGV[2] then
+      redis.pcall('PUBLISH', ARGV[2], '1')
+    end
     return 1
   elseif current == false then
     return 0

@@ -160,9 +160,18 @@ impl LockClient {
     }
 
     async fn release_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<ReleaseOutcome>> {
+        let channels: Vec<Option<String>> = pairs
+            .iter()
+            .map(|(k, _)| self.conns.release_channel(k))
+            .collect();
         let calls: Vec<(&str, Vec<&[u8]>)> = pairs
             .iter()
-            .map(|(k, t)| (*k, vec![t.as_bytes()]))
+            .zip(&channels)
+            .map(|((k, t), c)| {
+                let mut args = vec![t.as_bytes()];
+                args.extend(c.as_deref().map(str::as_bytes));
+                (*k, args)
+            })
             .collect();
         let replies = self
             .conns

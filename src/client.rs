@@ -15,6 +15,7 @@ use crate::lock::{
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
 use crate::scripts;
+use crate::wait::{WaitMode, Waiter};
 
 /// A Redis lock client: acquire, release, extend, pipelined batches, guards with a watchdog.
 ///
@@ -78,6 +79,28 @@ impl LockClient {
     /// What the client has counted so far (NOSCRIPT recoveries, unknown-outcome clean-ups).
     pub fn stats(&self) -> ClientStats {
         self.conns.stats()
+    }
+
+    /// How acquires with retries wait for a busy lock: [`WaitMode::Notify`] when woken by
+    /// releases; [`WaitMode::Poll`] otherwise, with the reason when notification was asked for
+    /// and is unavailable here (a proxy, a cluster, an ACL without the release channels).
+    ///
+    /// ```no_run
+    /// use lockkit::{LockClient, WaitMode};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// match client.wait_mode() {
+    ///     (WaitMode::Notify, _) => println!("waiters are woken by releases"),
+    ///     (_, Some(why)) => println!("waiters poll: {why}"),
+    ///     (mode, None) => println!("waiters {}", mode.name()),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_mode(&self) -> (WaitMode, Option<&str>) {
+        match self.conns.hub() {
+            Some(_) => (WaitMode::Notify, None),
+            None => (WaitMode::Poll, self.conns.polling_because()),
+        }
     }
 
     /// One attempt: `SET key token NX PX ttl`. `Ok(None)` when the lock is held by someone else.
@@ -199,9 +222,12 @@ impl LockClient {
         key: &str,
         token: &str,
     ) -> Result<ReleaseOutcome> {
+        let channel = self.conns.release_channel(key);
+        let mut args = vec![token.as_bytes()];
+        args.extend(channel.as_deref().map(str::as_bytes));
         let v = self
             .conns
-            .run_script(conn, &scripts::RELEASE, &[key], &[token.as_bytes()])
+            .run_script(conn, &scripts::RELEASE, &[key], &args)
             .await?;
         release_outcome(&v)
     }
@@ -304,6 +330,13 @@ impl Locker for LockClient {
 
     fn mode(&self) -> &'static str {
         self.topology().name()
+    }
+
+    fn waiter(&self, key: &str) -> Waiter {
+        match self.conns.hub() {
+            Some(hub) => Waiter::notify(hub.waiter(key, self.conns.conn())),
+            None => Waiter::poll(),
+        }
     }
 
     fn stats(&self) -> ClientStats {

@@ -83,7 +83,7 @@ fn ensure_crypto_provider() {
     }
 }
 
-fn single_client(
+pub(crate) fn single_client(
     url: &str,
     options: &ClientOptions,
     proxy: bool,

@@ -13,6 +13,7 @@ use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, ScriptMode};
 use crate::scripts::{self, LuaScript};
+use crate::wait::{Hub, WaitMode};
 
 /// Counters of what the client did, for tests, benchmarks and reports.
 #[derive(Debug, Default)]
@@ -41,6 +42,10 @@ pub(crate) struct Inner {
     warned_preload: AtomicBool,
     /// Acquire with `SET ... NX GET` (a Redis 7 cluster, whose client re-sends after a drop).
     set_nx_get: bool,
+    /// The release notifications waiters are woken by (`None`: they poll).
+    hub: Option<Hub>,
+    /// Why waiters poll although notification was asked for.
+    polling_because: Option<String>,
 }
 
 /// The connection side of a [`LockClient`](crate::LockClient): a set of auto-reconnecting
@@ -64,7 +69,30 @@ impl Connections {
         if topology == Topology::Proxy {
             options.proxy = Some(true);
         }
-        let this = Self::assemble(url, options, conns, topology, set_nx_get);
+        let (hub, polling_because) = match (options.wait, topology) {
+            (WaitMode::Poll, _) => (None, None),
+            (WaitMode::Notify, Topology::Standalone) => {
+                let (client, _) = conn::single_client(url, &options, false)?;
+                match Hub::open(client).await {
+                    Ok(hub) => (Some(hub), None),
+                    Err(why) => {
+                        tracing::info!(target = %crate::url::redact_url(url), why, "release notification unavailable; waiters poll");
+                        (None, Some(why))
+                    }
+                }
+            }
+            (WaitMode::Notify, t) => (
+                None,
+                Some(format!(
+                    "a {} target: pub/sub does not reach the lock's server",
+                    t.name()
+                )),
+            ),
+        };
+        let mut this = Self::assemble(url, options, conns, topology, set_nx_get);
+        let inner = Arc::get_mut(&mut this.0).expect("not shared yet");
+        inner.hub = hub;
+        inner.polling_because = polling_because;
         this.preload().await?;
         Ok(this)
     }
@@ -97,7 +125,25 @@ impl Connections {
             warned_preload: AtomicBool::new(false),
             topology,
             set_nx_get,
+            hub: None,
+            polling_because: None,
         }))
+    }
+
+    /// The release notifications, when waiters are woken by them.
+    pub(crate) fn hub(&self) -> Option<&Hub> {
+        self.0.hub.as_ref()
+    }
+
+    /// Why waiters poll although notification was asked for.
+    pub(crate) fn polling_because(&self) -> Option<&str> {
+        self.0.polling_because.as_deref()
+    }
+
+    /// The channel a release of `key` publishes on: on one server only (a cluster would
+    /// broadcast every release to all its nodes; a proxy does not carry pub/sub).
+    pub(crate) fn release_channel(&self, key: &str) -> Option<String> {
+        (self.0.topology == Topology::Standalone).then(|| crate::wait::release_channel(key))
     }
 
     /// What the target is: one server, a proxy, or a cluster.

@@ -18,6 +18,7 @@
 //! | `client` | [`LockClient`]: one server, proxy or cluster |
 //! | `batch` | pipelined `acquire_many` / `release_many` |
 //! | [`retry`] | [`RetryOptions`] and the one retry loop |
+//! | [`wait`] | waiting for a busy lock: woken by its release ([`WaitMode`]), polling as the fallback |
 //! | `guard` | [`LockGuard`] and its watchdog |
 //! | `redlock`, `quorum` | [`Redlock`]: a quorum over independent masters; votes decided at quorum, per-node circuit breakers |
 //! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |
@@ -103,6 +104,7 @@ mod redlock;
 pub mod retry;
 pub mod scripts;
 mod url;
+pub mod wait;
 
 pub use client::LockClient;
 pub use conn::{key_slot, Topology};
@@ -116,6 +118,7 @@ pub use probe::{probe, ProbeReport, Support};
 pub use redlock::{quorum_of, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
 pub use retry::{AcquireObserver, AttemptOutcome, NoObserver, RetryOptions};
 pub use url::{parse_url, redact_url};
+pub use wait::{WaitMode, Waiter};
 
 /// The README's examples compile as doctests.
 #[cfg(doctest)]

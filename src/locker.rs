@@ -16,6 +16,7 @@ use crate::guard::LockGuard;
 use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
 use crate::options::{LockOptions, WatchdogOptions};
 use crate::retry::{self, AcquireObserver, NoObserver};
+use crate::wait::Waiter;
 use crate::ClientStats;
 
 /// Takes, renews and gives back locks. Implemented by [`LockClient`](crate::LockClient) (one
@@ -135,11 +136,12 @@ pub trait Locker: Clone + Send + Sync + 'static {
         ClientStats::default()
     }
 
-    /// Waits before the next attempt on `key`, at most `pause`. The default sleeps `pause`; a
-    /// locker that hears of releases may return as soon as the key is released.
-    fn wait_for_release(&self, key: &str, pause: Duration) -> impl Future<Output = ()> + Send {
+    /// How an acquire of `key` waits between attempts. The default polls (sleeps the retry
+    /// pause); [`LockClient`](crate::LockClient) on one server is woken by the release instead
+    /// (see [`WaitMode`](crate::WaitMode)).
+    fn waiter(&self, key: &str) -> Waiter {
         let _ = key;
-        tokio::time::sleep(pause)
+        Waiter::poll()
     }
 
     /// Acquires `key`, retrying a busy lock as `opts.retry` says (delay + jitter until a deadline

@@ -46,7 +46,8 @@ impl ScriptMode {
 ///     .script_mode(ScriptMode::EvalSha)
 ///     .preload_scripts(true)
 ///     .proxy(None)
-///     .reconnect_retries(3);
+///     .reconnect_retries(3)
+///     .wait(lockkit::WaitMode::Notify);
 /// # let _ = opts;
 /// ```
 #[derive(Debug, Clone)]
@@ -60,6 +61,7 @@ pub struct ClientOptions {
     pub(crate) reconnect_retries: usize,
     pub(crate) proxy: Option<bool>,
     pub(crate) tls_root_ca: Option<Vec<u8>>,
+    pub(crate) wait: crate::wait::WaitMode,
 }
 
 impl Default for ClientOptions {
@@ -73,6 +75,7 @@ impl Default for ClientOptions {
             reconnect_retries: 3,
             proxy: None,
             tls_root_ca: None,
+            wait: crate::wait::WaitMode::Notify,
         }
     }
 }
@@ -120,6 +123,10 @@ impl ClientOptions {
     setters! {
         /// How many times a dropped connection is re-established before calls fail (default 3).
         reconnect_retries: usize => reconnect_retries;
+
+        /// How an acquire with retries waits for a busy lock (default [`WaitMode::Notify`]
+        /// (crate::WaitMode::Notify): woken by the release on one server, polling elsewhere).
+        wait: crate::wait::WaitMode => wait;
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

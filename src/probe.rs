@@ -60,6 +60,9 @@ pub struct ProbeReport {
     pub rtt: [Duration; 3],
     /// The script mode lockkit would pick here.
     pub recommended_mode: &'static str,
+    /// Whether waiters can be woken by releases (`SUBSCRIBE`/`PUBLISH` on
+    /// `lockkit:released:*`, and `PTTL`); when not, acquires with retries poll, and why.
+    pub release_notify: Support,
 }
 
 /// Asks `url` what it supports. Each check that a proxy might answer by closing the connection
@@ -169,6 +172,20 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
         "none: this target cannot run lockkit's scripts"
     };
 
+    let release_notify = match topology {
+        Topology::Standalone => {
+            let (client, _) = conn::single_client(url, &opts, false)?;
+            match crate::wait::Hub::open(client).await {
+                Ok(_) => Support::Yes,
+                Err(why) => Support::No(why),
+            }
+        }
+        t => Support::No(format!(
+            "a {} target: pub/sub does not reach the lock's server",
+            t.name()
+        )),
+    };
+
     Ok(ProbeReport {
         target: crate::redact_url(url),
         topology,
@@ -180,6 +197,7 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
         functions,
         rtt,
         recommended_mode,
+        release_notify,
     })
 }
 

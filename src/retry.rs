@@ -1,8 +1,10 @@
 //! The one retry loop: every acquire with retries, on one server or on Redlock, in the library,
 //! the guard, the middleware and the load generator, goes through `acquire_observed`.
 //!
-//! Between attempts the loop asks the locker to wait ([`Locker::wait_for_release`]): the default
-//! sleeps the policy's pause; a locker that can be told about releases wakes earlier.
+//! Between attempts the loop waits as the locker's [`Waiter`](crate::Waiter) says
+//! ([`Locker::waiter`]): polling sleeps the policy's pause; a notified waiter wakes when the key
+//! is released (or its holder's TTL runs out), and queues behind earlier waiters of the same
+//! client.
 
 use std::time::{Duration, Instant};
 
@@ -103,6 +105,13 @@ impl RetryOptions {
         Some(pause)
     }
 
+    /// How long a waiter woken by releases may wait before its next attempt, `elapsed` after
+    /// the first: what is left of the deadline, or (with only an attempt count) `fallback`.
+    pub(crate) fn time_left(&self, elapsed: Duration, fallback: Duration) -> Duration {
+        self.deadline
+            .map_or(fallback, |d| d.saturating_sub(elapsed))
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         if self.max_attempts.is_none() && self.deadline.is_none() {
             return Err(Error::invalid(
@@ -191,6 +200,13 @@ async fn acquire_loop<L: Locker>(
 ) -> Result<Lock> {
     let first = Instant::now();
     let mut attempts = 0u32;
+    let mut waiter = locker.waiter(key);
+    if waiter.is_notified() {
+        let pause = opts.retry.pause();
+        waiter
+            .before_first_attempt(pause, opts.retry.time_left(Duration::ZERO, opts.ttl))
+            .await;
+    }
     loop {
         attempts += 1;
         let sent = Instant::now();
@@ -230,7 +246,9 @@ async fn acquire_loop<L: Locker>(
                 elapsed,
             }));
         };
-        locker.wait_for_release(key, pause).await;
+        waiter
+            .wait(pause, opts.retry.time_left(first.elapsed(), opts.ttl))
+            .await;
     }
 }
 

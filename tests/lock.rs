@@ -478,7 +478,13 @@ async fn acquire_retries_until_holder_releases() {
 #[tokio::test]
 async fn acquire_gives_up_at_deadline_with_attempt_count() {
     let server = RedisServer::start();
-    let client = LockClient::connect(&server.url()).await.unwrap();
+    // Polling: an attempt every 20 ms until the deadline.
+    let client = LockClient::connect_with(
+        &server.url(),
+        lockkit::ClientOptions::new().wait(lockkit::WaitMode::Poll),
+    )
+    .await
+    .unwrap();
     let _held = client
         .try_acquire("lock:busy", Duration::from_secs(5))
         .await
@@ -495,6 +501,17 @@ async fn acquire_gives_up_at_deadline_with_attempt_count() {
             attempts, elapsed, ..
         }) => {
             assert!(attempts >= 3, "{attempts}");
+            assert!(elapsed <= Duration::from_millis(400), "{elapsed:?}");
+        }
+        other => panic!("expected AcquireTimeout, got {other:?}"),
+    }
+    // Woken by releases (none comes): one attempt, a wait to the deadline, one last attempt.
+    let notified = LockClient::connect(&server.url()).await.unwrap();
+    match notified.acquire("lock:busy", &opts).await {
+        Err(Error::AcquireTimeout {
+            attempts, elapsed, ..
+        }) => {
+            assert_eq!(attempts, 2);
             assert!(elapsed <= Duration::from_millis(400), "{elapsed:?}");
         }
         other => panic!("expected AcquireTimeout, got {other:?}"),

@@ -15,6 +15,7 @@ async fn probe_standalone_supports_everything() {
         &report.eval,
         &report.evalsha,
         &report.functions,
+        &report.release_notify,
     ] {
         assert!(s.is_yes(), "{report:?}");
     }
@@ -38,6 +39,8 @@ async fn probe_twemproxy_reports_refused_script_load_and_functions() {
     assert!(!report.script_load.is_yes(), "{report:?}");
     assert!(!report.functions.is_yes(), "{report:?}");
     assert!(report.recommended_mode.starts_with("evalsha (no preload"));
+    // Behind twemproxy waiters fall back to polling, and the probe says so.
+    assert!(!report.release_notify.is_yes(), "{report:?}");
 }
 
 #[tokio::test]

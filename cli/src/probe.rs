@@ -69,5 +69,13 @@ fn render(r: &lockkit::ProbeReport) -> String {
         ),
     );
     row("script mode", r.recommended_mode.to_string());
+    row(
+        "waiters",
+        if r.release_notify.is_yes() {
+            "woken by releases (SUBSCRIBE lockkit:released:*)".to_string()
+        } else {
+            format!("poll: {}", r.release_notify)
+        },
+    );
     out
 }

@@ -314,6 +314,10 @@ fn every_readme_shell_block_runs_as_written_and_leaves_git_status_clean() {
         "probe through twemproxy\n{all}"
     );
     assert!(
+        stdout.contains("waiters           poll: no (a proxy target"),
+        "probe says waiters poll behind twemproxy\n{all}"
+    );
+    assert!(
         stdout.contains("recorded lockkit-results/mine.txt"),
         "lua record\n{all}"
     );

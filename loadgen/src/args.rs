@@ -63,6 +63,26 @@ impl ScriptModeArg {
     }
 }
 
+/// How a worker that meets a busy lock waits for it (with `--retry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitArg {
+    /// Woken by the release (the library's default; polls where the target can not notify).
+    Notify,
+    /// Sleep the retry delay plus jitter between attempts.
+    Poll,
+}
+
+impl WaitArg {
+    /// The library's wait mode.
+    pub fn mode(self) -> lockkit::WaitMode {
+        match self {
+            WaitArg::Notify => lockkit::WaitMode::Notify,
+            WaitArg::Poll => lockkit::WaitMode::Poll,
+        }
+    }
+}
+
 /// Measure lock latency and throughput on a Redis target and size TTLs from it.
 ///
 /// Without --url (and without REDIS_URL) a throwaway local redis-server is started on a free
@@ -169,6 +189,10 @@ pub struct BenchArgs {
     /// How the release/extend scripts are called.
     #[arg(long, value_enum, default_value_t = ScriptModeArg::Evalsha)]
     pub script_mode: ScriptModeArg,
+
+    /// With --retry, how a worker waits for a busy lock: woken by its release, or polling.
+    #[arg(long, value_enum, default_value_t = WaitArg::Notify)]
+    pub wait: WaitArg,
 
     /// Open loop: start this many cycles per second in total, on a fixed schedule; latency counts
     /// from the scheduled start (no coordinated omission). Default: closed loop, as fast as it goes.

@@ -261,7 +261,8 @@ async fn bench_into(
         }
         let opts = ClientOptions::new()
             .connections(args.connections as usize)
-            .script_mode(*mode);
+            .script_mode(*mode)
+            .wait(args.wait.mode());
         let connect_err = |e: lockkit::Error| {
             let mut msg = throwaway_hint(connect_hint(&e.to_string()));
             if *mode == ScriptMode::Function {
@@ -269,7 +270,7 @@ async fn bench_into(
             }
             exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
         };
-        let run = Run {
+        let mut run = Run {
             args: &args,
             info: &info,
             redacted: &redacted,
@@ -279,6 +280,7 @@ async fn bench_into(
             nodes: urls.len(),
             fault_targets: &fault_targets,
             network: net_path.as_deref(),
+            wait: String::new(),
         };
         let mut rx = stop_rx.clone();
         rx.mark_unchanged();
@@ -287,6 +289,10 @@ async fn bench_into(
                 .await
                 .map_err(connect_err)?;
             preflight(&client, &args, &redacted).await?;
+            run.wait = match client.wait_mode() {
+                (m, Some(why)) => format!("{} ({why})", m.name()),
+                (m, None) => m.name().to_string(),
+            };
             let fenced = args.fencing.then(|| client.clone());
             run.execute(client, fenced, &mut info_conns, rx, &interrupted)
                 .await?
@@ -298,6 +304,7 @@ async fn bench_into(
                 .await
                 .map_err(connect_err)?;
             preflight(&redlock, &args, &redacted).await?;
+            run.wait = "poll (redlock)".to_string();
             // --fencing with several nodes was refused by BenchArgs::validate.
             run.execute(redlock, None, &mut info_conns, rx, &interrupted)
                 .await?

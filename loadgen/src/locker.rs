@@ -99,7 +99,7 @@ impl<L: Locker> Locker for BenchLocker<L> {
         self.inner.stats()
     }
 
-    fn wait_for_release(&self, key: &str, pause: Duration) -> impl Future<Output = ()> + Send {
-        self.inner.wait_for_release(key, pause)
+    fn waiter(&self, key: &str) -> lockkit::Waiter {
+        self.inner.waiter(key)
     }
 }

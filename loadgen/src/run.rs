@@ -111,6 +111,8 @@ pub(crate) struct Run<'a> {
     pub(crate) fault_targets: &'a Arc<FaultTargets>,
     /// The way to the target that carries the network faults (`delay`, `drop`, `blackhole`).
     pub(crate) network: Option<&'a dyn NetworkFaultPath>,
+    /// How waiters wait here (`notify`, `poll`, or `poll (why)`), for the report.
+    pub(crate) wait: String,
 }
 
 impl Run<'_> {
@@ -396,6 +398,7 @@ impl Run<'_> {
                 mode,
                 throwaway: self.throwaway,
                 script_mode: self.mode.name().into(),
+                wait: self.wait.clone(),
             },
             machine: report::MachineReport {
                 cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -420,6 +423,11 @@ impl Run<'_> {
                 attempts_per_s: per_s(c.attempts).round(),
                 cycles: c.cycles,
                 attempts: c.attempts,
+                attempts_per_lock: if c.cycles > 0 {
+                    (c.attempts as f64 / c.cycles as f64 * 100.0).round() / 100.0
+                } else {
+                    0.0
+                },
             },
             contention_rate: if c.attempts > 0 {
                 c.contended as f64 / c.attempts as f64

@@ -91,6 +91,9 @@ pub struct TargetReport {
     pub throwaway: bool,
     /// evalsha, eval or fcall.
     pub script_mode: String,
+    /// How waiters waited: `notify`, `poll`, or `poll (why)` where notification was unavailable.
+    #[serde(default)]
+    pub wait: String,
 }
 
 /// `machine`.
@@ -130,6 +133,9 @@ pub struct Throughput {
     pub cycles: u64,
     /// Attempts.
     pub attempts: u64,
+    /// Attempts per successful cycle (a batch counts each of its keys as an attempt).
+    #[serde(default)]
+    pub attempts_per_lock: f64,
 }
 
 /// `safety`.

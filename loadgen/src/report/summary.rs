@@ -35,9 +35,11 @@ pub fn summary(r: &Report) -> String {
         r.duration_s,
     ));
     s.push_str(&format!(
-        "  cycles/s {}   attempts/s {}   contention {:.2}%   errors {}   violations {}   lost locks {}\n",
+        "  cycles/s {}   attempts/s {} ({:.2} per lock, waiters {})   contention {:.2}%   errors {}   violations {}   lost locks {}\n",
         format_rate(r.throughput.cycles_per_s),
         format_rate(r.throughput.attempts_per_s),
+        r.throughput.attempts_per_lock,
+        if r.target.wait.is_empty() { "-" } else { &r.target.wait },
         r.contention_rate * 100.0,
         r.errors.total,
         r.safety.violations,

@@ -1,0 +1,441 @@
+//! Waiting for a busy lock: woken by its release instead of polling it.
+//!
+//! A [`LockClient`](crate::LockClient) on one server opens one extra connection, subscribed to
+//! `lockkit:released:<key>` for each key it has waiters on (Redisson's way). The release script
+//! publishes on that channel after its compare-and-delete succeeded. Waiters of one client on
+//! one key form a first-come-first-served queue: only its head watches the key; the others wait
+//! for their turn and send nothing.
+//!
+//! The head wakes on the first of:
+//! - the release message;
+//! - the end of the holder's remaining TTL (read with `PTTL`), for a holder that never releases;
+//! - the end of the caller's retry deadline.
+//!
+//! A subscription is confirmed before the head reads `PTTL`, so a release can not slip between
+//! the two unseen. Where notification is unavailable (a proxy such as twemproxy, a cluster, an
+//! ACL without `&lockkit:released:*` or `+subscribe`), the client polls as the retry options
+//! say, and [`LockClient::wait_mode`](crate::LockClient::wait_mode) says why. A lost
+//! subscription connection degrades to polling until it is back: waiting can be slower, never
+//! less safe, since every wake-up only leads to one more ordinary acquire attempt.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{PubSubSink, PubSubStream};
+use tokio::sync::{oneshot, Notify};
+
+use crate::conn::Conn;
+
+/// The prefix of the channel a release publishes on: `lockkit:released:<key>`.
+pub const RELEASE_CHANNEL_PREFIX: &str = "lockkit:released:";
+
+/// The channel a release of `key` publishes on.
+pub fn release_channel(key: &str) -> String {
+    format!("{RELEASE_CHANNEL_PREFIX}{key}")
+}
+
+/// How a [`LockClient`](crate::LockClient) waits between attempts on a busy lock.
+///
+/// ```
+/// use lockkit::{ClientOptions, WaitMode};
+/// let opts = ClientOptions::new().wait(WaitMode::Poll);
+/// # let _ = opts;
+/// assert_eq!(WaitMode::default(), WaitMode::Notify);
+/// assert_eq!(WaitMode::Notify.name(), "notify");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WaitMode {
+    /// Woken by the release (one subscribed connection per client), with polling as the fallback
+    /// where the target can not notify.
+    #[default]
+    Notify,
+    /// Sleep the retry options' delay plus jitter between attempts.
+    Poll,
+}
+
+impl WaitMode {
+    /// `notify` or `poll`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitMode::Notify => "notify",
+            WaitMode::Poll => "poll",
+        }
+    }
+}
+
+/// Idle channels (no waiters) kept subscribed, so a hot key does not subscribe again on every
+/// contended acquire; beyond this many, idle ones are unsubscribed.
+const IDLE_CHANNELS: usize = 256;
+
+/// One client's subscribed connection and its waiting queues.
+#[derive(Clone)]
+pub(crate) struct Hub(Arc<HubInner>);
+
+struct HubInner {
+    /// `None` while the connection is down (waiters poll meanwhile).
+    sink: Mutex<Option<PubSubSink>>,
+    channels: Mutex<HashMap<String, Arc<Channel>>>,
+    /// Bumped on every (re)connect: a channel subscribed in an older generation is not anymore.
+    generation: AtomicU64,
+    alive: AtomicBool,
+    /// Dropped with the hub: stops the background task.
+    _stop: oneshot::Sender<()>,
+}
+
+/// The waiters of one client on one key.
+struct Channel {
+    name: String,
+    queue: Mutex<VecDeque<Arc<Slot>>>,
+    /// The generation this channel was subscribed in (0: never).
+    subscribed: tokio::sync::Mutex<u64>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// You are at the head of the queue now.
+    promoted: Notify,
+    /// The key was released (for the head).
+    released: Notify,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Hub {
+    /// Opens the subscribed connection and checks that the server lets this user subscribe to
+    /// the release channels. `Err` says why waiters will poll instead.
+    pub(crate) async fn open(client: redis::Client) -> Result<Hub, String> {
+        let (sink, stream) = subscribe_probe(&client).await?;
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let inner = Arc::new(HubInner {
+            sink: Mutex::new(Some(sink)),
+            channels: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(1),
+            alive: AtomicBool::new(true),
+            _stop: stop_tx,
+        });
+        tokio::spawn(run(Arc::downgrade(&inner), client, stream, stop_rx));
+        Ok(Hub(inner))
+    }
+
+    fn channel(&self, key: &str) -> Arc<Channel> {
+        let name = release_channel(key);
+        let mut channels = lock(&self.0.channels);
+        if let Some(c) = channels.get(&name) {
+            return c.clone();
+        }
+        if channels.len() >= IDLE_CHANNELS {
+            let idle: Vec<String> = channels
+                .iter()
+                .filter(|(_, c)| Arc::strong_count(c) == 1 && lock(&c.queue).is_empty())
+                .map(|(n, _)| n.clone())
+                .collect();
+            for n in &idle {
+                channels.remove(n);
+            }
+            if let Some(mut sink) = lock(&self.0.sink).clone() {
+                // Sent in order on the one connection, before any later SUBSCRIBE of ours.
+                tokio::spawn(async move {
+                    let _ = sink.unsubscribe(idle).await;
+                });
+            }
+        }
+        let c = Arc::new(Channel {
+            name: name.clone(),
+            queue: Mutex::new(VecDeque::new()),
+            subscribed: tokio::sync::Mutex::new(0),
+        });
+        channels.insert(name, c.clone());
+        c
+    }
+
+    /// A waiter for `key`.
+    pub(crate) fn waiter(&self, key: &str, conn: Conn) -> NotifyWaiter {
+        NotifyWaiter {
+            hub: self.clone(),
+            channel: self.channel(key),
+            key: key.to_string(),
+            conn,
+            slot: None,
+        }
+    }
+
+    fn alive(&self) -> bool {
+        self.0.alive.load(Ordering::Acquire)
+    }
+
+    /// Subscribes `channel` in the current generation, once. `false`: not possible now.
+    async fn ensure_subscribed(&self, channel: &Channel) -> bool {
+        let mut at = channel.subscribed.lock().await;
+        let generation = self.0.generation.load(Ordering::Acquire);
+        if *at == generation {
+            return self.alive();
+        }
+        let Some(mut sink) = lock(&self.0.sink).clone() else {
+            return false;
+        };
+        match sink.subscribe(&channel.name).await {
+            Ok(()) => {
+                *at = generation;
+                true
+            }
+            Err(e) => {
+                tracing::debug!(channel = %channel.name, error = %e, "subscribe failed; polling");
+                false
+            }
+        }
+    }
+}
+
+/// SUBSCRIBE once and PUBLISH once on a probe channel (a refused `PTTL` later only makes that
+/// one wait poll): a user whose ACL lacks either gets an
+/// error here, at connect, rather than on every wait.
+async fn subscribe_probe(client: &redis::Client) -> Result<(PubSubSink, PubSubStream), String> {
+    let pubsub = client
+        .get_async_pubsub()
+        .await
+        .map_err(|e| format!("no subscribed connection: {e}"))?;
+    let (mut sink, stream) = pubsub.split();
+    let probe = release_channel("lockkit:probe");
+    sink.subscribe(&probe)
+        .await
+        .map_err(|e| format!("SUBSCRIBE {probe} refused: {e}"))?;
+    sink.unsubscribe(&probe)
+        .await
+        .map_err(|e| format!("UNSUBSCRIBE refused: {e}"))?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| format!("no connection for the probe: {e}"))?;
+    redis::cmd("PUBLISH")
+        .arg(&probe)
+        .arg("0")
+        .query_async::<i64>(&mut conn)
+        .await
+        .map_err(|e| format!("PUBLISH {probe} refused: {e}"))?;
+    Ok((sink, stream))
+}
+
+/// The background task: wakes the head of a key's queue on each release message; when the
+/// connection ends, wakes every head (they poll until it is back) and reconnects with back-off.
+async fn run(
+    hub: Weak<HubInner>,
+    client: redis::Client,
+    mut stream: PubSubStream,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        loop {
+            let msg = tokio::select! {
+                m = stream.next() => m,
+                _ = &mut stop => return,
+            };
+            let Some(msg) = msg else { break };
+            let Some(hub) = hub.upgrade() else { return };
+            let channel = lock(&hub.channels).get(msg.get_channel_name()).cloned();
+            if let Some(c) = channel {
+                if let Some(head) = lock(&c.queue).front() {
+                    head.released.notify_one();
+                }
+            }
+            backoff = Duration::from_millis(100);
+        }
+        let Some(inner) = hub.upgrade() else { return };
+        inner.alive.store(false, Ordering::Release);
+        *lock(&inner.sink) = None;
+        tracing::warn!("the release-notification connection closed; waiters poll until it is back");
+        wake_all_heads(&inner);
+        drop(inner);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = &mut stop => return,
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            if hub.strong_count() == 0 {
+                return;
+            }
+            let Ok(pubsub) = client.get_async_pubsub().await else {
+                continue;
+            };
+            let (mut sink, s) = pubsub.split();
+            let Some(inner) = hub.upgrade() else { return };
+            stream = s;
+            *lock(&inner.sink) = Some(sink.clone());
+            let generation = inner.generation.fetch_add(1, Ordering::AcqRel) + 1;
+            // The keys waited on before stay subscribed across the reconnect.
+            let channels: Vec<Arc<Channel>> = lock(&inner.channels).values().cloned().collect();
+            for c in channels {
+                let mut at = c.subscribed.lock().await;
+                if sink.subscribe(&c.name).await.is_ok() {
+                    *at = generation;
+                }
+            }
+            inner.alive.store(true, Ordering::Release);
+            wake_all_heads(&inner);
+            break;
+        }
+    }
+}
+
+fn wake_all_heads(inner: &HubInner) {
+    for c in lock(&inner.channels).values() {
+        if let Some(head) = lock(&c.queue).front() {
+            head.released.notify_one();
+        }
+    }
+}
+
+/// How one acquire waits between its attempts: obtained from
+/// [`Locker::waiter`](crate::Locker::waiter), used by the retry loop, dropped when the acquire
+/// ends (which hands the turn to the next waiter of the same client).
+pub struct Waiter(WaiterKind);
+
+enum WaiterKind {
+    Poll,
+    Notify(NotifyWaiter),
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            WaiterKind::Poll => f.write_str("Waiter(poll)"),
+            WaiterKind::Notify(w) => write!(f, "Waiter(notify {})", w.key),
+        }
+    }
+}
+
+impl Waiter {
+    /// A waiter that sleeps the retry pause (delay plus jitter) between attempts.
+    pub fn poll() -> Waiter {
+        Waiter(WaiterKind::Poll)
+    }
+
+    pub(crate) fn notify(w: NotifyWaiter) -> Waiter {
+        Waiter(WaiterKind::Notify(w))
+    }
+
+    /// Whether this waiter is woken by releases (`false`: it polls).
+    pub fn is_notified(&self) -> bool {
+        matches!(self.0, WaiterKind::Notify(_))
+    }
+
+    /// Before the first attempt: when other acquires of the same client already wait for this
+    /// key, queue behind them (first come, first served) instead of jumping the queue. At most
+    /// `time_left`.
+    pub(crate) async fn before_first_attempt(&mut self, pause: Duration, time_left: Duration) {
+        if let WaiterKind::Notify(w) = &mut self.0 {
+            if w.others_waiting() {
+                w.wait(pause, time_left).await;
+            }
+        }
+    }
+
+    /// Waits before the next attempt. Polling: `pause`. Notified: until the key is released,
+    /// the holder's TTL runs out, or `time_left` is used up.
+    pub(crate) async fn wait(&mut self, pause: Duration, time_left: Duration) {
+        match &mut self.0 {
+            WaiterKind::Poll => tokio::time::sleep(pause).await,
+            WaiterKind::Notify(w) => w.wait(pause, time_left).await,
+        }
+    }
+}
+
+/// A waiter woken by releases.
+pub(crate) struct NotifyWaiter {
+    hub: Hub,
+    channel: Arc<Channel>,
+    key: String,
+    conn: Conn,
+    slot: Option<Arc<Slot>>,
+}
+
+impl NotifyWaiter {
+    fn others_waiting(&self) -> bool {
+        !lock(&self.channel.queue).is_empty()
+    }
+
+    /// Joins the queue if not in it yet; whether this waiter is its head.
+    fn join(&mut self) -> (Arc<Slot>, bool) {
+        let mut queue = lock(&self.channel.queue);
+        let slot = match &self.slot {
+            Some(s) => s.clone(),
+            None => {
+                let s = Arc::new(Slot::default());
+                queue.push_back(s.clone());
+                self.slot = Some(s.clone());
+                s
+            }
+        };
+        let head = queue.front().is_some_and(|f| Arc::ptr_eq(f, &slot));
+        (slot, head)
+    }
+
+    async fn wait(&mut self, pause: Duration, time_left: Duration) {
+        if !self.hub.alive() {
+            return tokio::time::sleep(pause.min(time_left)).await;
+        }
+        let until = tokio::time::Instant::now() + time_left;
+        let (slot, mut head) = self.join();
+        while !head {
+            if tokio::time::timeout_at(until, slot.promoted.notified())
+                .await
+                .is_err()
+            {
+                return;
+            }
+            head = self.join().1;
+        }
+        if !self.hub.ensure_subscribed(&self.channel).await {
+            return tokio::time::sleep(pause.min(time_left)).await;
+        }
+        // Subscribed before this read: a release after it is heard, one before it shows here.
+        let pttl = redis::cmd("PTTL")
+            .arg(&self.key)
+            .query_async::<i64>(&mut self.conn)
+            .await;
+        let wait = match pttl {
+            Ok(-2) => return,                                         // gone: try now
+            Ok(ms) if ms > 0 => Duration::from_millis(ms as u64 + 1), // the holder's TTL at most
+            Ok(_) => pause, // a key without TTL (not a lockkit lock): poll it
+            Err(_) => return tokio::time::sleep(pause.min(time_left)).await,
+        };
+        let deadline = until.min(tokio::time::Instant::now() + wait);
+        let _ = tokio::time::timeout_at(deadline, slot.released.notified()).await;
+    }
+}
+
+impl Drop for NotifyWaiter {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else { return };
+        let mut queue = lock(&self.channel.queue);
+        let was_head = queue.front().is_some_and(|f| Arc::ptr_eq(f, &slot));
+        queue.retain(|s| !Arc::ptr_eq(s, &slot));
+        if was_head {
+            if let Some(next) = queue.front() {
+                next.promoted.notify_one();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_channel_is_prefix_and_key() {
+        assert_eq!(release_channel("order:42"), "lockkit:released:order:42");
+    }
+
+    #[test]
+    fn poll_waiter_is_not_notified() {
+        assert!(!Waiter::poll().is_notified());
+    }
+}

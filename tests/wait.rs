@@ -1,0 +1,259 @@
+//! Waiting for a busy lock: woken by its release (one subscribed connection per client, the
+//! release script publishes), polling as the fallback. Real redis-servers and twemproxy.
+//!
+//! No timing assertions: the tests count acquire attempts. A poller with a 10 ms pause makes
+//! dozens of attempts while a lock is held for half a second; a notified waiter makes two (the
+//! busy one and the one after the release).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use lockkit::{
+    AcquireObserver, AttemptOutcome, ClientOptions, LockClient, LockOptions, Locker,
+    ReleaseOutcome, RetryOptions, WaitMode,
+};
+use lockkit_test_support::{Nutcracker, RedisServer};
+
+#[derive(Default)]
+struct Attempts(u32);
+
+impl AcquireObserver for Attempts {
+    fn on_attempt(&mut self, _: AttemptOutcome, _: Instant, _: Duration) {
+        self.0 += 1;
+    }
+}
+
+fn retrying(ttl: Duration) -> LockOptions {
+    LockOptions::new(ttl).retry(
+        RetryOptions::new()
+            .delay(Duration::from_millis(10))
+            .jitter(Duration::ZERO)
+            .deadline(Some(Duration::from_secs(20))),
+    )
+}
+
+/// Acquires `key` with [`retrying`] options; the lock and how many attempts it took.
+async fn acquire_counting(c: &LockClient, key: &str) -> (lockkit::Lock, u32) {
+    let mut attempts = Attempts::default();
+    let lock = c
+        .acquire_observed(key, &retrying(Duration::from_secs(5)), &mut attempts)
+        .await
+        .unwrap();
+    (lock, attempts.0)
+}
+
+async fn client(url: &str, wait: WaitMode) -> LockClient {
+    LockClient::connect_with(url, ClientOptions::new().wait(wait))
+        .await
+        .unwrap()
+}
+
+/// `holder` takes `key`, `waiter` tries to acquire it meanwhile; the holder releases after
+/// `hold`. The waiter's attempt count.
+async fn attempts_while_held(holder: &LockClient, waiter: &LockClient, key: &str) -> u32 {
+    let held = holder
+        .try_acquire(key, Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let w = waiter.clone();
+    let k = key.to_string();
+    let task = tokio::spawn(async move {
+        let (lock, attempts) = acquire_counting(&w, &k).await;
+        w.release(&lock).await.unwrap();
+        attempts
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        holder.release(&held).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    task.await.unwrap()
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_on_release_instead_of_polling() {
+    let server = RedisServer::start();
+    let holder = client(&server.url(), WaitMode::Notify).await;
+    let notified = client(&server.url(), WaitMode::Notify).await;
+    assert_eq!(notified.wait_mode(), (WaitMode::Notify, None));
+    let n = attempts_while_held(&holder, &notified, "lock:wake").await;
+    assert!(
+        n <= 3,
+        "a notified waiter polled: {n} attempts for one release"
+    );
+
+    // The same scenario with polling: the pause of 10 ms means many attempts.
+    let poller = client(&server.url(), WaitMode::Poll).await;
+    assert_eq!(poller.wait_mode(), (WaitMode::Poll, None));
+    let p = attempts_while_held(&holder, &poller, "lock:wake").await;
+    assert!(p > 3, "polling made only {p} attempts in half a second");
+}
+
+#[tokio::test]
+async fn a_waiter_wakes_when_the_holder_ttl_runs_out() {
+    // The holder never releases (a crashed process): no message comes; the waiter reads the
+    // remaining TTL and tries again when it has run out.
+    let server = RedisServer::start();
+    let holder = client(&server.url(), WaitMode::Notify).await;
+    let waiter = client(&server.url(), WaitMode::Notify).await;
+    let _abandoned = holder
+        .try_acquire("lock:crashed", Duration::from_millis(400))
+        .await
+        .unwrap()
+        .unwrap();
+    let (lock, attempts) = acquire_counting(&waiter, "lock:crashed").await;
+    assert!(attempts <= 3, "{attempts} attempts");
+    waiter.release(&lock).await.unwrap();
+}
+
+#[tokio::test]
+async fn waiters_of_one_client_take_the_lock_first_come_first_served() {
+    let server = RedisServer::start();
+    let holder = client(&server.url(), WaitMode::Notify).await;
+    let waiters = client(&server.url(), WaitMode::Notify).await;
+    let held = holder
+        .try_acquire("lock:queue", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..5u32 {
+        let (w, order) = (waiters.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let (lock, attempts) = acquire_counting(&w, "lock:queue").await;
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            w.release(&lock).await.unwrap();
+            attempts
+        }));
+        // Arrival order: each waiter is queued well before the next one starts.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    holder.release(&held).await.unwrap();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+    // The first waiter tried once before queueing; the others queued behind it without trying;
+    // each tried once more when its turn came (a spare attempt each at most).
+    assert!(total <= 5 + 1 + 5, "{total} attempts for 5 locks");
+}
+
+#[tokio::test]
+async fn release_publishes_only_when_it_deleted_the_lock() {
+    let server = RedisServer::start();
+    let c = client(&server.url(), WaitMode::Notify).await;
+    let sub = redis::Client::open(server.url()).unwrap();
+    let (mut sink, mut stream) = sub.get_async_pubsub().await.unwrap().split();
+    sink.subscribe("lockkit:released:lock:pub").await.unwrap();
+
+    let lock = c
+        .try_acquire("lock:pub", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    // Someone else's token in the key: not ours, nothing deleted, nothing published.
+    server.inline("SET lock:pub intruder").unwrap();
+    assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::HeldByOther);
+    server.inline("DEL lock:pub").unwrap();
+    let lock = c
+        .try_acquire("lock:pub", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::NotHeld);
+    // A marker published after the three releases: everything before it has been delivered.
+    let mut conn = sub.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("PUBLISH")
+        .arg("lockkit:released:lock:pub")
+        .arg("marker")
+        .query_async::<i64>(&mut conn)
+        .await
+        .unwrap();
+    let mut payloads = Vec::new();
+    while let Some(msg) = stream.next().await {
+        let p: String = msg.get_payload().unwrap();
+        if p == "marker" {
+            break;
+        }
+        payloads.push(p);
+    }
+    assert_eq!(
+        payloads,
+        vec!["1".to_string()],
+        "one message, for the delete"
+    );
+}
+
+#[tokio::test]
+async fn behind_twemproxy_waiters_poll_and_say_why() {
+    let a = RedisServer::start();
+    let proxy = Nutcracker::start(&[&a]);
+    let c = client(&proxy.url(), WaitMode::Notify).await;
+    let (mode, why) = c.wait_mode();
+    assert_eq!(mode, WaitMode::Poll);
+    assert!(why.is_some_and(|w| w.contains("proxy")), "{why:?}");
+    // Polling still gets the lock once it is released.
+    let n = attempts_while_held(&c, &c, "lock:proxied").await;
+    assert!(n > 1, "{n}");
+}
+
+#[tokio::test]
+async fn an_acl_without_channels_falls_back_to_polling_and_release_still_works() {
+    let server = RedisServer::start();
+    server
+        .inline(
+            "ACL SETUSER locker on >lockpw resetkeys ~lock:* resetchannels -@all \
+             +set +get +del +pexpire +evalsha +eval +script|load +ping +pttl +publish +subscribe",
+        )
+        .unwrap();
+    let url = format!("redis://locker:lockpw@127.0.0.1:{}", server.port());
+    let c = client(&url, WaitMode::Notify).await;
+    let (mode, why) = c.wait_mode();
+    assert_eq!(mode, WaitMode::Poll);
+    assert!(why.is_some_and(|w| w.contains("SUBSCRIBE")), "{why:?}");
+    // The release script's PUBLISH is refused (no channel); the lock is released all the same.
+    let lock = c
+        .try_acquire("lock:acl", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(server.inline("EXISTS lock:acl").unwrap().trim(), ":0");
+}
+
+#[tokio::test]
+async fn a_killed_subscription_degrades_to_polling_and_comes_back() {
+    let server = RedisServer::start();
+    let holder = client(&server.url(), WaitMode::Notify).await;
+    let waiter = client(&server.url(), WaitMode::Notify).await;
+    let n = attempts_while_held(&holder, &waiter, "lock:killed").await;
+    assert!(n <= 3, "{n}");
+    // The waiter's client is subscribed to lock:killed's channel now; kill that connection.
+    let killed = server.inline("CLIENT KILL TYPE pubsub").unwrap();
+    assert_eq!(killed.trim(), ":1");
+    // Still gets the lock (polling meanwhile, or notified once reconnected).
+    let n = attempts_while_held(&holder, &waiter, "lock:killed").await;
+    assert!(n >= 2, "{n}");
+    // Reconnected within the back-off, and subscribed again to the key it waited on.
+    let mut back = false;
+    for _ in 0..100 {
+        if server
+            .inline("CLIENT LIST TYPE pubsub")
+            .unwrap()
+            .contains("id=")
+        {
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(back, "the subscription connection did not come back");
+    let n = attempts_while_held(&holder, &waiter, "lock:killed").await;
+    assert!(n <= 3, "after reconnecting, still polling: {n} attempts");
+}
