@@ -415,14 +415,28 @@ impl Redlock {
     /// # Errors
     /// None today (node failures are listed); kept fallible for future node checks.
     pub async fn release_detailed(&self, lock: &Lock) -> Result<RedlockRelease> {
+        let (quorum, n) = (self.quorum(), self.len());
         let lock_arc = Arc::new(lock.clone());
         let release = |node: Arc<Node>| {
             let lock = Arc::clone(&lock_arc);
             async move { node.client.release_node(&lock).await }
         };
-        let mut tally = self
+        let (_, mut tally) = self
             .nodes
-            .vote_until_settled(false, release, |o| *o == ReleaseOutcome::Released)
+            .vote(
+                false,
+                release,
+                |replies| {
+                    // Decided: a quorum released, or a quorum answered that our token is gone
+                    // (the lock was lost), or every node answered. A failed node decides
+                    // nothing: the lock may still be on it.
+                    let (released, _) = count(replies, |o| *o == ReleaseOutcome::Released);
+                    let (gone, _) = count(replies, |o| *o != ReleaseOutcome::Released);
+                    let answered = replies.iter().flatten().count();
+                    (released >= quorum || gone > n - quorum || answered == n).then_some(())
+                },
+                |_, _, _: &()| {},
+            )
             .await;
         let mut out = RedlockRelease {
             pending: tally.pending(),
@@ -539,8 +553,24 @@ impl Locker for Redlock {
     }
 
     /// Released when a quorum of nodes still held our token ([`RedlockRelease::outcome`]).
+    /// # Errors
+    /// [`Error::QuorumNotReached`] when node failures left it undecided: fewer than a quorum
+    /// released, and fewer than a quorum answered that our token was gone (a frozen or
+    /// unreachable node may still hold it until its TTL).
     async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
-        let release = async { Ok(self.release_detailed(lock).await?.outcome(self.quorum())) };
+        let release = async {
+            let r = self.release_detailed(lock).await?;
+            let quorum = self.quorum();
+            if r.released >= quorum || r.not_held + r.held_by_other > self.len() - quorum {
+                return Ok(r.outcome(quorum));
+            }
+            Err(Error::QuorumNotReached {
+                key: lock.key.clone(),
+                acquired: r.released,
+                needed: quorum,
+                node_errors: r.node_errors,
+            })
+        };
         crate::metrics::observe_release(self.mode(), lock, release).await
     }
 

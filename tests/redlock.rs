@@ -380,3 +380,45 @@ async fn node_that_keeps_timing_out_is_skipped_as_a_failed_vote() {
         attempt.node_errors[0]
     );
 }
+
+/// A release whose quorum could not be decided because nodes failed (one down, one frozen) is
+/// an error, not "the lock had expired": the frozen node still holds our token. Before the fix
+/// it came back as `Ok(NotHeld)`, which a caller (and `lockkit bench`, as a lost lock) reads as
+/// a lock that ran out under its holder.
+#[tokio::test]
+async fn a_release_undecided_by_node_failures_is_an_error_not_not_held() {
+    let mut servers = RedisServer::start_many(3);
+    let redlock = fresh_with(
+        &servers,
+        RedlockOptions::new().node_timeout(Duration::from_millis(200)),
+    )
+    .await;
+    let lock = redlock
+        .try_acquire("undecided", &opts(30_000))
+        .await
+        .unwrap()
+        .lock
+        .expect("all three nodes are up");
+    servers[1].kill();
+    let frozen = Frozen::stop(&servers[2]);
+    let err = redlock.release(&lock).await.unwrap_err();
+    assert_eq!(err.kind(), lockkit::ErrorKind::QuorumNotReached, "{err}");
+    // The healthy node did release; the frozen one runs the queued release when it resumes.
+    assert_eq!(holder(&servers[0], "undecided"), None);
+    drop(frozen);
+
+    // Where a quorum of nodes answers that the token is gone, the lock is reported as lost.
+    let lock = redlock
+        .try_acquire("expired", &opts(30_000))
+        .await
+        .unwrap()
+        .lock
+        .expect("nodes 1 and 3 are a quorum");
+    for s in [&servers[0], &servers[2]] {
+        s.inline("DEL expired").unwrap();
+    }
+    assert_eq!(
+        redlock.release(&lock).await.unwrap(),
+        lockkit::ReleaseOutcome::NotHeld
+    );
+}
