@@ -124,8 +124,9 @@ impl ClientOptions {
         /// How many times a dropped connection is re-established before calls fail (default 3).
         reconnect_retries: usize => reconnect_retries;
 
-        /// How an acquire with retries waits for a busy lock (default [`WaitMode::Notify`]
-        /// (crate::WaitMode::Notify): woken by the release on one server, polling elsewhere).
+        /// How an acquire with retries waits for a busy lock (default
+        /// [`WaitMode::Notify`](crate::WaitMode::Notify): woken by the release on one server,
+        /// polling elsewhere).
         wait: crate::wait::WaitMode => wait;
     }
 
