@@ -13,7 +13,7 @@ use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::options::{ClientOptions, ScriptMode};
 use crate::scripts::{self, LuaScript};
-use crate::wait::{Hub, WaitMode};
+use crate::wait::{open_hub, Hub, WaitMode};
 
 /// Counters of what the client did, for tests, benchmarks and reports.
 #[derive(Debug, Default)]
@@ -69,30 +69,18 @@ impl Connections {
         if topology == Topology::Proxy {
             options.proxy = Some(true);
         }
-        let (hub, polling_because) = match (options.wait, topology) {
-            (WaitMode::Poll, _) => (None, None),
-            (WaitMode::Notify, Topology::Standalone) => {
-                let (client, _) = conn::single_client(url, &options, false)?;
-                match Hub::open(client).await {
-                    Ok(hub) => (Some(hub), None),
-                    Err(why) => {
-                        tracing::info!(target = %crate::url::redact_url(url), why, "release notification unavailable; waiters poll");
-                        (None, Some(why))
-                    }
+        let (hub, polling_because) = match options.wait {
+            WaitMode::Poll => (None, None),
+            WaitMode::Notify => match open_hub(url, &options, topology, conns[0].clone()).await? {
+                Ok(hub) => (Some(hub), None),
+                Err(why) => {
+                    tracing::info!(target = %crate::url::redact_url(url), why, "release notification unavailable; waiters poll");
+                    (None, Some(why))
                 }
-            }
-            (WaitMode::Notify, t) => (
-                None,
-                Some(format!(
-                    "a {} target: pub/sub does not reach the lock's server",
-                    t.name()
-                )),
-            ),
+            },
         };
-        let mut this = Self::assemble(url, options, conns, topology, set_nx_get);
-        let inner = Arc::get_mut(&mut this.0).expect("not shared yet");
-        inner.hub = hub;
-        inner.polling_because = polling_because;
+        let wait = (hub, polling_because);
+        let this = Self::assemble(url, options, conns, topology, set_nx_get, wait);
         this.preload().await?;
         Ok(this)
     }
@@ -106,7 +94,14 @@ impl Connections {
         } else {
             Topology::Standalone
         };
-        Ok(Self::assemble(url, options, conns, topology, false))
+        Ok(Self::assemble(
+            url,
+            options,
+            conns,
+            topology,
+            false,
+            (None, None),
+        ))
     }
 
     fn assemble(
@@ -115,6 +110,7 @@ impl Connections {
         conns: Vec<Conn>,
         topology: Topology,
         set_nx_get: bool,
+        (hub, polling_because): (Option<Hub>, Option<String>),
     ) -> Connections {
         Connections(Arc::new(Inner {
             conns,
@@ -125,8 +121,8 @@ impl Connections {
             warned_preload: AtomicBool::new(false),
             topology,
             set_nx_get,
-            hub: None,
-            polling_because: None,
+            hub,
+            polling_because,
         }))
     }
 

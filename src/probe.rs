@@ -172,18 +172,9 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
         "none: this target cannot run lockkit's scripts"
     };
 
-    let release_notify = match topology {
-        Topology::Standalone => {
-            let (client, _) = conn::single_client(url, &opts, false)?;
-            match crate::wait::Hub::open(client).await {
-                Ok(_) => Support::Yes,
-                Err(why) => Support::No(why),
-            }
-        }
-        t => Support::No(format!(
-            "a {} target: pub/sub does not reach the lock's server",
-            t.name()
-        )),
+    let release_notify = match crate::wait::open_hub(url, &opts, topology, main.clone()).await? {
+        Ok(_) => Support::Yes,
+        Err(why) => Support::No(why),
     };
 
     Ok(ProbeReport {

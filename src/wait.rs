@@ -27,7 +27,8 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{oneshot, Notify};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, Topology};
+use crate::options::ClientOptions;
 
 /// The prefix of the channel a release publishes on: `lockkit:released:<key>`.
 pub const RELEASE_CHANNEL_PREFIX: &str = "lockkit:released:";
@@ -109,8 +110,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Hub {
     /// Opens the subscribed connection and checks that the server lets this user subscribe to
     /// the release channels. `Err` says why waiters will poll instead.
-    pub(crate) async fn open(client: redis::Client) -> Result<Hub, String> {
-        let (sink, stream) = subscribe_probe(&client).await?;
+    async fn open(client: redis::Client, conn: Conn) -> Result<Hub, String> {
+        let (sink, stream) = subscribe_probe(&client, conn).await?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let inner = Arc::new(HubInner {
             sink: Mutex::new(Some(sink)),
@@ -192,10 +193,35 @@ impl Hub {
     }
 }
 
+/// Opens the release notifications of a client on `url`, a target of this `topology`;
+/// `Ok(Err(why))` when its waiters must poll instead. `conn` is one of the client's own
+/// connections (for the `PUBLISH` check).
+///
+/// # Errors
+/// A URL or TLS setting that cannot make a client (already checked by the caller's connect).
+pub(crate) async fn open_hub(
+    url: &str,
+    options: &ClientOptions,
+    topology: Topology,
+    conn: Conn,
+) -> crate::Result<Result<Hub, String>> {
+    if topology != Topology::Standalone {
+        return Ok(Err(format!(
+            "a {} target: pub/sub does not reach the lock's server",
+            topology.name()
+        )));
+    }
+    let (client, _) = crate::conn::single_client(url, options, false)?;
+    Ok(Hub::open(client, conn).await)
+}
+
 /// SUBSCRIBE once and PUBLISH once on a probe channel (a refused `PTTL` later only makes that
 /// one wait poll): a user whose ACL lacks either gets an
 /// error here, at connect, rather than on every wait.
-async fn subscribe_probe(client: &redis::Client) -> Result<(PubSubSink, PubSubStream), String> {
+async fn subscribe_probe(
+    client: &redis::Client,
+    mut conn: Conn,
+) -> Result<(PubSubSink, PubSubStream), String> {
     let pubsub = client
         .get_async_pubsub()
         .await
@@ -208,10 +234,6 @@ async fn subscribe_probe(client: &redis::Client) -> Result<(PubSubSink, PubSubSt
     sink.unsubscribe(&probe)
         .await
         .map_err(|e| format!("UNSUBSCRIBE refused: {e}"))?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| format!("no connection for the probe: {e}"))?;
     redis::cmd("PUBLISH")
         .arg(&probe)
         .arg("0")
