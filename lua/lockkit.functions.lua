@@ -73,3 +73,130 @@ redis.register_function('lockkit_acquire_fenced', function(KEYS, ARGV)
   end
   return 0
 end)
+
+redis.register_function('lockkit_acquire_fair', function(KEYS, ARGV)
+  -- acquire_fair.lua: take the lock in turn, first come first served, through a queue in Redis.
+  --
+  -- A caller finding the lock free takes it when the queue is empty or when it is the queue's
+  -- head; otherwise it joins the queue (once, under its ticket) and is told its place. Every
+  -- attempt renews the caller's lease in the queue; an entry whose lease ran out (a waiter that
+  -- crashed, or gave up without leaving) is dropped here, so a dead waiter blocks the queue for
+  -- at most its lease.
+  --
+  -- KEYS[1]  the lock key
+  -- KEYS[2]  the queue: a sorted set of tickets scored by arrival number
+  -- KEYS[3]  the leases: a sorted set of tickets scored by lease end (server time, ms); in Redis
+  --          Cluster the three keys must share one hash slot (lockkit derives `{key}:...` names)
+  -- ARGV[1]  the caller's ticket, also the lock's token once taken (a fresh random value per acquire)
+  -- ARGV[2]  the TTL in milliseconds (a positive integer)
+  -- ARGV[3]  the lease of a queue entry in milliseconds (a positive integer)
+  -- ARGV[4]  optional: a channel to PUBLISH the head's ticket on when the lock is free but it is
+  --          the head's turn, not the caller's (wakes a head that missed its turn)
+  --
+  -- Replies (array of two integers):
+  --   {0, ttl}   acquired: the lock holds ARGV[1] for ttl ms; the caller left the queue
+  --   {n, pttl}  queued at place n (1 = next); pttl is the lock's remaining TTL in ms as PTTL
+  --              answers it: -2 when the lock is free and it is the head's turn, -1 for a key
+  --              without a TTL
+  local lease = tonumber(ARGV[3])
+  if not lease or lease <= 0 then
+    return redis.error_reply('ERR the lease (ARGV[3]) must be a positive number of milliseconds')
+  end
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)) do
+    redis.call('ZREM', KEYS[2], ticket)
+    redis.call('ZREM', KEYS[3], ticket)
+  end
+  local holder = redis.call('GET', KEYS[1])
+  if holder == ARGV[1] then
+    return {0, redis.call('PTTL', KEYS[1])}
+  end
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  if not holder and (not head or head == ARGV[1]) then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    return {0, tonumber(ARGV[2])}
+  end
+  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')[2]
+    redis.call('ZADD', KEYS[2], (tonumber(last) or 0) + 1, ARGV[1])
+  end
+  redis.call('ZADD', KEYS[3], now + lease, ARGV[1])
+  for i = 2, 3 do
+    if redis.call('PTTL', KEYS[i]) < lease then
+      redis.call('PEXPIRE', KEYS[i], lease)
+    end
+  end
+  if not holder and ARGV[4] then
+    redis.pcall('PUBLISH', ARGV[4], head)
+  end
+  return {redis.call('ZRANK', KEYS[2], ARGV[1]) + 1, redis.call('PTTL', KEYS[1])}
+end)
+
+redis.register_function('lockkit_release_fair', function(KEYS, ARGV)
+  -- release_fair.lua: compare-and-delete of a lock taken with acquire_fair.lua, then wake the
+  -- queue's head.
+  --
+  -- KEYS[1]  the lock key
+  -- KEYS[2]  the queue (see acquire_fair.lua)
+  -- KEYS[3]  the leases (see acquire_fair.lua)
+  -- ARGV[1]  the token the caller got when it acquired the lock
+  -- ARGV[2]  optional: a channel to PUBLISH on after the delete: the ticket of the queue's head
+  --          (the first whose lease has not run out), or `1` when nobody waits. Published only
+  --          when the lock was really deleted; a refused PUBLISH does not undo the release.
+  --
+  -- Replies (integer):
+  --    1  released: the key held ARGV[1] and was deleted
+  --    0  not held: the key does not exist (expired, or never taken); nothing changed
+  --   -1  not yours: the key holds another token; nothing changed
+  local current = redis.call('GET', KEYS[1])
+  if current == false then
+    return 0
+  elseif current ~= ARGV[1] then
+    return -1
+  end
+  redis.call('DEL', KEYS[1])
+  if ARGV[2] then
+    local time = redis.call('TIME')
+    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)) do
+      redis.call('ZREM', KEYS[2], ticket)
+      redis.call('ZREM', KEYS[3], ticket)
+    end
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    redis.pcall('PUBLISH', ARGV[2], head or '1')
+  end
+  return 1
+end)
+
+redis.register_function('lockkit_leave_fair', function(KEYS, ARGV)
+  -- leave_fair.lua: a waiter gives up its place in the queue of acquire_fair.lua.
+  --
+  -- When it was the head, the next waiter is told at once that its turn has come, so a waiter
+  -- that gave up never holds up the one behind it.
+  --
+  -- KEYS[1]  the lock key
+  -- KEYS[2]  the queue (see acquire_fair.lua)
+  -- KEYS[3]  the leases (see acquire_fair.lua)
+  -- ARGV[1]  the waiter's ticket
+  -- ARGV[2]  optional: a channel to PUBLISH the new head's ticket on when the leaving waiter was
+  --          the head
+  --
+  -- Replies (integer):
+  --    1  left: the ticket was in the queue and is not anymore
+  --    0  not queued: nothing changed
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then
+    return 0
+  end
+  if head == ARGV[1] and ARGV[2] then
+    local next = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+    if next then
+      redis.pcall('PUBLISH', ARGV[2], next)
+    end
+  end
+  return 1
+end)

@@ -63,9 +63,24 @@ pub static RELEASE: LuaScript = script!("release");
 pub static EXTEND: LuaScript = script!("extend");
 /// `SET NX PX` plus `INCR` of a fencing counter in one step: the token (> 0), or `0` when busy.
 pub static ACQUIRE_FENCED: LuaScript = script!("acquire_fenced");
+/// Fair acquire: take the lock when free and it is the caller's turn, or queue up in Redis:
+/// `{0, ttl}` acquired, `{place, pttl}` queued.
+pub static ACQUIRE_FAIR: LuaScript = script!("acquire_fair");
+/// Compare-and-delete of a fair lock that wakes the queue's head: `1`, `0`, `-1` as [`RELEASE`].
+pub static RELEASE_FAIR: LuaScript = script!("release_fair");
+/// A waiter leaves the fair queue (waking the next one when it was the head): `1` left, `0` not
+/// queued.
+pub static LEAVE_FAIR: LuaScript = script!("leave_fair");
 
 /// Every script the library uses, in a fixed order.
-pub static ALL: [&LuaScript; 3] = [&RELEASE, &EXTEND, &ACQUIRE_FENCED];
+pub static ALL: [&LuaScript; 6] = [
+    &RELEASE,
+    &EXTEND,
+    &ACQUIRE_FENCED,
+    &ACQUIRE_FAIR,
+    &RELEASE_FAIR,
+    &LEAVE_FAIR,
+];
 
 /// The name of the Function library.
 pub const LIBRARY_NAME: &str = "lockkit";

@@ -68,6 +68,7 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
         "extend.txt",
         "acquire_fenced.txt",
         "lockkit.functions.txt",
+        "fair.txt",
     ]
     .iter()
     .map(|f| dir.join(f).display().to_string())
@@ -76,7 +77,7 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
     args.extend(files.iter().map(String::as_str));
     let out = lockkit(&args, None);
     assert!(out.success(), "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("4 passed, 0 failed"));
+    assert!(out.stdout.contains("5 passed, 0 failed"));
 
     let tmp_dir = tempfile::tempdir().unwrap();
     let tmp = tmp_dir.path();

@@ -112,6 +112,39 @@ fn lua_scripts_run_from_files_by_sha() {
 }
 
 #[test]
+fn fair_scripts_serve_in_turn_and_drop_a_waiter_whose_lease_ran_out() {
+    let mut h = Harness::new().unwrap();
+    let acquire = h.load_script(lua("acquire_fair.lua")).unwrap();
+    let release = h.load_script(lua("release_fair.lua")).unwrap();
+    let leave = h.load_script(lua("leave_fair.lua")).unwrap();
+    let keys = ["l", "{l}:q", "{l}:w"];
+    let pair = |a: i64, b: i64| Reply::Array(vec![Reply::Int(a), Reply::Int(b)]);
+    let take = |h: &mut Harness, ticket: &str, lease: &str| {
+        h.evalsha(&acquire, &keys, &[ticket, "10000", lease, "ch"])
+    };
+    assert_eq!(take(&mut h, "a", "1000"), pair(0, 10000));
+    assert_eq!(take(&mut h, "b", "1000"), pair(1, 10000));
+    assert_eq!(take(&mut h, "c", "5000"), pair(2, 10000));
+    assert_eq!(take(&mut h, "d", "5000"), pair(3, 10000));
+    // Only the holder releases; then it is b's turn, not c's.
+    assert_eq!(h.evalsha(&release, &keys, &["c", "ch"]), Reply::Int(-1));
+    assert_eq!(h.evalsha(&release, &keys, &["a", "ch"]), Reply::Int(1));
+    assert_eq!(take(&mut h, "c", "5000"), pair(2, -2));
+    assert_eq!(h.get("l"), None);
+    // b never comes back: once its lease is over, c is the head and takes the lock.
+    h.advance(Duration::from_millis(1001));
+    assert_eq!(take(&mut h, "c", "5000"), pair(0, 10000));
+    assert_eq!(h.get("l").as_deref(), Some(&b"c"[..]));
+    // d, the head now, gives up: the queue is empty and its keys are gone.
+    assert_eq!(h.evalsha(&leave, &keys, &["d", "ch"]), Reply::Int(1));
+    assert_eq!(h.evalsha(&leave, &keys, &["d", "ch"]), Reply::Int(0));
+    assert_eq!(
+        h.snapshot().keys().cloned().collect::<Vec<_>>(),
+        vec![b"l".to_vec()]
+    );
+}
+
+#[test]
 fn function_library_loads_from_a_file() {
     let mut h = Harness::new().unwrap();
     assert_eq!(
@@ -124,7 +157,10 @@ fn function_library_loads_from_a_file() {
         [
             "lockkit_release",
             "lockkit_extend",
-            "lockkit_acquire_fenced"
+            "lockkit_acquire_fenced",
+            "lockkit_acquire_fair",
+            "lockkit_release_fair",
+            "lockkit_leave_fair"
         ]
     );
     assert_eq!(

@@ -90,6 +90,13 @@ mod tests {
             ScriptKind::SetNx
         );
         assert_eq!(classify_script(&lua("extend.lua")), ScriptKind::Other);
+        // The fair release answers as release.lua does; the fair acquire's reply (an array) is
+        // not one the observer reads, so it is not taken for a `SET NX`.
+        assert_eq!(
+            classify_script(&lua("release_fair.lua")),
+            ScriptKind::CompareDelete
+        );
+        assert_eq!(classify_script(&lua("acquire_fair.lua")), ScriptKind::Other);
     }
 
     #[test]
