@@ -150,7 +150,7 @@ impl LockClient {
                 let again = self.release_pairs(&pairs).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     for (key, token) in &pairs {
-                        self.release_in_background(key, token);
+                        self.release_in_background(key, token, false);
                     }
                 }
                 again
@@ -195,7 +195,7 @@ impl LockClient {
             }
         };
         for (key, token) in &pairs[confirmed.min(pairs.len())..] {
-            self.release_in_background(key, token);
+            self.release_in_background(key, token, false);
         }
     }
 }

@@ -169,7 +169,7 @@ impl LockClient {
             Ok(v) => Ok(set_nx_taken(&v, &token, get)?
                 .then(|| Lock::acquired(key, token, opts, start, None))),
             Err(e) if unknown_outcome(&e) => {
-                self.clean_up_unknown(&mut conn, key, &token).await;
+                self.clean_up_unknown(&mut conn, key, &token, false).await;
                 Err(e.into())
             }
             Err(e) => Err(e.into()),
@@ -207,35 +207,51 @@ impl LockClient {
     /// The clean-up goes over the same connection as the lost command: after a drop, that
     /// connection is the one being re-established, while the next one in the rotation may have
     /// been closed by the same fault and not know it yet.
-    pub(crate) async fn clean_up_unknown(&self, conn: &mut Conn, key: &str, token: &str) {
+    /// `fair`: the attempt was a fair one (its release wakes the queue's head).
+    pub(crate) async fn clean_up_unknown(
+        &self,
+        conn: &mut Conn,
+        key: &str,
+        token: &str,
+        fair: bool,
+    ) {
         self.conns.count_unknown_outcome_cleanup();
-        if let Err(e) = self.release_on(conn, key, token).await {
+        if let Err(e) = self.release_on(conn, key, token, fair).await {
             tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
-            self.release_in_background(key, token);
+            self.release_in_background(key, token, fair);
         }
     }
 
-    /// Compare-and-delete of `key` for `token` over `conn`.
+    /// Compare-and-delete of `key` for `token` over `conn`; of a lock taken in fair mode with
+    /// `fair` (its release names the queue's head).
     pub(crate) async fn release_on(
         &self,
         conn: &mut Conn,
         key: &str,
         token: &str,
+        fair: bool,
     ) -> Result<ReleaseOutcome> {
         let channel = self.conns.release_channel(key);
         let mut args = vec![token.as_bytes()];
         args.extend(channel.as_deref().map(str::as_bytes));
-        let v = self
-            .conns
-            .run_script(conn, &scripts::RELEASE, &[key], &args)
-            .await?;
+        let v = if fair {
+            let keys = self.fair_script_keys(key)?;
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            self.conns
+                .run_script(conn, &scripts::RELEASE_FAIR, &keys, &args)
+                .await?
+        } else {
+            self.conns
+                .run_script(conn, &scripts::RELEASE, &[key], &args)
+                .await?
+        };
         release_outcome(&v)
     }
 
     /// Keeps trying a compare-and-delete for a few seconds while the server is unreachable, so
     /// a lock whose release (or whose acquire's reply) was lost is not left for its whole TTL.
     /// Safe at any time: it deletes the key only while it still holds this token.
-    pub(crate) fn release_in_background(&self, key: &str, token: &str) {
+    pub(crate) fn release_in_background(&self, key: &str, token: &str, fair: bool) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -245,7 +261,7 @@ impl LockClient {
             for delay_ms in [50u64, 200, 800, 2000] {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                 let mut conn = this.conns.conn();
-                match this.release_on(&mut conn, &key, &token).await {
+                match this.release_on(&mut conn, &key, &token, fair).await {
                     Err(e) if e.is_retryable() => continue,
                     _ => return,
                 }
@@ -261,14 +277,20 @@ impl LockClient {
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let mut conn = self.conns.conn();
-        match self.release_on(&mut conn, &lock.key, &lock.token).await {
+        let fair = lock.options.fair;
+        match self
+            .release_on(&mut conn, &lock.key, &lock.token, fair)
+            .await
+        {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
-                let again = self.release_on(&mut conn, &lock.key, &lock.token).await;
+                let again = self
+                    .release_on(&mut conn, &lock.key, &lock.token, fair)
+                    .await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     // Still unreachable: report the error, and keep trying for a few seconds so
                     // the lock does not outlive its holder's intent by a whole TTL.
-                    self.release_in_background(&lock.key, &lock.token);
+                    self.release_in_background(&lock.key, &lock.token, fair);
                 }
                 again
             }
@@ -330,6 +352,24 @@ impl Locker for LockClient {
 
     fn mode(&self) -> &'static str {
         self.topology().name()
+    }
+
+    /// One server, a proxy or a cluster keep the queue beside the key: `None`.
+    fn fair_unavailable(&self) -> Option<&'static str> {
+        None
+    }
+
+    async fn attempt_fair(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        ticket: &str,
+    ) -> Result<crate::FairAttempt> {
+        self.attempt_fair_counted(key, opts, ticket).await
+    }
+
+    async fn leave_queue(&self, key: &str, ticket: &str) -> Result<()> {
+        self.leave_queue_once(key, ticket).await
     }
 
     fn waiter(&self, key: &str) -> Waiter {

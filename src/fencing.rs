@@ -88,7 +88,7 @@ impl LockClient {
         let v = match reply {
             Ok(v) => v,
             Err(e) if e.is_unknown_outcome() => {
-                self.clean_up_unknown(&mut conn, key, &token).await;
+                self.clean_up_unknown(&mut conn, key, &token, false).await;
                 return Err(e);
             }
             Err(e) => return Err(e),

@@ -90,6 +90,7 @@ mod client;
 mod conn;
 mod connections;
 mod error;
+mod fair;
 mod fencing;
 mod guard;
 mod lock;
@@ -110,10 +111,13 @@ pub use client::LockClient;
 pub use conn::{key_slot, Topology};
 pub use connections::ClientStats;
 pub use error::{Error, ErrorKind, NodeError, Result};
+pub use fair::{fair_queue_keys, FairAttempt};
 pub use guard::{LockGuard, LossReason, LossSignal};
 pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
 pub use locker::Locker;
-pub use options::{ClientOptions, LockOptions, ScriptMode, WatchdogOptions, MAX_TTL};
+pub use options::{
+    ClientOptions, LockOptions, ScriptMode, WatchdogOptions, DEFAULT_QUEUE_LEASE, MAX_TTL,
+};
 pub use probe::{probe, ProbeReport, Support};
 pub use redlock::{quorum_of, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
 pub use retry::{AcquireObserver, AttemptOutcome, NoObserver, RetryOptions};

@@ -12,6 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::Result;
+use crate::fair::FairAttempt;
 use crate::guard::LockGuard;
 use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
 use crate::options::{LockOptions, WatchdogOptions};
@@ -134,6 +135,56 @@ pub trait Locker: Clone + Send + Sync + 'static {
     /// What the locker has counted so far (NOSCRIPT recoveries, unknown-outcome clean-ups).
     fn stats(&self) -> ClientStats {
         ClientStats::default()
+    }
+
+    /// Why this locker keeps no fair queue ([`LockOptions::fair`]), or `None` when it does. Where
+    /// it does not, acquires in fair mode fall back to ordinary attempts (waiting as
+    /// [`waiter`](Self::waiter) says) and this is the reason to show.
+    ///
+    /// ```no_run
+    /// use lockkit::{LockClient, Locker};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// assert_eq!(client.fair_unavailable(), None);
+    /// # Ok(()) }
+    /// ```
+    fn fair_unavailable(&self) -> Option<&'static str> {
+        Some("this locker keeps no fair queue")
+    }
+
+    /// One attempt in `key`'s fair queue under `ticket` (the acquire's waiter ticket, which
+    /// becomes the lock's token): taken when free and `ticket`'s turn, else queued (once) with
+    /// its lease renewed. Options already validated. The default, for lockers without a queue,
+    /// is one ordinary [`attempt`](Self::attempt).
+    ///
+    /// # Errors
+    /// As [`attempt`](Self::attempt); in a cluster, a key whose queue can not share its slot.
+    fn attempt_fair(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        ticket: &str,
+    ) -> impl Future<Output = Result<FairAttempt>> + Send {
+        let _ = ticket;
+        async move {
+            Ok(match self.attempt(key, opts).await? {
+                Some(lock) => FairAttempt::Acquired(Box::new(lock)),
+                None => FairAttempt::Queued {
+                    place: 0,
+                    holder_ttl: None,
+                },
+            })
+        }
+    }
+
+    /// Takes `ticket` out of `key`'s fair queue: an acquire that gave up. The next waiter is
+    /// woken when `ticket` was the head. The default (no queue) does nothing.
+    ///
+    /// # Errors
+    /// A Redis error or timeout (the place then ends with its lease).
+    fn leave_queue(&self, key: &str, ticket: &str) -> impl Future<Output = Result<()>> + Send {
+        let _ = (key, ticket);
+        async { Ok(()) }
     }
 
     /// How an acquire of `key` waits between attempts. The default polls (sleeps the retry

@@ -173,7 +173,12 @@ pub struct LockOptions {
     pub(crate) drift_factor: f64,
     pub(crate) drift_fixed: Duration,
     pub(crate) min_validity: Duration,
+    pub(crate) fair: bool,
+    pub(crate) queue_lease: Duration,
 }
+
+/// How long a fair waiter's place in the queue lasts without a new attempt (default 5 s).
+pub const DEFAULT_QUEUE_LEASE: Duration = Duration::from_secs(5);
 
 impl LockOptions {
     /// A lock with this TTL; default retry policy; drift allowance `0.01 x TTL + 2 ms` (Redlock's).
@@ -184,6 +189,8 @@ impl LockOptions {
             drift_factor: 0.01,
             drift_fixed: Duration::from_millis(2),
             min_validity: Duration::ZERO,
+            fair: false,
+            queue_lease: DEFAULT_QUEUE_LEASE,
         }
     }
 
@@ -203,6 +210,48 @@ impl LockOptions {
         /// A lock whose remaining validity is below this when acquired is released and retried
         /// instead of returned (default 0: any positive validity).
         min_validity: Duration => min_validity;
+
+        /// Fair mode (default off): [`acquire`](crate::Locker::acquire) waits its turn in a
+        /// first-come-first-served queue kept in Redis, across every client and process that
+        /// takes the same key in fair mode. Without it, waiters of one
+        /// [`LockClient`](crate::LockClient) queue among themselves, while waiters of different
+        /// clients race for each release.
+        ///
+        /// A waiter joins the queue on its first busy attempt (`lua/acquire_fair.lua`); the
+        /// release (`lua/release_fair.lua`) wakes the queue's head by name, and only the head
+        /// may take the lock while others wait. A waiter that gives up (its retry deadline, or
+        /// its acquire future dropped) leaves the queue at once; one that crashed is dropped
+        /// after [`queue_lease`](Self::queue_lease).
+        ///
+        /// ```no_run
+        /// use std::time::Duration;
+        /// use lockkit::{LockClient, LockOptions, Locker};
+        /// # async fn demo() -> lockkit::Result<()> {
+        /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+        /// let opts = LockOptions::new(Duration::from_secs(5)).fair(true);
+        /// let lock = client.acquire("lock:report", &opts).await?;
+        /// client.release(&lock).await?; // wakes the next in line
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// Every acquirer of a key must use fair mode for the order to hold: a plain acquire
+        /// (`try_acquire`, or `acquire` without it) takes a free lock without looking at the
+        /// queue. The queue lives in two keys beside the lock key, in its hash slot
+        /// ([`fair_queue_keys`](crate::fair_queue_keys)). Redlock has no fair queue: its acquires
+        /// ignore this setting ([`Locker::fair_unavailable`](crate::Locker::fair_unavailable)).
+        /// Where releases can not notify (a proxy, a cluster), the queue still decides the order
+        /// and waiters poll for their turn.
+        ///
+        /// # Errors
+        /// [`validate`](Self::validate) refuses a [`queue_lease`](Self::queue_lease) below 10 ms
+        /// or above [`MAX_TTL`]; in a cluster, an acquire of a key whose queue keys can not share
+        /// its slot fails with [`Error::InvalidKey`](crate::Error::InvalidKey).
+        fair: bool => fair;
+
+        /// In fair mode, how long a waiter's place in the queue lasts without a new attempt
+        /// (default 5 s). A waiting acquire renews it every third of it; a waiter that crashed
+        /// holds up the ones behind it for at most this long.
+        queue_lease: Duration => queue_lease;
     }
 
     /// The drift allowance for this TTL: `ttl x drift_factor + drift_fixed`.
@@ -224,6 +273,16 @@ impl LockOptions {
     /// The retry policy these options give [`acquire`](crate::Locker::acquire).
     pub fn get_retry(&self) -> &RetryOptions {
         &self.retry
+    }
+
+    /// Whether [`acquire`](crate::Locker::acquire) waits in a fair queue ([`fair`](Self::fair)).
+    pub fn is_fair(&self) -> bool {
+        self.fair
+    }
+
+    /// The lease of a place in the fair queue ([`queue_lease`](Self::queue_lease)).
+    pub fn get_queue_lease(&self) -> Duration {
+        self.queue_lease
     }
 
     /// The validity deadline of a lock whose acquiring (or extending) command was sent at `sent`:
@@ -249,10 +308,22 @@ impl LockOptions {
     ///
     /// # Errors
     /// [`Error::InvalidOptions`] naming the field: a TTL out of range or eaten by the drift
-    /// allowance and `min_validity`, a drift factor outside `0.0..0.5`, or a retry policy that
-    /// never ends.
+    /// allowance and `min_validity`, a drift factor outside `0.0..0.5`, a retry policy that
+    /// never ends, or (in fair mode) a queue lease below 10 ms or above [`MAX_TTL`].
     pub fn validate(&self) -> Result<()> {
         validate_ttl("ttl", self.ttl)?;
+        if self.fair {
+            validate_ttl("queue_lease", self.queue_lease)?;
+            if self.queue_lease < Duration::from_millis(10) {
+                return Err(Error::invalid(
+                    "queue_lease",
+                    format!(
+                        "{:?} is too short: a waiter renews its place every third of it",
+                        self.queue_lease
+                    ),
+                ));
+            }
+        }
         self.retry.validate()?;
         if !(0.0..0.5).contains(&self.drift_factor) || self.drift_factor.is_nan() {
             return Err(Error::invalid("drift_factor", "must be in 0.0..0.5"));
@@ -385,6 +456,16 @@ mod tests {
             WatchdogOptions::new().interval_for(ttl),
             Duration::from_secs(1)
         );
+    }
+
+    #[test]
+    fn fair_mode_checks_its_queue_lease() {
+        let fair = LockOptions::new(Duration::from_secs(1)).fair(true);
+        assert!(fair.validate().is_ok());
+        let short = fair.queue_lease(Duration::from_millis(9));
+        assert_eq!(field(short.validate()), "queue_lease");
+        // Not fair: the lease is not used, so not checked.
+        assert!(short.fair(false).validate().is_ok());
     }
 
     #[test]

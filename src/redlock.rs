@@ -476,7 +476,8 @@ impl Nodes {
         let (key, token) = (key.to_string(), token.to_string());
         runtime.spawn(async move {
             let mut conn = node.conns.conn();
-            let _ = tokio::time::timeout(timeout, node.release_on(&mut conn, &key, &token)).await;
+            let _ = tokio::time::timeout(timeout, node.release_on(&mut conn, &key, &token, false))
+                .await;
         });
     }
 }
@@ -582,6 +583,12 @@ impl Locker for Redlock {
     async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
         let key = lock.key.clone();
         crate::metrics::observe_extend(self.mode(), &key, self.extend_round(lock, ttl)).await
+    }
+
+    /// Redlock keeps no fair queue: one queue per node would not give one order across the
+    /// nodes, and a queue on one node would make it a single point of failure.
+    fn fair_unavailable(&self) -> Option<&'static str> {
+        Some("Redlock keeps no fair queue (one per node would not give one order)")
     }
 
     fn mode(&self) -> &'static str {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
+use crate::fair::FairAttempt;
 use crate::lock::Lock;
 use crate::locker::Locker;
 use crate::options::LockOptions;
@@ -201,6 +202,23 @@ async fn acquire_loop<L: Locker>(
     let first = Instant::now();
     let mut attempts = 0u32;
     let mut waiter = locker.waiter(key);
+    let unfair;
+    let opts = match (opts.fair, locker.fair_unavailable()) {
+        (true, None) => {
+            waiter = waiter.into_fair(opts.queue_lease);
+            opts
+        }
+        (true, Some(why)) => {
+            tracing::debug!(key, why, "fair mode unavailable; acquiring without it");
+            unfair = opts.fair(false);
+            &unfair
+        }
+        (false, _) => opts,
+    };
+    let ticket = waiter.ticket().map(str::to_owned);
+    let mut place = ticket
+        .as_deref()
+        .map(|t| QueuePlace::new(locker.clone(), key, t));
     if waiter.is_notified() {
         let pause = opts.retry.pause();
         waiter
@@ -210,11 +228,25 @@ async fn acquire_loop<L: Locker>(
     loop {
         attempts += 1;
         let sent = Instant::now();
-        let result = locker.attempt(key, opts).await;
+        let result = match &ticket {
+            Some(ticket) => match locker.attempt_fair(key, opts, ticket).await {
+                Ok(FairAttempt::Acquired(lock)) => Ok(Some(*lock)),
+                Ok(FairAttempt::Queued { place, holder_ttl }) => {
+                    waiter.queued(place, holder_ttl);
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            },
+            None => locker.attempt(key, opts).await,
+        };
         let latency = sent.elapsed();
         let mut last_error = None;
         match result {
             Ok(Some(lock)) if lock.remaining_validity() > opts.min_validity => {
+                // Taking the lock took the ticket out of the queue.
+                if let Some(p) = &mut place {
+                    p.queued = false;
+                }
                 observer.on_attempt(AttemptOutcome::Acquired, sent, latency);
                 crate::metrics::acquired(locker.mode(), first.elapsed());
                 return Ok(lock);
@@ -240,6 +272,9 @@ async fn acquire_loop<L: Locker>(
             .next_pause(attempts, elapsed)
             .filter(|_| observer.keep_trying());
         let Some(pause) = pause else {
+            if let Some(p) = place.take() {
+                p.leave().await;
+            }
             return Err(last_error.unwrap_or_else(|| Error::AcquireTimeout {
                 key: key.to_string(),
                 attempts,
@@ -249,6 +284,54 @@ async fn acquire_loop<L: Locker>(
         waiter
             .wait(pause, opts.retry.time_left(first.elapsed(), opts.ttl))
             .await;
+    }
+}
+
+/// A fair acquire's place in the queue. Given up when the acquire gives up; when the acquire
+/// is dropped midway (its future cancelled), given up in the background, so the waiters behind
+/// it do not wait out its lease.
+struct QueuePlace<L: Locker> {
+    locker: L,
+    key: String,
+    ticket: String,
+    /// Possibly in the queue (cleared when the lock was taken).
+    queued: bool,
+}
+
+impl<L: Locker> QueuePlace<L> {
+    fn new(locker: L, key: &str, ticket: &str) -> Self {
+        QueuePlace {
+            locker,
+            key: key.to_string(),
+            ticket: ticket.to_string(),
+            queued: true,
+        }
+    }
+
+    async fn leave(mut self) {
+        self.queued = false;
+        if let Err(e) = self.locker.leave_queue(&self.key, &self.ticket).await {
+            tracing::debug!(key = %self.key, error = %e, "leaving the fair queue failed; the place ends with its lease");
+        }
+    }
+}
+
+impl<L: Locker> Drop for QueuePlace<L> {
+    fn drop(&mut self) {
+        if !self.queued {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (locker, key, ticket) = (
+            self.locker.clone(),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.ticket),
+        );
+        runtime.spawn(async move {
+            let _ = locker.leave_queue(&key, &ticket).await;
+        });
     }
 }
 

@@ -93,6 +93,30 @@ struct Channel {
     queue: Mutex<VecDeque<Arc<Slot>>>,
     /// The generation this channel was subscribed in (0: never).
     subscribed: tokio::sync::Mutex<u64>,
+    /// This client's fair waiters on the key, by ticket.
+    fair: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl Channel {
+    /// A release message came. Any message wakes the head of the local queue (notify mode); a
+    /// fair release names the ticket whose turn it is; a plain release (`1`) wakes every fair
+    /// waiter here, since it does not say whose turn it is.
+    fn released(&self, message: &[u8]) {
+        if let Some(head) = lock(&self.queue).front() {
+            head.released.notify_one();
+        }
+        let fair = lock(&self.fair);
+        if let Some(w) = std::str::from_utf8(message).ok().and_then(|t| fair.get(t)) {
+            w.notify_one();
+        } else if message == b"1" {
+            fair.values().for_each(|w| w.notify_one());
+        }
+    }
+
+    /// After a reconnect: everyone tries once (a release may have gone unheard).
+    fn wake_all(&self) {
+        self.released(b"1");
+    }
 }
 
 #[derive(Default)]
@@ -133,7 +157,11 @@ impl Hub {
         if channels.len() >= IDLE_CHANNELS {
             let idle: Vec<String> = channels
                 .iter()
-                .filter(|(_, c)| Arc::strong_count(c) == 1 && lock(&c.queue).is_empty())
+                .filter(|(_, c)| {
+                    Arc::strong_count(c) == 1
+                        && lock(&c.queue).is_empty()
+                        && lock(&c.fair).is_empty()
+                })
                 .map(|(n, _)| n.clone())
                 .collect();
             for n in &idle {
@@ -150,6 +178,7 @@ impl Hub {
             name: name.clone(),
             queue: Mutex::new(VecDeque::new()),
             subscribed: tokio::sync::Mutex::new(0),
+            fair: Mutex::new(HashMap::new()),
         });
         channels.insert(name, c.clone());
         c
@@ -262,9 +291,7 @@ async fn run(
             let Some(hub) = hub.upgrade() else { return };
             let channel = lock(&hub.channels).get(msg.get_channel_name()).cloned();
             if let Some(c) = channel {
-                if let Some(head) = lock(&c.queue).front() {
-                    head.released.notify_one();
-                }
+                c.released(msg.get_payload_bytes());
             }
             backoff = Duration::from_millis(100);
         }
@@ -308,9 +335,7 @@ async fn run(
 
 fn wake_all_heads(inner: &HubInner) {
     for c in lock(&inner.channels).values() {
-        if let Some(head) = lock(&c.queue).front() {
-            head.released.notify_one();
-        }
+        c.wake_all();
     }
 }
 
@@ -322,6 +347,7 @@ pub struct Waiter(WaiterKind);
 enum WaiterKind {
     Poll,
     Notify(NotifyWaiter),
+    Fair(FairWaiter),
 }
 
 impl std::fmt::Debug for Waiter {
@@ -329,6 +355,16 @@ impl std::fmt::Debug for Waiter {
         match &self.0 {
             WaiterKind::Poll => f.write_str("Waiter(poll)"),
             WaiterKind::Notify(w) => write!(f, "Waiter(notify {})", w.key),
+            WaiterKind::Fair(w) => write!(
+                f,
+                "Waiter(fair, {}, place {})",
+                if w.woken.is_some() {
+                    "notified"
+                } else {
+                    "polling"
+                },
+                w.place
+            ),
         }
     }
 }
@@ -345,27 +381,130 @@ impl Waiter {
 
     /// Whether this waiter is woken by releases (`false`: it polls).
     pub fn is_notified(&self) -> bool {
-        matches!(self.0, WaiterKind::Notify(_))
+        match &self.0 {
+            WaiterKind::Poll => false,
+            WaiterKind::Notify(_) => true,
+            WaiterKind::Fair(w) => w.woken.is_some(),
+        }
     }
 
-    /// Before the first attempt: when other acquires of the same client already wait for this
-    /// key, queue behind them (first come, first served) instead of jumping the queue. At most
-    /// `time_left`.
-    pub(crate) async fn before_first_attempt(&mut self, pause: Duration, time_left: Duration) {
-        if let WaiterKind::Notify(w) = &mut self.0 {
-            if w.others_waiting() {
-                w.wait(pause, time_left).await;
+    /// This waiter in fair mode: it draws a ticket and, when it was notified, listens for
+    /// releases that name it (it does not queue behind this client's other waiters: the queue
+    /// in Redis decides). `lease`: the lease of its place, renewed every third of it.
+    pub(crate) fn into_fair(self, lease: Duration) -> Waiter {
+        let ticket = crate::lock::new_token();
+        let woken = match &self.0 {
+            WaiterKind::Notify(w) => {
+                let notify = Arc::new(Notify::new());
+                lock(&w.channel.fair).insert(ticket.clone(), notify.clone());
+                Some((w.hub.clone(), w.channel.clone(), notify))
             }
+            _ => None,
+        };
+        Waiter(WaiterKind::Fair(FairWaiter {
+            ticket,
+            lease,
+            woken,
+            place: 0,
+            holder_ttl: None,
+        }))
+    }
+
+    /// The ticket of a waiter in fair mode (the token of the lock it takes), `None` otherwise.
+    pub fn ticket(&self) -> Option<&str> {
+        match &self.0 {
+            WaiterKind::Fair(w) => Some(&w.ticket),
+            _ => None,
+        }
+    }
+
+    /// What the last fair attempt said: the place in the queue and the holder's TTL.
+    pub(crate) fn queued(&mut self, place: u64, holder_ttl: Option<Duration>) {
+        if let WaiterKind::Fair(w) = &mut self.0 {
+            (w.place, w.holder_ttl) = (place, holder_ttl);
+        }
+    }
+
+    /// Before the first attempt. Notified: when other acquires of the same client already wait
+    /// for this key, queue behind them (first come, first served) instead of jumping the queue,
+    /// at most `time_left`. Fair: subscribe before the first attempt, so a release naming this
+    /// ticket right after it is heard.
+    pub(crate) async fn before_first_attempt(&mut self, pause: Duration, time_left: Duration) {
+        match &mut self.0 {
+            WaiterKind::Notify(w) => {
+                if w.others_waiting() {
+                    w.wait(pause, time_left).await;
+                }
+            }
+            WaiterKind::Fair(w) => w.subscribe().await,
+            WaiterKind::Poll => {}
         }
     }
 
     /// Waits before the next attempt. Polling: `pause`. Notified: until the key is released,
-    /// the holder's TTL runs out, or `time_left` is used up.
+    /// the holder's TTL runs out, or `time_left` is used up. Fair: until a release names this
+    /// ticket, the holder's TTL runs out (for the head), the lease needs renewing, or
+    /// `time_left` is used up; polling `pause` (at most a third of the lease) where it is not
+    /// notified.
     pub(crate) async fn wait(&mut self, pause: Duration, time_left: Duration) {
         match &mut self.0 {
             WaiterKind::Poll => tokio::time::sleep(pause).await,
             WaiterKind::Notify(w) => w.wait(pause, time_left).await,
+            WaiterKind::Fair(w) => w.wait(pause, time_left).await,
         }
+    }
+}
+
+/// A waiter in fair mode.
+pub(crate) struct FairWaiter {
+    ticket: String,
+    lease: Duration,
+    /// Woken by releases naming the ticket; `None`: polls.
+    woken: Option<(Hub, Arc<Channel>, Arc<Notify>)>,
+    /// From the last attempt: the place in the queue (1: next) and the holder's TTL.
+    place: u64,
+    holder_ttl: Option<Duration>,
+}
+
+impl FairWaiter {
+    async fn subscribe(&mut self) {
+        let subscribed = match &self.woken {
+            Some((hub, channel, _)) => hub.alive() && hub.ensure_subscribed(channel).await,
+            None => return,
+        };
+        if !subscribed {
+            self.unregister();
+        }
+    }
+
+    async fn wait(&mut self, pause: Duration, time_left: Duration) {
+        let renew = self.lease / 3;
+        match &self.woken {
+            Some((hub, _, woken)) if hub.alive() => {
+                // The head may find the lock expired (a holder that never releases); the others
+                // only ever wait for their turn, renewing their place meanwhile.
+                let hint = match (self.place, self.holder_ttl) {
+                    (1, Some(ttl)) => ttl + Duration::from_millis(1),
+                    (1, None) => pause,
+                    _ => renew,
+                };
+                let wait = hint.min(renew).min(time_left);
+                let _ = tokio::time::timeout(wait, woken.notified()).await;
+            }
+            _ => tokio::time::sleep(pause.min(renew).min(time_left)).await,
+        }
+    }
+
+    fn unregister(&mut self) {
+        if let Some((_, channel, _)) = self.woken.take() {
+            lock(&channel.fair).remove(&self.ticket);
+        }
+    }
+}
+
+impl Drop for FairWaiter {
+    fn drop(&mut self) {
+        self.unregister();
     }
 }
 

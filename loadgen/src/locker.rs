@@ -102,4 +102,26 @@ impl<L: Locker> Locker for BenchLocker<L> {
     fn waiter(&self, key: &str) -> lockkit::Waiter {
         self.inner.waiter(key)
     }
+
+    fn fair_unavailable(&self) -> Option<&'static str> {
+        self.inner.fair_unavailable()
+    }
+
+    fn attempt_fair(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        ticket: &str,
+    ) -> impl Future<Output = lockkit::Result<lockkit::FairAttempt>> + Send {
+        // --wait fair with --fencing was refused by BenchArgs::validate.
+        self.inner.attempt_fair(key, opts, ticket)
+    }
+
+    fn leave_queue(
+        &self,
+        key: &str,
+        ticket: &str,
+    ) -> impl Future<Output = lockkit::Result<()>> + Send {
+        self.inner.leave_queue(key, ticket)
+    }
 }

@@ -1,0 +1,222 @@
+//! Fair mode ([`LockOptions::fair`]): acquires of a key take turns through a first-come,
+//! first-served queue kept in Redis, beside the lock key.
+//!
+//! Each acquire draws a ticket (a fresh token, also the lock's token once taken). Its attempts
+//! run `lua/acquire_fair.lua`: the lock is taken when it is free and the queue is empty or the
+//! ticket is its head; otherwise the ticket joins the queue once and renews its lease. The
+//! release (`lua/release_fair.lua`) publishes the head's ticket, so exactly one waiter, in
+//! whichever client or process, wakes and tries. A waiter that gives up leaves
+//! (`lua/leave_fair.lua`); one that crashed is dropped once its lease has run out.
+
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use crate::error::{Error, Result};
+use crate::lock::{check_key, ttl_ms, Lock};
+use crate::options::LockOptions;
+use crate::{scripts, LockClient, Locker, Topology};
+
+/// What one attempt in a fair queue came to.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum FairAttempt {
+    /// Taken: it was free and this ticket's turn.
+    Acquired(Box<Lock>),
+    /// Busy, or another waiter's turn: the ticket waits in the queue.
+    Queued {
+        /// The ticket's place in the queue, 1 for the next to take the lock (0 when the locker
+        /// keeps no queue).
+        place: u64,
+        /// The holder's remaining TTL, when the lock is held and has one.
+        holder_ttl: Option<Duration>,
+    },
+}
+
+/// The two keys of `key`'s fair queue: the queue itself and the leases of its waiters, in the
+/// lock key's hash slot (Redis Cluster): `KEY:lockkit-queue` when the key has a hash tag,
+/// `{KEY}:lockkit-queue` when it has none.
+///
+/// ```
+/// assert_eq!(
+///     lockkit::fair_queue_keys("order:42"),
+///     ["{order:42}:lockkit-queue", "{order:42}:lockkit-leases"]
+/// );
+/// assert_eq!(
+///     lockkit::fair_queue_keys("{order:42}:lock"),
+///     ["{order:42}:lock:lockkit-queue", "{order:42}:lock:lockkit-leases"]
+/// );
+/// ```
+pub fn fair_queue_keys(key: &str) -> [String; 2] {
+    let tagged = key
+        .find('{')
+        .and_then(|open| key[open + 1..].find('}'))
+        .is_some_and(|len| len > 0);
+    ["queue", "leases"].map(|what| {
+        if tagged {
+            format!("{key}:lockkit-{what}")
+        } else {
+            format!("{{{key}}}:lockkit-{what}")
+        }
+    })
+}
+
+/// `{place, pttl}` from acquire_fair.lua.
+fn fair_reply(v: &Value) -> Result<Option<(u64, Option<Duration>)>> {
+    let unexpected = || Error::UnexpectedReply {
+        what: "acquire_fair.lua",
+        reply: format!("{v:?}"),
+    };
+    match v {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(0), Value::Int(_)] => Ok(None),
+            [Value::Int(place), Value::Int(pttl)] if *place > 0 => Ok(Some((
+                *place as u64,
+                (*pttl > 0).then(|| Duration::from_millis(*pttl as u64)),
+            ))),
+            _ => Err(unexpected()),
+        },
+        Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
+        _ => Err(unexpected()),
+    }
+}
+
+impl LockClient {
+    /// The queue keys of `key`; in a cluster, refused when they can not share its slot.
+    fn queue_keys(&self, key: &str) -> Result<[String; 2]> {
+        let keys = fair_queue_keys(key);
+        if self.topology() == Topology::Cluster
+            && keys
+                .iter()
+                .any(|k| crate::key_slot(k.as_bytes()) != crate::key_slot(key.as_bytes()))
+        {
+            return Err(Error::InvalidKey {
+                reason: format!(
+                    "fair mode keeps a queue beside `{key}` in its hash slot, which this key's \
+                     braces make impossible; give it a hash tag, e.g. `{{{}}}`",
+                    key.replace(['{', '}'], "")
+                ),
+            });
+        }
+        Ok(keys)
+    }
+
+    /// The lock key and its queue keys, as the fair scripts take them.
+    pub(crate) fn fair_script_keys(&self, key: &str) -> Result<[String; 3]> {
+        let [queue, leases] = self.queue_keys(key)?;
+        Ok([key.to_string(), queue, leases])
+    }
+
+    /// One fair attempt under `ticket`, counted in the metrics.
+    pub(crate) async fn attempt_fair_counted(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        ticket: &str,
+    ) -> Result<FairAttempt> {
+        let mut queued = None;
+        let attempt = async {
+            let reply = self.attempt_fair_once(key, opts, ticket).await?;
+            queued = reply.1;
+            Ok(reply.0)
+        };
+        match crate::metrics::observe_attempt(self.mode(), key, attempt).await? {
+            Some(lock) => Ok(FairAttempt::Acquired(Box::new(lock))),
+            None => {
+                let (place, holder_ttl) = queued.unwrap_or_default();
+                Ok(FairAttempt::Queued { place, holder_ttl })
+            }
+        }
+    }
+
+    async fn attempt_fair_once(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        ticket: &str,
+    ) -> Result<(Option<Lock>, Option<(u64, Option<Duration>)>)> {
+        check_key(key)?;
+        let keys = self.fair_script_keys(key)?;
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let (ttl, lease) = (
+            ttl_ms(opts.ttl).to_string(),
+            ttl_ms(opts.queue_lease).to_string(),
+        );
+        let channel = self.conns.release_channel(key);
+        let mut args = vec![ticket.as_bytes(), ttl.as_bytes(), lease.as_bytes()];
+        args.extend(channel.as_deref().map(str::as_bytes));
+        let mut conn = self.conns.conn();
+        let start = Instant::now();
+        let reply = self
+            .conns
+            .run_script(&mut conn, &scripts::ACQUIRE_FAIR, &keys, &args)
+            .await;
+        match reply {
+            Ok(v) => Ok(match fair_reply(&v)? {
+                None => (
+                    Some(Lock::acquired(key, ticket.to_string(), opts, start, None)),
+                    None,
+                ),
+                Some(queued) => (None, Some(queued)),
+            }),
+            Err(e) if e.is_unknown_outcome() => {
+                self.clean_up_unknown(&mut conn, key, ticket, true).await;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Takes `ticket` out of `key`'s queue (waking the next waiter when it was the head).
+    pub(crate) async fn leave_queue_once(&self, key: &str, ticket: &str) -> Result<()> {
+        let keys = self.fair_script_keys(key)?;
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let channel = self.conns.release_channel(key);
+        let mut args = vec![ticket.as_bytes()];
+        args.extend(channel.as_deref().map(str::as_bytes));
+        let mut conn = self.conns.conn();
+        self.conns
+            .run_script(&mut conn, &scripts::LEAVE_FAIR, &keys, &args)
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_share_the_lock_keys_slot() {
+        for key in ["a", "order:42", "{order:42}:lock", "x{y}z", "a{b"] {
+            for k in fair_queue_keys(key) {
+                assert_eq!(
+                    crate::key_slot(k.as_bytes()),
+                    crate::key_slot(key.as_bytes())
+                );
+                assert_ne!(k, key);
+            }
+        }
+        // Braces that make no tag: `{a}b}` would hash `a`; the cluster check refuses these.
+        for key in ["a}b", "{}a"] {
+            let [q, _] = fair_queue_keys(key);
+            assert_ne!(
+                crate::key_slot(q.as_bytes()),
+                crate::key_slot(key.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn fair_replies_are_read_strictly() {
+        let pair = |a, b| Value::Array(vec![Value::Int(a), Value::Int(b)]);
+        assert_eq!(fair_reply(&pair(0, 5000)).unwrap(), None);
+        assert_eq!(
+            fair_reply(&pair(2, 300)).unwrap(),
+            Some((2, Some(Duration::from_millis(300))))
+        );
+        assert_eq!(fair_reply(&pair(1, -2)).unwrap(), Some((1, None)));
+        assert!(fair_reply(&pair(-1, 0)).is_err());
+        assert!(fair_reply(&Value::Int(1)).is_err());
+    }
+}

@@ -1,0 +1,265 @@
+//! Fair mode (`LockOptions::fair`): acquires take turns through a queue in Redis, across
+//! separate clients, against a real redis-server.
+//!
+//! No timing assertions: the tests check the order in which waiters got the lock, and that a
+//! waiter that gave up (or was dropped, or died) does not keep the next one from it. Arrival
+//! order is made certain by waiting until each waiter is in the queue before starting the next.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lockkit::{
+    fair_queue_keys, AcquireObserver, AttemptOutcome, ClientOptions, ErrorKind, LockClient,
+    LockOptions, Locker, ReleaseOutcome, RetryOptions, WaitMode,
+};
+use lockkit_test_support::RedisServer;
+
+#[derive(Default)]
+struct Attempts(u32);
+
+impl AcquireObserver for Attempts {
+    fn on_attempt(&mut self, _: AttemptOutcome, _: Instant, _: Duration) {
+        self.0 += 1;
+    }
+}
+
+fn fair(deadline: Duration) -> LockOptions {
+    LockOptions::new(Duration::from_secs(30)).fair(true).retry(
+        RetryOptions::new()
+            .delay(Duration::from_millis(10))
+            .jitter(Duration::ZERO)
+            .deadline(Some(deadline)),
+    )
+}
+
+async fn client(url: &str, wait: WaitMode) -> LockClient {
+    LockClient::connect_with(url, ClientOptions::new().wait(wait))
+        .await
+        .unwrap()
+}
+
+/// How many waiters are in `key`'s fair queue.
+async fn queued(url: &str, key: &str) -> usize {
+    let mut conn = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    redis::cmd("ZCARD")
+        .arg(&fair_queue_keys(key)[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap()
+}
+
+/// Waits (bounded) until `key`'s queue holds `n` waiters.
+async fn until_queued(url: &str, key: &str, n: usize) {
+    for _ in 0..1000 {
+        if queued(url, key).await == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the queue of {key} never held {n} waiters");
+}
+
+/// Six waiters, alternating between two clients, queue up behind a holder; each takes the lock,
+/// holds it briefly and releases it. The order in which they got it, and their attempts.
+async fn take_turns(wait: WaitMode) -> (Vec<usize>, u32) {
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:turns";
+    let holder = client(&url, wait).await;
+    let clients = [client(&url, wait).await, client(&url, wait).await];
+    let held = holder
+        .acquire(key, &fair(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let (c, order) = (clients[i % 2].clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut attempts = Attempts::default();
+            let opts = fair(Duration::from_secs(20));
+            let lock = c.acquire_observed(key, &opts, &mut attempts).await.unwrap();
+            order.lock().unwrap().push(i);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+            attempts.0
+        }));
+        until_queued(&url, key, i + 1).await;
+    }
+    assert_eq!(
+        holder.release(&held).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(queued(&url, key).await, 0, "the queue is empty at the end");
+    let order = order.lock().unwrap().clone();
+    (order, total)
+}
+
+#[tokio::test]
+async fn waiters_of_two_clients_take_the_lock_in_arrival_order() {
+    let (order, attempts) = take_turns(WaitMode::Notify).await;
+    assert_eq!(order, vec![0, 1, 2, 3, 4, 5]);
+    // Each queued once and tried again when a release named it (a spare attempt each at most).
+    assert!(attempts <= 6 * 3, "{attempts} attempts for 6 locks");
+}
+
+#[tokio::test]
+async fn polling_waiters_still_take_the_lock_in_arrival_order() {
+    // Where releases do not notify, the queue in Redis still decides who goes next.
+    let (order, _) = take_turns(WaitMode::Poll).await;
+    assert_eq!(order, vec![0, 1, 2, 3, 4, 5]);
+}
+
+/// A holder, then `first` queued (its place lasting a minute), then `second` behind it with a
+/// 10 s deadline: `second` gets the lock after the release only if `first` is out of its way.
+async fn second_in_line_after(
+    give_up: impl FnOnce(tokio::task::JoinHandle<lockkit::Result<lockkit::Lock>>),
+    first_deadline: Duration,
+) {
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:gone";
+    let (a, b, holder) = (
+        client(&url, WaitMode::Notify).await,
+        client(&url, WaitMode::Notify).await,
+        client(&url, WaitMode::Notify).await,
+    );
+    let long_lease = |d| fair(d).queue_lease(Duration::from_secs(60));
+    let held = holder
+        .acquire(key, &long_lease(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let first = tokio::spawn(async move { a.acquire(key, &long_lease(first_deadline)).await });
+    until_queued(&url, key, 1).await;
+    let second = tokio::spawn(async move {
+        b.acquire(key, &long_lease(Duration::from_secs(10)))
+            .await
+            .map(|lock| (b, lock))
+    });
+    until_queued(&url, key, 2).await;
+    give_up(first);
+    until_queued(&url, key, 1).await;
+    holder.release(&held).await.unwrap();
+    let (b, lock) = second
+        .await
+        .unwrap()
+        .expect("the second waiter got the lock");
+    assert_eq!(b.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+}
+
+#[tokio::test]
+async fn a_waiter_whose_deadline_passed_leaves_the_queue() {
+    second_in_line_after(
+        |first| {
+            tokio::spawn(async move {
+                let e = first.await.unwrap().unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+            });
+        },
+        Duration::from_millis(300),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_dropped_waiter_leaves_the_queue() {
+    second_in_line_after(|first| first.abort(), Duration::from_secs(30)).await;
+}
+
+#[tokio::test]
+async fn a_dead_waiter_is_dropped_from_the_queue_when_its_lease_runs_out() {
+    // A waiter that queued and never came back (its process died): a place with a 300 ms lease.
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:dead";
+    let holder = client(&url, WaitMode::Notify).await;
+    let next = client(&url, WaitMode::Notify).await;
+    let held = holder
+        .acquire(key, &fair(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let [queue, leases] = fair_queue_keys(key);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let place: Vec<i64> = redis::Script::new(lockkit::scripts::ACQUIRE_FAIR.source())
+        .key(key)
+        .key(&queue)
+        .key(&leases)
+        .arg("dead-ticket")
+        .arg(30000)
+        .arg(300)
+        .invoke_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(place[0], 1, "the dead waiter is the head");
+    let task = {
+        let next = next.clone();
+        tokio::spawn(async move { next.acquire(key, &fair(Duration::from_secs(10))).await })
+    };
+    until_queued(&url, key, 2).await;
+    holder.release(&held).await.unwrap();
+    let lock = task.await.unwrap().expect("the live waiter got the lock");
+    assert_eq!(next.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(queued(&url, key).await, 0);
+}
+
+#[tokio::test]
+async fn only_the_holder_releases_a_fair_lock() {
+    let server = RedisServer::start();
+    let (a, b) = (
+        client(&server.url(), WaitMode::Notify).await,
+        client(&server.url(), WaitMode::Notify).await,
+    );
+    let short = LockOptions::new(Duration::from_millis(100)).fair(true);
+    let old = a.acquire("lock:own", &short).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let lock = b
+        .acquire("lock:own", &fair(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    // The expired holder's release leaves the new holder's lock alone.
+    assert_eq!(a.release(&old).await.unwrap(), ReleaseOutcome::HeldByOther);
+    assert!(b
+        .try_acquire("lock:own", Duration::from_secs(1))
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(b.release(&lock).await.unwrap(), ReleaseOutcome::Released);
+    assert_eq!(b.release(&lock).await.unwrap(), ReleaseOutcome::NotHeld);
+}
+
+#[tokio::test]
+async fn redlock_says_fair_mode_is_unavailable_and_acquires_without_it() {
+    let servers = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let urls: Vec<String> = servers.iter().map(|s| s.url()).collect();
+    let options = lockkit::RedlockOptions::new().restart_rule(false);
+    let redlock = lockkit::Redlock::connect_with(&urls, options)
+        .await
+        .unwrap();
+    assert!(redlock.fair_unavailable().is_some());
+    let lock = redlock
+        .acquire("lock:rl", &fair(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    assert!(
+        !lock.options().is_fair(),
+        "the lock says it was taken without the queue"
+    );
+    assert!(redlock.release(&lock).await.unwrap().is_released());
+    assert_eq!(queued(&urls[0], "lock:rl").await, 0);
+}
