@@ -71,15 +71,23 @@ pub enum WaitArg {
     Notify,
     /// Sleep the retry delay plus jitter between attempts.
     Poll,
+    /// Take turns through a first-come-first-served queue in Redis (`LockOptions::fair`),
+    /// woken by the release that names the next in line (polling where it can not notify).
+    Fair,
 }
 
 impl WaitArg {
     /// The library's wait mode.
     pub fn mode(self) -> lockkit::WaitMode {
         match self {
-            WaitArg::Notify => lockkit::WaitMode::Notify,
+            WaitArg::Notify | WaitArg::Fair => lockkit::WaitMode::Notify,
             WaitArg::Poll => lockkit::WaitMode::Poll,
         }
+    }
+
+    /// Whether acquires queue in fair mode.
+    pub fn is_fair(self) -> bool {
+        self == WaitArg::Fair
     }
 }
 
@@ -190,7 +198,8 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = ScriptModeArg::Evalsha)]
     pub script_mode: ScriptModeArg,
 
-    /// With --retry, how a worker waits for a busy lock: woken by its release, or polling.
+    /// With --retry, how a worker waits for a busy lock: woken by its release, polling, or
+    /// taking turns in a fair queue in Redis.
     #[arg(long, value_enum, default_value_t = WaitArg::Notify)]
     pub wait: WaitArg,
 
@@ -337,6 +346,12 @@ impl BenchArgs {
         if self.fencing && (self.nodes > 1 || self.urls.len() > 1) {
             return Err(
                 "--fencing needs one server: Redlock cannot issue fencing tokens (independent nodes share no counter); drop --fencing or use one --url"
+                    .into(),
+            );
+        }
+        if self.wait.is_fair() && self.fencing {
+            return Err(
+                "--wait fair takes its locks through the fair queue's script, which draws no fencing token; it does not combine with --fencing"
                     .into(),
             );
         }
@@ -520,6 +535,25 @@ mod tests {
         assert_eq!(a.ttl, Duration::from_secs(5));
         assert_eq!(a.loop_mode(), "closed");
         assert!(a.validate().is_ok());
+    }
+
+    #[test]
+    fn wait_fair_is_a_wait_mode_and_refuses_fencing() {
+        let a = parse(&["--retry", "--wait", "fair"]);
+        assert!(a.wait.is_fair());
+        assert_eq!(a.wait.mode(), lockkit::WaitMode::Notify);
+        assert!(a.validate().is_ok());
+        let e = parse(&[
+            "--retry",
+            "--wait",
+            "fair",
+            "--fencing",
+            "--key-dist",
+            "hot",
+        ])
+        .validate()
+        .unwrap_err();
+        assert!(e.contains("--fencing"), "{e}");
     }
 
     #[test]

@@ -89,6 +89,21 @@ pub fn run_with(
 /// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
 /// there (an ACL limited to other keys or commands) fails at once with one line, instead of a
 /// whole run of errors and a report of nothing. Retryable errors are left to the run to count.
+/// How waiters wait, for the report's `target.wait`: `notify`, `poll`, `poll (why)`; with
+/// `--wait fair`, `fair` (woken by the release naming the next in line) or `fair, polling (why)`.
+fn wait_label(
+    wait: crate::args::WaitArg,
+    (mode, why): (lockkit::WaitMode, Option<&str>),
+) -> String {
+    match (wait.is_fair(), mode, why) {
+        (true, lockkit::WaitMode::Notify, _) => "fair".to_string(),
+        (true, _, Some(why)) => format!("fair, polling ({why})"),
+        (true, _, None) => "fair, polling".to_string(),
+        (false, m, Some(why)) => format!("{} ({why})", m.name()),
+        (false, m, None) => m.name().to_string(),
+    }
+}
+
 async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> anyhow::Result<()> {
     let key = format!("{}preflight", args.key_prefix);
     let refused = |e: lockkit::Error| {
@@ -289,10 +304,7 @@ async fn bench_into(
                 .await
                 .map_err(connect_err)?;
             preflight(&client, &args, &redacted).await?;
-            run.wait = match client.wait_mode() {
-                (m, Some(why)) => format!("{} ({why})", m.name()),
-                (m, None) => m.name().to_string(),
-            };
+            run.wait = wait_label(args.wait, client.wait_mode());
             let fenced = args.fencing.then(|| client.clone());
             run.execute(client, fenced, &mut info_conns, rx, &interrupted)
                 .await?
@@ -304,7 +316,11 @@ async fn bench_into(
                 .await
                 .map_err(connect_err)?;
             preflight(&redlock, &args, &redacted).await?;
-            run.wait = "poll (redlock)".to_string();
+            run.wait = match args.wait.is_fair() {
+                true => "poll (redlock; fair unavailable: no queue across independent nodes)"
+                    .to_string(),
+                false => "poll (redlock)".to_string(),
+            };
             // --fencing with several nodes was refused by BenchArgs::validate.
             run.execute(redlock, None, &mut info_conns, rx, &interrupted)
                 .await?
@@ -441,6 +457,30 @@ fn print_comparison(results: &[RunResult]) {
                 .cpu
                 .server_us_per_cycle
                 .map_or("-".into(), |v| format!("{v:.2}")),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_label_names_fair_mode_and_why_it_polls() {
+        use crate::args::WaitArg;
+        use lockkit::WaitMode;
+        assert_eq!(wait_label(WaitArg::Fair, (WaitMode::Notify, None)), "fair");
+        assert_eq!(
+            wait_label(WaitArg::Fair, (WaitMode::Poll, Some("a cluster target"))),
+            "fair, polling (a cluster target)"
+        );
+        assert_eq!(
+            wait_label(WaitArg::Notify, (WaitMode::Notify, None)),
+            "notify"
+        );
+        assert_eq!(
+            wait_label(WaitArg::Notify, (WaitMode::Poll, Some("twemproxy"))),
+            "poll (twemproxy)"
         );
     }
 }

@@ -174,6 +174,7 @@ impl Run<'_> {
                 t0,
                 cycles: a.cycles,
                 key_dist: a.key_dist,
+                fair: a.wait.is_fair(),
             };
             let keys = KeyPicker::new(
                 a.key_dist,

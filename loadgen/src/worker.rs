@@ -77,13 +77,17 @@ pub struct WorkerPlan {
     pub cycles: Option<u64>,
     /// Key distribution (for the checker: unique keys are not checked).
     pub key_dist: KeyDist,
+    /// `--wait fair`: acquires take turns through the queue in Redis.
+    pub fair: bool,
 }
 
 impl WorkerPlan {
     /// The lock options every acquire of this worker uses: the TTL, and the retry policy (one
     /// attempt without `--retry`). The library's retry loop runs them.
     fn lock_options(&self) -> LockOptions {
-        LockOptions::new(self.ttl).retry(self.retry.unwrap_or_else(RetryOptions::none))
+        LockOptions::new(self.ttl)
+            .retry(self.retry.unwrap_or_else(RetryOptions::none))
+            .fair(self.fair)
     }
 }
 
@@ -536,6 +540,7 @@ mod tests {
             t0: Instant::now(),
             cycles: None,
             key_dist: KeyDist::Uniform,
+            fair: false,
         }
     }
 

@@ -393,3 +393,33 @@ async fn nodes_start_throwaway_servers_for_redlock() {
     assert!(r.target.throwaway);
     assert!(r.throughput.cycles > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_fair_takes_turns_on_a_hot_key_through_the_queue() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let r = bench(
+        &server,
+        dir.path(),
+        &[
+            "--duration",
+            "1s",
+            "--clients",
+            "8",
+            "--key-dist",
+            "hot",
+            "--hold",
+            "2ms",
+            "--retry",
+            "--wait",
+            "fair",
+        ],
+    )
+    .await;
+    assert_eq!(r.report.target.wait, "fair");
+    assert!(r.report.throughput.cycles_per_s > 0.0);
+    assert!(r.report.latency_us["time_to_acquire"].count > 0);
+    assert_eq!(r.report.safety.violations, 0);
+    assert_eq!(r.report.safety.lost_locks, 0);
+    assert_eq!(r.report.errors.total, 0, "{:?}", r.report.errors.by_kind);
+}
