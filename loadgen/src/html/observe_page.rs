@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::observed::{hold_spectrum, patterns, ttl_row, ObserveData, PatternView};
-use super::page::{close_page, figure, legend, open_page, spectrum_chart};
+use super::page::{figure, legend, page, spectrum_chart, PageHead};
 use super::rows::{RowChart, RowKey};
 use super::svg::{esc, fmt_us, fmt_us3, Axis, Level, Scale, Series};
 use crate::observe::LockPatternReport;
@@ -22,31 +22,31 @@ fn ms(v: u64) -> String {
     fmt_us(v as f64 * 1000.0)
 }
 
+const HEAD: PageHead = PageHead {
+    tool: "lockkit proxy observe",
+    reports: "reports",
+    sub: "How long the application held its locks, per key pattern, as lockkit proxy saw them \
+          pass; times in µs, ms and s. Lines are told apart by dash pattern as well as colour.",
+};
+
 /// The page for `reports` (at least one).
 pub fn render(reports: &[ObserveData]) -> String {
     let labels: Vec<&str> = reports.iter().map(|r| r.label.as_str()).collect();
-    let mut s = open_page(
-        "lockkit proxy observe",
-        "reports",
-        &labels,
-        "How long the application held its locks, per key pattern, as lockkit proxy saw them \
-         pass; times in µs, ms and s. Lines are told apart by dash pattern as well as colour.",
-    );
     let pats = patterns(reports);
-    reports_table(&mut s, reports);
-    if !pats.is_empty() {
-        legend(&mut s, &labels);
-        ttl_chart(&mut s, &pats);
-    }
-    locks_table(&mut s, reports, &pats);
-    if !pats.is_empty() {
-        hold_spectra(&mut s, reports, &pats);
-        hold_table(&mut s, reports, &pats);
-    }
-    commands_table(&mut s, reports);
-    notes(&mut s, reports, &pats);
-    close_page(&mut s, &labels);
-    s
+    page(&HEAD, &labels, |s| {
+        reports_table(s, reports);
+        if !pats.is_empty() {
+            legend(s, &labels);
+            ttl_chart(s, &pats);
+        }
+        locks_table(s, reports, &pats);
+        if !pats.is_empty() {
+            hold_spectra(s, reports, &pats);
+            hold_table(s, reports, &pats);
+        }
+        commands_table(s, reports);
+        notes(s, reports, &pats);
+    })
 }
 
 fn reports_table(s: &mut String, reports: &[ObserveData]) {

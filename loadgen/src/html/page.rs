@@ -66,33 +66,52 @@ fn us(v: u64) -> String {
 /// a steady rate and are left off the plots over time.
 const MIN_INTERVAL_S: f64 = 0.25;
 
+const HEAD: PageHead = PageHead {
+    tool: "lockkit bench",
+    reports: "runs",
+    sub: "Latency in microseconds (µs) and milliseconds (ms); rates per second. \
+          Lines are told apart by dash pattern as well as colour.",
+};
+
 /// The page for `runs` (at least one).
 pub fn render(runs: &[RunData]) -> String {
     let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
-    let mut s = open_page(
-        "lockkit bench",
-        "runs",
-        &labels,
-        "Latency in microseconds (µs) and milliseconds (ms); rates per second. \
-         Lines are told apart by dash pattern as well as colour.",
-    );
-    runs_table(&mut s, runs);
-    summary_table(&mut s, runs);
-    latency_table(&mut s, runs);
-    legend(&mut s, &labels);
-    spectra(&mut s, runs);
-    over_time(&mut s, runs);
-    faults_table(&mut s, runs);
-    errors_table(&mut s, runs);
-    ttl_section(&mut s, runs);
-    notes(&mut s, runs);
-    close_page(&mut s, &labels);
+    page(&HEAD, &labels, |s| {
+        runs_table(s, runs);
+        summary_table(s, runs);
+        latency_table(s, runs);
+        legend(s, &labels);
+        spectra(s, runs);
+        over_time(s, runs);
+        faults_table(s, runs);
+        errors_table(s, runs);
+        ttl_section(s, runs);
+        notes(s, runs);
+    })
+}
+
+/// What a page says above its body.
+pub(crate) struct PageHead {
+    /// The tool that wrote the reports, first in the title.
+    pub(crate) tool: &'static str,
+    /// What the reports are called, in the title of a comparison ("3 runs compared").
+    pub(crate) reports: &'static str,
+    /// The line under the title.
+    pub(crate) sub: &'static str,
+}
+
+/// One whole page for the reports named `labels`: the head, what `body` writes, the footer.
+pub(crate) fn page(head: &PageHead, labels: &[&str], body: impl FnOnce(&mut String)) -> String {
+    let mut s = open_page(head, labels);
+    body(&mut s);
+    close_page(&mut s, labels);
     s
 }
 
 /// A new page: the head with the stylesheet, the title and the line under it. The title is
-/// `tool` and the one report's label, or how many `reports` are compared.
-pub(crate) fn open_page(tool: &str, reports: &str, labels: &[&str], sub: &str) -> String {
+/// the tool and the one report's label, or how many reports are compared.
+fn open_page(head: &PageHead, labels: &[&str]) -> String {
+    let PageHead { tool, reports, sub } = head;
     let mut s = String::with_capacity(64 * 1024);
     let title = match labels {
         [one] => format!("{tool}: {one}"),
@@ -111,7 +130,7 @@ pub(crate) fn open_page(tool: &str, reports: &str, labels: &[&str], sub: &str) -
 }
 
 /// Closes a page with the footer naming the reports it was made from.
-pub(crate) fn close_page(s: &mut String, labels: &[&str]) {
+fn close_page(s: &mut String, labels: &[&str]) {
     let _ = writeln!(
         s,
         "<footer>Written by lockkit {} from {}. One self-contained file: inline SVG and CSS, \
