@@ -72,20 +72,22 @@ struct Opts {
     timings_out: Option<std::path::PathBuf>,
 }
 
-/// Takes the tick's lock on any [`Locker`] (one Redis or a Redlock); the lock is left to expire
-/// (see "Sizing the TTL"). A few quick retries with random jitter, as the Redlock spec says:
-/// instances racing for one tick can split the nodes' votes so that nobody wins a round.
-/// `false` when another instance holds it.
-async fn try_take<L: Locker>(locker: &L, key: &str, ttl: Duration) -> lockkit::Result<bool> {
+/// The options of every tick's lock: a few quick retries with random jitter, as the Redlock
+/// spec says: instances racing for one tick can split the nodes' votes so that nobody wins a
+/// round.
+fn tick_lock(ttl: Duration) -> lockkit::Result<LockOptions> {
     let retry = RetryOptions::new()
         .delay(Duration::from_millis(2))
         .jitter(Duration::from_millis(20))
         .max_attempts(Some(4))
         .deadline(Some(ttl / 2));
-    match locker
-        .acquire(key, &LockOptions::new(ttl).retry(retry))
-        .await
-    {
+    LockOptions::builder(ttl).retry(retry).build()
+}
+
+/// Takes the tick's lock on any [`Locker`] (one Redis or a Redlock); the lock is left to expire
+/// (see "Sizing the TTL"). `false` when another instance holds it.
+async fn try_take<L: Locker>(locker: &L, key: &str, opts: &LockOptions) -> lockkit::Result<bool> {
+    match locker.acquire(key, opts).await {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == ErrorKind::Busy => Ok(false),
         Err(e) => Err(e),
@@ -109,7 +111,7 @@ struct Plan {
     tick_ms: u64,
     job_ms: u64,
     max_late_ms: u64,
-    ttl: Duration,
+    lock: LockOptions,
     first_tick: u64,
     ticks: u64,
 }
@@ -135,7 +137,7 @@ async fn scheduler<L: Locker>(
             continue;
         }
         let key = format!("cron:{}:{tick}", plan.job);
-        match try_take(&locker, &key, plan.ttl).await {
+        match try_take(&locker, &key, &plan.lock).await {
             Ok(true) => {
                 let started = std::time::Instant::now();
                 let extra = rand_extra(plan.job_ms / 4);
@@ -174,7 +176,7 @@ async fn run(opts: Opts) -> anyhow::Result<()> {
         tick_ms: opts.tick_ms,
         job_ms: opts.job_ms,
         max_late_ms,
-        ttl: Duration::from_millis(ttl_ms),
+        lock: tick_lock(Duration::from_millis(ttl_ms)).context("--ttl-ms")?,
         first_tick,
         ticks: opts.ticks,
     };

@@ -34,8 +34,7 @@ impl LockClient {
     /// every key the batch took has been released (or is being released in the background)
     /// before the error is returned.
     pub async fn acquire_many(&self, keys: &[&str], ttl: Duration) -> Result<Vec<Option<Lock>>> {
-        let opts = LockOptions::new(ttl);
-        opts.validate()?;
+        let opts = LockOptions::new(ttl)?;
         for k in keys {
             check_key(k)?;
         }

@@ -127,7 +127,7 @@ impl LockClient {
     /// A bad key or TTL ([`Error::InvalidKey`](crate::Error::InvalidKey), [`Error::InvalidOptions`](crate::Error::InvalidOptions)), a Redis error or a
     /// timeout.
     pub async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lock>> {
-        self.try_acquire_with(key, &LockOptions::new(ttl)).await
+        self.try_acquire_with(key, &LockOptions::new(ttl)?).await
     }
 
     /// [`try_acquire`](Self::try_acquire) with full options (drift allowance, min validity); the
@@ -138,7 +138,9 @@ impl LockClient {
     /// use lockkit::{LockClient, LockOptions};
     /// # async fn demo() -> lockkit::Result<()> {
     /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
-    /// let opts = LockOptions::new(Duration::from_secs(5)).drift_fixed(Duration::from_millis(50));
+    /// let opts = LockOptions::builder(Duration::from_secs(5))
+    ///     .drift_fixed(Duration::from_millis(50))
+    ///     .build()?;
     /// let lock = client.try_acquire_with("lock:order:42", &opts).await?;
     /// # Ok(()) }
     /// ```
@@ -146,14 +148,7 @@ impl LockClient {
     /// # Errors
     /// As [`try_acquire`](Self::try_acquire).
     pub async fn try_acquire_with(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        // Also refuses a TTL the drift allowance eats whole: such a lock is born expired.
-        opts.validate()?;
-        self.attempt_validated(key, opts).await
-    }
-
-    /// One attempt, timed and counted (metrics) inside a `lockkit.attempt` span.
-    async fn attempt_validated(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        crate::metrics::observe_attempt(self.mode(), key, self.attempt_once(key, opts)).await
+        self.attempt(key, opts).await
     }
 
     async fn attempt_once(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
@@ -277,7 +272,7 @@ impl LockClient {
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let mut conn = self.conns.conn();
-        let fair = lock.options.fair;
+        let fair = lock.options.fair.on;
         match self
             .release_on(&mut conn, &lock.key, &lock.token, fair)
             .await
@@ -326,8 +321,9 @@ impl LockClient {
 }
 
 impl Locker for LockClient {
+    /// One attempt, timed and counted (metrics) inside a `lockkit.attempt` span.
     async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        self.attempt_validated(key, opts).await
+        crate::metrics::observe_attempt(self.mode(), key, self.attempt_once(key, opts)).await
     }
 
     /// Compare-and-delete, counted in the metrics (feature `metrics`).

@@ -274,7 +274,7 @@ pub(crate) fn unknown_outcome(e: &redis::RedisError) -> bool {
 
 /// The field an `InvalidOptions` error names (tests of the options types).
 #[cfg(test)]
-pub(crate) fn invalid_field(r: Result<()>) -> &'static str {
+pub(crate) fn invalid_field<T: std::fmt::Debug>(r: Result<T>) -> &'static str {
     match r {
         Err(Error::InvalidOptions { field, .. }) => field,
         other => panic!("expected InvalidOptions, got {other:?}"),

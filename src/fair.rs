@@ -1,4 +1,4 @@
-//! Fair mode ([`LockOptions::fair`]): acquires of a key take turns through a first-come,
+//! Fair mode ([`LockOptionsBuilder::fair`](crate::LockOptionsBuilder::fair)): acquires of a key take turns through a first-come,
 //! first-served queue kept in Redis, beside the lock key.
 //!
 //! Each acquire draws a ticket (a fresh token, also the lock's token once taken). Its attempts
@@ -140,7 +140,7 @@ impl LockClient {
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let (ttl, lease) = (
             ttl_ms(opts.ttl).to_string(),
-            ttl_ms(opts.queue_lease).to_string(),
+            ttl_ms(opts.fair.lease).to_string(),
         );
         let channel = self.conns.release_channel(key);
         let mut args = vec![ticket.as_bytes(), ttl.as_bytes(), lease.as_bytes()];

@@ -44,10 +44,33 @@ impl LockClient {
         fence_key: &str,
         ttl: Duration,
     ) -> Result<Option<Lock>> {
-        let opts = LockOptions::new(ttl);
-        // A TTL at or below the drift allowance would give a lock born expired.
-        opts.validate()?;
-        let attempt = self.attempt_fenced(key, fence_key, &opts);
+        // Refuses a TTL at or below the drift allowance: such a lock would be born expired.
+        self.try_acquire_fenced_with(key, fence_key, &LockOptions::new(ttl)?)
+            .await
+    }
+
+    /// [`try_acquire_fenced`](Self::try_acquire_fenced) with full options (drift allowance,
+    /// min validity); the retry policy is not used (one attempt).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, LockOptions};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let opts = LockOptions::new(Duration::from_secs(5))?;
+    /// let lock = client.try_acquire_fenced_with("{a}:lock", "{a}:fence", &opts).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A bad key, keys in different cluster slots, a Redis error or a timeout.
+    pub async fn try_acquire_fenced_with(
+        &self,
+        key: &str,
+        fence_key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<Lock>> {
+        let attempt = self.attempt_fenced(key, fence_key, opts);
         crate::metrics::observe_attempt(self.mode(), key, attempt).await
     }
 

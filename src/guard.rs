@@ -94,7 +94,7 @@ impl Shared {
 /// use lockkit::{LockClient, LockOptions, Locker, WatchdogOptions};
 /// # async fn demo() -> lockkit::Result<()> {
 /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
-/// let guard = client.lock("lock:job", &LockOptions::new(Duration::from_secs(3)), WatchdogOptions::new()).await?;
+/// let guard = client.lock("lock:job", &LockOptions::new(Duration::from_secs(3))?, WatchdogOptions::new()).await?;
 /// let mut lost = guard.loss_signal();
 /// tokio::select! {
 ///     _ = tokio::time::sleep(Duration::from_secs(10)) => {}

@@ -38,7 +38,7 @@
 //! }
 //!
 //! // Retry until a deadline, and keep the lock alive while working.
-//! let opts = LockOptions::new(Duration::from_secs(5));
+//! let opts = LockOptions::new(Duration::from_secs(5))?;
 //! let guard = client.lock("lock:nightly-report", &opts, WatchdogOptions::new()).await?;
 //! let mut lost = guard.loss_signal();
 //! tokio::select! {
@@ -72,13 +72,13 @@
 #![warn(missing_docs)]
 
 /// Consuming setters for an options type, each `name(mut self, value) -> Self`, with its doc:
-/// `setters! { /// Doc. name: Type => field; }`.
+/// `setters! { /// Doc. name: Type => field; }` (or `=> inner.field` for a field of a field).
 macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident: $ty:ty => $field:ident;)*) => {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty => $($field:ident).+;)*) => {
         $(
             $(#[$doc])*
             pub fn $name(mut self, value: $ty) -> Self {
-                self.$field = value;
+                self.$($field).+ = value;
                 self
             }
         )*
@@ -116,7 +116,8 @@ pub use guard::{LockGuard, LossReason, LossSignal};
 pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
 pub use locker::Locker;
 pub use options::{
-    ClientOptions, LockOptions, ScriptMode, WatchdogOptions, DEFAULT_QUEUE_LEASE, MAX_TTL,
+    ClientOptions, LockOptions, LockOptionsBuilder, ScriptMode, WatchdogOptions,
+    DEFAULT_QUEUE_LEASE, MAX_TTL,
 };
 pub use probe::{probe, ProbeReport, Support};
 pub use redlock::{quorum_of, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};

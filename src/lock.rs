@@ -28,7 +28,7 @@ pub const MAX_KEY_LEN: usize = 64 * 1024;
 ///     assert!(lock.is_valid() && lock.remaining_validity() <= lock.ttl());
 ///     assert!(lock.valid_until() > lock.acquired_at());
 ///     assert_eq!(lock.fencing_token(), None);
-///     assert_eq!(lock.options().get_ttl(), lock.ttl());
+///     assert_eq!(lock.options().ttl(), lock.ttl());
 /// }
 /// # Ok(()) }
 /// ```
@@ -64,7 +64,7 @@ impl Lock {
     /// After a successful extend to `ttl` sent at `sent`: the new TTL and validity, with the
     /// drift allowance of the options the lock was taken with.
     pub(crate) fn extended(&mut self, ttl: Duration, sent: Instant) {
-        self.options = self.options.ttl(ttl);
+        self.options = self.options.with_ttl(ttl);
         self.valid_until = self.options.valid_until(sent);
     }
 
@@ -272,7 +272,10 @@ mod tests {
     #[test]
     fn extend_keeps_the_drift_the_lock_was_taken_with() {
         let t0 = Instant::now();
-        let opts = LockOptions::new(Duration::from_secs(2)).drift_fixed(Duration::from_millis(500));
+        let opts = LockOptions::builder(Duration::from_secs(2))
+            .drift_fixed(Duration::from_millis(500))
+            .build()
+            .unwrap();
         let mut lock = Lock::acquired("k", new_token(), &opts, t0, None);
         assert_eq!(lock.valid_until() - t0, Duration::from_millis(1480));
         lock.extended(Duration::from_secs(4), t0);

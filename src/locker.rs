@@ -30,7 +30,7 @@ use crate::ClientStats;
 ///
 /// // Works the same with a `Redlock`.
 /// async fn once_per_tick<L: Locker>(locker: &L) -> lockkit::Result<()> {
-///     let opts = LockOptions::new(Duration::from_secs(10));
+///     let opts = LockOptions::new(Duration::from_secs(10))?;
 ///     let lock = locker.acquire("cron:nightly", &opts).await?;
 ///     // ... the job, inside lock.remaining_validity() ...
 ///     locker.release(&lock).await?;
@@ -41,7 +41,7 @@ use crate::ClientStats;
 /// # }
 /// ```
 pub trait Locker: Clone + Send + Sync + 'static {
-    /// One acquire attempt with options already validated: `Ok(None)` when someone else holds
+    /// One acquire attempt: `Ok(None)` when someone else holds
     /// the lock. Redlock answers `Err(QuorumNotReached)` when node failures, not a busy lock,
     /// kept it from a quorum.
     ///
@@ -87,8 +87,7 @@ pub trait Locker: Clone + Send + Sync + 'static {
         ttl: Duration,
     ) -> impl Future<Output = Result<Vec<Option<Lock>>>> + Send {
         async move {
-            let opts = LockOptions::new(ttl);
-            opts.validate()?;
+            let opts = LockOptions::new(ttl)?;
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
                 match self.attempt(key, &opts).await {
@@ -137,7 +136,7 @@ pub trait Locker: Clone + Send + Sync + 'static {
         ClientStats::default()
     }
 
-    /// Why this locker keeps no fair queue ([`LockOptions::fair`]), or `None` when it does. Where
+    /// Why this locker keeps no fair queue ([`LockOptionsBuilder::fair`](crate::LockOptionsBuilder::fair)), or `None` when it does. Where
     /// it does not, acquires in fair mode fall back to ordinary attempts (waiting as
     /// [`waiter`](Self::waiter) says) and this is the reason to show.
     ///
@@ -204,22 +203,19 @@ pub trait Locker: Clone + Send + Sync + 'static {
     /// use lockkit::{LockClient, LockOptions, Locker, RetryOptions};
     /// # async fn demo() -> lockkit::Result<()> {
     /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
-    /// let opts = LockOptions::new(Duration::from_secs(5))
-    ///     .retry(RetryOptions::new().deadline(Some(Duration::from_secs(2))));
+    /// let opts = LockOptions::builder(Duration::from_secs(5))
+    ///     .retry(RetryOptions::new().deadline(Some(Duration::from_secs(2))))
+    ///     .build()?;
     /// let lock = client.acquire("lock:order:42", &opts).await?;
     /// client.release(&lock).await?;
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// [`Error::InvalidOptions`](crate::Error::InvalidOptions) for bad options;
     /// [`Error::AcquireTimeout`](crate::Error::AcquireTimeout) when the lock stayed busy; the last
     /// attempt's error when attempts kept failing; a non-retryable error at once.
     fn acquire(&self, key: &str, opts: &LockOptions) -> impl Future<Output = Result<Lock>> + Send {
-        async move {
-            opts.validate()?;
-            retry::acquire_observed(self, key, opts, &mut NoObserver).await
-        }
+        async move { retry::acquire_observed(self, key, opts, &mut NoObserver).await }
     }
 
     /// [`acquire`](Self::acquire), telling `observer` about every attempt (its outcome, send
@@ -237,7 +233,7 @@ pub trait Locker: Clone + Send + Sync + 'static {
     /// # async fn demo() -> lockkit::Result<()> {
     /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
     /// let mut attempts = Count::default();
-    /// let opts = LockOptions::new(Duration::from_secs(5));
+    /// let opts = LockOptions::new(Duration::from_secs(5))?;
     /// let lock = client.acquire_observed("lock:a", &opts, &mut attempts).await?;
     /// println!("took {} attempts", attempts.0);
     /// # Ok(()) }
@@ -251,10 +247,7 @@ pub trait Locker: Clone + Send + Sync + 'static {
         opts: &LockOptions,
         observer: &mut O,
     ) -> impl Future<Output = Result<Lock>> + Send {
-        async move {
-            opts.validate()?;
-            retry::acquire_observed(self, key, opts, observer).await
-        }
+        retry::acquire_observed(self, key, opts, observer)
     }
 
     /// Wraps an acquired lock in a guard; with `watchdog`, the guard renews the lock about every
@@ -287,7 +280,7 @@ pub trait Locker: Clone + Send + Sync + 'static {
     /// use lockkit::{LockClient, LockOptions, Locker, WatchdogOptions};
     /// # async fn demo() -> lockkit::Result<()> {
     /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
-    /// let opts = LockOptions::new(Duration::from_secs(5));
+    /// let opts = LockOptions::new(Duration::from_secs(5))?;
     /// let guard = client.lock("lock:report", &opts, WatchdogOptions::new()).await?;
     /// guard.release().await?;
     /// # Ok(()) }

@@ -312,22 +312,21 @@ impl Redlock {
     /// use lockkit::{LockOptions, Redlock};
     /// # async fn demo() -> lockkit::Result<()> {
     /// let redlock = Redlock::connect(&["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]).await?;
-    /// let round = redlock.try_acquire("cron:tick", &LockOptions::new(Duration::from_secs(10))).await?;
+    /// let round = redlock.try_acquire("cron:tick", &LockOptions::new(Duration::from_secs(10))?).await?;
     /// println!("granted on {} nodes; {} failed", round.acquired, round.node_errors.len());
     /// # Ok(()) }
     /// ```
     ///
     /// # Errors
-    /// Bad options or key; node failures are not errors here, they are listed.
+    /// A bad key; node failures are not errors here, they are listed.
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
-        opts.validate()?;
         self.round(key, opts).await
     }
 
     async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
         check_key(key)?;
         let token = new_token();
-        let (ttl, min_validity, restart_rule) = (opts.ttl, opts.min_validity, self.restart_rule);
+        let (ttl, min_validity, restart_rule) = (opts.ttl, opts.validity.min, self.restart_rule);
         let shared: Arc<(String, String)> = Arc::new((key.to_string(), token.clone()));
         let start = Instant::now();
         let valid_until = opts.valid_until(start);
@@ -406,7 +405,7 @@ impl Redlock {
     /// use lockkit::{LockOptions, Locker, Redlock};
     /// # async fn demo() -> lockkit::Result<()> {
     /// let redlock = Redlock::connect(&["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]).await?;
-    /// let lock = redlock.acquire("cron:tick", &LockOptions::new(Duration::from_secs(10))).await?;
+    /// let lock = redlock.acquire("cron:tick", &LockOptions::new(Duration::from_secs(10))?).await?;
     /// let released = redlock.release_detailed(&lock).await?;
     /// println!("released on {} of {} nodes", released.released, redlock.len());
     /// # Ok(()) }

@@ -177,7 +177,7 @@ impl AcquireObserver for NoObserver {
     fn on_attempt(&mut self, _: AttemptOutcome, _: Instant, _: Duration) {}
 }
 
-/// The retry loop. `opts` must already be validated.
+/// The retry loop.
 ///
 /// Tries `key` until it is taken with more than `min_validity` left, a non-retryable error
 /// comes, or the policy gives up: then the last attempt's error if it failed, otherwise
@@ -203,14 +203,14 @@ async fn acquire_loop<L: Locker>(
     let mut attempts = 0u32;
     let mut waiter = locker.waiter(key);
     let unfair;
-    let opts = match (opts.fair, locker.fair_unavailable()) {
+    let opts = match (opts.fair.on, locker.fair_unavailable()) {
         (true, None) => {
-            waiter = waiter.into_fair(opts.queue_lease);
+            waiter = waiter.into_fair(opts.fair.lease);
             opts
         }
         (true, Some(why)) => {
             tracing::debug!(key, why, "fair mode unavailable; acquiring without it");
-            unfair = opts.fair(false);
+            unfair = opts.without_fair();
             &unfair
         }
         (false, _) => opts,
@@ -242,7 +242,7 @@ async fn acquire_loop<L: Locker>(
         let latency = sent.elapsed();
         let mut last_error = None;
         match result {
-            Ok(Some(lock)) if lock.remaining_validity() > opts.min_validity => {
+            Ok(Some(lock)) if lock.remaining_validity() > opts.validity.min => {
                 // Taking the lock took the ticket out of the queue.
                 if let Some(p) = &mut place {
                     p.queued = false;

@@ -1,4 +1,4 @@
-//! Fair mode (`LockOptions::fair`): acquires take turns through a queue in Redis, across
+//! Fair mode (`LockOptionsBuilder::fair`): acquires take turns through a queue in Redis, across
 //! separate clients, against a real redis-server.
 //!
 //! No timing assertions: the tests check the order in which waiters got the lock, and that a
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use lockkit::{
     fair_queue_keys, AcquireObserver, AttemptOutcome, ClientOptions, ErrorKind, LockClient,
-    LockOptions, Locker, ReleaseOutcome, RetryOptions, WaitMode,
+    LockOptions, LockOptionsBuilder, Locker, ReleaseOutcome, RetryOptions, WaitMode,
 };
 use lockkit_test_support::RedisServer;
 
@@ -23,13 +23,18 @@ impl AcquireObserver for Attempts {
     }
 }
 
+fn fair_builder(deadline: Duration) -> LockOptionsBuilder {
+    let retry = RetryOptions::new()
+        .delay(Duration::from_millis(10))
+        .jitter(Duration::ZERO)
+        .deadline(Some(deadline));
+    LockOptions::builder(Duration::from_secs(30))
+        .fair(true)
+        .retry(retry)
+}
+
 fn fair(deadline: Duration) -> LockOptions {
-    LockOptions::new(Duration::from_secs(30)).fair(true).retry(
-        RetryOptions::new()
-            .delay(Duration::from_millis(10))
-            .jitter(Duration::ZERO)
-            .deadline(Some(deadline)),
-    )
+    fair_builder(deadline).build().unwrap()
 }
 
 async fn client(url: &str, wait: WaitMode) -> LockClient {
@@ -132,7 +137,12 @@ async fn second_in_line_after(
         client(&url, WaitMode::Notify).await,
         client(&url, WaitMode::Notify).await,
     );
-    let long_lease = |d| fair(d).queue_lease(Duration::from_secs(60));
+    let long_lease = |d| {
+        fair_builder(d)
+            .queue_lease(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    };
     let held = holder
         .acquire(key, &long_lease(Duration::from_secs(1)))
         .await
@@ -221,7 +231,10 @@ async fn only_the_holder_releases_a_fair_lock() {
         client(&server.url(), WaitMode::Notify).await,
         client(&server.url(), WaitMode::Notify).await,
     );
-    let short = LockOptions::new(Duration::from_millis(100)).fair(true);
+    let short = LockOptions::builder(Duration::from_millis(100))
+        .fair(true)
+        .build()
+        .unwrap();
     let old = a.acquire("lock:own", &short).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let lock = b

@@ -110,7 +110,7 @@ async fn paused_server_past_ttl_is_reported_as_lost_to_watchdog_holders() {
     // The default 2 s response timeout is far longer than the 400 ms TTL: the watchdog must
     // still give up at the validity deadline, not when the reply times out.
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let opts = LockOptions::new(Duration::from_millis(400));
+    let opts = LockOptions::new(Duration::from_millis(400)).unwrap();
     let guard = client
         .lock("lock:paused", &opts, WatchdogOptions::new())
         .await
@@ -150,7 +150,7 @@ async fn slow_network_shrinks_validity_fires_timeouts_and_bounds_retries() {
     // Validity counts from the moment the SET was sent: one slow round trip (>= 80 ms) is gone.
     let ttl = Duration::from_millis(1000);
     let lock = client.try_acquire("lock:slow", ttl).await.unwrap().unwrap();
-    let drift = LockOptions::new(ttl).drift();
+    let drift = LockOptions::new(ttl).unwrap().drift();
     assert!(
         lock.remaining_validity() <= ttl - drift - Duration::from_millis(80),
         "{:?}",
@@ -169,13 +169,16 @@ async fn slow_network_shrinks_validity_fires_timeouts_and_bounds_retries() {
     assert!(t0.elapsed() < Duration::from_secs(3));
 
     // Retrying acquire stays within its deadline and attempt count even when every call fails.
-    let opts = LockOptions::new(Duration::from_secs(5)).retry(
-        RetryOptions::new()
-            .delay(Duration::from_millis(10))
-            .jitter(Duration::ZERO)
-            .deadline(Some(Duration::from_millis(900)))
-            .max_attempts(Some(3)),
-    );
+    let opts = LockOptions::builder(Duration::from_secs(5))
+        .retry(
+            RetryOptions::new()
+                .delay(Duration::from_millis(10))
+                .jitter(Duration::ZERO)
+                .deadline(Some(Duration::from_millis(900)))
+                .max_attempts(Some(3)),
+        )
+        .build()
+        .unwrap();
     let t0 = Instant::now();
     let mut attempts = CountAttempts::default();
     // When every attempt failed, the last attempt's error comes back (not "still busy").

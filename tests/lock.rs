@@ -174,7 +174,10 @@ async fn extend_resets_ttl_and_validity() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
     // A non-default drift, so a validity recomputed with the default one shows.
-    let opts = LockOptions::new(Duration::from_secs(1)).drift_fixed(Duration::from_millis(300));
+    let opts = LockOptions::builder(Duration::from_secs(1))
+        .drift_fixed(Duration::from_millis(300))
+        .build()
+        .unwrap();
     let mut lock = client
         .try_acquire_with("lock:ext", &opts)
         .await
@@ -274,7 +277,7 @@ async fn server_restart_reconnects_and_recovers_scripts() {
 async fn watchdog_keeps_lock_alive_for_several_ttls() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let opts = LockOptions::new(Duration::from_millis(300));
+    let opts = LockOptions::new(Duration::from_millis(300)).unwrap();
     let guard = client
         .lock("lock:w", &opts, WatchdogOptions::new())
         .await
@@ -292,7 +295,7 @@ async fn watchdog_keeps_lock_alive_for_several_ttls() {
 async fn watchdog_reports_loss_when_key_deleted_behind_its_back() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let opts = LockOptions::new(Duration::from_millis(300));
+    let opts = LockOptions::new(Duration::from_millis(300)).unwrap();
     let guard = client
         .lock("lock:d", &opts, WatchdogOptions::new())
         .await
@@ -329,7 +332,7 @@ async fn watchdog_reports_loss_when_key_deleted_behind_its_back() {
 async fn watchdog_max_hold_bounds_renewal() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let opts = LockOptions::new(Duration::from_millis(300));
+    let opts = LockOptions::new(Duration::from_millis(300)).unwrap();
     let guard = client
         .lock(
             "lock:m",
@@ -358,7 +361,7 @@ async fn watchdog_max_hold_bounds_renewal() {
 async fn dropped_guard_releases_in_background() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let opts = LockOptions::new(Duration::from_secs(30));
+    let opts = LockOptions::new(Duration::from_secs(30)).unwrap();
     let guard = client
         .lock("lock:drop", &opts, WatchdogOptions::new())
         .await
@@ -461,12 +464,14 @@ async fn acquire_retries_until_holder_releases() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         releaser.release(&held).await.unwrap();
     });
-    let opts = LockOptions::new(Duration::from_secs(2)).retry(
-        RetryOptions::new()
-            .delay(Duration::from_millis(20))
-            .jitter(Duration::from_millis(10))
-            .deadline(Some(Duration::from_secs(3))),
-    );
+    let retry = RetryOptions::new()
+        .delay(Duration::from_millis(20))
+        .jitter(Duration::from_millis(10))
+        .deadline(Some(Duration::from_secs(3)));
+    let opts = LockOptions::builder(Duration::from_secs(2))
+        .retry(retry)
+        .build()
+        .unwrap();
     let t0 = Instant::now();
     let lock = client.acquire("lock:q", &opts).await.unwrap();
     assert!(t0.elapsed() >= Duration::from_millis(190));
@@ -490,12 +495,14 @@ async fn acquire_gives_up_at_deadline_with_attempt_count() {
         .await
         .unwrap()
         .unwrap();
-    let opts = LockOptions::new(Duration::from_secs(1)).retry(
-        RetryOptions::new()
-            .delay(Duration::from_millis(20))
-            .jitter(Duration::ZERO)
-            .deadline(Some(Duration::from_millis(200))),
-    );
+    let retry = RetryOptions::new()
+        .delay(Duration::from_millis(20))
+        .jitter(Duration::ZERO)
+        .deadline(Some(Duration::from_millis(200)));
+    let opts = LockOptions::builder(Duration::from_secs(1))
+        .retry(retry)
+        .build()
+        .unwrap();
     match client.acquire("lock:busy", &opts).await {
         Err(Error::AcquireTimeout {
             attempts, elapsed, ..
@@ -516,7 +523,11 @@ async fn acquire_gives_up_at_deadline_with_attempt_count() {
         }
         other => panic!("expected AcquireTimeout, got {other:?}"),
     }
-    let opts = opts.retry(RetryOptions::none());
+    let opts = opts
+        .to_builder()
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap();
     assert!(matches!(
         client.acquire("lock:busy", &opts).await,
         Err(Error::AcquireTimeout { attempts: 1, .. })
@@ -544,17 +555,17 @@ async fn bad_options_are_rejected_naming_the_field() {
         .await
         .map(|_| ());
     assert_eq!(field(huge), "ttl");
-    let opts = LockOptions::new(Duration::from_secs(1)).retry(
-        RetryOptions::new()
-            .delay(Duration::from_secs(5))
-            .deadline(Some(Duration::from_secs(1))),
-    );
-    assert_eq!(
-        field(client.acquire("k", &opts).await.map(|_| ())),
-        "retry.delay"
-    );
+    // Lock options are checked once, when built, not by every acquire.
+    let opts = LockOptions::builder(Duration::from_secs(1))
+        .retry(
+            RetryOptions::new()
+                .delay(Duration::from_secs(5))
+                .deadline(Some(Duration::from_secs(1))),
+        )
+        .build();
+    assert_eq!(field(opts.map(|_| ())), "retry.delay");
     let wd = WatchdogOptions::new().interval(Duration::from_secs(2));
-    let opts = LockOptions::new(Duration::from_secs(1));
+    let opts = LockOptions::new(Duration::from_secs(1)).unwrap();
     assert_eq!(
         field(client.lock("k", &opts, wd).await.map(|_| ())),
         "watchdog.interval"

@@ -64,7 +64,10 @@ async fn single_server_families_count_each_event_where_it_happens() {
     let client = LockClient::connect(&server.url()).await.unwrap();
     let mut c = inspect(&server);
     let ttl = Duration::from_secs(10);
-    let opts = LockOptions::new(ttl).retry(RetryOptions::none());
+    let opts = LockOptions::builder(ttl)
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap();
 
     // An acquire through the retry loop: one attempt, one time-to-acquire.
     let lock = client.acquire("m:a", &opts).await.unwrap();
@@ -145,7 +148,7 @@ async fn single_server_families_count_each_event_where_it_happens() {
     let guard = client
         .lock(
             "m:w",
-            &LockOptions::new(Duration::from_millis(300)),
+            &LockOptions::new(Duration::from_millis(300)).unwrap(),
             WatchdogOptions::new(),
         )
         .await
@@ -178,7 +181,10 @@ async fn redlock_counts_each_lock_once_and_node_errors_and_skipped_votes_by_node
         assert_eq!(skipped(node), 0.0, "{node}");
     }
 
-    let opts = LockOptions::new(Duration::from_secs(10)).retry(RetryOptions::none());
+    let opts = LockOptions::builder(Duration::from_secs(10))
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap();
     let rl = ("mode", "redlock");
     let lock = redlock.acquire("r:ok", &opts).await.unwrap();
     redlock.release(&lock).await.unwrap();

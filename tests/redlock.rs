@@ -27,7 +27,10 @@ async fn fresh_with(servers: &[RedisServer], options: RedlockOptions) -> Redlock
 }
 
 fn opts(ttl_ms: u64) -> LockOptions {
-    LockOptions::new(Duration::from_millis(ttl_ms)).retry(RetryOptions::none())
+    LockOptions::builder(Duration::from_millis(ttl_ms))
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap()
 }
 
 fn holder(server: &RedisServer, key: &str) -> Option<String> {
@@ -126,10 +129,11 @@ async fn majority_down_fails_cleanly_with_per_node_errors() {
         .delay(Duration::from_millis(10))
         .jitter(Duration::from_millis(10))
         .max_attempts(Some(3));
-    let err = redlock
-        .acquire("k2", &opts(5000).retry(retry))
-        .await
-        .unwrap_err();
+    let opts = LockOptions::builder(Duration::from_millis(5000))
+        .retry(retry)
+        .build()
+        .unwrap();
+    let err = redlock.acquire("k2", &opts).await.unwrap_err();
     match &err {
         Error::QuorumNotReached {
             acquired,

@@ -86,7 +86,10 @@ async fn watchdog_interval_close_to_ttl_still_renews_in_time() {
 async fn extend_keeps_the_callers_drift() {
     let server = RedisServer::start();
     let client = LockClient::connect(&server.url()).await.unwrap();
-    let opts = LockOptions::new(Duration::from_secs(2)).drift_fixed(Duration::from_millis(500));
+    let opts = LockOptions::builder(Duration::from_secs(2))
+        .drift_fixed(Duration::from_millis(500))
+        .build()
+        .unwrap();
     let mut lock = client.acquire("lock:drift", &opts).await.unwrap();
     let before = lock.remaining_validity();
     assert!(before <= Duration::from_millis(1480), "{before:?}");

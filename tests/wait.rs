@@ -25,12 +25,15 @@ impl AcquireObserver for Attempts {
 }
 
 fn retrying(ttl: Duration) -> LockOptions {
-    LockOptions::new(ttl).retry(
-        RetryOptions::new()
-            .delay(Duration::from_millis(10))
-            .jitter(Duration::ZERO)
-            .deadline(Some(Duration::from_secs(20))),
-    )
+    LockOptions::builder(ttl)
+        .retry(
+            RetryOptions::new()
+                .delay(Duration::from_millis(10))
+                .jitter(Duration::ZERO)
+                .deadline(Some(Duration::from_secs(20))),
+        )
+        .build()
+        .unwrap()
 }
 
 /// Acquires `key` with [`retrying`] options; the lock and how many attempts it took.

@@ -77,7 +77,7 @@ async fn wire_shows_script_load_once_evalsha_and_set_nx_px_and_no_bare_del() {
         let guard = client
             .lock(
                 "lock:g",
-                &LockOptions::new(Duration::from_millis(300)),
+                &LockOptions::new(Duration::from_millis(300)).unwrap(),
                 WatchdogOptions::new(),
             )
             .await

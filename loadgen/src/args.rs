@@ -71,7 +71,7 @@ pub enum WaitArg {
     Notify,
     /// Sleep the retry delay plus jitter between attempts.
     Poll,
-    /// Take turns through a first-come-first-served queue in Redis (`LockOptions::fair`),
+    /// Take turns through a first-come-first-served queue in Redis (`LockOptionsBuilder::fair`),
     /// woken by the release that names the next in line (polling where it can not notify).
     Fair,
 }

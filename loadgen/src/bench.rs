@@ -113,10 +113,8 @@ async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> any
             format!("{}*", args.key_prefix)
         ))
     };
-    match locker
-        .attempt(&key, &lockkit::LockOptions::new(args.ttl))
-        .await
-    {
+    let opts = lockkit::LockOptions::new(args.ttl).map_err(exit::bad_input)?;
+    match locker.attempt(&key, &opts).await {
         Ok(Some(lock)) => match locker.release(&lock).await {
             Err(e) if !e.is_retryable() => Err(refused(e)),
             _ => Ok(()),

@@ -55,9 +55,7 @@ impl<L: Locker> Locker for BenchLocker<L> {
         match &self.fenced {
             Some(client) => {
                 let fence_key = format!("{}{{{key}}}", self.fence_prefix);
-                client
-                    .try_acquire_fenced(key, &fence_key, opts.get_ttl())
-                    .await
+                client.try_acquire_fenced_with(key, &fence_key, opts).await
             }
             None => self.inner.attempt(key, opts).await,
         }

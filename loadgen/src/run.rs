@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use lockkit::{LockClient, RetryOptions, ScriptMode};
+use lockkit::{LockClient, LockOptions, RetryOptions, ScriptMode};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -148,12 +148,21 @@ impl Run<'_> {
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(1, |d| d.as_nanos() as u64)
         });
-        let retry = a.retry.then(|| {
+        // Without --retry, one attempt per cycle. Checked once, for every worker.
+        let retry = if a.retry {
             RetryOptions::new()
                 .delay(a.retry_delay)
                 .jitter(a.retry_jitter)
                 .deadline(Some(a.retry_deadline))
-        });
+        } else {
+            RetryOptions::none()
+        };
+        // `--wait fair`: acquires take turns through the queue in Redis.
+        let lock_options = LockOptions::builder(a.ttl)
+            .retry(retry)
+            .fair(a.wait.is_fair())
+            .build()
+            .map_err(crate::exit::bad_input)?;
         let t0 = Instant::now();
         let mut stats: Vec<SharedStats> = Vec::new();
         let mut set = JoinSet::new();
@@ -163,10 +172,10 @@ impl Run<'_> {
             let plan = WorkerPlan {
                 task,
                 clients: a.clients,
-                ttl: a.ttl,
+                lock: lock_options,
                 hold: a.hold,
                 hold_dist: a.hold_dist,
-                retry,
+                retry: a.retry,
                 watchdog: a.watchdog,
                 extends: a.extends,
                 batch: a.batch,
@@ -174,7 +183,6 @@ impl Run<'_> {
                 t0,
                 cycles: a.cycles,
                 key_dist: a.key_dist,
-                fair: a.wait.is_fair(),
             };
             let keys = KeyPicker::new(
                 a.key_dist,

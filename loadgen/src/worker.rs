@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use lockkit::{
     AcquireObserver, AttemptOutcome, ErrorKind, ExtendOutcome, Lock, LockOptions, Locker,
-    ReleaseOutcome, RetryOptions, WatchdogOptions,
+    ReleaseOutcome, WatchdogOptions,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -55,14 +55,15 @@ pub struct WorkerPlan {
     pub task: u64,
     /// Number of tasks (the open-loop stride).
     pub clients: u64,
-    /// TTL of every lock.
-    pub ttl: Duration,
+    /// The options of every lock: its TTL, and the retry policy (one attempt without
+    /// `--retry`) that the library's retry loop runs.
+    pub lock: LockOptions,
     /// Mean hold time and its distribution.
     pub hold: Duration,
     /// How the hold varies.
     pub hold_dist: HoldDist,
-    /// Retry busy locks with this policy (`None`: one attempt per cycle).
-    pub retry: Option<RetryOptions>,
+    /// Whether busy locks are retried (with the policy in `lock`).
+    pub retry: bool,
     /// Renew with the library's watchdog.
     pub watchdog: bool,
     /// Explicit extends per held lock.
@@ -77,18 +78,6 @@ pub struct WorkerPlan {
     pub cycles: Option<u64>,
     /// Key distribution (for the checker: unique keys are not checked).
     pub key_dist: KeyDist,
-    /// `--wait fair`: acquires take turns through the queue in Redis.
-    pub fair: bool,
-}
-
-impl WorkerPlan {
-    /// The lock options every acquire of this worker uses: the TTL, and the retry policy (one
-    /// attempt without `--retry`). The library's retry loop runs them.
-    fn lock_options(&self) -> LockOptions {
-        LockOptions::new(self.ttl)
-            .retry(self.retry.unwrap_or_else(RetryOptions::none))
-            .fair(self.fair)
-    }
 }
 
 /// Runs cycles until `shared.stop` is set.
@@ -107,7 +96,6 @@ struct Worker<L: Locker> {
     locker: BenchLocker<L>,
     keys: KeyPicker,
     plan: WorkerPlan,
-    opts: LockOptions,
     stats: SharedStats,
     shared: Arc<Shared>,
     rng: SmallRng,
@@ -174,7 +162,6 @@ impl<L: Locker> Worker<L> {
         Worker {
             rng: SmallRng::seed_from_u64(plan.task.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 7),
             stop_rx: shared.stop_rx.clone(),
-            opts: plan.lock_options(),
             locker,
             keys,
             plan,
@@ -247,21 +234,21 @@ impl<L: Locker> Worker<L> {
             shared: &self.shared,
             intended,
             open_loop: self.plan.rate.is_some(),
-            retrying: self.plan.retry.is_some(),
+            retrying: self.plan.retry,
             first: true,
         };
         // Never cancelled mid-attempt (a taken lock must come back to be released); the recorder
         // ends the retries when the run stops.
         let result = self
             .locker
-            .acquire_observed(key, &self.opts, &mut recorder)
+            .acquire_observed(key, &self.plan.lock, &mut recorder)
             .await;
         match result {
             Ok(lock) => Some(lock),
             Err(e) => {
                 match e.kind() {
                     // Each busy attempt was counted as contention already.
-                    ErrorKind::Busy if self.plan.retry.is_some() => {
+                    ErrorKind::Busy if self.plan.retry => {
                         lock(&self.stats).error("acquire_timeout");
                     }
                     ErrorKind::Busy => {}
@@ -285,7 +272,7 @@ impl<L: Locker> Worker<L> {
             }
             if i + 1 < parts {
                 let t = Instant::now();
-                let r = self.locker.extend(held, self.plan.ttl).await;
+                let r = self.locker.extend(held, self.plan.lock.ttl()).await;
                 let mut s = lock(&self.stats);
                 match r {
                     Ok(ExtendOutcome::Extended) => s.record(Op::Extend, t.elapsed()),
@@ -431,7 +418,7 @@ impl<L: Locker> Worker<L> {
         let n = bufs.len();
         let refs: Vec<&str> = bufs.iter().map(String::as_str).collect();
         let sent = Instant::now();
-        let r = self.locker.acquire_many(&refs, self.plan.ttl).await;
+        let r = self.locker.acquire_many(&refs, self.plan.lock.ttl()).await;
         let from = if self.plan.rate.is_some() {
             intended
         } else {
@@ -529,10 +516,10 @@ mod tests {
         WorkerPlan {
             task: 0,
             clients: 1,
-            ttl: Duration::from_secs(1),
+            lock: LockOptions::new(Duration::from_secs(1)).unwrap(),
             hold: Duration::from_millis(hold_ms),
             hold_dist,
-            retry: None,
+            retry: false,
             watchdog: false,
             extends: 0,
             batch: 1,
@@ -540,7 +527,6 @@ mod tests {
             t0: Instant::now(),
             cycles: None,
             key_dist: KeyDist::Uniform,
-            fair: false,
         }
     }
 

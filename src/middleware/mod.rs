@@ -101,5 +101,5 @@ pub use key::{
     ANONYMOUS,
 };
 pub use options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
-pub use replay::REPLAYED_HEADER;
+pub use replay::{MAX_IDEMPOTENCY_KEY_LEN, REPLAYED_HEADER};
 pub use service::{DuplicateSubmit, DuplicateSubmitLayer};

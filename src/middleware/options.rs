@@ -79,7 +79,6 @@ pub struct IdempotencyOptions {
     pub(crate) header: HeaderName,
     pub(crate) ttl: Duration,
     pub(crate) max_response_bytes: usize,
-    pub(crate) max_key_len: usize,
     pub(crate) in_flight: Rejection,
     pub(crate) mismatch: Rejection,
     pub(crate) also_stored: Vec<StatusCode>,
@@ -91,7 +90,6 @@ impl Default for IdempotencyOptions {
             header: HeaderName::from_static("idempotency-key"),
             ttl: Duration::from_secs(24 * 3600),
             max_response_bytes: 1024 * 1024,
-            max_key_len: 255,
             in_flight: Rejection::text(
                 StatusCode::CONFLICT,
                 "A request with this Idempotency-Key is still being processed; retry after \
@@ -114,7 +112,8 @@ impl IdempotencyOptions {
     }
 
     setters! {
-        /// The request header that carries the key (default `idempotency-key`).
+        /// The request header that carries the key (default `idempotency-key`); keys of 1 to
+        /// [`MAX_IDEMPOTENCY_KEY_LEN`](super::MAX_IDEMPOTENCY_KEY_LEN) bytes are accepted.
         header: HeaderName => header;
 
         /// How long a stored response is replayed (default 24 h).
@@ -234,7 +233,15 @@ impl DuplicateSubmitOptions {
     }
 
     /// Checks every field; says which one is wrong and why.
+    ///
+    /// # Errors
+    /// [`Error::InvalidOptions`] naming the field.
     pub fn validate(&self) -> Result<()> {
+        self.lock_options().map(drop)
+    }
+
+    /// Checks every field, and gives the options every request's lock is taken with.
+    pub(crate) fn lock_options(&self) -> Result<LockOptions> {
         if self.prefix.is_empty() {
             return Err(Error::invalid(
                 "prefix",
@@ -244,10 +251,9 @@ impl DuplicateSubmitOptions {
         if self.prefix.len() > 256 {
             return Err(Error::invalid("prefix", "must be at most 256 bytes"));
         }
-        validate_ttl("ttl", self.ttl)?;
         // The lock is taken with the library's default drift allowance; a TTL that the allowance
         // eats whole gives a lock born expired, refused on every request (503 for everything).
-        LockOptions::new(self.ttl).validate()?;
+        let lock = LockOptions::new(self.ttl)?;
         if let Some(w) = &self.watchdog {
             w.validate(self.ttl)?;
         }
@@ -263,7 +269,7 @@ impl DuplicateSubmitOptions {
                 ));
             }
         }
-        Ok(())
+        Ok(lock)
     }
 }
 

@@ -16,6 +16,9 @@ use super::service::{admit, rejection, release, run, Admission, BoxError, Config
 /// The response header set on a replayed response.
 pub const REPLAYED_HEADER: &str = "idempotency-replayed";
 
+/// The longest idempotency key accepted, in bytes; a longer (or empty) one is refused with 400.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 255;
+
 /// A request that carries an idempotency key: where its claim and its record live.
 pub(super) struct IdemRequest<'a> {
     opts: &'a IdempotencyOptions,
@@ -52,12 +55,12 @@ impl<'a> IdemRequest<'a> {
             return Ok(None);
         };
         let raw = value.as_bytes();
-        if raw.is_empty() || raw.len() > opts.max_key_len {
+        if raw.is_empty() || raw.len() > MAX_IDEMPOTENCY_KEY_LEN {
             return Err(Rejection::text(
                 StatusCode::BAD_REQUEST,
                 format!(
                     "The {} header must be 1 to {} bytes long.\n",
-                    opts.header, opts.max_key_len
+                    opts.header, MAX_IDEMPOTENCY_KEY_LEN
                 ),
             ));
         }

@@ -33,6 +33,8 @@ type UriFn = dyn Fn(&Extensions) -> Option<Uri> + Send + Sync;
 pub(super) struct Config {
     pub(super) client: LockClient,
     pub(super) options: DuplicateSubmitOptions,
+    /// The options every request's lock is taken with, checked once when the layer is built.
+    lock: LockOptions,
     users: Arc<dyn UserExtractor>,
     keys: Arc<dyn KeyBuilder>,
     original_uri: Arc<UriFn>,
@@ -72,12 +74,13 @@ impl DuplicateSubmitLayer {
     /// # Errors
     /// [`Error::InvalidOptions`] naming the field, when `options` do not validate.
     pub fn new(client: LockClient, options: DuplicateSubmitOptions) -> Result<Self> {
-        options.validate()?;
+        let lock = options.lock_options()?;
         Ok(DuplicateSubmitLayer {
             config: Arc::new(Config {
                 store: IdempotencyStore::new(client.clone()),
                 client,
                 options,
+                lock,
                 users: Arc::new(HeaderUser::default()),
                 keys: Arc::new(DefaultKeyBuilder),
                 original_uri: Arc::new(default_original_uri),
@@ -127,6 +130,7 @@ impl DuplicateSubmitLayer {
         let mut config = Config {
             client: c.client.clone(),
             options: c.options.clone(),
+            lock: c.lock,
             users: Arc::clone(&c.users),
             keys: Arc::clone(&c.keys),
             original_uri: Arc::clone(&c.original_uri),
@@ -281,13 +285,7 @@ pub(super) async fn admit(config: &Config, key: &str) -> Admission {
             Admission::Unguarded
         }
     };
-    // One attempt without validating again: `DuplicateSubmitOptions::validate` checked these
-    // very lock options when the layer was built.
-    match config
-        .client
-        .attempt(key, &LockOptions::new(opts.ttl))
-        .await
-    {
+    match config.client.attempt(key, &config.lock).await {
         Ok(Some(lock)) => match config.client.guard(lock.clone(), opts.watchdog) {
             Ok(g) => Admission::Guarded(g),
             Err(e) => {
