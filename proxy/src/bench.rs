@@ -208,7 +208,7 @@ impl Plugin for Switch {
         vec!["*".to_string()]
     }
 
-    fn wants_replies(&self) -> bool {
+    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
         false
     }
 

@@ -289,7 +289,7 @@ impl Conn {
             let wants: Vec<usize> = plugins
                 .iter()
                 .copied()
-                .filter(|&p| shared.plugins[p].wants_replies())
+                .filter(|&p| shared.plugins[p].wants_reply(&cmd))
                 .collect();
             if wants.is_empty() {
                 plain_run += 1;

@@ -206,7 +206,7 @@ impl Plugin for Faults {
         vec!["*".to_string()]
     }
 
-    fn wants_replies(&self) -> bool {
+    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
         false
     }
 

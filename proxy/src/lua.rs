@@ -302,7 +302,7 @@ impl Plugin for LuaPlugin {
         self.commands.clone()
     }
 
-    fn wants_replies(&self) -> bool {
+    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
         self.wants_replies
     }
 

@@ -71,9 +71,12 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// never reaches it.
     fn commands(&self) -> Vec<String>;
 
-    /// Whether [`Plugin::on_reply`] is wanted (the proxy then keeps the command until its
-    /// reply arrives).
-    fn wants_replies(&self) -> bool {
+    /// Whether [`Plugin::on_reply`] is wanted for this declared command (asked after
+    /// [`Plugin::on_command`] passed it on). The proxy then keeps a copy of the command until its
+    /// reply arrives; a command no plugin wants the reply of is forwarded and forgotten, so
+    /// saying `false` for traffic a plugin ignores (a `SET` without `NX` to `observe`) keeps the
+    /// hot path free of copies.
+    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
         true
     }
 

@@ -482,6 +482,18 @@ impl Plugin for Observe {
         Action::Pass
     }
 
+    /// A `SET` is a lock's acquire only with `NX`: plain `SET`s (most of an application's
+    /// writes) are forwarded without waiting for their reply.
+    fn wants_reply(&self, cmd: &Command<'_>) -> bool {
+        match cmd.name {
+            "SET" => cmd
+                .args
+                .get(2..)
+                .is_some_and(|opts| opts.iter().any(|o| o.eq_ignore_ascii_case(b"NX"))),
+            _ => true,
+        }
+    }
+
     fn on_reply(&self, _conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
         let reply = resp::reply_kind(reply);
         match cmd.name {
@@ -528,6 +540,19 @@ mod tests {
             index: 1,
             arrived: Instant::now(),
         }
+    }
+
+    #[test]
+    fn only_set_nx_among_sets_waits_for_its_reply() {
+        let o = Observe::new(ObserveOptions::default());
+        assert!(!o.wants_reply(&cmd("SET", &[b"k", b"v"])));
+        assert!(!o.wants_reply(&cmd("SET", &[b"k", b"v", b"PX", b"100"])));
+        // The value NX is not the option NX.
+        assert!(!o.wants_reply(&cmd("SET", &[b"k", b"NX"])));
+        assert!(o.wants_reply(&cmd("SET", &[b"k", b"t", b"NX", b"PX", b"100"])));
+        assert!(o.wants_reply(&cmd("SET", &[b"k", b"t", b"px", b"100", b"nx"])));
+        assert!(o.wants_reply(&cmd("DEL", &[b"k"])));
+        assert!(o.wants_reply(&cmd("EVALSHA", &[b"abc", b"1", b"k"])));
     }
 
     const CONN: ConnInfo = ConnInfo { id: 1, peer: None };
