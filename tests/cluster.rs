@@ -129,6 +129,19 @@ async fn cluster_survives_script_flush_on_one_node_and_fences_with_hash_tags() {
         .unwrap_err();
     assert!(matches!(err, lockkit::Error::InvalidKey { .. }), "{err:?}");
     assert!(err.to_string().contains("hash tag"), "{err}");
+    // Fair mode keeps its queue in the lock key's slot, with or without a hash tag of its own.
+    let fair = lockkit::LockOptions::new(Duration::from_secs(5)).fair(true);
+    for key in ["job:fair", "{job:9}:fair"] {
+        let lock = client.acquire(key, &fair).await.unwrap();
+        assert_eq!(
+            client.release(&lock).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+    }
+    // Braces that make no tag can not keep the queue in the key's slot: refused, naming the fix.
+    let err = client.acquire("job}fair", &fair).await.unwrap_err();
+    assert!(matches!(err, lockkit::Error::InvalidKey { .. }), "{err:?}");
+    assert!(err.to_string().contains("hash tag"), "{err}");
 }
 
 fn sync_conn(url: &str) -> redis::Connection {

@@ -12,7 +12,7 @@ use lockkit::{
     fair_queue_keys, AcquireObserver, AttemptOutcome, ClientOptions, ErrorKind, LockClient,
     LockOptions, LockOptionsBuilder, Locker, ReleaseOutcome, RetryOptions, WaitMode,
 };
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{Nutcracker, RedisServer};
 
 #[derive(Default)]
 struct Attempts(u32);
@@ -57,10 +57,14 @@ async fn queued(url: &str, key: &str) -> usize {
         .unwrap()
 }
 
-/// Waits (bounded) until `key`'s queue holds `n` waiters.
-async fn until_queued(url: &str, key: &str, n: usize) {
+/// Waits (bounded) until `key`'s queue holds `n` waiters (on whichever of `urls` it is).
+async fn until_queued_on(urls: &[String], key: &str, n: usize) {
     for _ in 0..1000 {
-        if queued(url, key).await == n {
+        let mut total = 0;
+        for url in urls {
+            total += queued(url, key).await;
+        }
+        if total == n {
             return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -68,14 +72,23 @@ async fn until_queued(url: &str, key: &str, n: usize) {
     panic!("the queue of {key} never held {n} waiters");
 }
 
+/// Waits (bounded) until `key`'s queue on `url` holds `n` waiters.
+async fn until_queued(url: &str, key: &str, n: usize) {
+    until_queued_on(&[url.to_string()], key, n).await;
+}
+
 /// Six waiters, alternating between two clients, queue up behind a holder; each takes the lock,
 /// holds it briefly and releases it. The order in which they got it, and their attempts.
 async fn take_turns(wait: WaitMode) -> (Vec<usize>, u32) {
     let server = RedisServer::start();
-    let url = server.url();
+    take_turns_at(&server.url(), &[server.url()], wait).await
+}
+
+/// [`take_turns`] through `url`, whose queue lands on one of `servers`.
+async fn take_turns_at(url: &str, servers: &[String], wait: WaitMode) -> (Vec<usize>, u32) {
     let key = "lock:turns";
-    let holder = client(&url, wait).await;
-    let clients = [client(&url, wait).await, client(&url, wait).await];
+    let holder = client(url, wait).await;
+    let clients = [client(url, wait).await, client(url, wait).await];
     let held = holder
         .acquire(key, &fair(Duration::from_secs(1)))
         .await
@@ -93,7 +106,7 @@ async fn take_turns(wait: WaitMode) -> (Vec<usize>, u32) {
             assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
             attempts.0
         }));
-        until_queued(&url, key, i + 1).await;
+        until_queued_on(servers, key, i + 1).await;
     }
     assert_eq!(
         holder.release(&held).await.unwrap(),
@@ -103,7 +116,7 @@ async fn take_turns(wait: WaitMode) -> (Vec<usize>, u32) {
     for t in tasks {
         total += t.await.unwrap();
     }
-    assert_eq!(queued(&url, key).await, 0, "the queue is empty at the end");
+    until_queued_on(servers, key, 0).await;
     let order = order.lock().unwrap().clone();
     (order, total)
 }
@@ -120,6 +133,16 @@ async fn waiters_of_two_clients_take_the_lock_in_arrival_order() {
 async fn polling_waiters_still_take_the_lock_in_arrival_order() {
     // Where releases do not notify, the queue in Redis still decides who goes next.
     let (order, _) = take_turns(WaitMode::Poll).await;
+    assert_eq!(order, vec![0, 1, 2, 3, 4, 5]);
+}
+
+#[tokio::test]
+async fn behind_twemproxy_the_queue_still_decides_the_order() {
+    // No pub/sub through the proxy: waiters poll, the queue (routed with the lock key, the
+    // scripts' first key, to one of two backends) decides who goes next.
+    let (a, b) = (RedisServer::start(), RedisServer::start());
+    let proxy = Nutcracker::start(&[&a, &b]);
+    let (order, _) = take_turns_at(&proxy.url(), &[a.url(), b.url()], WaitMode::Notify).await;
     assert_eq!(order, vec![0, 1, 2, 3, 4, 5]);
 }
 
