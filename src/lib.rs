@@ -18,7 +18,7 @@
 //! | `client` | [`LockClient`]: one server, proxy or cluster |
 //! | `batch` | pipelined `acquire_many` / `release_many` |
 //! | [`retry`] | [`RetryOptions`] and the one retry loop |
-//! | [`wait`] | waiting for a busy lock: woken by its release ([`WaitMode`]), polling as the fallback; fair mode ([`LockOptions::fair`]) takes turns through a queue in Redis |
+//! | [`wait`] | waiting for a busy lock: woken by its release ([`WaitMode`]), polling as the fallback; fair mode ([`LockOptionsBuilder::fair`]) takes turns through a queue in Redis |
 //! | `guard` | [`LockGuard`] and its watchdog |
 //! | `redlock`, `quorum` | [`Redlock`]: a quorum over independent masters; votes decided at quorum, per-node circuit breakers |
 //! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |

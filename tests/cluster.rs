@@ -130,7 +130,10 @@ async fn cluster_survives_script_flush_on_one_node_and_fences_with_hash_tags() {
     assert!(matches!(err, lockkit::Error::InvalidKey { .. }), "{err:?}");
     assert!(err.to_string().contains("hash tag"), "{err}");
     // Fair mode keeps its queue in the lock key's slot, with or without a hash tag of its own.
-    let fair = lockkit::LockOptions::new(Duration::from_secs(5)).fair(true);
+    let fair = lockkit::LockOptions::builder(Duration::from_secs(5))
+        .fair(true)
+        .build()
+        .unwrap();
     for key in ["job:fair", "{job:9}:fair"] {
         let lock = client.acquire(key, &fair).await.unwrap();
         assert_eq!(
