@@ -15,6 +15,7 @@ use crate::fair::FairAttempt;
 use crate::lock::Lock;
 use crate::locker::Locker;
 use crate::options::LockOptions;
+use crate::wait::Waiter;
 
 /// How [`acquire`](crate::Locker::acquire) retries a busy lock: a delay plus random jitter
 /// between attempts, until a deadline and/or an attempt count runs out.
@@ -201,7 +202,12 @@ async fn acquire_loop<L: Locker>(
 ) -> Result<Lock> {
     let first = Instant::now();
     let mut attempts = 0u32;
-    let mut waiter = locker.waiter(key);
+    // A single attempt never waits: not even behind the client's earlier waiters for the key.
+    let mut waiter = if opts.retry.max_attempts == Some(1) {
+        Waiter::poll()
+    } else {
+        locker.waiter(key)
+    };
     let unfair;
     let opts = match (opts.fair.on, locker.fair_unavailable()) {
         (true, None) => {

@@ -260,3 +260,58 @@ async fn a_killed_subscription_degrades_to_polling_and_comes_back() {
     let n = attempts_while_held(&holder, &waiter, "lock:killed").await;
     assert!(n <= 3, "after reconnecting, still polling: {n} attempts");
 }
+
+/// Counts attempts into a shared counter the test can read while the acquire runs.
+struct SharedAttempts(Arc<Mutex<u32>>);
+
+impl AcquireObserver for SharedAttempts {
+    fn on_attempt(&mut self, _: AttemptOutcome, _: Instant, _: Duration) {
+        *self.0.lock().unwrap() += 1;
+    }
+}
+
+/// An acquire that allows one attempt never waits, not even behind the same client's queue of
+/// waiters for the key: it tries once and reports the lock busy. (It used to queue behind them
+/// and wait up to the lock's TTL before its single attempt.)
+#[tokio::test]
+async fn a_single_attempt_acquire_does_not_queue_behind_waiters() {
+    let server = RedisServer::start();
+    let holder = client(&server.url(), WaitMode::Notify).await;
+    let c = client(&server.url(), WaitMode::Notify).await;
+    let ttl = Duration::from_secs(60);
+    let held = holder.try_acquire("single", ttl).await.unwrap().unwrap();
+    // A retrying waiter of `c` queues for the key.
+    let seen = Arc::new(Mutex::new(0u32));
+    let (w, s) = (c.clone(), Arc::clone(&seen));
+    let waiting = tokio::spawn(async move {
+        let _ = w
+            .acquire_observed("single", &retrying(ttl), &mut SharedAttempts(s))
+            .await;
+    });
+    for _ in 0..200 {
+        if *seen.lock().unwrap() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        *seen.lock().unwrap() > 0,
+        "the waiter never made its first attempt"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // The bound is generous: the lock is held for a minute, so waiting behind the queue would
+    // run into it; one attempt takes a round trip.
+    let once = LockOptions::new(ttl).retry(RetryOptions::none());
+    let mut attempts = Attempts::default();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        c.acquire_observed("single", &once, &mut attempts),
+    )
+    .await
+    .expect("a single-attempt acquire waited behind the queue instead of trying once");
+    assert_eq!(result.unwrap_err().kind(), lockkit::ErrorKind::Busy);
+    assert_eq!(attempts.0, 1);
+    waiting.abort();
+    holder.release(&held).await.unwrap();
+}
