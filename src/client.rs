@@ -164,7 +164,8 @@ impl LockClient {
             Ok(v) => Ok(set_nx_taken(&v, &token, get)?
                 .then(|| Lock::acquired(key, token, opts, start, None))),
             Err(e) if unknown_outcome(&e) => {
-                self.clean_up_unknown(&mut conn, key, &token, false).await;
+                // Boxed: a rare path; inline it would enlarge every attempt's future.
+                Box::pin(self.clean_up_unknown(&mut conn, key, &token, false)).await;
                 Err(e.into())
             }
             Err(e) => Err(e.into()),
@@ -279,9 +280,9 @@ impl LockClient {
         {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
-                let again = self
-                    .release_on(&mut conn, &lock.key, &lock.token, fair)
-                    .await;
+                // Boxed: a rare path; inline it would enlarge every release's future.
+                let again =
+                    Box::pin(self.release_on(&mut conn, &lock.key, &lock.token, fair)).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     // Still unreachable: report the error, and keep trying for a few seconds so
                     // the lock does not outlive its holder's intent by a whole TTL.

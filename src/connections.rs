@@ -281,7 +281,8 @@ impl Connections {
             Ok(v) => Ok(v),
             Err(e) if is_missing_script(&e) => {
                 self.count_noscript_recovery();
-                self.recover(conn, mode, script, keys, args).await
+                // Boxed: a rare path; inline it would enlarge every script call's future.
+                Box::pin(self.recover(conn, mode, script, keys, args)).await
             }
             Err(e) => Err(e.into()),
         }
@@ -416,24 +417,23 @@ pub(crate) fn script_cmd(
     keys: &[&str],
     args: &[&[u8]],
 ) -> Cmd {
-    let mut cmd = match mode {
-        ScriptMode::EvalSha => {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(script.sha());
-            c
-        }
-        ScriptMode::Eval => {
-            let mut c = redis::cmd("EVAL");
-            c.arg(script.source());
-            c
-        }
+    let function;
+    let (name, first) = match mode {
+        ScriptMode::EvalSha => ("EVALSHA", script.sha()),
+        ScriptMode::Eval => ("EVAL", script.source()),
         ScriptMode::Function => {
-            let mut c = redis::cmd("FCALL");
-            c.arg(script.function_name());
-            c
+            function = script.function_name();
+            ("FCALL", function.as_str())
         }
     };
-    cmd.arg(keys.len()).arg(keys);
+    // Sized up front: the command is built once per lock operation, without regrowing.
+    let data = name.len()
+        + first.len()
+        + 4
+        + keys.iter().map(|k| k.len()).sum::<usize>()
+        + args.iter().map(|a| a.len()).sum::<usize>();
+    let mut cmd = Cmd::with_capacity(3 + keys.len() + args.len(), data);
+    cmd.arg(name).arg(first).arg(keys.len()).arg(keys);
     for a in args {
         cmd.arg(*a);
     }

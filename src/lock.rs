@@ -183,8 +183,14 @@ pub(crate) fn extend_outcome(v: &Value) -> Result<ExtendOutcome> {
 /// (Redis 7.0 and later), whose reply names the holder, so an acquire re-sent by the cluster
 /// client after a dropped connection recognises its own landed `SET`.
 pub(crate) fn set_nx_cmd(key: &str, token: &str, ttl: Duration, get: bool) -> redis::Cmd {
-    let mut c = redis::cmd("SET");
-    c.arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms(ttl));
+    // Sized up front: built once per attempt, without regrowing.
+    let mut c = redis::Cmd::with_capacity(7, key.len() + token.len() + 32);
+    c.arg("SET")
+        .arg(key)
+        .arg(token)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms(ttl));
     if get {
         c.arg("GET");
     }
@@ -212,10 +218,14 @@ pub(crate) fn set_nx_taken(v: &Value, token: &str, get: bool) -> Result<bool> {
 /// ```
 /// let t = lockkit::new_token();
 /// assert_eq!(t.len(), 32);
+/// assert!(t.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
 /// assert_ne!(t, lockkit::new_token());
 /// ```
 pub fn new_token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
+    // Encoded straight into a buffer: `to_string` would go through the formatting machinery.
+    let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
+    let token: &str = uuid::Uuid::new_v4().simple().encode_lower(&mut buf);
+    token.to_owned()
 }
 
 pub(crate) fn check_key(key: &str) -> Result<()> {

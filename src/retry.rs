@@ -227,15 +227,18 @@ async fn acquire_loop<L: Locker>(
         .map(|t| QueuePlace::new(locker.clone(), key, t));
     if waiter.is_notified() {
         let pause = opts.retry.pause();
-        waiter
-            .before_first_attempt(pause, opts.retry.time_left(Duration::ZERO, opts.ttl))
-            .await;
+        // Waits are boxed (here and below): the uncontended path then carries a small future.
+        Box::pin(
+            waiter.before_first_attempt(pause, opts.retry.time_left(Duration::ZERO, opts.ttl)),
+        )
+        .await;
     }
     loop {
         attempts += 1;
         let sent = Instant::now();
         let result = match &ticket {
-            Some(ticket) => match locker.attempt_fair(key, opts, ticket).await {
+            // Boxed, as the fair path's other awaits: a plain acquire then carries none of it.
+            Some(ticket) => match Box::pin(locker.attempt_fair(key, opts, ticket)).await {
                 Ok(FairAttempt::Acquired(lock)) => Ok(Some(*lock)),
                 Ok(FairAttempt::Queued { place, holder_ttl }) => {
                     waiter.queued(place, holder_ttl);
@@ -260,7 +263,7 @@ async fn acquire_loop<L: Locker>(
             Ok(Some(lock)) => {
                 observer.on_attempt(AttemptOutcome::TooLittleValidity, sent, latency);
                 // Too slow a round trip: the lock is (nearly) worthless; give it back.
-                let _ = locker.release(&lock).await;
+                let _ = Box::pin(locker.release(&lock)).await;
             }
             Ok(None) => observer.on_attempt(AttemptOutcome::Busy, sent, latency),
             Err(e) => {
@@ -279,7 +282,7 @@ async fn acquire_loop<L: Locker>(
             .filter(|_| observer.keep_trying());
         let Some(pause) = pause else {
             if let Some(p) = place.take() {
-                p.leave().await;
+                Box::pin(p.leave()).await;
             }
             return Err(last_error.unwrap_or_else(|| Error::AcquireTimeout {
                 key: key.to_string(),
@@ -287,9 +290,7 @@ async fn acquire_loop<L: Locker>(
                 elapsed,
             }));
         };
-        waiter
-            .wait(pause, opts.retry.time_left(first.elapsed(), opts.ttl))
-            .await;
+        Box::pin(waiter.wait(pause, opts.retry.time_left(first.elapsed(), opts.ttl))).await;
     }
 }
 

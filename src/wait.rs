@@ -35,7 +35,11 @@ pub const RELEASE_CHANNEL_PREFIX: &str = "lockkit:released:";
 
 /// The channel a release of `key` publishes on.
 pub fn release_channel(key: &str) -> String {
-    format!("{RELEASE_CHANNEL_PREFIX}{key}")
+    // Built once per release: concatenated, not formatted.
+    let mut channel = String::with_capacity(RELEASE_CHANNEL_PREFIX.len() + key.len());
+    channel.push_str(RELEASE_CHANNEL_PREFIX);
+    channel.push_str(key);
+    channel
 }
 
 /// How a [`LockClient`](crate::LockClient) waits between attempts on a busy lock.

@@ -55,7 +55,8 @@ impl<L: Locker> Locker for BenchLocker<L> {
         match &self.fenced {
             Some(client) => {
                 let fence_key = format!("{}{{{key}}}", self.fence_prefix);
-                client.try_acquire_fenced_with(key, &fence_key, opts).await
+                // Boxed: inline, the fenced path would enlarge every attempt's future.
+                Box::pin(client.try_acquire_fenced_with(key, &fence_key, opts)).await
             }
             None => self.inner.attempt(key, opts).await,
         }
