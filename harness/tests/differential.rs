@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lockkit_harness::tooling::format::format_reply;
 use lockkit_harness::tooling::remote::Remote;
@@ -49,9 +49,13 @@ impl Pair {
         }
     }
 
+    /// Runs `argv` on the server, then on the harness with its clock set to the server's just
+    /// before the command ran (the client's clock, read before sending, can still be in the
+    /// millisecond before: then a tie such as `EXPIRE k 100` followed by `EXPIRE k 100 GT` in
+    /// one server millisecond was decided differently).
     fn both(&mut self, argv: &[Vec<u8>]) -> (Reply, Reply) {
-        self.h.set_time(SystemTime::now());
-        let real = self.remote.call(argv).expect("server reachable");
+        let (real, at) = self.remote.call_timed(argv).expect("server reachable");
+        self.h.set_time(at);
         let mine = self.h.call_argv(argv);
         self.steps += 1;
         (real, mine)
@@ -71,7 +75,11 @@ impl Pair {
 
     /// The keyspaces must hold the same keys, types, values and (nearly) the same TTLs.
     fn same_keyspace(&mut self, ctx: &dyn Fn() -> String) {
-        let real_keys = match self.remote.call(&bytes(&["KEYS", "*"])).expect("KEYS") {
+        let (keys, at) = self
+            .remote
+            .call_timed(&bytes(&["KEYS", "*"]))
+            .expect("KEYS");
+        let real_keys = match keys {
             Reply::Array(items) => items
                 .into_iter()
                 .map(|k| match k {
@@ -81,7 +89,7 @@ impl Pair {
                 .collect::<BTreeSet<_>>(),
             other => panic!("KEYS gave {other:?}"),
         };
-        self.h.set_time(SystemTime::now());
+        self.h.set_time(at);
         let mine: BTreeSet<Vec<u8>> = self.h.snapshot().into_keys().collect();
         assert!(
             real_keys == mine,
@@ -245,6 +253,45 @@ fn every_script_in_lua_matches_real_redis() {
         let argv: Vec<Vec<u8>> = argv.into_iter().map(String::into_bytes).collect();
         p.step(&argv, &|| format!("lua/ script case {i}"));
         p.same_keyspace(&|| format!("after lua/ script case {i}"));
+    }
+}
+
+/// Waits (spinning for the last 0.1 ms) until the client's clock is 10 µs or less before a
+/// millisecond boundary, so that a command sent now runs on the server in the next millisecond.
+fn just_before_a_millisecond() {
+    loop {
+        let us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("clock after 1970")
+            .subsec_micros()
+            % 1000;
+        if us >= 990 {
+            return;
+        }
+        if us < 900 {
+            std::thread::sleep(Duration::from_micros(u64::from(900 - us)));
+        }
+    }
+}
+
+/// EXPIRE and PEXPIRE with GT, LT, NX and XX right after a TTL of the same length was set: in
+/// the same server millisecond the new expiry equals the current one, a tie that GT and LT
+/// refuse. The first command is sent just before a millisecond boundary, so the server runs it
+/// in the next millisecond; the harness must take the server's clock for it, not the client's
+/// clock read before sending (which made `EXPIRE z1 100 GT` answer 1 where Redis answered 0,
+/// LOCKKIT_DIFF_SEED=1796166541914696320 case 7840).
+#[test]
+fn expire_flags_decide_same_millisecond_ties_as_real_redis() {
+    let mut p = Pair::new();
+    for round in 0..48 {
+        let (cmd, amount) = [("EXPIRE", "100"), ("PEXPIRE", "100000")][round % 2];
+        let flag = ["GT", "LT", "NX", "XX"][(round / 2) % 4];
+        let ctx = || format!("round {round}: {cmd} z1 {amount}, then with {flag}");
+        p.step(&bytes(&["SET", "z1", "v"]), &ctx);
+        just_before_a_millisecond();
+        p.step(&bytes(&[cmd, "z1", amount]), &ctx);
+        p.step(&bytes(&[cmd, "z1", amount, flag]), &ctx);
+        p.same_keyspace(&ctx);
     }
 }
 
