@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::lock::{
-    check_key, new_token, release_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
+    check_key, new_token, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock,
+    ReleaseOutcome,
 };
 use crate::options::LockOptions;
 use crate::scripts;
@@ -152,7 +153,13 @@ impl LockClient {
                         self.release_in_background(key, token, false);
                     }
                 }
-                again
+                again.map(|outcomes| {
+                    outcomes
+                        .into_iter()
+                        .zip(locks)
+                        .map(|(o, lock)| resent_outcome(&e, lock, o))
+                        .collect()
+                })
             }
             other => other,
         }

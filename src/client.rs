@@ -9,8 +9,8 @@ use crate::conn::Conn;
 use crate::connections::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
 use crate::lock::{
-    check_key, extend_outcome, new_token, release_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
-    ExtendOutcome, Lock, ReleaseOutcome,
+    check_key, extend_outcome, new_token, release_outcome, resent_outcome, set_nx_cmd,
+    set_nx_taken, ttl_ms, ExtendOutcome, Lock, ReleaseOutcome,
 };
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
@@ -270,6 +270,10 @@ impl LockClient {
     /// Compare-and-delete is idempotent, so a release whose connection dropped or timed out is
     /// sent once more (on the re-established connection) before the error is returned, and then
     /// kept trying in the background for a few seconds.
+    ///
+    /// When the first attempt may have run ([`Error::is_unknown_outcome`]) and the second finds
+    /// the key gone while the lock is still valid, the outcome is [`ReleaseOutcome::Released`]:
+    /// `resent_outcome` says why.
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let mut conn = self.conns.conn();
@@ -288,7 +292,7 @@ impl LockClient {
                     // the lock does not outlive its holder's intent by a whole TTL.
                     self.release_in_background(&lock.key, &lock.token, fair);
                 }
-                again
+                again.map(|o| resent_outcome(&e, lock, o))
             }
             other => other,
         }

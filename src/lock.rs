@@ -249,6 +249,22 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
     ttl.as_millis().min(u128::from(u64::MAX)) as u64
 }
 
+/// The outcome of a compare-and-delete sent again after `first` failed.
+///
+/// If the first one may have run (its reply was lost: a dropped connection, a timeout) and the
+/// second finds the key gone before the lock's validity ended, the key cannot have expired: the
+/// validity ends before the server-side TTL by the drift allowance, and the second reply came
+/// back before it. The key is gone because the first compare-and-delete deleted it, so the lock
+/// was released, not lost. (A key deleted by someone else between the two attempts looks the
+/// same.) Past the validity, or when the first attempt surely never ran, `NotHeld` stays.
+pub(crate) fn resent_outcome(first: &Error, lock: &Lock, again: ReleaseOutcome) -> ReleaseOutcome {
+    if again == ReleaseOutcome::NotHeld && first.is_unknown_outcome() && lock.is_valid() {
+        ReleaseOutcome::Released
+    } else {
+        again
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,7 +56,9 @@ pub trait Locker: Clone + Send + Sync + 'static {
     /// Releases the lock if it is still ours (compare-and-delete, never a bare `DEL`).
     ///
     /// [`ReleaseOutcome::Released`] means the lock was still ours when it was released: on one
-    /// server, the key held our token; on Redlock, a quorum of nodes did.
+    /// server, the key held our token; on Redlock, a quorum of nodes did. A release whose reply
+    /// was lost (dropped connection, timeout) is sent once more; when that finds the key gone
+    /// while the lock is still valid, the key cannot have expired and it is `Released` too.
     ///
     /// # Errors
     /// A Redis error or timeout; the outcome is then unknown (the key expires after its TTL).

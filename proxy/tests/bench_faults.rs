@@ -84,6 +84,30 @@ async fn dropping_every_command_counts_errors_and_the_cuts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_whose_reply_was_dropped_are_not_lost_locks() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    // A one-hour TTL: no lock can expire in this run, so a lost lock could only be a re-sent
+    // release that found its own first compare-and-delete's work done.
+    let (r, v) = bench(
+        dir.path(),
+        &[server.url()],
+        &["--duration", "2s", "--ttl", "1h", "--faults", "drop=5%"],
+    )
+    .await;
+    let n = r
+        .report
+        .faults
+        .as_ref()
+        .and_then(|f| f.network)
+        .expect("the network faults' counts");
+    assert!(n.dropped_reply_lost > 0, "{v}");
+    assert!(r.report.throughput.cycles_per_s > 0.0, "{v}");
+    assert_eq!(r.report.safety.lost_locks, 0, "{v}");
+    assert_eq!(r.report.safety.violations, 0, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blackhole_windows_are_fault_events_of_each_node() {
     let dir = tempfile::tempdir().unwrap();
     // Redlock over two throwaway servers (servers given with --url and started just now would be

@@ -6,13 +6,14 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lockkit::Locker;
+use lockkit::{Lock, LockClient, Locker, ReleaseOutcome};
 use lockkit_proxy::faults::{Faults, FaultsOptions, FaultsReport};
-use lockkit_proxy::{Plugin, Proxy};
+use lockkit_proxy::{Action, Command, ConnInfo, Plugin, Proxy};
 use lockkit_test_support::RedisServer;
 
 async fn start_faults(upstream: &str, args: &str) -> (Proxy, Arc<Faults>) {
@@ -228,4 +229,130 @@ async fn transactions_and_lockkit_locks_pass_through_delay_and_blackhole() {
     let report = faults_report(proxy, &faults).await;
     assert_eq!(report.delayed, report.commands, "{report:?}");
     assert!(report.commands >= 45, "{report:?}");
+}
+
+/// Loses the reply of the next script call (a release) carrying the armed token, once: the
+/// server runs it and the client's connection is cut, as `drop` does.
+#[derive(Debug, Default)]
+struct LoseReleaseReply {
+    token: Mutex<Option<Vec<u8>>>,
+    lost: AtomicU64,
+}
+
+impl LoseReleaseReply {
+    fn arm(&self, lock: &Lock) {
+        *self.token.lock().unwrap() = Some(lock.token().as_bytes().to_vec());
+    }
+}
+
+impl Plugin for LoseReleaseReply {
+    fn name(&self) -> &str {
+        "lose-release-reply"
+    }
+
+    fn commands(&self) -> Vec<String> {
+        ["EVALSHA", "EVAL", "FCALL"].map(String::from).to_vec()
+    }
+
+    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+        false
+    }
+
+    fn on_command(&self, _conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+        let mut token = self.token.lock().unwrap();
+        if token.as_deref().is_some_and(|t| cmd.args.contains(&t)) {
+            *token = None;
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            return Action::LoseReply;
+        }
+        Action::Pass
+    }
+}
+
+async fn lose_release_replies(server: &RedisServer) -> (Proxy, Arc<LoseReleaseReply>, LockClient) {
+    let plugin = Arc::new(LoseReleaseReply::default());
+    let proxy = start_proxy(&server.url(), vec![plugin.clone()]).await;
+    let client = LockClient::connect(&format!("redis://{}", proxy.addr()))
+        .await
+        .expect("lockkit connects through the proxy");
+    (proxy, plugin, client)
+}
+
+async fn take(client: &LockClient, key: &str, ttl: Duration) -> Lock {
+    client
+        .try_acquire(key, ttl)
+        .await
+        .expect("no error")
+        .expect("free key")
+}
+
+/// Releases `lock` with the first attempt's reply lost; the re-sent attempt's outcome.
+async fn release_losing_reply(
+    plugin: &LoseReleaseReply,
+    client: &LockClient,
+    lock: &Lock,
+) -> ReleaseOutcome {
+    let lost = plugin.lost.load(Ordering::Relaxed);
+    plugin.arm(lock);
+    let outcome = client
+        .release(lock)
+        .await
+        .expect("the re-sent release answers");
+    assert_eq!(
+        plugin.lost.load(Ordering::Relaxed),
+        lost + 1,
+        "a reply was lost"
+    );
+    outcome
+}
+
+fn exists(server: &RedisServer, key: &str) -> String {
+    redis_cli(server.port(), &["EXISTS", key], "")
+        .trim()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_resent_after_its_reply_was_lost_is_released_not_a_lost_lock() {
+    let server = RedisServer::start();
+    let (proxy, plugin, client) = lose_release_replies(&server).await;
+    let lock = take(&client, "lock:reply-lost", Duration::from_secs(30)).await;
+    // The first compare-and-delete ran and its reply was lost; the re-sent one finds the key
+    // gone, while the lock was still valid: it can only have been our own first release.
+    let outcome = release_losing_reply(&plugin, &client, &lock).await;
+    assert_eq!(outcome, ReleaseOutcome::Released);
+    assert_eq!(exists(&server, "lock:reply-lost"), "0");
+
+    // The same for a batch of releases.
+    let locks: Vec<Lock> = client
+        .acquire_many(&["lock:batch:1", "lock:batch:2"], Duration::from_secs(30))
+        .await
+        .expect("no error")
+        .into_iter()
+        .map(|l| l.expect("free key"))
+        .collect();
+    plugin.arm(&locks[1]);
+    let outcomes = client
+        .release_many(&locks)
+        .await
+        .expect("re-sent batch answers");
+    assert_eq!(plugin.lost.load(Ordering::Relaxed), 2);
+    assert_eq!(
+        outcomes,
+        [ReleaseOutcome::Released, ReleaseOutcome::Released]
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_release_of_an_expired_lock_is_still_not_held() {
+    let server = RedisServer::start();
+    let (proxy, plugin, client) = lose_release_replies(&server).await;
+    let lock = take(&client, "lock:expired", Duration::from_millis(100)).await;
+    // Past the TTL: the key expired on the server and the lock's validity is over.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(exists(&server, "lock:expired"), "0");
+    let outcome = release_losing_reply(&plugin, &client, &lock).await;
+    assert_eq!(outcome, ReleaseOutcome::NotHeld);
+    proxy.stop().await;
 }
