@@ -141,6 +141,10 @@ impl Node {
         };
         let uptime = started.elapsed();
         if uptime < ttl {
+            // Refused without a round trip: a round where every node refuses would otherwise
+            // finish without ever giving the runtime its thread back, and a caller that tries
+            // again at once would hold that thread for as long as the refusals last.
+            tokio::task::yield_now().await;
             return Err(Error::NodeRestarted { uptime, ttl });
         }
         Ok(())

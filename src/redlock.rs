@@ -485,10 +485,13 @@ impl Redlock {
     /// The attempt of [`Locker::attempt`], uncounted.
     async fn attempt_round(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         let round = self.round(key, opts).await?;
-        if round.lock.is_some()
-            || round.node_errors.is_empty()
-            || round.acquired + round.node_errors.len() < self.quorum()
-        {
+        // Contended only when the nodes that answered "taken" alone deny the quorum. A round is
+        // decided as soon as it can no longer be won, so nodes may still be pending: with two
+        // nodes one failure decides it, and counting only the failures seen so far took such a
+        // round for contention.
+        let n = self.len();
+        let refused = n - round.acquired - round.pending - round.node_errors.len();
+        if round.lock.is_some() || round.node_errors.is_empty() || refused > n - self.quorum() {
             return Ok(round.lock);
         }
         Err(Error::QuorumNotReached {

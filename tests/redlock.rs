@@ -1,5 +1,7 @@
 //! Redlock over 3 and 5 real redis-servers: node loss, majority loss, restarts, races.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lockkit::Locker;
@@ -425,4 +427,47 @@ async fn a_release_undecided_by_node_failures_is_an_error_not_not_held() {
         redlock.release(&lock).await.unwrap(),
         lockkit::ReleaseOutcome::NotHeld
     );
+}
+
+/// Two nodes started just now, the delayed-restart rule on: the first refusal already decides
+/// the round (a quorum of 2 can no longer be reached) while the other node's vote is pending.
+/// That round was lost to node failures, not to another holder: an error a caller pauses on,
+/// never `Ok(None)` ("contended"), which `lockkit bench` retried at once, round after round,
+/// without yielding (a 2 s Redlock bench against fresh `--url` servers spun for the whole TTL).
+#[tokio::test]
+async fn a_round_lost_to_restarted_nodes_is_an_error_not_contention() {
+    let servers = RedisServer::start_many(2);
+    let redlock = Redlock::connect(&urls(&servers)).await.unwrap();
+    for _ in 0..20 {
+        let err = redlock
+            .attempt("fresh", &opts(3_600_000))
+            .await
+            .expect_err("refused by restarted nodes, not contended");
+        assert_eq!(err.kind(), lockkit::ErrorKind::QuorumNotReached, "{err}");
+        assert!(err.to_string().contains("restarted"), "{err}");
+    }
+    assert_eq!(holder(&servers[0], "fresh"), None);
+    assert_eq!(holder(&servers[1], "fresh"), None);
+}
+
+/// A refusal costs no round trip, so without a yield a round where every node refuses would
+/// never give the runtime its thread back: on one thread, nothing else would run while a caller
+/// tries again and again. A task spawned before ten refused rounds has run by their end.
+#[tokio::test]
+async fn refused_rounds_let_other_tasks_run() {
+    let servers = RedisServer::start_many(2);
+    let redlock = Redlock::connect(&urls(&servers)).await.unwrap();
+    // The first round reads each node's uptime (a round trip); the later ones refuse at once.
+    let _ = redlock.attempt("fresh", &opts(3_600_000)).await;
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    for _ in 0..10 {
+        let err = redlock
+            .attempt("fresh", &opts(3_600_000))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), lockkit::ErrorKind::QuorumNotReached, "{err}");
+    }
+    assert!(ran.load(Ordering::SeqCst));
 }
