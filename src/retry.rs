@@ -1,7 +1,7 @@
 //! The one retry loop: every acquire with retries, on one server or on Redlock, in the library,
 //! the guard, the middleware and the load generator, goes through `acquire_observed`.
 //!
-//! Between attempts the loop waits as the locker's [`Waiter`](crate::Waiter) says
+//! Between attempts the loop waits as the locker's [`Waiter`] says
 //! ([`Locker::waiter`]): polling sleeps the policy's pause; a notified waiter wakes when the key
 //! is released (or its holder's TTL runs out), and queues behind earlier waiters of the same
 //! client.
