@@ -247,8 +247,12 @@ impl<L: Locker> Worker<L> {
             Ok(lock) => Some(lock),
             Err(e) => {
                 match e.kind() {
-                    // Each busy attempt was counted as contention already.
-                    ErrorKind::Busy if self.plan.retry => {
+                    // Each busy attempt was counted as contention already. A retrying acquire
+                    // that the end of the run cut short (the recorder stopped it) did not time
+                    // out: not an error.
+                    ErrorKind::Busy
+                        if self.plan.retry && !self.shared.stop.load(Ordering::Relaxed) =>
+                    {
                         lock(&self.stats).error("acquire_timeout");
                     }
                     ErrorKind::Busy => {}
