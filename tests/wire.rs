@@ -160,12 +160,14 @@ async fn lost_acquire_reply_leaves_no_ghost_lock() {
     let server = RedisServer::start();
     let client = LockClient::connect_with(
         &server.url(),
-        ClientOptions::new().response_timeout(Some(Duration::from_millis(100))),
+        // 250 ms: the connect (SCRIPT LOAD, the hub's checks) runs under this timeout too, and
+        // 100 ms was missed there once on a loaded machine, before the test began.
+        ClientOptions::new().response_timeout(Some(Duration::from_millis(250))),
     )
     .await
     .unwrap();
     // Block the whole server for 0.5 s from another connection: our SET is queued, its reply
-    // misses the 100 ms timeout, and it lands when the server wakes up.
+    // misses the 250 ms timeout, and it lands when the server wakes up.
     let port = server.port();
     let sleeper = std::thread::spawn(move || {
         let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}"))
