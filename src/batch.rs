@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::connections::with_channel;
 use crate::error::Result;
 use crate::lock::{
     check_key, new_token, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock,
@@ -173,11 +174,7 @@ impl LockClient {
         let calls: Vec<(&str, Vec<&[u8]>)> = pairs
             .iter()
             .zip(&channels)
-            .map(|((k, t), c)| {
-                let mut args = vec![t.as_bytes()];
-                args.extend(c.as_deref().map(str::as_bytes));
-                (*k, args)
-            })
+            .map(|((k, t), c)| (*k, with_channel(vec![t.as_bytes()], c.as_deref())))
             .collect();
         let replies = self
             .conns

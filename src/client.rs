@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::conn::Conn;
-use crate::connections::{ClientStats, Connections};
+use crate::connections::{with_channel, ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
 use crate::lock::{
     check_key, extend_outcome, new_token, release_outcome, resent_outcome, set_nx_cmd,
@@ -228,8 +228,7 @@ impl LockClient {
         fair: bool,
     ) -> Result<ReleaseOutcome> {
         let channel = self.conns.release_channel(key);
-        let mut args = vec![token.as_bytes()];
-        args.extend(channel.as_deref().map(str::as_bytes));
+        let args = with_channel(vec![token.as_bytes()], channel.as_deref());
         let v = if fair {
             let keys = self.fair_script_keys(key)?;
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();

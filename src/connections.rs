@@ -440,6 +440,13 @@ pub(crate) fn script_cmd(
     cmd
 }
 
+/// A script's arguments followed by the release channel it publishes on, when there is one
+/// ([`Connections::release_channel`]): the last argument of every releasing script.
+pub(crate) fn with_channel<'a>(mut args: Vec<&'a [u8]>, channel: Option<&'a str>) -> Vec<&'a [u8]> {
+    args.extend(channel.map(str::as_bytes));
+    args
+}
+
 fn is_missing_script(e: &redis::RedisError) -> bool {
     matches!(
         e.kind(),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::connections::with_channel;
 use crate::error::{Error, Result};
 use crate::lock::{check_key, ttl_ms, Lock};
 use crate::options::LockOptions;
@@ -143,8 +144,10 @@ impl LockClient {
             ttl_ms(opts.fair.lease).to_string(),
         );
         let channel = self.conns.release_channel(key);
-        let mut args = vec![ticket.as_bytes(), ttl.as_bytes(), lease.as_bytes()];
-        args.extend(channel.as_deref().map(str::as_bytes));
+        let args = with_channel(
+            vec![ticket.as_bytes(), ttl.as_bytes(), lease.as_bytes()],
+            channel.as_deref(),
+        );
         let mut conn = self.conns.conn();
         let start = Instant::now();
         let reply = self
@@ -172,8 +175,7 @@ impl LockClient {
         let keys = self.fair_script_keys(key)?;
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let channel = self.conns.release_channel(key);
-        let mut args = vec![ticket.as_bytes()];
-        args.extend(channel.as_deref().map(str::as_bytes));
+        let args = with_channel(vec![ticket.as_bytes()], channel.as_deref());
         let mut conn = self.conns.conn();
         self.conns
             .run_script(&mut conn, &scripts::LEAVE_FAIR, &keys, &args)
