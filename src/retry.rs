@@ -221,7 +221,7 @@ async fn acquire_loop<L: Locker>(
         }
         (false, _) => opts,
     };
-    let ticket = waiter.ticket().map(str::to_owned);
+    let mut ticket = waiter.ticket().map(str::to_owned);
     let mut place = ticket
         .as_deref()
         .map(|t| QueuePlace::new(locker.clone(), key, t));
@@ -250,6 +250,8 @@ async fn acquire_loop<L: Locker>(
         };
         let latency = sent.elapsed();
         let mut last_error = None;
+        // Whether the next fair attempt needs a new ticket (see `Waiter::redraw_ticket`).
+        let mut redraw = false;
         match result {
             Ok(Some(lock)) if lock.remaining_validity() > opts.validity.min => {
                 // Taking the lock took the ticket out of the queue.
@@ -262,8 +264,13 @@ async fn acquire_loop<L: Locker>(
             }
             Ok(Some(lock)) => {
                 observer.on_attempt(AttemptOutcome::TooLittleValidity, sent, latency);
-                // Too slow a round trip: the lock is (nearly) worthless; give it back.
-                let _ = Box::pin(locker.release(&lock)).await;
+                // Too slow a round trip: the lock is (nearly) worthless; give it back. A release
+                // that failed goes on in the background with the lock's token: a fair acquire
+                // goes on under a new ticket (taking the lock took it out of the queue anyway).
+                if let Err(e) = Box::pin(locker.release(&lock)).await {
+                    tracing::debug!(key, error = %e, "giving back a lock with too little validity failed");
+                }
+                redraw = true;
             }
             Ok(None) => observer.on_attempt(AttemptOutcome::Busy, sent, latency),
             Err(e) => {
@@ -272,8 +279,18 @@ async fn acquire_loop<L: Locker>(
                     return Err(e);
                 }
                 tracing::debug!(key, error = %e, "acquire attempt failed; retrying");
+                redraw = e.is_unknown_outcome();
                 last_error = Some(e);
             }
+        }
+        if redraw && ticket.is_some() {
+            // The old place is left in the background (`QueuePlace`'s drop).
+            drop(place.take());
+            waiter.redraw_ticket();
+            ticket = waiter.ticket().map(str::to_owned);
+            place = ticket
+                .as_deref()
+                .map(|t| QueuePlace::new(locker.clone(), key, t));
         }
         let elapsed = first.elapsed();
         let pause = opts

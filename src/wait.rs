@@ -422,6 +422,16 @@ impl Waiter {
         }
     }
 
+    /// A fair waiter gives up its ticket and draws a fresh one (its place in the queue starts
+    /// over). After an attempt whose outcome is unknown, a compare-and-delete of the old ticket
+    /// may still run in the background: a lock taken later under the same ticket would be
+    /// deleted behind its holder, so the acquire goes on under a new one.
+    pub(crate) fn redraw_ticket(&mut self) {
+        if let WaiterKind::Fair(w) = &mut self.0 {
+            w.redraw();
+        }
+    }
+
     /// What the last fair attempt said: the place in the queue and the holder's TTL.
     pub(crate) fn queued(&mut self, place: u64, holder_ttl: Option<Duration>) {
         if let WaiterKind::Fair(w) = &mut self.0 {
@@ -497,6 +507,18 @@ impl FairWaiter {
             }
             _ => tokio::time::sleep(pause.min(renew).min(time_left)).await,
         }
+    }
+
+    fn redraw(&mut self) {
+        let ticket = crate::lock::new_token();
+        if let Some((_, channel, woken)) = &mut self.woken {
+            let mut fair = lock(&channel.fair);
+            fair.remove(&self.ticket);
+            *woken = Arc::new(Notify::new());
+            fair.insert(ticket.clone(), woken.clone());
+        }
+        self.ticket = ticket;
+        (self.place, self.holder_ttl) = (0, None);
     }
 
     fn unregister(&mut self) {

@@ -43,13 +43,18 @@ async fn client(url: &str, wait: WaitMode) -> LockClient {
         .unwrap()
 }
 
-/// How many waiters are in `key`'s fair queue.
-async fn queued(url: &str, key: &str) -> usize {
-    let mut conn = redis::Client::open(url)
+/// A plain connection to `url`, for looking at the keys.
+async fn plain(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
         .unwrap()
         .get_multiplexed_async_connection()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// How many waiters are in `key`'s fair queue.
+async fn queued(url: &str, key: &str) -> usize {
+    let mut conn = plain(url).await;
     redis::cmd("ZCARD")
         .arg(&fair_queue_keys(key)[0])
         .query_async(&mut conn)
@@ -232,11 +237,7 @@ async fn a_dead_waiter_is_dropped_from_the_queue_when_its_lease_runs_out() {
         .await
         .unwrap();
     let [queue, leases] = fair_queue_keys(key);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = plain(&url).await;
     let place: Vec<i64> = redis::Script::new(lockkit::scripts::ACQUIRE_FAIR.source())
         .key(key)
         .key(&queue)
@@ -310,4 +311,67 @@ async fn redlock_says_fair_mode_is_unavailable_and_acquires_without_it() {
     );
     assert!(redlock.release(&lock).await.unwrap().is_released());
     assert_eq!(queued(&urls[0], "lock:rl").await, 0);
+}
+
+/// Reads `key`'s value over a fresh connection.
+async fn holder_of(url: &str, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut plain(url).await)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_fair_lock_taken_after_lost_replies_is_not_released_behind_its_holder() {
+    // The server freezes while a fair acquire runs: its attempts time out (their outcome is
+    // unknown), and so do their clean-ups, which then go on in the background with the
+    // attempt's token. When the server is back, the acquire takes the lock; those background
+    // clean-ups must not delete that lock afterwards.
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:fair-lost-replies";
+    let c = LockClient::connect_with(
+        &url,
+        ClientOptions::new()
+            .wait(WaitMode::Poll)
+            .response_timeout(Some(Duration::from_millis(250))),
+    )
+    .await
+    .unwrap();
+    let opts = LockOptions::builder(Duration::from_secs(30))
+        .fair(true)
+        .retry(
+            RetryOptions::new()
+                .delay(Duration::from_millis(50))
+                .jitter(Duration::ZERO)
+                .deadline(Some(Duration::from_secs(20))),
+        )
+        .build()
+        .unwrap();
+    server.pause().unwrap();
+    let acquire = {
+        let (c, opts) = (c.clone(), opts);
+        tokio::spawn(async move { c.acquire(key, &opts).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.resume().unwrap();
+    let lock = acquire
+        .await
+        .unwrap()
+        .expect("acquired once the server was back");
+    assert!(
+        c.stats().unknown_outcome_cleanups >= 1,
+        "the acquire met lost replies"
+    );
+    // The background clean-ups retry for about 3 s; the lock (30 s TTL) must stay ours.
+    for _ in 0..40 {
+        assert_eq!(
+            holder_of(&url, key).await.as_deref(),
+            Some(lock.token()),
+            "the lock handed back was deleted behind its holder"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
 }
