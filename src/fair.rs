@@ -6,7 +6,8 @@
 //! ticket is its head; otherwise the ticket joins the queue once and renews its lease. The
 //! release (`lua/release_fair.lua`) publishes the head's ticket, so exactly one waiter, in
 //! whichever client or process, wakes and tries. A waiter that gives up leaves
-//! (`lua/leave_fair.lua`); one that crashed is dropped once its lease has run out.
+//! (`lua/leave_fair.lua`, which also releases a lock its ticket took unheard, as an acquire
+//! dropped mid-attempt leaves one); one that crashed is dropped once its lease has run out.
 
 use std::time::{Duration, Instant};
 
@@ -170,7 +171,8 @@ impl LockClient {
         }
     }
 
-    /// Takes `ticket` out of `key`'s queue (waking the next waiter when it was the head).
+    /// Takes `ticket` out of `key`'s queue (waking the next waiter when it was the head), and
+    /// releases a lock held under it (taken by an attempt whose reply never came back).
     pub(crate) async fn leave_queue_once(&self, key: &str, ticket: &str) -> Result<()> {
         let keys = self.fair_script_keys(key)?;
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();

@@ -179,7 +179,9 @@ pub trait Locker: Clone + Send + Sync + 'static {
     }
 
     /// Takes `ticket` out of `key`'s fair queue: an acquire that gave up. The next waiter is
-    /// woken when `ticket` was the head. The default (no queue) does nothing.
+    /// woken when `ticket` was the head. A lock held under `ticket` is released too: the
+    /// acquire never handed it back (its attempt's reply was lost, or its future dropped
+    /// mid-attempt). The default (no queue) does nothing.
     ///
     /// # Errors
     /// A Redis error or timeout (the place then ends with its lease).

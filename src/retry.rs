@@ -313,7 +313,8 @@ async fn acquire_loop<L: Locker>(
 
 /// A fair acquire's place in the queue. Given up when the acquire gives up; when the acquire
 /// is dropped midway (its future cancelled), given up in the background, so the waiters behind
-/// it do not wait out its lease.
+/// it do not wait out its lease, nor the TTL of a lock its last attempt took unheard (leaving
+/// releases a lock held under the ticket).
 struct QueuePlace<L: Locker> {
     locker: L,
     key: String,

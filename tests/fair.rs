@@ -375,3 +375,38 @@ async fn a_fair_lock_taken_after_lost_replies_is_not_released_behind_its_holder(
     }
     assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
 }
+
+#[tokio::test]
+async fn a_fair_acquire_dropped_mid_attempt_leaves_no_lock_behind() {
+    // The acquire's attempt reaches a frozen server, and the acquire is dropped (a timeout, a
+    // client gone) before the reply: when the server wakes, the attempt takes the free lock
+    // under the acquire's ticket, which nobody holds. Leaving the queue releases it too.
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:fair-dropped";
+    let c = client(&url, WaitMode::Poll).await;
+    server.pause().unwrap();
+    let acquire = {
+        let c = c.clone();
+        tokio::spawn(async move { c.acquire(key, &fair(Duration::from_secs(10))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    acquire.abort();
+    assert!(acquire.await.unwrap_err().is_cancelled());
+    server.resume().unwrap();
+    // The lock's TTL is 30 s: freed by the dropped acquire, or held for all of it.
+    let mut freed = false;
+    for _ in 0..100 {
+        if holder_of(&url, key).await.is_none() && queued(&url, key).await == 0 {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        freed,
+        "a lock taken by a dropped acquire stays held: {:?}, {} queued",
+        holder_of(&url, key).await,
+        queued(&url, key).await
+    );
+}
