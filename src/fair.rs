@@ -63,19 +63,30 @@ pub fn fair_queue_keys(key: &str) -> [String; 2] {
     })
 }
 
-/// `{place, pttl}` from acquire_fair.lua.
-fn fair_reply(v: &Value) -> Result<Option<(u64, Option<Duration>)>> {
+/// What acquire_fair.lua answered.
+#[derive(Debug, PartialEq)]
+enum FairReply {
+    /// Taken (or found already held under the ticket), with the key's TTL left.
+    Taken(Duration),
+    /// Queued at this place; the holder's TTL, when held with one.
+    Queued(u64, Option<Duration>),
+}
+
+/// `{0, ttl}` or `{place, pttl}` from acquire_fair.lua.
+fn fair_reply(v: &Value) -> Result<FairReply> {
     let unexpected = || Error::UnexpectedReply {
         what: "acquire_fair.lua",
         reply: format!("{v:?}"),
     };
     match v {
         Value::Array(items) => match items.as_slice() {
-            [Value::Int(0), Value::Int(_)] => Ok(None),
-            [Value::Int(place), Value::Int(pttl)] if *place > 0 => Ok(Some((
+            [Value::Int(0), Value::Int(ttl)] if *ttl > 0 => {
+                Ok(FairReply::Taken(Duration::from_millis(*ttl as u64)))
+            }
+            [Value::Int(place), Value::Int(pttl)] if *place > 0 => Ok(FairReply::Queued(
                 *place as u64,
                 (*pttl > 0).then(|| Duration::from_millis(*pttl as u64)),
-            ))),
+            )),
             _ => Err(unexpected()),
         },
         Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
@@ -157,11 +168,17 @@ impl LockClient {
             .await;
         match reply {
             Ok(v) => Ok(match fair_reply(&v)? {
-                None => (
-                    Some(Lock::acquired(key, ticket.to_string(), opts, start, None)),
-                    None,
-                ),
-                Some(queued) => (None, Some(queued)),
+                FairReply::Taken(left) => {
+                    let mut lock = Lock::acquired(key, ticket.to_string(), opts, start, None);
+                    // Found already held under the ticket (an attempt sent again after its
+                    // reply was lost): the key expires `left` after the script ran, at the
+                    // latest, not a whole TTL after this attempt was sent.
+                    lock.valid_until = lock
+                        .valid_until
+                        .min(start + left.saturating_sub(opts.drift()));
+                    (Some(lock), None)
+                }
+                FairReply::Queued(place, holder_ttl) => (None, Some((place, holder_ttl))),
             }),
             Err(e) if e.is_unknown_outcome() => {
                 self.clean_up_unknown(&mut conn, key, ticket, true).await;
@@ -214,13 +231,21 @@ mod tests {
     #[test]
     fn fair_replies_are_read_strictly() {
         let pair = |a, b| Value::Array(vec![Value::Int(a), Value::Int(b)]);
-        assert_eq!(fair_reply(&pair(0, 5000)).unwrap(), None);
+        assert_eq!(
+            fair_reply(&pair(0, 5000)).unwrap(),
+            FairReply::Taken(Duration::from_millis(5000))
+        );
         assert_eq!(
             fair_reply(&pair(2, 300)).unwrap(),
-            Some((2, Some(Duration::from_millis(300))))
+            FairReply::Queued(2, Some(Duration::from_millis(300)))
         );
-        assert_eq!(fair_reply(&pair(1, -2)).unwrap(), Some((1, None)));
+        assert_eq!(
+            fair_reply(&pair(1, -2)).unwrap(),
+            FairReply::Queued(1, None)
+        );
         assert!(fair_reply(&pair(-1, 0)).is_err());
+        // Taken with no TTL left (or none at all) is not a lock.
+        assert!(fair_reply(&pair(0, -1)).is_err());
         assert!(fair_reply(&Value::Int(1)).is_err());
     }
 }

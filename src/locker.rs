@@ -155,7 +155,8 @@ pub trait Locker: Clone + Send + Sync + 'static {
 
     /// One attempt in `key`'s fair queue under `ticket` (the acquire's waiter ticket, which
     /// becomes the lock's token): taken when free and `ticket`'s turn, else queued (once) with
-    /// its lease renewed. Options already validated. The default, for lockers without a queue,
+    /// its lease renewed. A lock already held under `ticket` is handed back with the validity
+    /// its key has left. Options already validated. The default, for lockers without a queue,
     /// is one ordinary [`attempt`](Self::attempt).
     ///
     /// # Errors

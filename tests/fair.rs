@@ -410,3 +410,39 @@ async fn a_fair_acquire_dropped_mid_attempt_leaves_no_lock_behind() {
         queued(&url, key).await
     );
 }
+
+#[tokio::test]
+async fn a_fair_attempt_finding_the_lock_under_its_ticket_counts_validity_from_the_keys_ttl() {
+    // An attempt sent again under a ticket that already holds the lock (its first reply was
+    // lost) gets the lock back: valid for what is left of the key's TTL, not a whole new one.
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:fair-again";
+    let c = client(&url, WaitMode::Poll).await;
+    let opts = LockOptions::builder(Duration::from_secs(2))
+        .fair(true)
+        .build()
+        .unwrap();
+    let ticket = lockkit::new_token();
+    let first = c.attempt_fair(key, &opts, &ticket).await.unwrap();
+    assert!(
+        matches!(first, lockkit::FairAttempt::Acquired(_)),
+        "{first:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let again = match c.attempt_fair(key, &opts, &ticket).await.unwrap() {
+        lockkit::FairAttempt::Acquired(lock) => lock,
+        other => panic!("the ticket holds the lock: {other:?}"),
+    };
+    let pttl: u64 = redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut plain(&url).await)
+        .await
+        .unwrap();
+    let validity = again.remaining_validity();
+    assert!(
+        validity <= Duration::from_millis(pttl),
+        "the lock counts on {validity:?}, the key expires in {pttl} ms"
+    );
+    assert_eq!(c.release(&again).await.unwrap(), ReleaseOutcome::Released);
+}
