@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client::Unheard;
 use crate::connections::with_channel;
 use crate::error::Result;
 use crate::lock::{
@@ -53,7 +54,10 @@ impl LockClient {
             .zip(tokens.iter().map(String::as_str))
             .collect();
         let start = Instant::now();
-        let replies = match self.conns.query_each(keys, cmds).await {
+        let unheard = Unheard::arm(self, &pairs, false);
+        let replies = self.conns.query_each(keys, cmds).await;
+        unheard.disarm();
+        let replies = match replies {
             Ok(r) => r,
             Err(e) => {
                 // Any of them may have landed when the outcome is unknown; in a cluster, the

@@ -109,7 +109,8 @@ impl LockClient {
     ///
     /// If the reply is lost (timeout, dropped connection) the SET may or may not have landed;
     /// lockkit then runs a compare-and-delete with this attempt's token before returning the
-    /// error, so no ghost lock is left held for a whole TTL.
+    /// error, so no ghost lock is left held for a whole TTL. An acquire dropped while the SET is
+    /// on the wire gets the same compare-and-delete, in the background.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -157,9 +158,12 @@ impl LockClient {
         let mut conn = self.conns.conn();
         let start = Instant::now();
         let get = self.conns.set_nx_get();
+        let sent = [(key, token.as_str())];
+        let unheard = Unheard::arm(self, &sent, false);
         let reply = set_nx_cmd(key, &token, opts.ttl, get)
             .query_async::<Value>(&mut conn)
             .await;
+        unheard.disarm();
         match reply {
             Ok(v) => Ok(set_nx_taken(&v, &token, get)?
                 .then(|| Lock::acquired(key, token, opts, start, None))),
@@ -262,6 +266,45 @@ impl LockClient {
                 }
             }
         });
+    }
+}
+
+/// Armed while acquire commands are on the wire. If the acquire is dropped before their replies
+/// (a timeout or `select!` around it, an HTTP client gone), they may still land and take locks
+/// for nobody: a compare-and-delete of each `(key, token)` then follows in the background, as
+/// after a lost reply. Disarmed once the replies are in (their own paths handle the rest).
+pub(crate) struct Unheard<'a> {
+    client: &'a LockClient,
+    sent: &'a [(&'a str, &'a str)],
+    fair: bool,
+    armed: bool,
+}
+
+impl<'a> Unheard<'a> {
+    /// `fair`: the acquires were fair ones (their release wakes the queue's head).
+    pub(crate) fn arm(client: &'a LockClient, sent: &'a [(&'a str, &'a str)], fair: bool) -> Self {
+        Unheard {
+            client,
+            sent,
+            fair,
+            armed: true,
+        }
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Unheard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.client.conns.count_unknown_outcome_cleanup();
+        for (key, token) in self.sent {
+            self.client.release_in_background(key, token, self.fair);
+        }
     }
 }
 

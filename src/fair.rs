@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::client::Unheard;
 use crate::connections::with_channel;
 use crate::error::{Error, Result};
 use crate::lock::{check_key, ttl_ms, Lock};
@@ -162,10 +163,13 @@ impl LockClient {
         );
         let mut conn = self.conns.conn();
         let start = Instant::now();
+        let sent = [(key, ticket)];
+        let unheard = Unheard::arm(self, &sent, true);
         let reply = self
             .conns
             .run_script(&mut conn, &scripts::ACQUIRE_FAIR, &keys, &args)
             .await;
+        unheard.disarm();
         match reply {
             Ok(v) => Ok(match fair_reply(&v)? {
                 FairReply::Taken(left) => {

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use crate::client::Unheard;
 use crate::error::{Error, Result};
 use crate::lock::{check_key, new_token, ttl_ms, Lock};
 use crate::options::LockOptions;
@@ -99,6 +100,8 @@ impl LockClient {
         let ms = ttl_ms(ttl).to_string();
         let mut conn = self.conns.conn();
         let start = Instant::now();
+        let sent = [(key, token.as_str())];
+        let unheard = Unheard::arm(self, &sent, false);
         let reply = self
             .conns
             .run_script(
@@ -108,6 +111,7 @@ impl LockClient {
                 &[token.as_bytes(), ms.as_bytes()],
             )
             .await;
+        unheard.disarm();
         let v = match reply {
             Ok(v) => v,
             Err(e) if e.is_unknown_outcome() => {

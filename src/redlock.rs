@@ -332,6 +332,12 @@ impl Redlock {
         let valid_until = opts.valid_until(start);
         let nodes = Arc::clone(&self.nodes);
         let late_key = Arc::clone(&shared);
+        let unheard = RoundUnheard {
+            nodes: &self.nodes,
+            key,
+            token: &token,
+            armed: true,
+        };
         let (won, mut tally) = self
             .nodes
             .vote(
@@ -361,6 +367,7 @@ impl Redlock {
                 },
             )
             .await;
+        unheard.disarm();
         let (acquired, _) = count(&tally.replies, |taken| *taken);
         let lock = Lock::acquired(key, token, opts, start, None);
         if !won {
@@ -451,6 +458,32 @@ impl Redlock {
             }
         }
         Ok(out)
+    }
+}
+
+/// Armed while a round's `SET`s are on the wire: if the round is dropped before it is decided
+/// (a timeout or `select!` around the acquire), each node may still take the key for nobody, so
+/// a compare-and-delete follows on every node in the background.
+struct RoundUnheard<'a> {
+    nodes: &'a Nodes,
+    key: &'a str,
+    token: &'a str,
+    armed: bool,
+}
+
+impl RoundUnheard<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for RoundUnheard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            for i in 0..self.nodes.nodes.len() {
+                self.nodes.undo_in_background(i, self.key, self.token);
+            }
+        }
     }
 }
 

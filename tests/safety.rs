@@ -187,3 +187,94 @@ async fn cancelled_guard_release_whose_command_was_lost_still_frees_the_key() {
         "the cancelled release left the key held for its TTL"
     );
 }
+
+/// Every key in `keys` on `server` is gone within 10 s (of a 30 s TTL).
+async fn all_freed(server: &RedisServer, keys: &[&str]) -> Vec<String> {
+    let mut direct = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let mut held = |keys: &[&str]| -> Vec<String> {
+        keys.iter()
+            .filter(|k| {
+                redis::cmd("EXISTS")
+                    .arg(**k)
+                    .query::<bool>(&mut direct)
+                    .unwrap()
+            })
+            .map(|k| k.to_string())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !held(keys).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held(keys)
+}
+
+/// An acquire dropped while its command is on the wire (a timeout or `select!` around it, an
+/// HTTP client gone): the command lands when the server gets to it and takes the lock for
+/// nobody. It must not stay held for its whole TTL (30 s here) — for a plain, fenced, batched or
+/// Redlock acquire alike.
+#[tokio::test]
+async fn an_acquire_dropped_mid_attempt_leaves_no_lock_behind() {
+    let servers = RedisServer::start_many(3);
+    let server = &servers[0];
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let redlock = lockkit::Redlock::connect_with(
+        &urls,
+        lockkit::RedlockOptions::new()
+            .restart_rule(false)
+            .node_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap();
+    let ttl = Duration::from_secs(30);
+    for s in &servers {
+        s.pause().unwrap();
+    }
+    let tasks = [
+        {
+            let c = client.clone();
+            tokio::spawn(async move { c.try_acquire("drop:plain", ttl).await.map(drop) })
+        },
+        {
+            let c = client.clone();
+            tokio::spawn(async move {
+                c.try_acquire_fenced("{drop:f}:lock", "{drop:f}:fence", ttl)
+                    .await
+                    .map(drop)
+            })
+        },
+        {
+            let c = client.clone();
+            tokio::spawn(
+                async move { c.acquire_many(&["drop:m1", "drop:m2"], ttl).await.map(drop) },
+            )
+        },
+        tokio::spawn(async move {
+            let opts = LockOptions::new(ttl).unwrap();
+            redlock.try_acquire("drop:redlock", &opts).await.map(drop)
+        }),
+    ];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for t in tasks {
+        t.abort();
+        assert!(t.await.unwrap_err().is_cancelled());
+    }
+    for s in &servers {
+        s.resume().unwrap();
+    }
+    let keys = [
+        "drop:plain",
+        "{drop:f}:lock",
+        "drop:m1",
+        "drop:m2",
+        "drop:redlock",
+    ];
+    assert_eq!(all_freed(server, &keys).await, Vec::<String>::new());
+    for s in &servers[1..] {
+        assert_eq!(all_freed(s, &["drop:redlock"]).await, Vec::<String>::new());
+    }
+}

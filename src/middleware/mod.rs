@@ -85,7 +85,9 @@
 //!   the handler again; of the two responses, the one stored first is kept and replayed.
 //! - A client that disconnects while the handler runs frees its key (lock or claim) in the
 //!   background: the handler was cancelled, and a retry runs it again.
-//! - If the future is dropped while the `SET` is in flight, a lock may be left to expire by TTL.
+//! - If the future is dropped while the `SET` is in flight, the `SET` may still land: a
+//!   compare-and-delete with its token follows in the background, so the key is not left held
+//!   for its TTL (unless Redis stays unreachable for the few seconds that clean-up keeps trying).
 //! - A header-supplied user id is what the client says (see the trust model above).
 //! - Requests of unknown users share one lock namespace ([`ANONYMOUS`]): two such clients sending
 //!   the same request at once block each other.
