@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::client::Unheard;
-use crate::connections::with_channel;
+use crate::connections::{with_channel, ScriptCall};
 use crate::error::Result;
 use crate::lock::{
     check_key, new_token, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock,
@@ -14,6 +14,9 @@ use crate::lock::{
 use crate::options::LockOptions;
 use crate::scripts;
 use crate::{LockClient, Topology};
+
+/// A lock to release in a batch: its key, its token, and whether it was taken in fair mode.
+type Held<'a> = (&'a str, &'a str, bool);
 
 impl LockClient {
     /// Tries every key once, all `SET NX PX` commands pipelined in one round trip (in a cluster,
@@ -145,17 +148,17 @@ impl LockClient {
     /// # Errors
     /// A Redis error or timeout for the batch, or an error reply for one of its releases.
     pub async fn release_many(&self, locks: &[Lock]) -> Result<Vec<ReleaseOutcome>> {
-        let pairs: Vec<(&str, &str)> = locks
+        let held: Vec<Held<'_>> = locks
             .iter()
-            .map(|l| (l.key.as_str(), l.token.as_str()))
+            .map(|l| (l.key.as_str(), l.token.as_str(), l.options.fair.on))
             .collect();
-        match self.release_pairs(&pairs).await {
+        match self.release_each(&held).await {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(error = %e, "batch release failed; sending it once more");
-                let again = self.release_pairs(&pairs).await;
+                let again = self.release_each(&held).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
-                    for (key, token) in &pairs {
-                        self.release_in_background(key, token, false);
+                    for (key, token, fair) in &held {
+                        self.release_in_background(key, token, *fair);
                     }
                 }
                 again.map(|outcomes| {
@@ -170,20 +173,39 @@ impl LockClient {
         }
     }
 
-    async fn release_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<ReleaseOutcome>> {
-        let channels: Vec<Option<String>> = pairs
+    /// One pipelined compare-and-delete per lock: `release.lua`, or for a lock taken in fair
+    /// mode `release_fair.lua`, which names the queue's head (a plain release would wake every
+    /// fair waiter of the key).
+    async fn release_each(&self, held: &[Held<'_>]) -> Result<Vec<ReleaseOutcome>> {
+        let channels: Vec<Option<String>> = held
             .iter()
-            .map(|(k, _)| self.conns.release_channel(k))
+            .map(|(k, _, _)| self.conns.release_channel(k))
             .collect();
-        let calls: Vec<(&str, Vec<&[u8]>)> = pairs
+        let fair_keys = held
+            .iter()
+            .map(|(k, _, fair)| fair.then(|| self.fair_script_keys(k)).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        let calls: Vec<ScriptCall<'_>> = held
             .iter()
             .zip(&channels)
-            .map(|((k, t), c)| (*k, with_channel(vec![t.as_bytes()], c.as_deref())))
+            .zip(&fair_keys)
+            .map(|(((key, token, _), channel), fair_keys)| {
+                let args = with_channel(vec![token.as_bytes()], channel.as_deref());
+                match fair_keys {
+                    Some(keys) => ScriptCall {
+                        script: &scripts::RELEASE_FAIR,
+                        keys: keys.iter().map(String::as_str).collect(),
+                        args,
+                    },
+                    None => ScriptCall {
+                        script: &scripts::RELEASE,
+                        keys: vec![key],
+                        args,
+                    },
+                }
+            })
             .collect();
-        let replies = self
-            .conns
-            .run_script_many(&scripts::RELEASE, &calls)
-            .await?;
+        let replies = self.conns.run_script_many(&calls).await?;
         replies.iter().map(release_outcome).collect()
     }
 
@@ -194,7 +216,8 @@ impl LockClient {
             return;
         }
         self.conns.count_unknown_outcome_cleanup();
-        let confirmed = match self.release_pairs(pairs).await {
+        let held: Vec<Held<'_>> = pairs.iter().map(|&(k, t)| (k, t, false)).collect();
+        let confirmed = match self.release_each(&held).await {
             Ok(outcomes) => outcomes.len(),
             Err(e) => {
                 tracing::warn!(error = %e, keys = pairs.len(), "batch clean-up failed; retrying in background");

@@ -363,18 +363,14 @@ impl Connections {
         Ok(out)
     }
 
-    /// Runs the same script once per `(key, args)` in one round trip; entries that met
-    /// `NOSCRIPT` are re-sent with `EVAL` in one more round trip (function mode: the library is
-    /// loaded again first).
-    pub(crate) async fn run_script_many(
-        &self,
-        script: &LuaScript,
-        calls: &[(&str, Vec<&[u8]>)],
-    ) -> Result<Vec<Value>> {
-        let keys: Vec<&str> = calls.iter().map(|(k, _)| *k).collect();
+    /// Runs every call in one round trip (in a cluster, one per slot, routed by each call's
+    /// first key); entries that met `NOSCRIPT` are re-sent with `EVAL` in one more round trip
+    /// (function mode: the library is loaded again first).
+    pub(crate) async fn run_script_many(&self, calls: &[ScriptCall<'_>]) -> Result<Vec<Value>> {
+        let keys: Vec<&str> = calls.iter().map(|c| c.keys[0]).collect();
         let cmds = calls
             .iter()
-            .map(|(key, args)| self.script_cmd(script, &[key], args))
+            .map(|c| self.script_cmd(c.script, &c.keys, &c.args))
             .collect();
         let mut replies = self.query_each(&keys, cmds).await?;
         let missing: Vec<usize> = replies
@@ -398,10 +394,10 @@ impl Connections {
             }
             _ => ScriptMode::Eval,
         };
-        let again_keys: Vec<&str> = missing.iter().map(|&i| calls[i].0).collect();
+        let again_keys: Vec<&str> = missing.iter().map(|&i| keys[i]).collect();
         let again_cmds = missing
             .iter()
-            .map(|&i| script_cmd(mode, script, &[calls[i].0], &calls[i].1))
+            .map(|&i| script_cmd(mode, calls[i].script, &calls[i].keys, &calls[i].args))
             .collect();
         let again = self.query_each(&again_keys, again_cmds).await?;
         for (i, v) in missing.into_iter().zip(again) {
@@ -409,6 +405,14 @@ impl Connections {
         }
         Ok(replies)
     }
+}
+
+/// One script call of a batch ([`Connections::run_script_many`]): its keys (the first routes it
+/// in a cluster; at least one) and arguments.
+pub(crate) struct ScriptCall<'a> {
+    pub(crate) script: &'a LuaScript,
+    pub(crate) keys: Vec<&'a str>,
+    pub(crate) args: Vec<&'a [u8]>,
 }
 
 pub(crate) fn script_cmd(

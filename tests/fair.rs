@@ -8,6 +8,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
+
 use lockkit::{
     fair_queue_keys, AcquireObserver, AttemptOutcome, ClientOptions, ErrorKind, LockClient,
     LockOptions, LockOptionsBuilder, Locker, ReleaseOutcome, RetryOptions, WaitMode,
@@ -445,4 +447,55 @@ async fn a_fair_attempt_finding_the_lock_under_its_ticket_counts_validity_from_t
         "the lock counts on {validity:?}, the key expires in {pttl} ms"
     );
     assert_eq!(c.release(&again).await.unwrap(), ReleaseOutcome::Released);
+}
+
+#[tokio::test]
+async fn a_fair_lock_released_in_a_batch_names_the_next_ticket() {
+    // release_many of a fair lock wakes the head of the queue by name, as release does, rather
+    // than every fair waiter of the key (a plain release's `1`).
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:fair-batch";
+    let (holder, waiter) = (
+        client(&url, WaitMode::Notify).await,
+        client(&url, WaitMode::Notify).await,
+    );
+    let opts = fair_builder(Duration::from_secs(20))
+        .queue_lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let held = holder.acquire(key, &opts).await.unwrap();
+    let next = {
+        let w = waiter.clone();
+        tokio::spawn(async move { w.acquire(key, &opts).await })
+    };
+    until_queued(&url, key, 1).await;
+    let head: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&fair_queue_keys(key)[0])
+        .arg(0)
+        .arg(0)
+        .query_async(&mut plain(&url).await)
+        .await
+        .unwrap();
+    let mut sub = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    sub.subscribe(lockkit::wait::release_channel(key))
+        .await
+        .unwrap();
+    let outcomes = holder.release_many(&[held]).await.unwrap();
+    assert_eq!(outcomes, vec![ReleaseOutcome::Released]);
+    let message = tokio::time::timeout(Duration::from_secs(10), sub.on_message().next())
+        .await
+        .expect("a release message")
+        .unwrap();
+    let named: String = message.get_payload().unwrap();
+    assert_eq!(vec![named], head, "the release names the next ticket");
+    let lock = next.await.unwrap().expect("the next waiter got the lock");
+    assert_eq!(
+        waiter.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
 }
