@@ -832,3 +832,42 @@ async fn clients_without_a_user_header_are_told_apart_by_their_address() {
     assert_eq!(a.await.unwrap(), 201);
     serving.abort();
 }
+
+/// Answers with how the request's lock was lost (it waits for that), or says it has no
+/// `LossSignal` to wait on.
+async fn until_lost(State(p): State<Probe>, req: Request<Body>) -> String {
+    p.entered.add_permits(1);
+    let Some(mut signal) = req.extensions().get::<lockkit::LossSignal>().cloned() else {
+        return "no loss signal".into();
+    };
+    match tokio::time::timeout(Duration::from_secs(30), signal.lost()).await {
+        Ok(reason) => format!("{reason:?}"),
+        Err(_) => "not told within 30 s".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_is_told_when_its_lock_is_lost() {
+    // The watchdog finds the lock gone (deleted behind the holder's back, as an expiry during an
+    // outage would leave it): the handler, which holds it, is told through the request's
+    // `LossSignal` extension, so it can stop before a duplicate runs beside it.
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().watchdog(Some(WatchdogOptions::new()));
+    let layer = DuplicateSubmitLayer::new(client(&server).await, opts).unwrap();
+    let probe = Probe::new();
+    let app = Router::new()
+        .route("/orders", post(until_lost))
+        .route_layer(layer)
+        .with_state(probe.clone());
+    let answer = spawn_send(&app, order("lou", "{}"));
+    probe.wait_entered().await;
+    // (Empty when the handler already answered, which the answer then says.)
+    let held = lock_keys(&server);
+    for key in &held {
+        server.inline(&format!("DEL {key}")).unwrap();
+    }
+    let answer = answer.await.unwrap();
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.text(), "Expired");
+    assert_eq!(held.len(), 1, "{held:?}");
+}

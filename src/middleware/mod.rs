@@ -40,7 +40,10 @@
 //!    that follows the response is admitted. If the client disconnects, the request future is
 //!    dropped, and the [`LockGuard`](crate::LockGuard)'s drop releases the lock in the background.
 //!    A request only ever releases the lock it took itself (its own random token), never one
-//!    taken by another request.
+//!    taken by another request. While it runs, the handler finds the lock's
+//!    [`LossSignal`](crate::LossSignal) in the request's extensions (also for an idempotency
+//!    claim): with the watchdog on, it resolves the moment the lock is found lost, so a long
+//!    handler can stop before a duplicate runs beside it; without the watchdog it never resolves.
 //!
 //! # Idempotent replay
 //! With [`IdempotencyOptions`] on, a request carrying an `Idempotency-Key` header follows the

@@ -210,7 +210,9 @@ impl DuplicateSubmitOptions {
         /// killed) blocks its duplicates. Size it above the handler's p99, or turn on the watchdog.
         ttl: Duration => ttl;
 
-        /// Renew the lock while the handler runs (for handlers that may outlast the TTL).
+        /// Renew the lock while the handler runs (for handlers that may outlast the TTL). A lost
+        /// lock is told to the handler through the [`LossSignal`](crate::LossSignal) in its
+        /// request's extensions.
         watchdog: Option<WatchdogOptions> => watchdog;
 
         /// What to do when Redis is unavailable (default [`FailMode::Closed`]).

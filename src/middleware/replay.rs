@@ -11,7 +11,9 @@ use tower_service::Service;
 use super::idempotency::StoredResponse;
 use super::key::{request_fingerprint, segment, short_digest, Target};
 use super::options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection};
-use super::service::{admit, rejection, release, run, Admission, BoxError, Config, Ran};
+use super::service::{
+    admit, rejection, release, run, tell_handler, Admission, BoxError, Config, Ran,
+};
 
 /// The response header set on a replayed response.
 pub const REPLAYED_HEADER: &str = "idempotency-replayed";
@@ -134,6 +136,8 @@ where
         }
     }
 
+    let mut parts = parts;
+    tell_handler(&mut parts, claim.as_ref());
     let req = Request::from_parts(parts, ReqBody::from(body));
     let response = match run(inner, req, &idem.claim).await {
         Ran::Answered(r) => r,

@@ -267,6 +267,8 @@ where
     };
     // From here the guard is owned by this future: if the client disconnects, the future is
     // dropped and the guard's drop releases the lock in the background.
+    let mut parts = parts;
+    tell_handler(&mut parts, guard.as_ref());
     let ran = run(inner, Request::from_parts(parts, ReqBody::from(body)), &key).await;
     release(guard, &key).await;
     ran.into_result()
@@ -296,6 +298,15 @@ pub(super) async fn admit(config: &Config, key: &str) -> Admission {
         },
         Ok(None) => Admission::Busy,
         Err(e) => unavailable(&e),
+    }
+}
+
+/// Hands the handler the guard's [`LossSignal`](crate::LossSignal) as a request extension: with
+/// a watchdog, it resolves when the lock is lost, so the handler can stop before a duplicate
+/// runs beside it.
+pub(super) fn tell_handler(parts: &mut http::request::Parts, guard: Option<&LockGuard>) {
+    if let Some(g) = guard {
+        parts.extensions.insert(g.loss_signal());
     }
 }
 
