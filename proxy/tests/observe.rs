@@ -94,6 +94,54 @@ async fn lockkit_locks_through_the_proxy_are_counted_with_their_hold_times() {
     assert!(report.commands.get("SET").copied().unwrap_or(0) >= 40);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lockkit_fair_locks_through_the_proxy_are_counted() {
+    // Fair mode's scripts: acquire_fair.lua (taken, or queued: contended), release_fair.lua
+    // (a release of the lock key only, not of the queue keys beside it) and leave_fair.lua (a
+    // waiter giving up its place: not a release).
+    let server = RedisServer::start();
+    let (proxy, observe) = start_observed(&server.url()).await;
+    let url = format!("redis://{}", proxy.addr());
+    let connect = || {
+        LockClient::connect_with(
+            &url,
+            lockkit::ClientOptions::new().wait(lockkit::WaitMode::Poll),
+        )
+    };
+    let (holder, other) = (connect().await.unwrap(), connect().await.unwrap());
+    let fair = |retry| {
+        lockkit::LockOptions::builder(Duration::from_secs(5))
+            .fair(true)
+            .retry(retry)
+            .build()
+            .unwrap()
+    };
+    let once = fair(lockkit::RetryOptions::none());
+    for i in 0..10 {
+        let key = format!("lock:fair:{i}");
+        let lock = holder.acquire(&key, &once).await.expect("a free key");
+        // One attempt: queued behind the holder, then leaves the queue.
+        let busy = other.acquire(&key, &once).await.unwrap_err();
+        assert_eq!(busy.kind(), lockkit::ErrorKind::Busy, "{busy}");
+        assert_eq!(
+            holder.release(&lock).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+    }
+    let report = observe_report(proxy, &observe).await;
+    let p = pattern(&report.locks, "lock:fair:{id}");
+    assert_eq!((p.acquired, p.contended), (10, 10), "{p:#?}");
+    assert_eq!((p.released, p.released_not_held), (10, 0), "{p:#?}");
+    assert_eq!(p.hold_us.count, 10);
+    assert_eq!((p.ttl_ms.min, p.ttl_ms.max), (Some(5000), Some(5000)));
+    assert_eq!(
+        report.locks.len(),
+        1,
+        "only the lock keys: {:#?}",
+        report.locks
+    );
+}
+
 static PIP: Once = Once::new();
 
 /// python3 with redis-py, installed from PyPI when missing (as `.ci/run` does).

@@ -2,7 +2,8 @@
 //! application really holds its locks, per key pattern.
 //!
 //! - Acquires: `SET key token NX PX|EX ttl` (redis-py, redsync, rslock, lockkit) and the lock
-//!   scripts [`classify_script`] knows (node-redlock, Redisson, lockkit's fenced acquire).
+//!   scripts [`classify_script`] knows (node-redlock, Redisson, lockkit's fenced and fair
+//!   acquires).
 //! - Releases: compare-and-delete scripts, Redisson's unlock, and `DEL`/`UNLINK` of a key it
 //!   saw acquired. A release that finds the lock gone (expired while held, or taken by another
 //!   holder since) counts as `released_not_held`.
@@ -396,6 +397,16 @@ impl Observe {
                     _ => {}
                 }
             }
+            (ScriptKind::FairRelease, ReplyKind::Int(n)) => {
+                if let Some(key) = keys.first() {
+                    st.released(key, arg(0), n == 1, latency);
+                }
+            }
+            (ScriptKind::FairLeave, ReplyKind::Int(2)) => {
+                if let Some(key) = keys.first() {
+                    st.released(key, arg(0), true, latency);
+                }
+            }
             (ScriptKind::CompareDelete, ReplyKind::Int(n)) => {
                 let token = arg(0);
                 if keys.len() == 1 {
@@ -410,6 +421,41 @@ impl Observe {
                     st.released(key, token, found, latency);
                 }
             }
+            _ => {}
+        }
+    }
+
+    /// lockkit's fair acquire (`EVAL body|sha 3 key queue leases ticket ttl lease [channel]`):
+    /// its reply `*2 :place :ttl` is taken (place 0) or queued (contended).
+    fn on_fair_acquire(&self, args: &[&[u8]], frame: &[u8], latency: Duration) {
+        let (Some(&b"3"), Some(key), Some(ticket)) = (args.get(1), args.get(2), args.get(5)) else {
+            return;
+        };
+        let Some(place) = frame
+            .strip_prefix(b"*2\r\n:")
+            .and_then(|rest| rest.split(|&b| b == b'\r').next())
+            .and_then(resp::parse_int)
+        else {
+            return;
+        };
+        let ttl = args
+            .get(6)
+            .and_then(|v| resp::parse_int(v))
+            .map(|ms| Duration::from_millis(ms.max(0) as u64));
+        let mut st = self.state();
+        match place {
+            0 => {
+                // An attempt sent again under the ticket that holds the lock keeps the first
+                // acquire's start.
+                let again = st
+                    .held
+                    .get(*key)
+                    .is_some_and(|h| h.token.as_slice() == *ticket);
+                if !again {
+                    st.acquired(key, ticket, ttl, latency);
+                }
+            }
+            n if n > 0 => st.contended(key, latency),
             _ => {}
         }
     }
@@ -495,17 +541,16 @@ impl Plugin for Observe {
     }
 
     fn on_reply(&self, _conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
+        let raw = reply;
         let reply = resp::reply_kind(reply);
         match cmd.name {
             "SET" => self.on_set(cmd.args, reply, latency),
             "DEL" | "UNLINK" => self.on_del(cmd.args, reply, latency),
-            "EVAL" | "EVALSHA" => {
-                if let Some(kind) = self.script_of(cmd) {
-                    if kind != ScriptKind::Other {
-                        self.on_script(kind, cmd.args, reply, latency);
-                    }
-                }
-            }
+            "EVAL" | "EVALSHA" => match self.script_of(cmd) {
+                Some(ScriptKind::FairAcquire) => self.on_fair_acquire(cmd.args, raw, latency),
+                Some(ScriptKind::Other) | None => {}
+                Some(kind) => self.on_script(kind, cmd.args, reply, latency),
+            },
             _ => {}
         }
     }
@@ -599,6 +644,62 @@ mod tests {
         assert_eq!(p.hold_us.count, 1);
         assert_eq!((p.ttl_ms.min, p.ttl_ms.max), (Some(5000), Some(5000)));
         assert!(p.recommended_ttl_ms.is_some());
+    }
+
+    #[test]
+    fn fair_acquire_release_and_leave_count_on_the_lock_key_only() {
+        let o = Observe::new(ObserveOptions::default());
+        let lua = |name: &str| {
+            std::fs::read(format!("{}/../lua/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        };
+        let (acquire, release, leave) = (
+            lua("acquire_fair.lua"),
+            lua("release_fair.lua"),
+            lua("leave_fair.lua"),
+        );
+        let keys: [&[u8]; 4] = [b"3", b"job:7", b"{job:7}:q", b"{job:7}:l"];
+        let call = |body: &[u8], args: &[&[u8]], reply: &[u8]| {
+            let mut all: Vec<&[u8]> = vec![body];
+            all.extend_from_slice(&keys);
+            all.extend_from_slice(args);
+            o.on_command(&CONN, &cmd("EVAL", &all));
+            o.on_reply(&CONN, &cmd("EVAL", &all), reply, Duration::from_micros(50));
+        };
+        // a takes it, b queues (contended) and leaves; a's attempt sent again is not a second
+        // acquire; a releases.
+        call(
+            &acquire,
+            &[b"a", b"3000", b"5000"],
+            b"*2\r\n:0\r\n:3000\r\n",
+        );
+        call(
+            &acquire,
+            &[b"b", b"3000", b"5000"],
+            b"*2\r\n:1\r\n:2999\r\n",
+        );
+        call(&leave, &[b"b"], b":1\r\n");
+        call(
+            &acquire,
+            &[b"a", b"3000", b"5000"],
+            b"*2\r\n:0\r\n:2998\r\n",
+        );
+        call(&release, &[b"a"], b":1\r\n");
+        // c's attempt took the lock unheard; leaving released it.
+        call(
+            &acquire,
+            &[b"c", b"3000", b"5000"],
+            b"*2\r\n:0\r\n:3000\r\n",
+        );
+        call(&leave, &[b"c"], b":2\r\n");
+        let p = o.patterns();
+        assert_eq!(p.len(), 1, "{p:#?}");
+        let p = &p[0];
+        assert_eq!(p.pattern, "job:{id}");
+        assert_eq!(
+            (p.acquired, p.contended, p.released, p.released_not_held),
+            (2, 1, 2, 0)
+        );
+        assert_eq!((p.ttl_ms.min, p.ttl_ms.max), (Some(3000), Some(3000)));
     }
 
     #[test]

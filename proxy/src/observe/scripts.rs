@@ -7,7 +7,11 @@
 //! - node-redlock's multi-key acquire: `EXISTS` every key, then `SET key ARGV[1] PX ARGV[2]`
 //!   for each; the reply is the number of keys set, 0 when any was taken;
 //! - Redisson's hash locks: `HINCRBY key ARGV[2] 1` + `PEXPIRE key ARGV[1]`, nil when acquired
-//!   and the remaining PTTL when taken; the unlock decrements `ARGV[3]` and deletes at zero.
+//!   and the remaining PTTL when taken; the unlock decrements `ARGV[3]` and deletes at zero;
+//! - lockkit's fair mode: the acquire queues its ticket (`ZADD`) or takes the lock (`SET`), and
+//!   answers `{0, ttl}` or `{place, pttl}`; the release compare-and-deletes `KEYS[1]` only (the
+//!   other two keys are the queue); leaving the queue answers 2 when it released a lock held
+//!   under the leaver's ticket.
 
 /// What a script does to locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +27,13 @@ pub enum ScriptKind {
     /// Redisson unlock: `KEYS[1]`, holder `ARGV[3]`; 1 deleted, 0 still held (re-entrant), nil
     /// not held.
     HashRelease,
+    /// lockkit's fair acquire: `KEYS[1]` for `ARGV[2]` ms under the ticket `ARGV[1]`; `{0, ttl}`
+    /// acquired, `{place, pttl}` queued.
+    FairAcquire,
+    /// lockkit's fair release: compare-and-delete of `KEYS[1]` (the other keys are its queue).
+    FairRelease,
+    /// lockkit's fair leave: 2 when it released `KEYS[1]` held by `ARGV[1]`, else not a release.
+    FairLeave,
     /// Anything else (extends, application scripts).
     Other,
 }
@@ -51,6 +62,16 @@ pub fn classify_script(body: &[u8]) -> ScriptKind {
         text.contains(&format!("call('{name}'")) || text.contains(&format!("pcall('{name}'"))
     };
     let deletes = calls("del") || calls("unlink");
+    if calls("zadd") && calls("set") {
+        return ScriptKind::FairAcquire;
+    }
+    if calls("zrem") && calls("get") && deletes {
+        return if text.contains("return2") {
+            ScriptKind::FairLeave
+        } else {
+            ScriptKind::FairRelease
+        };
+    }
     if calls("hincrby") && calls("pttl") && calls("pexpire") {
         return ScriptKind::HashAcquire;
     }
@@ -90,13 +111,18 @@ mod tests {
             ScriptKind::SetNx
         );
         assert_eq!(classify_script(&lua("extend.lua")), ScriptKind::Other);
-        // The fair release answers as release.lua does; the fair acquire's reply (an array) is
-        // not one the observer reads, so it is not taken for a `SET NX`.
+        assert_eq!(
+            classify_script(&lua("acquire_fair.lua")),
+            ScriptKind::FairAcquire
+        );
         assert_eq!(
             classify_script(&lua("release_fair.lua")),
-            ScriptKind::CompareDelete
+            ScriptKind::FairRelease
         );
-        assert_eq!(classify_script(&lua("acquire_fair.lua")), ScriptKind::Other);
+        assert_eq!(
+            classify_script(&lua("leave_fair.lua")),
+            ScriptKind::FairLeave
+        );
     }
 
     #[test]
