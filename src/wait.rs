@@ -87,6 +87,9 @@ struct HubInner {
     /// Bumped on every (re)connect: a channel subscribed in an older generation is not anymore.
     generation: AtomicU64,
     alive: AtomicBool,
+    /// The client's response timeout: the longest a waiter waits for a `SUBSCRIBE` to be
+    /// confirmed (also bounded by the waiter's deadline) before it polls instead.
+    response_timeout: Option<Duration>,
     /// Dropped with the hub: stops the background task.
     _stop: oneshot::Sender<()>,
 }
@@ -138,7 +141,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Hub {
     /// Opens the subscribed connection and checks that the server lets this user subscribe to
     /// the release channels. `Err` says why waiters will poll instead.
-    async fn open(client: redis::Client, conn: Conn) -> Result<Hub, String> {
+    async fn open(
+        client: redis::Client,
+        conn: Conn,
+        response_timeout: Option<Duration>,
+    ) -> Result<Hub, String> {
         let (sink, stream) = subscribe_probe(&client, conn).await?;
         let (stop_tx, stop_rx) = oneshot::channel();
         let inner = Arc::new(HubInner {
@@ -146,6 +153,7 @@ impl Hub {
             channels: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(1),
             alive: AtomicBool::new(true),
+            response_timeout,
             _stop: stop_tx,
         });
         tokio::spawn(run(Arc::downgrade(&inner), client, stream, stop_rx));
@@ -203,8 +211,24 @@ impl Hub {
         self.0.alive.load(Ordering::Acquire)
     }
 
-    /// Subscribes `channel` in the current generation, once. `false`: not possible now.
-    async fn ensure_subscribed(&self, channel: &Channel) -> bool {
+    /// Subscribes `channel` in the current generation, once, waiting at most `time_left` (and
+    /// the response timeout). `false`: not possible now (a server that does not answer, e.g.
+    /// frozen: the waiter then polls, within its deadline).
+    async fn ensure_subscribed(&self, channel: &Channel, time_left: Duration) -> bool {
+        let limit = self
+            .0
+            .response_timeout
+            .map_or(time_left, |t| t.min(time_left));
+        match tokio::time::timeout(limit, self.subscribe_once(channel)).await {
+            Ok(subscribed) => subscribed,
+            Err(_) => {
+                tracing::debug!(channel = %channel.name, "no SUBSCRIBE confirmation in time; polling");
+                false
+            }
+        }
+    }
+
+    async fn subscribe_once(&self, channel: &Channel) -> bool {
         let mut at = channel.subscribed.lock().await;
         let generation = self.0.generation.load(Ordering::Acquire);
         if *at == generation {
@@ -245,7 +269,7 @@ pub(crate) async fn open_hub(
         )));
     }
     let (client, _) = crate::conn::single_client(url, options, false)?;
-    Ok(Hub::open(client, conn).await)
+    Ok(Hub::open(client, conn, options.response_timeout).await)
 }
 
 /// SUBSCRIBE once and PUBLISH once on a probe channel (a refused `PTTL` later only makes that
@@ -450,7 +474,7 @@ impl Waiter {
                     w.wait(pause, time_left).await;
                 }
             }
-            WaiterKind::Fair(w) => w.subscribe().await,
+            WaiterKind::Fair(w) => w.subscribe(time_left).await,
             WaiterKind::Poll => {}
         }
     }
@@ -481,9 +505,11 @@ pub(crate) struct FairWaiter {
 }
 
 impl FairWaiter {
-    async fn subscribe(&mut self) {
+    async fn subscribe(&mut self, time_left: Duration) {
         let subscribed = match &self.woken {
-            Some((hub, channel, _)) => hub.alive() && hub.ensure_subscribed(channel).await,
+            Some((hub, channel, _)) => {
+                hub.alive() && hub.ensure_subscribed(channel, time_left).await
+            }
             None => return,
         };
         if !subscribed {
@@ -579,19 +605,27 @@ impl NotifyWaiter {
             }
             head = self.join().1;
         }
-        if !self.hub.ensure_subscribed(&self.channel).await {
-            return tokio::time::sleep(pause.min(time_left)).await;
+        // Polls instead (the pause, within the deadline) where subscribing or reading the TTL
+        // fails or does not answer before the deadline.
+        let poll = || tokio::time::sleep_until(until.min(tokio::time::Instant::now() + pause));
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if !self.hub.ensure_subscribed(&self.channel, left).await {
+            return poll().await;
         }
         // Subscribed before this read: a release after it is heard, one before it shows here.
-        let pttl = redis::cmd("PTTL")
-            .arg(&self.key)
-            .query_async::<i64>(&mut self.conn)
-            .await;
+        let pttl = tokio::time::timeout_at(
+            until,
+            redis::cmd("PTTL")
+                .arg(&self.key)
+                .query_async::<i64>(&mut self.conn),
+        )
+        .await;
         let wait = match pttl {
-            Ok(-2) => return,                                         // gone: try now
-            Ok(ms) if ms > 0 => Duration::from_millis(ms as u64 + 1), // the holder's TTL at most
-            Ok(_) => pause, // a key without TTL (not a lockkit lock): poll it
-            Err(_) => return tokio::time::sleep(pause.min(time_left)).await,
+            Err(_) => return,     // the deadline: the loop gives up or tries once more
+            Ok(Ok(-2)) => return, // gone: try now
+            Ok(Ok(ms)) if ms > 0 => Duration::from_millis(ms as u64 + 1), // the holder's TTL at most
+            Ok(Ok(_)) => pause, // a key without TTL (not a lockkit lock): poll it
+            Ok(Err(_)) => return poll().await,
         };
         let deadline = until.min(tokio::time::Instant::now() + wait);
         let _ = tokio::time::timeout_at(deadline, slot.released.notified()).await;

@@ -342,3 +342,56 @@ async fn uncontended_futures_stay_small() {
     assert!(acquire_size <= 1536, "acquire future: {acquire_size} bytes");
     assert!(release_size <= 1024, "release future: {release_size} bytes");
 }
+
+/// An acquire with a 1 s deadline against a frozen server (SIGSTOP): its attempts time out, and
+/// waiting for the release (subscribing to its channel) must not wait past the deadline either.
+/// `Ok(kind)` of the error the acquire ended with while the server was still frozen; `Err` when
+/// it was still waiting 8 s later.
+async fn acquire_while_frozen(fair: bool) -> Result<lockkit::ErrorKind, &'static str> {
+    let server = RedisServer::start();
+    let holder = client(&server.url(), WaitMode::Notify).await;
+    let waiter = LockClient::connect_with(
+        &server.url(),
+        ClientOptions::new()
+            .wait(WaitMode::Notify)
+            .response_timeout(Some(Duration::from_millis(250))),
+    )
+    .await
+    .unwrap();
+    let key = "frozen";
+    let held = holder
+        .try_acquire(key, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    let opts = LockOptions::builder(Duration::from_secs(5))
+        .fair(fair)
+        .retry(
+            RetryOptions::new()
+                .delay(Duration::from_millis(10))
+                .deadline(Some(Duration::from_secs(1))),
+        )
+        .build()
+        .unwrap();
+    server.pause().unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(8), waiter.acquire(key, &opts)).await;
+    server.resume().unwrap();
+    holder.release(&held).await.unwrap();
+    match ended {
+        Ok(Ok(_)) => panic!("acquired a held lock"),
+        Ok(Err(e)) => Ok(e.kind()),
+        Err(_) => Err("still waiting 8 s into a 1 s deadline"),
+    }
+}
+
+#[tokio::test]
+async fn a_notified_acquire_keeps_its_deadline_while_the_server_is_frozen() {
+    let kind = acquire_while_frozen(false).await.unwrap();
+    assert_eq!(kind, lockkit::ErrorKind::Timeout);
+}
+
+#[tokio::test]
+async fn a_fair_acquire_keeps_its_deadline_while_the_server_is_frozen() {
+    let kind = acquire_while_frozen(true).await.unwrap();
+    assert_eq!(kind, lockkit::ErrorKind::Timeout);
+}
