@@ -176,20 +176,8 @@ async fn tls_server_with_untrusted_certificate_is_refused_by_default() {
     let dir = tmp.path();
     make_certs(dir);
     let tls_port = lockkit_test_support::free_port().unwrap();
-    let p = |f: &str| dir.join(f).display().to_string();
     let server = RedisServer::start_with(ServerOptions {
-        extra_args: vec![
-            "--tls-port".into(),
-            tls_port.to_string(),
-            "--tls-cert-file".into(),
-            p("server.crt"),
-            "--tls-key-file".into(),
-            p("server.key"),
-            "--tls-ca-cert-file".into(),
-            p("ca.crt"),
-            "--tls-auth-clients".into(),
-            "no".into(),
-        ],
+        extra_args: lockkit_test_support::tls_args(tls_port, dir),
         ..ServerOptions::default()
     });
     // The certificate is signed by a CA the client does not trust: refused, clearly.

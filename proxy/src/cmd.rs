@@ -11,7 +11,7 @@ use lockkit_loadgen::units::parse_duration;
 
 use crate::faults::{Faults, FaultsOptions};
 use crate::observe::{Observe, ObserveOptions};
-use crate::{Plugin, Proxy, Upstream};
+use crate::{Plugin, Proxy, ProxyOptions, Upstream};
 
 /// Run a pass-through proxy in front of a Redis server, with plugins.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,6 +46,13 @@ pub struct ProxyArgs {
     /// Worker threads serving connections (default: one per core).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+
+    /// Upstream connections that the stateless commands of all clients share, so the server
+    /// reads them in batches. A client moves to a connection of its own on its first command
+    /// that depends on the connection (MULTI, blocking commands, SUBSCRIBE, AUTH, SELECT,
+    /// CLIENT, HELLO, ...). 0: every client gets its own from the start.
+    #[arg(long, default_value_t = crate::DEFAULT_SHARED_CONNECTIONS, value_name = "N")]
+    pub shared_connections: usize,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -170,7 +177,8 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let shown = upstream.shown().to_string();
-        let proxy = Proxy::start(&args.listen, upstream, plugins)
+        let options = ProxyOptions::new().shared_connections(args.shared_connections);
+        let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;
         if !args.quiet {

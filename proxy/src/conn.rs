@@ -1,10 +1,15 @@
-//! One client connection and its own upstream connection, served by one task: commands are
-//! split (not decoded) and forwarded as the very bytes read, replies are split and matched to
-//! their commands in order, so plugins see each declared command with its reply.
+//! One client connection, served by one task: commands are split (not decoded) and forwarded
+//! as the very bytes read, replies are split and matched to their commands in order, so
+//! plugins see each declared command with its reply.
+//!
+//! Commands go to a shared upstream connection ([`crate::link`]) while every one so far was
+//! stateless ([`crate::stateless`]); the first that is not moves the client to a connection of
+//! its own, for good, once every reply owed on the shared one has reached it. With sharing
+//! off, each client has its own from the start.
 //!
 //! Replies stop being matched (the bytes still flow) once the connection enters a mode where
 //! they no longer pair one-to-one with commands: pub/sub, MONITOR, CLIENT REPLY OFF/SKIP, or
-//! bytes that are not RESP.
+//! bytes that are not RESP (all of which happen on a connection of the client's own).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,6 +22,8 @@ use tokio::sync::watch;
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
 use crate::server::Shared;
+use crate::stateless::is_stateless;
+use crate::up::{Up, WINDOW};
 
 /// Bytes read at a time; a buffer grows past this only to hold one larger frame.
 const READ_CHUNK: usize = 16 * 1024;
@@ -61,6 +68,9 @@ struct Conn {
     losing: bool,
     /// Commands read from the client so far.
     commands: u64,
+    /// Complete commands wait in the client's buffer until replies owed on the shared
+    /// connection come back ([`WINDOW`]): nothing more is read from the client meanwhile.
+    backlog: bool,
     counts: FnvHashMap<Vec<u8>, u64>,
     last_flush: Instant,
 }
@@ -72,17 +82,15 @@ enum Next {
 }
 
 /// Serves one client until it or the upstream server closes, or `stop` fires.
-pub async fn serve<CR, CW, UR, UW>(
+pub async fn serve<CR, CW>(
     shared: Arc<Shared>,
     info: ConnInfo,
     (mut cr, mut cw): (CR, CW),
-    (mut ur, mut uw): (UR, UW),
+    mut up: Up,
     mut stop: watch::Receiver<bool>,
 ) where
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
-    UR: AsyncRead + Unpin,
-    UW: AsyncWrite + Unpin,
 {
     let mut conn = Conn {
         shared,
@@ -93,6 +101,7 @@ pub async fn serve<CR, CW, UR, UW>(
         in_multi: false,
         losing: false,
         commands: 0,
+        backlog: false,
         counts: FnvHashMap::default(),
         last_flush: Instant::now(),
     };
@@ -109,7 +118,7 @@ pub async fn serve<CR, CW, UR, UW>(
             // Stopping first, then replies before new commands: what is owed goes out first.
             biased;
             _ = &mut stopped => break,
-            r = ur.read_buf(&mut ubuf) => {
+            r = up.read(&mut ubuf) => {
                 match r {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
@@ -118,13 +127,23 @@ pub async fn serve<CR, CW, UR, UW>(
                     Ok(Next::Continue) => {}
                     Ok(Next::Close) | Err(_) => break,
                 }
+                if up.closing() {
+                    break;
+                }
+                // Replies came back: commands held by the window may go now.
+                if conn.backlog {
+                    match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
+                        Ok(Next::Continue) => {}
+                        Ok(Next::Close) | Err(_) => break,
+                    }
+                }
             }
-            r = cr.read_buf(&mut cbuf) => {
+            r = cr.read_buf(&mut cbuf), if !conn.backlog => {
                 match r {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                match conn.on_client_bytes(&mut cbuf, &mut uw, &mut cw).await {
+                match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
                     Ok(Next::Continue) => {}
                     Ok(Next::Close) | Err(_) => break,
                 }
@@ -132,12 +151,12 @@ pub async fn serve<CR, CW, UR, UW>(
         }
     }
     conn.flush_counts();
-    let _ = uw.shutdown().await;
+    up.shutdown().await;
     let _ = cw.shutdown().await;
 }
 
 /// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
-fn reserve(buf: &mut Vec<u8>) {
+pub(crate) fn reserve(buf: &mut Vec<u8>) {
     if buf.capacity() - buf.len() < READ_CHUNK / 4 {
         buf.reserve(READ_CHUNK);
     }
@@ -152,18 +171,19 @@ const UNMATCHED_MODES: [&[u8]; 4] = [b"SUBSCRIBE", b"PSUBSCRIBE", b"SSUBSCRIBE",
 impl Conn {
     /// Splits the complete commands in `buf`, runs the plugins on the declared ones, forwards
     /// the rest untouched and keeps the incomplete tail.
-    async fn on_client_bytes<UW: AsyncWrite + Unpin, CW: AsyncWrite + Unpin>(
+    async fn on_client_bytes<CW: AsyncWrite + Unpin>(
         &mut self,
         buf: &mut Vec<u8>,
-        uw: &mut UW,
+        up: &mut Up,
         cw: &mut CW,
     ) -> std::io::Result<Next> {
+        self.backlog = false;
         if self.losing {
             buf.clear();
             return Ok(Next::Continue);
         }
         if self.raw {
-            uw.write_all(buf).await?;
+            self.send(up, buf, 0).await?;
             buf.clear();
             return Ok(Next::Continue);
         }
@@ -171,14 +191,27 @@ impl Conn {
         // Start of the bytes read but not yet forwarded.
         let mut fwd = 0;
         let mut plain_run = 0u32;
+        // Commands in `buf[fwd..pos]` the server answers.
+        let mut sent_run = 0u32;
         let mut next = Next::Continue;
         let shared = self.shared.clone();
         let arrived = Instant::now();
         loop {
+            if up.is_shared() && up.owed() + sent_run >= WINDOW {
+                self.backlog = true;
+                break;
+            }
             let frame = match resp::command_frame(&buf[pos..]) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(_) => {
+                    if up.is_shared() {
+                        let runs = (&mut plain_run, &mut sent_run);
+                        if let Next::Close = self.go_own(up, cw, &buf[fwd..pos], runs).await? {
+                            return Ok(Next::Close);
+                        }
+                        fwd = pos;
+                    }
                     // Not RESP: pass everything on and stop reading it (Redis answers the error).
                     self.raw = true;
                     self.unmatched = true;
@@ -202,12 +235,20 @@ impl Conn {
                 // An empty inline line: Redis ignores it and answers nothing.
                 continue;
             }
+            if up.is_shared() && !is_stateless(name, &buf[start..pos], frame.inline) {
+                let runs = (&mut plain_run, &mut sent_run);
+                if let Next::Close = self.go_own(up, cw, &buf[fwd..start], runs).await? {
+                    return Ok(Next::Close);
+                }
+                fwd = start;
+            }
             self.count(name);
             self.commands += 1;
             self.note_mode(name, &buf[start..pos], frame.inline);
             let plugins = shared.plugins_for(name);
             if plugins.is_empty() {
                 plain_run += 1;
+                sent_run += 1;
                 continue;
             }
             let name_text = String::from_utf8_lossy(name).into_owned();
@@ -247,7 +288,8 @@ impl Conn {
                 Action::Pass | Action::Hold(_) => {}
                 Action::Delay(d) => {
                     self.push_plain(std::mem::take(&mut plain_run));
-                    uw.write_all(&buf[fwd..start]).await?;
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
                     fwd = start;
                     if let Some(t) = until {
                         tokio::time::sleep_until(t.into()).await;
@@ -258,7 +300,8 @@ impl Conn {
                 }
                 Action::LoseReply => {
                     self.push_plain(std::mem::take(&mut plain_run));
-                    uw.write_all(&buf[fwd..pos]).await?;
+                    self.send(up, &buf[fwd..pos], std::mem::take(&mut sent_run) + 1)
+                        .await?;
                     fwd = pos;
                     if self.unmatched {
                         next = Next::Close;
@@ -270,19 +313,22 @@ impl Conn {
                 }
                 Action::Close => {
                     self.push_plain(std::mem::take(&mut plain_run));
-                    uw.write_all(&buf[fwd..start]).await?;
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
                     fwd = pos;
                     next = Next::Close;
                     break;
                 }
                 Action::Reply(bytes) => {
                     self.push_plain(std::mem::take(&mut plain_run));
-                    uw.write_all(&buf[fwd..start]).await?;
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
                     fwd = pos;
                     self.pending.push_back(Slot::Local(bytes));
                     continue;
                 }
             }
+            sent_run += 1;
             if self.unmatched {
                 continue;
             }
@@ -308,7 +354,7 @@ impl Conn {
         }
         self.push_plain(plain_run);
         if fwd < pos {
-            uw.write_all(&buf[fwd..pos]).await?;
+            self.send(up, &buf[fwd..pos], sent_run).await?;
         }
         buf.drain(..pos);
         self.send_local_replies(cw).await?;
@@ -381,6 +427,50 @@ impl Conn {
         }
         buf.drain(..pos);
         Ok(Next::Continue)
+    }
+
+    /// Sends complete commands that get `n` replies upstream.
+    async fn send(&self, up: &mut Up, bytes: &[u8], n: u32) -> std::io::Result<()> {
+        up.send(&self.shared, self.info.id, bytes, n).await
+    }
+
+    /// Moves the client from the shared connection to one of its own: the commands read before
+    /// (`unsent`, and the runs of plain and answered commands in it) go on the shared one, and
+    /// every reply owed there reaches the client first, so the order holds.
+    async fn go_own<CW: AsyncWrite + Unpin>(
+        &mut self,
+        up: &mut Up,
+        cw: &mut CW,
+        unsent: &[u8],
+        (plain_run, sent_run): (&mut u32, &mut u32),
+    ) -> std::io::Result<Next> {
+        self.push_plain(std::mem::take(plain_run));
+        self.send(up, unsent, std::mem::take(sent_run)).await?;
+        let mut replies = Vec::new();
+        while up.owed() > 0 {
+            up.read(&mut replies).await?;
+            if let Next::Close = self.on_upstream_bytes(&mut replies, cw).await? {
+                return Ok(Next::Close);
+            }
+            if up.closing() {
+                return Ok(Next::Close);
+            }
+        }
+        match self.shared.upstream.connect().await {
+            Ok(conn) => {
+                *up = Up::own(conn);
+                Ok(Next::Continue)
+            }
+            Err(e) => {
+                self.send_local_replies(cw).await?;
+                let msg = format!(
+                    "ERR lockkit proxy: upstream {} unusable: {e}",
+                    self.shared.upstream.shown()
+                );
+                cw.write_all(&resp::error_reply(&msg)).await?;
+                Ok(Next::Close)
+            }
+        }
     }
 
     fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) {

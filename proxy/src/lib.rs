@@ -1,10 +1,13 @@
 //! `lockkit-proxy`: the RESP pass-through proxy behind `lockkit proxy`, and its plugins.
 //!
-//! An application talks to the proxy as to its Redis; each client connection gets its own
-//! upstream connection, so MULTI/EXEC, blocking commands, pub/sub, `CLIENT` and `AUTH` keep
-//! their meaning, and pipelined commands stay pipelined. Commands and replies are split at
-//! frame boundaries ([`resp`]) and forwarded as the very bytes read; only the commands a
-//! plugin declared are looked at more closely.
+//! An application talks to the proxy as to its Redis. The stateless commands of all clients
+//! share a few upstream connections ([`ProxyOptions::shared_connections`]), written back to back
+//! so the server reads them in batches, each reply handed back to its client in order; a client
+//! moves to an upstream connection of its own on its first command whose meaning depends on the
+//! connection, so MULTI/EXEC, blocking commands, pub/sub, `SELECT`, `CLIENT` and `AUTH` keep
+//! their meaning. Pipelined commands stay pipelined. Commands and replies are split at frame
+//! boundaries ([`resp`]) and forwarded as the very bytes read; only the commands a plugin
+//! declared are looked at more closely.
 //!
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
@@ -33,8 +36,10 @@
 //!
 //! # Errors
 //! Starting fails when the address cannot be bound. A client whose upstream connection cannot
-//! be made gets one error reply (`-ERR lockkit proxy: upstream ... unusable: ...`) and is
-//! closed; when the upstream server goes away later, its clients' connections are closed.
+//! be made gets an error reply (`-ERR lockkit proxy: upstream ... unusable: ...`) and is
+//! closed. When a client's own upstream connection goes away later, the client is closed; when
+//! a shared one does, each command in flight on it gets an error reply (it may or may not have
+//! run) and the next command opens a new shared connection.
 //!
 //! # Limitations and caveats
 //! - Replies are matched to commands only while they pair one-to-one: after SUBSCRIBE,
@@ -42,9 +47,12 @@
 //!   flow but plugins no longer see its replies and cannot answer in its place.
 //! - A plugin's answer of its own is not used inside MULTI (the client waits for QUEUED).
 //! - One frame is held whole in memory before it is forwarded: memory per connection is the
-//!   largest command or reply in flight (plus 16 KB), not a fixed bound. A client that does not
-//!   read its replies is pushed back: its connection reads nothing more, from it or upstream,
-//!   until its replies can be written (other connections go on).
+//!   largest command or reply in flight (plus 16 KB; on a shared connection up to 128 replies
+//!   per client), not a fixed bound. A client that does not read its replies is pushed back:
+//!   its connection reads nothing more from it (nor from its own upstream connection) until its
+//!   replies can be written (other connections go on).
+//! - A client library that sends `CLIENT SETINFO` or `HELLO` as it connects (redis-py 5,
+//!   redis-rs, go-redis 9) moves to a connection of its own at once: sharing gains it nothing.
 //! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
 
 #![warn(missing_docs)]
@@ -53,13 +61,16 @@ pub mod bench;
 pub mod cmd;
 mod conn;
 pub mod faults;
+mod link;
 pub mod lua;
 pub mod observe;
 mod plugin;
 pub mod resp;
 mod server;
+mod stateless;
+mod up;
 mod upstream;
 
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
-pub use server::{Proxy, Shared};
+pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
 pub use upstream::{Upstream, UpstreamConn, CONNECT_TIMEOUT};

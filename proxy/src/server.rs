@@ -1,5 +1,6 @@
-//! The listening side: accept clients, give each its own upstream connection and task, tick
-//! the plugins, and stop cleanly (every connection closed, every plugin's report collected).
+//! The listening side: accept clients, give each a task (on the shared upstream connections, or
+//! on one of its own with sharing off), tick the plugins, and stop cleanly (every connection
+//! closed, every plugin's report collected).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,9 +15,52 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::conn;
+use crate::link::Pool;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
 use crate::resp;
-use crate::upstream::{Upstream, UpstreamConn};
+use crate::up::Up;
+use crate::upstream::Upstream;
+
+/// Shared upstream connections by default.
+pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
+
+/// How a [`Proxy`] runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyOptions {
+    shared_connections: usize,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        ProxyOptions {
+            shared_connections: DEFAULT_SHARED_CONNECTIONS,
+        }
+    }
+}
+
+impl ProxyOptions {
+    /// The defaults: [`DEFAULT_SHARED_CONNECTIONS`] shared upstream connections.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many upstream connections the stateless commands of all clients share (`0`: none,
+    /// every client gets a connection of its own, as before sharing existed).
+    ///
+    /// A client moves to a connection of its own on its first command whose meaning depends on
+    /// the connection (MULTI, blocking commands, SUBSCRIBE, AUTH, SELECT, CLIENT, HELLO, ...,
+    /// and any command not known to be stateless) and keeps it.
+    #[must_use]
+    pub fn shared_connections(mut self, n: usize) -> Self {
+        self.shared_connections = n;
+        self
+    }
+
+    /// The number of shared upstream connections (`0`: sharing is off).
+    pub fn shared_connection_count(&self) -> usize {
+        self.shared_connections
+    }
+}
 
 /// What every connection task shares.
 #[derive(Debug)]
@@ -28,10 +72,17 @@ pub struct Shared {
     /// The plugins that declared `*`.
     every: Vec<usize>,
     commands: Mutex<FnvHashMap<Vec<u8>, u64>>,
+    /// The shared upstream connections (`None`: one of its own for each client).
+    pub(crate) pool: Option<Pool>,
 }
 
 impl Shared {
-    fn new(upstream: Upstream, plugins: Vec<Arc<dyn Plugin>>) -> Shared {
+    fn new(
+        upstream: Upstream,
+        plugins: Vec<Arc<dyn Plugin>>,
+        options: &ProxyOptions,
+        stop: watch::Receiver<bool>,
+    ) -> Shared {
         let mut routes: FnvHashMap<Vec<u8>, Vec<usize>> = FnvHashMap::default();
         let mut every = Vec::new();
         for (i, p) in plugins.iter().enumerate() {
@@ -52,12 +103,15 @@ impl Shared {
             list.sort_unstable();
             list.dedup();
         }
+        let pool = (options.shared_connections > 0)
+            .then(|| Pool::new(options.shared_connections, upstream.clone(), stop));
         Shared {
             upstream,
             plugins,
             routes,
             every,
             commands: Mutex::new(FnvHashMap::default()),
+            pool,
         }
     }
 
@@ -93,7 +147,7 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Listens on `listen` and serves until [`Proxy::stop`].
+    /// Listens on `listen` and serves until [`Proxy::stop`], with the default options.
     ///
     /// # Errors
     /// The address cannot be bound.
@@ -102,10 +156,23 @@ impl Proxy {
         upstream: Upstream,
         plugins: Vec<Arc<dyn Plugin>>,
     ) -> std::io::Result<Proxy> {
+        Proxy::start_with(listen, upstream, plugins, ProxyOptions::default()).await
+    }
+
+    /// Listens on `listen` and serves until [`Proxy::stop`].
+    ///
+    /// # Errors
+    /// The address cannot be bound.
+    pub async fn start_with(
+        listen: &str,
+        upstream: Upstream,
+        plugins: Vec<Arc<dyn Plugin>>,
+        options: ProxyOptions,
+    ) -> std::io::Result<Proxy> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::new(upstream, plugins));
         let (stop, stop_rx) = watch::channel(false);
+        let shared = Arc::new(Shared::new(upstream, plugins, &options, stop_rx.clone()));
         let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
         Ok(Proxy {
             addr,
@@ -203,6 +270,11 @@ async fn handle(
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
+    if shared.pool.is_some() {
+        let up = Up::shared();
+        conn::serve(shared, info, client.into_split(), up, stop).await;
+        return;
+    }
     let upstream = match shared.upstream.connect().await {
         Ok(u) => u,
         Err(e) => {
@@ -215,10 +287,5 @@ async fn handle(
             return;
         }
     };
-    let client = client.into_split();
-    match upstream {
-        UpstreamConn::Tcp(s) => conn::serve(shared, info, client, s.into_split(), stop).await,
-        UpstreamConn::Tls(s) => conn::serve(shared, info, client, tokio::io::split(*s), stop).await,
-        UpstreamConn::Unix(s) => conn::serve(shared, info, client, s.into_split(), stop).await,
-    }
+    conn::serve(shared, info, client.into_split(), Up::own(upstream), stop).await;
 }

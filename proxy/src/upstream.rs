@@ -1,6 +1,7 @@
-//! The upstream server: where it is (read once from the URL by [`lockkit::parse_url`]), and one
-//! connection to it per client connection, over TCP, TLS or a Unix socket, logged in with the
-//! URL's user and password and switched to the URL's database before the client's traffic flows.
+//! The upstream server: where it is (read once from the URL by [`lockkit::parse_url`]), and
+//! connections to it (shared ones, and one per client that needs its own), over TCP, TLS or a
+//! Unix socket, logged in with the URL's user and password and switched to the URL's database
+//! before any client's traffic flows.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,31 @@ pub enum UpstreamConn {
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     /// A Unix socket.
     Unix(tokio::net::UnixStream),
+}
+
+/// The reading half of an upstream connection, whatever its transport.
+pub(crate) type BoxRead = Box<dyn AsyncRead + Unpin + Send>;
+/// The writing half of an upstream connection, whatever its transport.
+pub(crate) type BoxWrite = Box<dyn AsyncWrite + Unpin + Send>;
+
+impl UpstreamConn {
+    /// Its two halves, each usable on its own.
+    pub(crate) fn into_boxed_split(self) -> (BoxRead, BoxWrite) {
+        match self {
+            UpstreamConn::Tcp(s) => {
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            UpstreamConn::Tls(s) => {
+                let (r, w) = tokio::io::split(*s);
+                (Box::new(r), Box::new(w))
+            }
+            UpstreamConn::Unix(s) => {
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w))
+            }
+        }
+    }
 }
 
 impl Upstream {

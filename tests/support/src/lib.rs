@@ -13,3 +13,22 @@ pub use lockkit_redis_proc::{
     free_port, Nutcracker, RedisCluster, RedisServer, ServerOptions, StartError,
 };
 pub use relay::DelayRelay;
+
+/// The `redis-server` arguments that serve TLS on `tls_port` with `dir`'s `server.crt`,
+/// `server.key` and `ca.crt`, not asking clients for a certificate (the plain port stays open
+/// too).
+pub fn tls_args(tls_port: u16, dir: &std::path::Path) -> Vec<String> {
+    let p = |f: &str| dir.join(f).display().to_string();
+    vec![
+        "--tls-port".into(),
+        tls_port.to_string(),
+        "--tls-cert-file".into(),
+        p("server.crt"),
+        "--tls-key-file".into(),
+        p("server.key"),
+        "--tls-ca-cert-file".into(),
+        p("ca.crt"),
+        "--tls-auth-clients".into(),
+        "no".into(),
+    ]
+}

@@ -1,0 +1,282 @@
+//! Shared upstream connections: the stateless commands of many clients are written back to
+//! back on a few server connections, so the server reads them in batches as from one pipelining
+//! client, and each reply goes back to the client that asked, in order (first in, first out per
+//! connection).
+//!
+//! One task per shared connection owns it: it gathers the clients' requests into one write,
+//! splits the replies at frame boundaries and hands each client its own. A client whose
+//! connection is gone has its replies read and dropped. When the shared connection fails, every
+//! request on it not yet answered is failed (the client writes an error reply in its place) and
+//! the next request opens a new one.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, watch};
+
+use crate::conn::reserve;
+use crate::resp;
+use crate::upstream::Upstream;
+
+/// What a client gets back from a shared connection, in the order of its requests.
+#[derive(Debug)]
+pub(crate) enum Delivery {
+    /// Complete reply frames, this many of them.
+    Replies(Vec<u8>, u32),
+    /// This many commands got no reply: the error text to answer each with, and whether the
+    /// client's connection closes after it (the upstream server could not be reached at all).
+    Failed { n: u32, why: Arc<str>, close: bool },
+}
+
+/// Where a client's deliveries go.
+pub(crate) type DeliveryTx = mpsc::UnboundedSender<Delivery>;
+
+/// Commands of one client to write on a shared connection.
+#[derive(Debug)]
+pub(crate) struct Request {
+    /// Complete command frames, as the client sent them.
+    pub bytes: Vec<u8>,
+    /// How many replies they get.
+    pub n: u32,
+    /// Where the replies go.
+    pub to: DeliveryTx,
+}
+
+/// A handle on one shared connection's task.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    tx: mpsc::UnboundedSender<Request>,
+}
+
+impl Link {
+    /// The connection failed (or could not be made): it takes nothing more.
+    pub fn is_dead(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    /// Queues `req`; gives it back when the connection is dead.
+    pub fn send(&self, req: Request) -> Result<(), Request> {
+        self.tx.send(req).map_err(|e| e.0)
+    }
+}
+
+/// The shared connections of one proxy: a client uses the one its number picks.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    links: Vec<Mutex<Option<Link>>>,
+    upstream: Upstream,
+    stop: watch::Receiver<bool>,
+}
+
+impl Pool {
+    /// `n` (at least 1) shared connections to `upstream`, each opened when first needed.
+    pub fn new(n: usize, upstream: Upstream, stop: watch::Receiver<bool>) -> Pool {
+        Pool {
+            links: (0..n.max(1)).map(|_| Mutex::new(None)).collect(),
+            upstream,
+            stop,
+        }
+    }
+
+    /// The live shared connection for client `id`, opening a new one if it has none or its
+    /// last one failed.
+    pub fn link(&self, id: u64) -> Link {
+        let slot = &self.links[(id % self.links.len() as u64) as usize];
+        let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(link) = held.as_ref().filter(|l| !l.is_dead()) {
+            return link.clone();
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(self.upstream.clone(), rx, self.stop.clone()));
+        let link = Link { tx };
+        *held = Some(link.clone());
+        link
+    }
+}
+
+/// Bytes gathered for one write before the task stops taking requests until it is written.
+const WRITE_LIMIT: usize = 256 * 1024;
+
+/// The replies a request still waits for.
+struct Waiting {
+    n: u32,
+    to: DeliveryTx,
+}
+
+/// One shared connection, from opening it to failing what is left on it.
+async fn run(
+    upstream: Upstream,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let conn = tokio::select! {
+        c = upstream.connect() => c,
+        _ = stop.changed() => Err("the proxy is stopping".to_string()),
+    };
+    let mut waiting = VecDeque::new();
+    let (why, close) = match conn {
+        Ok(conn) => {
+            let (r, w) = conn.into_boxed_split();
+            let e = serve(r, w, &mut rx, &mut stop, &mut waiting).await;
+            let text = format!(
+                "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
+                upstream.shown()
+            );
+            (text, false)
+        }
+        Err(e) => {
+            let text = format!(
+                "ERR lockkit proxy: upstream {} unusable: {e}",
+                upstream.shown()
+            );
+            (text, true)
+        }
+    };
+    // From here the link is dead to new requests; what is queued or in flight is failed.
+    rx.close();
+    let why: Arc<str> = why.into();
+    let fail = |n: u32, to: &DeliveryTx| {
+        let _ = to.send(Delivery::Failed {
+            n,
+            why: why.clone(),
+            close,
+        });
+    };
+    for w in waiting.drain(..) {
+        fail(w.n, &w.to);
+    }
+    while let Some(req) = rx.recv().await {
+        if req.n > 0 {
+            fail(req.n, &req.to);
+        }
+    }
+}
+
+/// Writes the requests and hands out the replies until the connection fails or the proxy
+/// stops; why it ended.
+async fn serve(
+    mut ur: crate::upstream::BoxRead,
+    mut uw: crate::upstream::BoxWrite,
+    rx: &mut mpsc::UnboundedReceiver<Request>,
+    stop: &mut watch::Receiver<bool>,
+    waiting: &mut VecDeque<Waiting>,
+) -> String {
+    let mut wbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut wpos = 0usize;
+    let mut unflushed = false;
+    let mut rbuf: Vec<u8> = Vec::new();
+    let mut senders_gone = false;
+    let stopped = stop.changed();
+    tokio::pin!(stopped);
+    loop {
+        // Everything queued goes out in one write: that is the batch the server reads.
+        while wbuf.len() - wpos < WRITE_LIMIT {
+            match rx.try_recv() {
+                Ok(req) => take(req, &mut wbuf, waiting),
+                Err(_) => break,
+            }
+        }
+        if senders_gone && waiting.is_empty() && wpos == wbuf.len() {
+            return "the proxy is stopping".into();
+        }
+        reserve(&mut rbuf);
+        tokio::select! {
+            biased;
+            _ = &mut stopped => return "the proxy is stopping".into(),
+            r = ur.read_buf(&mut rbuf) => match r {
+                Ok(0) => return "closed by the server".into(),
+                Err(e) => return e.to_string(),
+                Ok(_) => {
+                    if let Err(e) = hand_out(&mut rbuf, waiting) {
+                        return e;
+                    }
+                }
+            },
+            // Writing, then flushing (TLS holds records back until flushed).
+            r = write_or_flush(&mut uw, &wbuf[wpos..]), if wpos < wbuf.len() || unflushed => match r {
+                Ok(Some(0)) => return "the connection takes no more bytes".into(),
+                Err(e) => return e.to_string(),
+                Ok(Some(n)) => {
+                    wpos += n;
+                    if wpos == wbuf.len() {
+                        wbuf.clear();
+                        wpos = 0;
+                        unflushed = true;
+                    }
+                }
+                Ok(None) => unflushed = false,
+            },
+            req = rx.recv(), if !senders_gone && wbuf.len() - wpos < WRITE_LIMIT => match req {
+                Some(req) => take(req, &mut wbuf, waiting),
+                None => senders_gone = true,
+            },
+        }
+    }
+}
+
+/// Writes some of `bytes` (how many), or flushes when there are none (`None`).
+async fn write_or_flush(
+    w: &mut crate::upstream::BoxWrite,
+    bytes: &[u8],
+) -> std::io::Result<Option<usize>> {
+    if bytes.is_empty() {
+        w.flush().await.map(|()| None)
+    } else {
+        w.write(bytes).await.map(Some)
+    }
+}
+
+/// Appends a request's commands to the next write and its replies to the queue.
+fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) {
+    wbuf.extend_from_slice(&req.bytes);
+    if req.n > 0 {
+        waiting.push_back(Waiting {
+            n: req.n,
+            to: req.to,
+        });
+    }
+}
+
+/// Splits the complete replies in `buf` and sends each run of them to the client they belong
+/// to; keeps the incomplete tail.
+fn hand_out(buf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) -> Result<(), String> {
+    let mut pos = 0;
+    // The run of frames for the client at the head of the queue.
+    let mut run_start = 0;
+    let mut run_n = 0u32;
+    let result = loop {
+        let len = match resp::frame_len(&buf[pos..]) {
+            Ok(Some(len)) => len,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.to_string()),
+        };
+        if buf[pos] == b'>' {
+            // Push data answers no command; no client on a shared connection asked for any.
+            break Err("the server sent push data on a shared connection".into());
+        }
+        let Some(head) = waiting.front_mut() else {
+            break Err("a reply no command asked for".into());
+        };
+        pos += len;
+        run_n += 1;
+        if run_n == head.n {
+            let _ = head
+                .to
+                .send(Delivery::Replies(buf[run_start..pos].to_vec(), run_n));
+            waiting.pop_front();
+            run_start = pos;
+            run_n = 0;
+        }
+    };
+    if run_n > 0 {
+        if let Some(head) = waiting.front_mut() {
+            let _ = head
+                .to
+                .send(Delivery::Replies(buf[run_start..pos].to_vec(), run_n));
+            head.n -= run_n;
+        }
+    }
+    buf.drain(..pos);
+    result
+}

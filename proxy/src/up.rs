@@ -1,0 +1,163 @@
+//! Where a client's commands go: a shared upstream connection ([`crate::link`]) while every
+//! command so far was stateless, then a connection of the client's own.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use crate::link::{Delivery, DeliveryTx, Link, Request};
+use crate::resp;
+use crate::server::Shared;
+use crate::upstream::{BoxRead, BoxWrite, UpstreamConn};
+
+/// Commands of one client in flight on a shared connection at most: a client that does not read
+/// its replies holds at most this many in the proxy's memory.
+pub(crate) const WINDOW: u32 = 128;
+
+/// Where a client's commands go.
+pub(crate) enum Up {
+    /// A shared connection, while every command so far was stateless.
+    Shared(SharedUp),
+    /// A connection of the client's own.
+    Own { r: BoxRead, w: BoxWrite },
+}
+
+/// A client's side of the shared connections.
+pub(crate) struct SharedUp {
+    /// The shared connection its commands in flight are on.
+    link: Option<Link>,
+    tx: DeliveryTx,
+    rx: mpsc::UnboundedReceiver<Delivery>,
+    /// Replies still owed by the shared connection.
+    owed: u32,
+    /// The upstream server could not be reached: close once the error replies are out.
+    closing: bool,
+}
+
+impl Up {
+    /// Sharing, until a command needs a connection of its own.
+    pub(crate) fn shared() -> Up {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Up::Shared(SharedUp {
+            link: None,
+            tx,
+            rx,
+            owed: 0,
+            closing: false,
+        })
+    }
+
+    /// On a connection of its own.
+    pub(crate) fn own(conn: UpstreamConn) -> Up {
+        let (r, w) = conn.into_boxed_split();
+        Up::Own { r, w }
+    }
+
+    /// Replies owed by a shared connection.
+    pub(crate) fn owed(&self) -> u32 {
+        match self {
+            Up::Shared(s) => s.owed,
+            Up::Own { .. } => 0,
+        }
+    }
+
+    pub(crate) fn is_shared(&self) -> bool {
+        matches!(self, Up::Shared(_))
+    }
+
+    /// The error replies of an unreachable upstream are out: the client's connection closes.
+    pub(crate) fn closing(&self) -> bool {
+        matches!(self, Up::Shared(s) if s.closing)
+    }
+
+    /// Reads what the upstream answered (complete frames when shared) into `buf`; 0 at the end.
+    pub(crate) async fn read(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        match self {
+            Up::Own { r, .. } => r.read_buf(buf).await,
+            Up::Shared(s) => match s.rx.recv().await {
+                Some(d) => Ok(s.accept(d, buf)),
+                // It holds a sender of its own: never.
+                None => std::future::pending().await,
+            },
+        }
+    }
+
+    /// Sends complete commands that get `n` replies.
+    pub(crate) async fn send(
+        &mut self,
+        shared: &Shared,
+        id: u64,
+        bytes: &[u8],
+        n: u32,
+    ) -> std::io::Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Up::Own { w, .. } => w.write_all(bytes).await,
+            Up::Shared(s) => {
+                s.send(shared, id, bytes, n);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) async fn shutdown(&mut self) {
+        if let Up::Own { w, .. } = self {
+            let _ = w.shutdown().await;
+        }
+    }
+}
+
+impl SharedUp {
+    fn send(&mut self, shared: &Shared, id: u64, bytes: &[u8], n: u32) {
+        // Only with nothing owed may it change connections: the replies of two connections
+        // would race each other.
+        if self.owed == 0 && self.link.as_ref().is_none_or(Link::is_dead) {
+            if let Some(pool) = &shared.pool {
+                self.link = Some(pool.link(id));
+            }
+        }
+        let Some(link) = &self.link else { return };
+        let req = Request {
+            bytes: bytes.to_vec(),
+            n,
+            to: self.tx.clone(),
+        };
+        self.owed += n;
+        if let Err(req) = link.send(req) {
+            // The connection failed after its replies still owed were handed over: these are
+            // answered after them, in order.
+            if req.n > 0 {
+                let why = format!(
+                    "ERR lockkit proxy: connection to upstream {} lost; the command was not sent",
+                    shared.upstream.shown()
+                );
+                let _ = self.tx.send(Delivery::Failed {
+                    n: req.n,
+                    why: why.into(),
+                    close: false,
+                });
+            }
+        }
+    }
+
+    /// Appends a delivery's replies (or an error reply for each failed command) to `buf`.
+    fn accept(&mut self, d: Delivery, buf: &mut Vec<u8>) -> usize {
+        match d {
+            Delivery::Replies(bytes, n) => {
+                self.owed -= n;
+                buf.extend_from_slice(&bytes);
+                bytes.len()
+            }
+            Delivery::Failed { n, why, close } => {
+                self.owed -= n;
+                self.closing |= close;
+                let e = resp::error_reply(&why);
+                for _ in 0..n {
+                    buf.extend_from_slice(&e);
+                }
+                e.len() * n as usize
+            }
+        }
+    }
+}
