@@ -97,6 +97,8 @@ impl Pool {
 
 /// Bytes gathered for one write before the task stops taking requests until it is written.
 const WRITE_LIMIT: usize = 256 * 1024;
+/// Bytes gathered that are written even while the write before is still being answered.
+const BATCH_ANYWAY: usize = 64 * 1024;
 
 /// The replies a request still waits for.
 struct Waiting {
@@ -167,16 +169,20 @@ async fn serve(
     let mut unflushed = false;
     let mut rbuf: Vec<u8> = Vec::new();
     let mut senders_gone = false;
+    let mut flow = Flow::default();
     let stopped = stop.changed();
     tokio::pin!(stopped);
     loop {
         // Everything queued goes out in one write: that is the batch the server reads.
-        while wbuf.len() - wpos < WRITE_LIMIT {
-            match rx.try_recv() {
-                Ok(req) => take(req, &mut wbuf, waiting),
-                Err(_) => break,
-            }
-        }
+        drain(rx, &mut wbuf, wpos, waiting, &mut flow);
+        // A new write starts once the server answered the one before (or the batch is big):
+        // what arrives meanwhile waits and goes out in one piece, so the server reads many
+        // clients' commands at once, as from one pipelining client, and the proxy makes one
+        // system call for them. An idle connection writes at once. (Measured with 50
+        // unpipelined clients: 1.1 sends per request instead of 1.5-1.7, and less CPU per
+        // request in the proxy and the server.)
+        let open = wpos > 0 || flow.answered >= flow.sealed || wbuf.len() >= BATCH_ANYWAY;
+        let writable = open && wpos < wbuf.len();
         if senders_gone && waiting.is_empty() && wpos == wbuf.len() {
             return "the proxy is stopping".into();
         }
@@ -188,16 +194,19 @@ async fn serve(
                 Ok(0) => return "closed by the server".into(),
                 Err(e) => return e.to_string(),
                 Ok(_) => {
-                    if let Err(e) = hand_out(&mut rbuf, waiting) {
+                    if let Err(e) = hand_out(&mut rbuf, waiting, &mut flow) {
                         return e;
                     }
                 }
             },
             // Writing, then flushing (TLS holds records back until flushed).
-            r = write_or_flush(&mut uw, &wbuf[wpos..]), if wpos < wbuf.len() || unflushed => match r {
+            r = write_or_flush(&mut uw, if writable { &wbuf[wpos..] } else { &[] }), if writable || unflushed => match r {
                 Ok(Some(0)) => return "the connection takes no more bytes".into(),
                 Err(e) => return e.to_string(),
                 Ok(Some(n)) => {
+                    if wpos == 0 {
+                        flow.seal();
+                    }
                     wpos += n;
                     if wpos == wbuf.len() {
                         wbuf.clear();
@@ -208,7 +217,7 @@ async fn serve(
                 Ok(None) => unflushed = false,
             },
             req = rx.recv(), if !senders_gone && wbuf.len() - wpos < WRITE_LIMIT => match req {
-                Some(req) => take(req, &mut wbuf, waiting),
+                Some(req) => take(req, &mut wbuf, waiting, &mut flow),
                 None => senders_gone = true,
             },
         }
@@ -227,8 +236,41 @@ async fn write_or_flush(
     }
 }
 
+/// Replies asked for and answered on one shared connection.
+#[derive(Debug, Default)]
+struct Flow {
+    asked: u64,
+    answered: u64,
+    /// The replies asked for up to the end of the last write begun.
+    sealed: u64,
+}
+
+impl Flow {
+    /// A write begins with everything asked for so far.
+    fn seal(&mut self) {
+        self.sealed = self.asked;
+    }
+}
+
+/// Takes every queued request, up to the write limit.
+fn drain(
+    rx: &mut mpsc::UnboundedReceiver<Request>,
+    wbuf: &mut Vec<u8>,
+    wpos: usize,
+    waiting: &mut VecDeque<Waiting>,
+    flow: &mut Flow,
+) {
+    while wbuf.len() - wpos < WRITE_LIMIT {
+        match rx.try_recv() {
+            Ok(req) => take(req, wbuf, waiting, flow),
+            Err(_) => break,
+        }
+    }
+}
+
 /// Appends a request's commands to the next write and its replies to the queue.
-fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) {
+fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>, flow: &mut Flow) {
+    flow.asked += u64::from(req.n);
     wbuf.extend_from_slice(&req.bytes);
     if req.n > 0 {
         waiting.push_back(Waiting {
@@ -240,8 +282,13 @@ fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) {
 
 /// Splits the complete replies in `buf` and sends each run of them to the client they belong
 /// to; keeps the incomplete tail.
-fn hand_out(buf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) -> Result<(), String> {
+fn hand_out(
+    buf: &mut Vec<u8>,
+    waiting: &mut VecDeque<Waiting>,
+    flow: &mut Flow,
+) -> Result<(), String> {
     let mut pos = 0;
+    let mut frames = 0u64;
     // The run of frames for the client at the head of the queue.
     let mut run_start = 0;
     let mut run_n = 0u32;
@@ -259,6 +306,7 @@ fn hand_out(buf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) -> Result<(), St
             break Err("a reply no command asked for".into());
         };
         pos += len;
+        frames += 1;
         run_n += 1;
         if run_n == head.n {
             let _ = head
@@ -278,5 +326,6 @@ fn hand_out(buf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>) -> Result<(), St
         }
     }
     buf.drain(..pos);
+    flow.answered += frames;
     result
 }
