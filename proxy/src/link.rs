@@ -135,8 +135,6 @@ async fn run(
             (text, true)
         }
     };
-    // From here the link is dead to new requests; what is queued or in flight is failed.
-    rx.close();
     let why: Arc<str> = why.into();
     let fail = |n: u32, to: &DeliveryTx| {
         let _ = to.send(Delivery::Failed {
@@ -145,9 +143,12 @@ async fn run(
             close,
         });
     };
+    // What was taken is failed before the link is closed to new requests: a client that finds
+    // it closed answers its own unsent commands after these, in the order it sent them.
     for w in waiting.drain(..) {
         fail(w.n, &w.to);
     }
+    rx.close();
     while let Some(req) = rx.recv().await {
         if req.n > 0 {
             fail(req.n, &req.to);

@@ -125,8 +125,8 @@ impl SharedUp {
         };
         self.owed += n;
         if let Err(req) = link.send(req) {
-            // The connection failed after its replies still owed were handed over: these are
-            // answered after them, in order.
+            // The connection failed, and failed what it had taken before it closed: these,
+            // never sent, are answered after them, in order.
             if req.n > 0 {
                 let why = format!(
                     "ERR lockkit proxy: connection to upstream {} lost; the command was not sent",
