@@ -1,12 +1,13 @@
 //! Opening connections: one server, a proxy in front of servers, or a Redis Cluster, told
 //! apart by asking the target itself.
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::error::Result;
+use crate::link::{Endpoint, Link};
 use crate::options::ClientOptions;
 use crate::url::redact_url;
 
@@ -36,7 +37,7 @@ impl Topology {
 /// One multiplexed connection: to a server (auto-reconnecting), or to a whole cluster.
 #[derive(Clone)]
 pub(crate) enum Conn {
-    Single(ConnectionManager),
+    Single(Link),
     Cluster(ClusterConnection),
 }
 
@@ -77,18 +78,14 @@ fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
 
 /// rustls needs a process-wide crypto provider; pick ring unless the application already
 /// installed one (then that one is used).
-fn ensure_crypto_provider() {
+pub(crate) fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 
-pub(crate) fn single_client(
-    url: &str,
-    options: &ClientOptions,
-    proxy: bool,
-) -> Result<(redis::Client, ConnectionManagerConfig)> {
-    ensure_crypto_provider();
+/// The URL's connection settings, with the library name (`CLIENT SETINFO`) unless `proxy`.
+fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
     let info = crate::url::parse_url(url)?;
     let settings = info.redis_settings().clone();
     let settings = if proxy {
@@ -96,16 +93,32 @@ pub(crate) fn single_client(
     } else {
         settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
     };
-    let info = info.set_redis_settings(settings);
-    let client = match &options.tls_root_ca {
+    Ok(info.set_redis_settings(settings))
+}
+
+/// A redis-rs client for what stays on redis-rs's own connections (pub/sub).
+pub(crate) fn single_client(
+    url: &str,
+    options: &ClientOptions,
+    proxy: bool,
+) -> Result<redis::Client> {
+    ensure_crypto_provider();
+    let info = connection_info(url, proxy)?;
+    Ok(match &options.tls_root_ca {
         Some(ca) => redis::Client::build_with_tls(info, tls_certs(ca))?,
         None => redis::Client::open(info)?,
-    };
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(options.connect_timeout))
-        .set_response_timeout(options.response_timeout)
-        .set_number_of_retries(options.reconnect_retries);
-    Ok((client, config))
+    })
+}
+
+/// Where lockkit's own pipelined connections ([`Link`]) go, and how.
+fn endpoint(url: &str, options: &ClientOptions, proxy: bool) -> Result<Endpoint> {
+    Ok(Endpoint::new(
+        connection_info(url, proxy)?,
+        options.tls_root_ca.as_deref(),
+        options.connect_timeout,
+        options.response_timeout,
+        options.reconnect_retries,
+    )?)
 }
 
 /// Opens `options.connections` connections to `url` and says what the target is.
@@ -126,8 +139,7 @@ pub(crate) async fn open_detecting(
 ) -> Result<(Vec<Conn>, Topology, bool)> {
     options.validate()?;
     let mut proxy = options.proxy == Some(true);
-    let (client, config) = single_client(url, options, proxy)?;
-    let first = match ConnectionManager::new_with_config(client, config).await {
+    let first = match Link::connect(endpoint(url, options, proxy)?).await {
         Ok(c) => c,
         Err(e) if options.proxy.is_none() && closed_by_peer(&e) => {
             tracing::warn!(
@@ -136,8 +148,7 @@ pub(crate) async fn open_detecting(
                  (no CLIENT SETINFO, no SCRIPT LOAD: scripts go by EVAL once per backend)"
             );
             proxy = true;
-            let (client, config) = single_client(url, options, proxy)?;
-            ConnectionManager::new_with_config(client, config).await?
+            Link::connect(endpoint(url, options, proxy)?).await?
         }
         Err(e) => return Err(e.into()),
     };
@@ -202,18 +213,11 @@ fn closed_by_peer(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
-async fn grow(
-    first: ConnectionManager,
-    url: &str,
-    options: &ClientOptions,
-    proxy: bool,
-) -> Result<Vec<Conn>> {
-    let (client, config) = single_client(url, options, proxy)?;
+async fn grow(first: Link, url: &str, options: &ClientOptions, proxy: bool) -> Result<Vec<Conn>> {
+    let endpoint = endpoint(url, options, proxy)?;
     let mut conns = vec![Conn::Single(first)];
     for _ in 1..options.connections {
-        conns.push(Conn::Single(
-            ConnectionManager::new_with_config(client.clone(), config.clone()).await?,
-        ));
+        conns.push(Conn::Single(Link::connect(endpoint.clone()).await?));
     }
     Ok(conns)
 }
@@ -221,15 +225,10 @@ async fn grow(
 /// Connections established on first use (a Redlock node that is down at start-up).
 pub(crate) fn open_lazy(url: &str, options: &ClientOptions) -> Result<Vec<Conn>> {
     options.validate()?;
-    let (client, config) = single_client(url, options, options.proxy == Some(true))?;
-    (0..options.connections)
-        .map(|_| {
-            Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
-                client.clone(),
-                config.clone(),
-            )?))
-        })
-        .collect()
+    let endpoint = endpoint(url, options, options.proxy == Some(true))?;
+    Ok((0..options.connections)
+        .map(|_| Conn::Single(Link::lazy(endpoint.clone())))
+        .collect())
 }
 
 /// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of the key, or of the part inside the

@@ -93,6 +93,7 @@ mod error;
 mod fair;
 mod fencing;
 mod guard;
+mod link;
 mod lock;
 mod locker;
 pub mod metrics;

@@ -268,7 +268,7 @@ pub(crate) async fn open_hub(
             topology.name()
         )));
     }
-    let (client, _) = crate::conn::single_client(url, options, false)?;
+    let client = crate::conn::single_client(url, options, false)?;
     Ok(Hub::open(client, conn, options.response_timeout).await)
 }
 

@@ -1,0 +1,1163 @@
+//! One pipelined connection to one server, re-established when it drops.
+//!
+//! This replaces redis-rs's `ConnectionManager` → `MultiplexedConnection` stack on the hot path
+//! (the stack stays for pub/sub and Redis Cluster). redis-rs still encodes every command
+//! ([`Cmd::write_packed_command`]) and builds the reply [`Value`]s of every kind this file does
+//! not read itself; what changes is the plumbing between the caller and the socket:
+//!
+//! - a call appends its encoded command straight to the connection's output buffer and queues
+//!   a reply slot, under one short lock: no per-call buffer, no channel, no `Shared` future;
+//! - one driver task per connection writes whatever has queued up since its last write in one
+//!   system call, and hands out replies in order;
+//! - the response timeout is one timer per connection, not one per call. Requests go out and
+//!   are answered in order, so the timer only ever waits for the oldest request still waiting;
+//!   a request that outlives the timeout fails with a timeout (an unknown outcome) and stays in
+//!   line, so that its late reply, should it come, is read and dropped, never taken for the
+//!   answer to another call (as redis-rs does).
+//!
+//! A connection that fails (closed by the server, an I/O error, a reply it cannot read) fails every call in
+//! flight on it, as redis-rs did; the next call reconnects, with up to
+//! `ClientOptions::reconnect_retries` retries and an exponential back-off from 100 ms.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use redis::aio::ConnectionLike;
+use redis::{
+    Cmd, ConnectionAddr, ConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
+    RedisResult, Value,
+};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+use tokio::sync::oneshot;
+use tokio::time::{Instant, Sleep};
+
+/// Where and how to connect, read once from the URL and the client's options.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    info: ConnectionInfo,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    connect_timeout: Duration,
+    response_timeout: Option<Duration>,
+    retries: usize,
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        info: ConnectionInfo,
+        tls_root_ca: Option<&[u8]>,
+        connect_timeout: Duration,
+        response_timeout: Option<Duration>,
+        retries: usize,
+    ) -> RedisResult<Endpoint> {
+        let tls = match info.addr() {
+            ConnectionAddr::TcpTls { insecure, .. } => {
+                Some(Arc::new(tls_config(*insecure, tls_root_ca)?))
+            }
+            _ => None,
+        };
+        Ok(Endpoint {
+            info,
+            tls,
+            connect_timeout,
+            response_timeout,
+            retries,
+        })
+    }
+
+    /// One connection, logged in, on the URL's database, within the connect timeout.
+    async fn connect_once(&self) -> RedisResult<(Arc<Wire>, Driver)> {
+        match tokio::time::timeout(self.connect_timeout, self.connect_inner()).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connecting: no answer within {:?}", self.connect_timeout),
+            )
+            .into()),
+        }
+    }
+
+    async fn connect_inner(&self) -> RedisResult<(Arc<Wire>, Driver)> {
+        let mut stream = match self.info.addr() {
+            ConnectionAddr::Tcp(host, port) => {
+                let s = TcpStream::connect((host.as_str(), *port)).await?;
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+            ConnectionAddr::TcpTls { host, port, .. } => {
+                let s = TcpStream::connect((host.as_str(), *port)).await?;
+                s.set_nodelay(true)?;
+                let config = self
+                    .tls
+                    .clone()
+                    .ok_or_else(|| invalid("TLS is not set up"))?;
+                let name = rustls::pki_types::ServerName::try_from(host.clone())
+                    .map_err(|e| invalid(&format!("TLS server name {host}: {e}")))?;
+                let tls = tokio_rustls::TlsConnector::from(config)
+                    .connect(name, s)
+                    .await?;
+                Stream::Tls(Box::new(tls))
+            }
+            ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
+            other => return Err(invalid(&format!("unsupported address {other}"))),
+        };
+        handshake(&mut stream, self.info.redis_settings()).await?;
+        let wire = Arc::new(Wire::default());
+        let driver = Driver {
+            stream,
+            wire: wire.clone(),
+            rbuf: vec![0; 16 * 1024],
+            rlen: 0,
+            wbuf: Vec::with_capacity(16 * 1024),
+            wpos: 0,
+            timeout: self.response_timeout,
+            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            armed: false,
+            deferred: false,
+        };
+        Ok((wire, driver))
+    }
+
+    /// A connection, retrying a failed attempt up to `retries` times with a doubling pause.
+    async fn connect(&self) -> RedisResult<Arc<Wire>> {
+        let mut pause = Duration::from_millis(100);
+        let mut attempt = 0;
+        loop {
+            match self.connect_once().await {
+                Ok((wire, driver)) => {
+                    tokio::spawn(driver);
+                    return Ok(wire);
+                }
+                // A refused login or an unknown database does not get better by retrying.
+                Err(e)
+                    if attempt >= self.retries
+                        || e.code().is_some()
+                        || e.kind() == redis::ErrorKind::AuthenticationFailed =>
+                {
+                    return Err(e)
+                }
+                Err(_) => {
+                    attempt += 1;
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
+fn invalid(what: &str) -> RedisError {
+    RedisError::from(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        what.to_string(),
+    ))
+}
+
+/// Logs in (`AUTH` or `HELLO 3 AUTH`), selects the database and names the library, as redis-rs
+/// does; `CLIENT SETINFO` errors (servers before 7.2) are ignored, the others end the attempt.
+async fn handshake(stream: &mut Stream, settings: &redis::RedisConnectionInfo) -> RedisResult<()> {
+    let mut out = Vec::new();
+    let mut checked = Vec::new();
+    let mut push = |cmd: Cmd, check: bool| {
+        cmd.write_packed_command(&mut out);
+        checked.push(check);
+    };
+    let resp3 = settings.protocol() == ProtocolVersion::RESP3;
+    let logs_in = settings.password().is_some();
+    if resp3 {
+        let mut hello = redis::cmd("HELLO");
+        hello.arg(3);
+        if let Some(password) = settings.password() {
+            hello
+                .arg("AUTH")
+                .arg(settings.username().unwrap_or("default"))
+                .arg(password);
+        }
+        push(hello, true);
+    } else if let Some(password) = settings.password() {
+        let mut auth = redis::cmd("AUTH");
+        if let Some(user) = settings.username() {
+            auth.arg(user);
+        }
+        push(auth.arg(password).clone(), true);
+    }
+    if settings.db() != 0 {
+        push(redis::cmd("SELECT").arg(settings.db()).clone(), true);
+    }
+    if !settings.skip_set_lib_name() {
+        let name = settings.lib_name().unwrap_or("redis-rs");
+        let ver = settings.lib_ver().unwrap_or("");
+        push(
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-NAME")
+                .arg(name)
+                .clone(),
+            false,
+        );
+        push(
+            redis::cmd("CLIENT")
+                .arg("SETINFO")
+                .arg("LIB-VER")
+                .arg(ver)
+                .clone(),
+            false,
+        );
+    }
+    if checked.is_empty() {
+        return Ok(());
+    }
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(&out).await?;
+    stream.flush().await?;
+    let mut buf = Vec::with_capacity(512);
+    let mut next = 0;
+    while next < checked.len() {
+        match frame_len(&buf)? {
+            Some(len) => {
+                let reply = parse_frame(&buf[..len])?;
+                buf.drain(..len);
+                if checked[next] {
+                    if let Err(e) = reply.extract_error() {
+                        // As redis-rs reports it: a refused login is an authentication failure.
+                        return Err(if next == 0 && logs_in {
+                            RedisError::from((
+                                redis::ErrorKind::AuthenticationFailed,
+                                "Password authentication failed",
+                                e.to_string(),
+                            ))
+                        } else {
+                            e
+                        });
+                    }
+                }
+                next += 1;
+            }
+            None => {
+                if stream.read_buf(&mut buf).await? == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the server closed the connection during the handshake",
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A connection that reconnects: cheap to clone, shared by every clone.
+#[derive(Clone)]
+pub(crate) struct Link {
+    inner: Arc<LinkInner>,
+}
+
+struct LinkInner {
+    endpoint: Endpoint,
+    db: i64,
+    current: Mutex<Option<Arc<Wire>>>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Drop for LinkInner {
+    fn drop(&mut self) {
+        if let Some(wire) = self.current.get_mut().ok().and_then(Option::take) {
+            wire.close();
+        }
+    }
+}
+
+impl Link {
+    /// Connects now (errors are the caller's).
+    pub(crate) async fn connect(endpoint: Endpoint) -> RedisResult<Link> {
+        let wire = endpoint.connect().await?;
+        Ok(Link::with(endpoint, Some(wire)))
+    }
+
+    /// Connects on first use.
+    pub(crate) fn lazy(endpoint: Endpoint) -> Link {
+        Link::with(endpoint, None)
+    }
+
+    fn with(endpoint: Endpoint, wire: Option<Arc<Wire>>) -> Link {
+        Link {
+            inner: Arc::new(LinkInner {
+                db: endpoint.info.redis_settings().db(),
+                endpoint,
+                current: Mutex::new(wire),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// The live connection, or a new one.
+    async fn wire(&self) -> RedisResult<Arc<Wire>> {
+        if let Some(w) = self.live() {
+            return Ok(w);
+        }
+        let _one_at_a_time = self.inner.connecting.lock().await;
+        if let Some(w) = self.live() {
+            return Ok(w);
+        }
+        let wire = self.inner.endpoint.connect().await?;
+        *lock(&self.inner.current) = Some(wire.clone());
+        Ok(wire)
+    }
+
+    fn live(&self) -> Option<Arc<Wire>> {
+        lock(&self.inner.current)
+            .as_ref()
+            .filter(|w| !w.dead.load(Ordering::Acquire))
+            .cloned()
+    }
+
+    /// Sends what `write` encodes, expecting `replies` replies; a connection found dead before
+    /// anything was sent is replaced and the request goes out on the new one.
+    async fn request(&self, write: impl Fn(&mut Vec<u8>), expect: Expect) -> RedisResult<Reply> {
+        let mut tries = 0;
+        let rx = loop {
+            let wire = self.wire().await?;
+            match wire.send(&write, expect) {
+                Some(rx) => break rx,
+                None if tries == 0 => tries += 1,
+                None => return Err(dropped("the connection closed before the request was sent")),
+            }
+        };
+        match rx.await {
+            Ok(reply) => reply,
+            Err(_) => Err(dropped("the connection closed before the reply came")),
+        }
+    }
+}
+
+fn dropped(what: &str) -> RedisError {
+    io::Error::new(io::ErrorKind::ConnectionReset, what.to_string()).into()
+}
+
+/// What a request expects back.
+#[derive(Clone, Copy)]
+enum Expect {
+    One,
+    /// A pipeline: `skip` replies to drop (a transaction's `MULTI` and `QUEUED`s), then `take`.
+    Many {
+        skip: usize,
+        take: usize,
+        transaction: bool,
+    },
+}
+
+enum Reply {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            match self
+                .request(|out| cmd.write_packed_command(out), Expect::One)
+                .await?
+            {
+                Reply::One(v) => Ok(v),
+                Reply::Many(mut v) => Ok(v.pop().unwrap_or(Value::Nil)),
+            }
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let packed = pipeline.get_packed_pipeline();
+            let expect = Expect::Many {
+                skip: offset,
+                take: count,
+                transaction: pipeline.is_transaction(),
+            };
+            match self
+                .request(|out| out.extend_from_slice(&packed), expect)
+                .await?
+            {
+                Reply::Many(v) => Ok(v),
+                Reply::One(v) => Ok(vec![v]),
+            }
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.db
+    }
+}
+
+/// The state a connection's callers and its driver share.
+#[derive(Default)]
+struct Wire {
+    queue: Mutex<Queue>,
+    /// Set once, when the connection failed or closed; read without the lock.
+    dead: AtomicBool,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Encoded commands the driver has not taken yet.
+    out: Vec<u8>,
+    /// Requests in the order they were queued, each waiting for its replies.
+    pending: VecDeque<Pending>,
+    /// How many of `pending` the driver has written (and stamped).
+    written: usize,
+    /// The driver, when it waits for something to write.
+    driver: Option<Waker>,
+    /// How many of `pending`, from the front, already failed with a timeout (their replies are
+    /// still to be read and dropped).
+    expired: usize,
+    /// The last handle is gone: finish and close.
+    closing: bool,
+    dead: bool,
+}
+
+struct Pending {
+    /// `None` once the request failed with a timeout.
+    tx: Option<oneshot::Sender<RedisResult<Reply>>>,
+    expect: Expect,
+    got: Vec<Value>,
+    seen: usize,
+    /// When the driver wrote it.
+    sent: Option<Instant>,
+    /// A transaction's first error among the skipped replies.
+    error: Option<Value>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Wire {
+    /// Queues one request; `None` if the connection is already dead (nothing was sent).
+    fn send(
+        &self,
+        write: &impl Fn(&mut Vec<u8>),
+        expect: Expect,
+    ) -> Option<oneshot::Receiver<RedisResult<Reply>>> {
+        let (tx, rx) = oneshot::channel();
+        let waker = {
+            let mut q = lock(&self.queue);
+            if q.dead {
+                return None;
+            }
+            write(&mut q.out);
+            q.pending.push_back(Pending {
+                tx: Some(tx),
+                expect,
+                got: Vec::new(),
+                seen: 0,
+                sent: None,
+                error: None,
+            });
+            q.driver.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Some(rx)
+    }
+
+    fn close(&self) {
+        let waker = {
+            let mut q = lock(&self.queue);
+            q.closing = true;
+            q.driver.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Fails every request in flight with `err` and marks the connection dead.
+    fn fail(&self, err: impl Fn() -> RedisError) {
+        let pending = {
+            let mut q = lock(&self.queue);
+            q.dead = true;
+            q.written = 0;
+            q.expired = 0;
+            q.out = Vec::new();
+            std::mem::take(&mut q.pending)
+        };
+        self.dead.store(true, Ordering::Release);
+        for p in pending {
+            if let Some(tx) = p.tx {
+                let _ = tx.send(Err(err()));
+            }
+        }
+    }
+}
+
+/// The socket, whichever kind.
+enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Unix(UnixStream),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(_) | Stream::Unix(_) => Poll::Ready(Ok(())),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// The task that owns the socket: writes what callers queued, reads and hands out replies,
+/// and watches the oldest request's age.
+struct Driver {
+    stream: Stream,
+    wire: Arc<Wire>,
+    /// Read bytes are `rbuf[..rlen]`; the rest is room for the next read.
+    rbuf: Vec<u8>,
+    rlen: usize,
+    wbuf: Vec<u8>,
+    wpos: usize,
+    timeout: Option<Duration>,
+    timer: Pin<Box<Sleep>>,
+    armed: bool,
+    /// Writing was put off to the next poll (see [`Driver::write`]).
+    deferred: bool,
+}
+
+enum Step {
+    Progress,
+    Idle,
+    Done,
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        let mut may_write = std::mem::take(&mut this.deferred);
+        // Bounded, so that one busy connection cannot starve the runtime's other tasks.
+        for _ in 0..32 {
+            let wrote = match this.write(cx, &mut may_write) {
+                Step::Done => return Poll::Ready(()),
+                s => s,
+            };
+            let read = match this.read(cx) {
+                Step::Done => return Poll::Ready(()),
+                s => s,
+            };
+            this.check_timeout(cx);
+            if matches!((wrote, read), (Step::Idle, Step::Idle)) {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl Driver {
+    /// Writes what callers queued. The first time new requests are found in a poll, writing
+    /// them is put off once: the driver re-queues itself behind the tasks that are ready to
+    /// run (typically the callers its last replies woke), so that their requests go out in the
+    /// same system call instead of one by one. Fewer, larger writes cost the client and the
+    /// server less CPU per request.
+    fn write(&mut self, cx: &mut Context<'_>, may_write: &mut bool) -> Step {
+        let mut progress = false;
+        if self.wpos == self.wbuf.len() {
+            self.wbuf.clear();
+            self.wpos = 0;
+            let mut q = lock(&self.wire.queue);
+            if q.dead {
+                return Step::Done;
+            }
+            if q.out.is_empty() {
+                if q.closing && q.pending.is_empty() {
+                    drop(q);
+                    self.wire.fail(|| dropped("the client was dropped"));
+                    return Step::Done;
+                }
+                match &q.driver {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => q.driver = Some(cx.waker().clone()),
+                }
+                return Step::Idle;
+            }
+            if !*may_write {
+                if !self.deferred {
+                    self.deferred = true;
+                    cx.waker().wake_by_ref();
+                }
+                return Step::Idle;
+            }
+            *may_write = false;
+            std::mem::swap(&mut q.out, &mut self.wbuf);
+            // One clock read per batch: every request in it was sent now.
+            let now = Instant::now();
+            let from = q.written;
+            for p in q.pending.iter_mut().skip(from) {
+                p.sent = Some(now);
+            }
+            q.written = q.pending.len();
+        }
+        while self.wpos < self.wbuf.len() {
+            match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf[self.wpos..]) {
+                Poll::Ready(Ok(0)) => {
+                    self.wire
+                        .fail(|| dropped("the connection closed while writing"));
+                    return Step::Done;
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.wpos += n;
+                    progress = true;
+                }
+                Poll::Ready(Err(e)) => {
+                    let kind = e.kind();
+                    let text = e.to_string();
+                    self.wire
+                        .fail(|| io::Error::new(kind, format!("writing: {text}")).into());
+                    return Step::Done;
+                }
+                Poll::Pending => break,
+            }
+        }
+        if let Poll::Ready(Err(e)) = Pin::new(&mut self.stream).poll_flush(cx) {
+            let kind = e.kind();
+            let text = e.to_string();
+            self.wire
+                .fail(|| io::Error::new(kind, format!("writing: {text}")).into());
+            return Step::Done;
+        }
+        if progress {
+            Step::Progress
+        } else {
+            Step::Idle
+        }
+    }
+
+    fn read(&mut self, cx: &mut Context<'_>) -> Step {
+        if self.rbuf.len() - self.rlen < 4096 {
+            let grown = self.rbuf.len() * 2;
+            self.rbuf.resize(grown, 0);
+        }
+        let filled = {
+            let mut buf = ReadBuf::new(&mut self.rbuf[self.rlen..]);
+            match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
+                Poll::Pending => return Step::Idle,
+                Poll::Ready(Err(e)) => {
+                    let kind = e.kind();
+                    let text = e.to_string();
+                    self.wire
+                        .fail(|| io::Error::new(kind, format!("reading: {text}")).into());
+                    return Step::Done;
+                }
+                Poll::Ready(Ok(())) => buf.filled().len(),
+            }
+        };
+        if filled == 0 {
+            self.wire
+                .fail(|| dropped("the server closed the connection"));
+            return Step::Done;
+        }
+        self.rlen += filled;
+        match self.deliver() {
+            Ok(()) => Step::Progress,
+            Err(e) => {
+                let text = e.to_string();
+                self.wire.fail(|| {
+                    io::Error::new(io::ErrorKind::InvalidData, format!("bad reply: {text}")).into()
+                });
+                Step::Done
+            }
+        }
+    }
+
+    /// Parses every complete reply in the read buffer and hands each to its request.
+    fn deliver(&mut self) -> RedisResult<()> {
+        let mut at = 0;
+        let mut q = lock(&self.wire.queue);
+        while let Some(len) = frame_len(&self.rbuf[at..self.rlen])? {
+            let frame = &self.rbuf[at..at + len];
+            at += len;
+            if frame[0] == b'>' {
+                continue; // a RESP3 push (no request waits for it)
+            }
+            let value = parse_frame(frame)?;
+            if q.written == 0 {
+                return Err(invalid("a reply came that no request waits for"));
+            }
+            let p = q.pending.front_mut().expect("written requests are pending");
+            let done = match p.expect {
+                Expect::One => Some(Ok(Reply::One(value))),
+                Expect::Many {
+                    skip,
+                    take,
+                    transaction,
+                } => {
+                    p.seen += 1;
+                    if p.seen <= skip {
+                        if transaction
+                            && p.error.is_none()
+                            && matches!(value, Value::ServerError(_))
+                        {
+                            p.error = Some(value);
+                        }
+                    } else {
+                        p.got.push(value);
+                    }
+                    if p.seen < skip + take {
+                        None
+                    } else if let Some(err) = p.error.take() {
+                        Some(err.extract_error().map(Reply::One))
+                    } else {
+                        Some(Ok(Reply::Many(std::mem::take(&mut p.got))))
+                    }
+                }
+            };
+            if let Some(result) = done {
+                let p = q.pending.pop_front().expect("front exists");
+                q.written -= 1;
+                q.expired = q.expired.saturating_sub(1);
+                if let Some(tx) = p.tx {
+                    let _ = tx.send(result);
+                }
+            }
+        }
+        drop(q);
+        self.rbuf.copy_within(at..self.rlen, 0);
+        self.rlen -= at;
+        Ok(())
+    }
+
+    /// Fails the requests that outlived the response timeout. The one timer waits for the
+    /// oldest request not yet failed; it is not moved as replies come, so it may fire early,
+    /// and then re-arms for whichever request is oldest by then.
+    fn check_timeout(&mut self, cx: &mut Context<'_>) {
+        let Some(timeout) = self.timeout else {
+            return;
+        };
+        loop {
+            if !self.armed {
+                let q = lock(&self.wire.queue);
+                let Some(sent) = q.pending.get(q.expired).and_then(|p| p.sent) else {
+                    return;
+                };
+                drop(q);
+                self.timer.as_mut().reset(sent + timeout);
+                self.armed = true;
+            }
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return;
+            }
+            self.armed = false;
+            let now = Instant::now();
+            let mut q = lock(&self.wire.queue);
+            let from = q.expired;
+            let mut failed = 0;
+            for p in q.pending.iter_mut().skip(from) {
+                match p.sent {
+                    Some(sent) if sent + timeout <= now => {
+                        if let Some(tx) = p.tx.take() {
+                            let _ = tx.send(Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                format!("no reply within {timeout:?}"),
+                            )
+                            .into()));
+                        }
+                        failed += 1;
+                    }
+                    _ => break,
+                }
+            }
+            q.expired += failed;
+        }
+    }
+}
+
+/// The length of the complete RESP2/RESP3 reply at the start of `buf`, if it is all there.
+fn frame_len(buf: &[u8]) -> RedisResult<Option<usize>> {
+    let mut pos = 0;
+    let mut need: u64 = 1;
+    while need > 0 {
+        need -= 1;
+        let Some(&kind) = buf.get(pos) else {
+            return Ok(None);
+        };
+        let Some(end) = find_crlf(&buf[pos + 1..]) else {
+            return Ok(None);
+        };
+        let line = &buf[pos + 1..pos + 1 + end];
+        pos += end + 3;
+        match kind {
+            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
+            b'$' | b'!' | b'=' => {
+                let n = parse_int(line)?;
+                if n >= 0 {
+                    let n = n as usize;
+                    if buf.len() < pos + n + 2 {
+                        return Ok(None);
+                    }
+                    pos += n + 2;
+                }
+            }
+            b'*' | b'~' | b'>' => need += parse_int(line)?.max(0) as u64,
+            b'%' => need += 2 * parse_int(line)?.max(0) as u64,
+            b'|' => need += 2 * parse_int(line)?.max(0) as u64 + 1,
+            other => {
+                return Err(not_resp(format!(
+                    "unexpected reply type byte {:?}",
+                    other as char
+                )))
+            }
+        }
+    }
+    Ok(Some(pos))
+}
+
+fn find_crlf(buf: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = buf[from..].iter().position(|&b| b == b'\r') {
+        let at = from + i;
+        if buf.get(at + 1) == Some(&b'\n') {
+            return Some(at);
+        }
+        if at + 1 >= buf.len() {
+            return None;
+        }
+        from = at + 1;
+    }
+    None
+}
+
+fn parse_int(line: &[u8]) -> RedisResult<i64> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| not_resp("a reply's length is not a number".to_string()))
+}
+
+/// Bytes that are not RESP (another protocol on that port): a parse error, as redis-rs says.
+fn not_resp(detail: String) -> RedisError {
+    RedisError::from((redis::ErrorKind::Parse, "Parse error", detail))
+}
+
+/// One complete reply as a [`Value`]: the kinds lock traffic gets (simple strings, integers,
+/// bulk strings, arrays of them) read here; the rest by redis-rs's own parser.
+fn parse_frame(frame: &[u8]) -> RedisResult<Value> {
+    let (value, used) = match fast_value(frame) {
+        Some(v) => v,
+        None => return redis::parse_redis_value(frame),
+    };
+    debug_assert_eq!(used, frame.len());
+    Ok(value)
+}
+
+/// `(value, bytes used)` for RESP2 replies other than errors; `None` for anything else.
+fn fast_value(buf: &[u8]) -> Option<(Value, usize)> {
+    let end = find_crlf(&buf[1..])? + 1;
+    let line = &buf[1..end];
+    let after = end + 2;
+    match buf[0] {
+        b'+' if line == b"OK" => Some((Value::Okay, after)),
+        b'+' => Some((
+            Value::SimpleString(std::str::from_utf8(line).ok()?.to_string()),
+            after,
+        )),
+        b':' => Some((
+            Value::Int(std::str::from_utf8(line).ok()?.parse().ok()?),
+            after,
+        )),
+        b'$' => {
+            let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+            if n < 0 {
+                return Some((Value::Nil, after));
+            }
+            let n = n as usize;
+            let data = buf.get(after..after + n)?;
+            Some((Value::BulkString(data.to_vec()), after + n + 2))
+        }
+        b'*' => {
+            let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
+            if n < 0 {
+                return Some((Value::Nil, after));
+            }
+            let mut items = Vec::with_capacity(n as usize);
+            let mut pos = after;
+            for _ in 0..n {
+                let (v, used) = fast_value(buf.get(pos..)?)?;
+                items.push(v);
+                pos += used;
+            }
+            Some((Value::Array(items), pos))
+        }
+        _ => None,
+    }
+}
+
+/// TLS settings for `rediss://`: the given CA (PEM) or the web's roots; `#insecure` in the URL
+/// skips the certificate check, as redis-rs does for that URL.
+fn tls_config(insecure: bool, root_ca: Option<&[u8]>) -> RedisResult<rustls::ClientConfig> {
+    crate::conn::ensure_crypto_provider();
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid(&format!("TLS: {e}")))?;
+    if insecure {
+        return Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth());
+    }
+    let roots = match root_ca {
+        Some(pem) => {
+            use rustls::pki_types::pem::PemObject;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| invalid(&format!("TLS root CA: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| invalid(&format!("TLS root CA: {e}")))?;
+            }
+            roots
+        }
+        None => rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    };
+    Ok(builder.with_root_certificates(roots).with_no_client_auth())
+}
+
+/// `rediss://...#insecure`: the server's certificate is not checked (signatures still are).
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_len_waits_for_whole_replies() {
+        assert_eq!(frame_len(b"+OK\r\n").unwrap(), Some(5));
+        assert_eq!(frame_len(b"+OK\r").unwrap(), None);
+        assert_eq!(frame_len(b"$3\r\nabc\r\n+x").unwrap(), Some(9));
+        assert_eq!(frame_len(b"$3\r\nab").unwrap(), None);
+        assert_eq!(frame_len(b"$-1\r\n").unwrap(), Some(5));
+        assert_eq!(frame_len(b"*2\r\n:1\r\n$1\r\na\r\n").unwrap(), Some(15));
+        assert_eq!(frame_len(b"*2\r\n:1\r\n").unwrap(), None);
+        assert_eq!(frame_len(b"%1\r\n+a\r\n:1\r\n").unwrap(), Some(12));
+        assert_eq!(frame_len(b"*0\r\n").unwrap(), Some(4));
+        assert!(frame_len(b"?x\r\n").is_err());
+        assert!(frame_len(b"$x\r\n").is_err());
+    }
+
+    #[test]
+    fn fast_values_match_redis_rs() {
+        for frame in [
+            &b"+OK\r\n"[..],
+            b"+PONG\r\n",
+            b":-42\r\n",
+            b"$5\r\nhe\r\nl\r\n",
+            b"$0\r\n\r\n",
+            b"$-1\r\n",
+            b"*-1\r\n",
+            b"*3\r\n:1\r\n*1\r\n+OK\r\n$2\r\nab\r\n",
+            b"-ERR no\r\n",
+            b"_\r\n",
+        ] {
+            assert_eq!(
+                parse_frame(frame).unwrap(),
+                redis::parse_redis_value(frame).unwrap(),
+                "{}",
+                String::from_utf8_lossy(frame)
+            );
+        }
+    }
+
+    fn endpoint(url: &str, response_timeout: Option<Duration>) -> Endpoint {
+        let info = crate::url::parse_url(url).unwrap();
+        Endpoint::new(info, None, Duration::from_secs(2), response_timeout, 0).unwrap()
+    }
+
+    async fn query<T: redis::FromRedisValue>(link: &Link, cmd: &mut Cmd) -> RedisResult<T> {
+        cmd.query_async(&mut link.clone()).await
+    }
+
+    #[tokio::test]
+    async fn concurrent_calls_each_get_their_own_reply() {
+        let server = lockkit_test_support::RedisServer::start();
+        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_secs(5))))
+            .await
+            .unwrap();
+        let calls = (0..2_000).map(|i| {
+            let link = link.clone();
+            async move {
+                let key = format!("k{i}");
+                let value = format!("v{i}-{}", "x".repeat(i % 97));
+                let () = query(&link, redis::cmd("SET").arg(&key).arg(&value))
+                    .await
+                    .unwrap();
+                let got: String = query(&link, redis::cmd("GET").arg(&key)).await.unwrap();
+                assert_eq!(got, value);
+                i
+            }
+        });
+        let done = futures_util::future::join_all(calls).await;
+        assert_eq!(done.len(), 2_000);
+        // A pipeline: its replies in order, as one call.
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET")
+            .arg("k1")
+            .cmd("GET")
+            .arg("k2")
+            .cmd("INCR")
+            .arg("n");
+        let (a, b, n): (String, String, i64) = pipe.query_async(&mut link.clone()).await.unwrap();
+        assert_eq!((a.as_str(), b.as_str(), n), ("v1-x", "v2-xx", 1));
+        // A reply larger than the read buffer arrives in pieces.
+        let big = "y".repeat(3 << 20);
+        let () = query(&link, redis::cmd("SET").arg("big").arg(&big))
+            .await
+            .unwrap();
+        let got: String = query(&link, redis::cmd("GET").arg("big")).await.unwrap();
+        assert_eq!(got.len(), big.len());
+    }
+
+    #[tokio::test]
+    async fn a_late_reply_is_never_taken_for_the_next_calls_answer() {
+        let server = lockkit_test_support::RedisServer::start();
+        server.inline("SET k mine").unwrap();
+        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_millis(100))))
+            .await
+            .unwrap();
+        // Answered after 300 ms: the call times out at 100 ms (an unknown outcome).
+        let err = query::<Value>(&link, redis::cmd("DEBUG").arg("SLEEP").arg("0.3"))
+            .await
+            .unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        // The server is still asleep; once it is awake, the late `OK` is on its way.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // The next call on the same connection gets its own reply, not the late `OK`.
+        let got: String = query(&link, redis::cmd("GET").arg("k")).await.unwrap();
+        assert_eq!(got, "mine");
+        // A call dropped before its reply came does not shift the replies either.
+        let slow = redis::cmd("DEBUG").arg("SLEEP").arg("0.05").clone();
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(5),
+            query::<Value>(&link, &mut slow.clone()),
+        )
+        .await;
+        assert!(dropped.is_err(), "the sleep outlasted 5 ms");
+        let got: String = query(&link, redis::cmd("GET").arg("k")).await.unwrap();
+        assert_eq!(got, "mine");
+    }
+
+    #[tokio::test]
+    async fn calls_in_flight_fail_when_the_server_goes_and_the_next_reconnects() {
+        let mut server = lockkit_test_support::RedisServer::start();
+        let link = Link::connect(endpoint(&server.url(), None)).await.unwrap();
+        let in_flight = tokio::spawn({
+            let link = link.clone();
+            async move { query::<Value>(&link, redis::cmd("DEBUG").arg("SLEEP").arg("2")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        server.kill();
+        let err = in_flight.await.unwrap().unwrap_err();
+        assert!(crate::error::unknown_outcome(&err), "{err}");
+        let err = query::<String>(&link, &mut redis::cmd("PING"))
+            .await
+            .unwrap_err();
+        assert!(err.is_connection_refusal(), "{err}");
+        server.restart();
+        let pong: String = query(&link, &mut redis::cmd("PING")).await.unwrap();
+        assert_eq!(pong, "PONG");
+    }
+}
