@@ -114,6 +114,7 @@ pub use connections::ClientStats;
 pub use error::{Error, ErrorKind, NodeError, Result};
 pub use fair::{fair_queue_keys, FairAttempt};
 pub use guard::{LockGuard, LossReason, LossSignal};
+pub use link::tls_config;
 pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
 pub use locker::Locker;
 pub use options::{

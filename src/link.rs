@@ -938,9 +938,18 @@ fn fast_value(buf: &[u8]) -> Option<(Value, usize)> {
     }
 }
 
-/// TLS settings for `rediss://`: the given CA (PEM) or the web's roots; `#insecure` in the URL
-/// skips the certificate check, as redis-rs does for that URL.
-fn tls_config(insecure: bool, root_ca: Option<&[u8]>) -> RedisResult<rustls::ClientConfig> {
+/// The TLS settings lockkit uses for `rediss://` (also `lockkit proxy`'s upstream): trust
+/// `root_ca` (PEM) if given, else the web's roots; `insecure` (`rediss://...#insecure`) skips
+/// the certificate check, as redis-rs does for that URL.
+///
+/// # Errors
+/// A `root_ca` that is not PEM certificates.
+///
+/// ```
+/// let config = lockkit::tls_config(false, None).unwrap();
+/// assert!(config.alpn_protocols.is_empty());
+/// ```
+pub fn tls_config(insecure: bool, root_ca: Option<&[u8]>) -> RedisResult<rustls::ClientConfig> {
     crate::conn::ensure_crypto_provider();
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
