@@ -639,7 +639,7 @@ impl Driver {
             // One clock read per batch: every request in it was sent now.
             let now = Instant::now();
             let from = q.written;
-            for p in q.pending.iter_mut().skip(from) {
+            for p in q.pending.range_mut(from..) {
                 p.sent = Some(now);
             }
             q.written = q.pending.len();
@@ -798,7 +798,7 @@ impl Driver {
             let mut q = lock(&self.wire.queue);
             let from = q.expired;
             let mut failed = 0;
-            for p in q.pending.iter_mut().skip(from) {
+            for p in q.pending.range_mut(from..) {
                 match p.sent {
                     Some(sent) if sent + timeout <= now => {
                         if let Some(tx) = p.tx.take() {
