@@ -38,6 +38,10 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
+/// How many bytes of commands may wait for a server that does not read them (a frozen server, a
+/// black-holed network) before further calls fail at once, unsent.
+const MAX_BACKLOG: usize = 4 << 20;
+
 /// Where and how to connect, read once from the URL and the client's options.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
@@ -325,9 +329,22 @@ impl Link {
         let rx = loop {
             let wire = self.wire().await?;
             match wire.send(&write, expect) {
-                Some(rx) => break rx,
-                None if tries == 0 => tries += 1,
-                None => return Err(dropped("the connection closed before the request was sent")),
+                Ok(rx) => break rx,
+                Err(Refused::Dead) if tries == 0 => tries += 1,
+                Err(Refused::Dead) => {
+                    return Err(dropped("the connection closed before the request was sent"))
+                }
+                Err(Refused::Backlog) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the server has not read the last {} MiB of requests (backlog full); \
+                             this one was not sent",
+                            MAX_BACKLOG >> 20
+                        ),
+                    )
+                    .into())
+                }
             }
         };
         match rx.await {
@@ -339,6 +356,12 @@ impl Link {
 
 fn dropped(what: &str) -> RedisError {
     io::Error::new(io::ErrorKind::ConnectionReset, what.to_string()).into()
+}
+
+/// Why a request was not sent.
+enum Refused {
+    Dead,
+    Backlog,
 }
 
 /// What a request expects back.
@@ -442,17 +465,21 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Wire {
-    /// Queues one request; `None` if the connection is already dead (nothing was sent).
+    /// Queues one request; refused (nothing sent) if the connection is dead or the server has
+    /// left [`MAX_BACKLOG`] bytes unread.
     fn send(
         &self,
         write: &impl Fn(&mut Vec<u8>),
         expect: Expect,
-    ) -> Option<oneshot::Receiver<RedisResult<Reply>>> {
+    ) -> Result<oneshot::Receiver<RedisResult<Reply>>, Refused> {
         let (tx, rx) = oneshot::channel();
         let waker = {
             let mut q = lock(&self.queue);
             if q.dead {
-                return None;
+                return Err(Refused::Dead);
+            }
+            if q.out.len() >= MAX_BACKLOG {
+                return Err(Refused::Backlog);
             }
             write(&mut q.out);
             q.pending.push_back(Pending {
@@ -468,7 +495,7 @@ impl Wire {
         if let Some(w) = waker {
             w.wake();
         }
-        Some(rx)
+        Ok(rx)
     }
 
     fn close(&self) {
@@ -1168,5 +1195,35 @@ mod tests {
         server.restart();
         let pong: String = query(&link, &mut redis::cmd("PING")).await.unwrap();
         assert_eq!(pong, "PONG");
+    }
+
+    #[tokio::test]
+    async fn a_frozen_server_does_not_make_the_client_buffer_without_bound() {
+        let server = lockkit_test_support::RedisServer::start();
+        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_millis(50))))
+            .await
+            .unwrap();
+        server.pause().unwrap();
+        // 64 MiB of SETs at a server that reads nothing: the kernel's buffers fill, then
+        // the connection's own backlog; past its cap calls fail at once, unsent.
+        let value = "v".repeat(64 << 10);
+        let mut refused = 0;
+        for i in 0..1024 {
+            let mut set = redis::cmd("SET");
+            set.arg(format!("k{i}")).arg(&value);
+            let call = query::<Value>(&link, &mut set);
+            if let Ok(Err(e)) = tokio::time::timeout(Duration::from_millis(20), call).await {
+                if e.to_string().contains("backlog") {
+                    refused += 1;
+                }
+            }
+        }
+        let backlog = lock(&link.live().unwrap().queue).out.len();
+        server.resume().unwrap();
+        assert!(
+            backlog <= MAX_BACKLOG + (64 << 10) + 100,
+            "backlog {backlog}"
+        );
+        assert!(refused > 0, "no call was refused");
     }
 }
