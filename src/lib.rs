@@ -22,6 +22,7 @@
 //! | `guard` | [`LockGuard`] and its watchdog |
 //! | `redlock`, `quorum` | [`Redlock`]: a quorum over independent masters; votes decided at quorum, per-node circuit breakers |
 //! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |
+//! | `link`, [`resp`] | lockkit's own pipelined connection to one server; where a RESP reply ends ([`resp::frame_len`], also `lockkit proxy`'s) |
 //! | `options`, `error`, [`scripts`], `probe` | options, [`Error`]/[`ErrorKind`], the Lua scripts, target probing |
 //!
 //! ```no_run
@@ -103,6 +104,7 @@ mod options;
 mod probe;
 mod quorum;
 mod redlock;
+pub mod resp;
 pub mod retry;
 pub mod scripts;
 mod url;

@@ -38,6 +38,8 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
+use crate::resp::{frame_len, parse_frame};
+
 /// How many bytes of commands may wait for a server that does not read them (a frozen server, a
 /// black-holed network) before further calls fail at once, unsent.
 const MAX_BACKLOG: usize = 4 << 20;
@@ -845,126 +847,6 @@ impl Driver {
     }
 }
 
-/// The length of the complete RESP2/RESP3 reply at the start of `buf`, if it is all there.
-fn frame_len(buf: &[u8]) -> RedisResult<Option<usize>> {
-    let mut pos = 0;
-    let mut need: u64 = 1;
-    while need > 0 {
-        need -= 1;
-        let Some(&kind) = buf.get(pos) else {
-            return Ok(None);
-        };
-        let Some(end) = find_crlf(&buf[pos + 1..]) else {
-            return Ok(None);
-        };
-        let line = &buf[pos + 1..pos + 1 + end];
-        pos += end + 3;
-        match kind {
-            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
-            b'$' | b'!' | b'=' => {
-                let n = parse_int(line)?;
-                if n >= 0 {
-                    let n = n as usize;
-                    if buf.len() < pos + n + 2 {
-                        return Ok(None);
-                    }
-                    pos += n + 2;
-                }
-            }
-            b'*' | b'~' | b'>' => need += parse_int(line)?.max(0) as u64,
-            b'%' => need += 2 * parse_int(line)?.max(0) as u64,
-            b'|' => need += 2 * parse_int(line)?.max(0) as u64 + 1,
-            other => {
-                return Err(not_resp(format!(
-                    "unexpected reply type byte {:?}",
-                    other as char
-                )))
-            }
-        }
-    }
-    Ok(Some(pos))
-}
-
-fn find_crlf(buf: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while let Some(i) = buf[from..].iter().position(|&b| b == b'\r') {
-        let at = from + i;
-        if buf.get(at + 1) == Some(&b'\n') {
-            return Some(at);
-        }
-        if at + 1 >= buf.len() {
-            return None;
-        }
-        from = at + 1;
-    }
-    None
-}
-
-fn parse_int(line: &[u8]) -> RedisResult<i64> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| not_resp("a reply's length is not a number".to_string()))
-}
-
-/// Bytes that are not RESP (another protocol on that port): a parse error, as redis-rs says.
-fn not_resp(detail: String) -> RedisError {
-    RedisError::from((redis::ErrorKind::Parse, "Parse error", detail))
-}
-
-/// One complete reply as a [`Value`]: the kinds lock traffic gets (simple strings, integers,
-/// bulk strings, arrays of them) read here; the rest by redis-rs's own parser.
-fn parse_frame(frame: &[u8]) -> RedisResult<Value> {
-    let (value, used) = match fast_value(frame) {
-        Some(v) => v,
-        None => return redis::parse_redis_value(frame),
-    };
-    debug_assert_eq!(used, frame.len());
-    Ok(value)
-}
-
-/// `(value, bytes used)` for RESP2 replies other than errors; `None` for anything else.
-fn fast_value(buf: &[u8]) -> Option<(Value, usize)> {
-    let end = find_crlf(&buf[1..])? + 1;
-    let line = &buf[1..end];
-    let after = end + 2;
-    match buf[0] {
-        b'+' if line == b"OK" => Some((Value::Okay, after)),
-        b'+' => Some((
-            Value::SimpleString(std::str::from_utf8(line).ok()?.to_string()),
-            after,
-        )),
-        b':' => Some((
-            Value::Int(std::str::from_utf8(line).ok()?.parse().ok()?),
-            after,
-        )),
-        b'$' => {
-            let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
-            if n < 0 {
-                return Some((Value::Nil, after));
-            }
-            let n = n as usize;
-            let data = buf.get(after..after + n)?;
-            Some((Value::BulkString(data.to_vec()), after + n + 2))
-        }
-        b'*' => {
-            let n: i64 = std::str::from_utf8(line).ok()?.parse().ok()?;
-            if n < 0 {
-                return Some((Value::Nil, after));
-            }
-            let mut items = Vec::with_capacity(n as usize);
-            let mut pos = after;
-            for _ in 0..n {
-                let (v, used) = fast_value(buf.get(pos..)?)?;
-                items.push(v);
-                pos += used;
-            }
-            Some((Value::Array(items), pos))
-        }
-        _ => None,
-    }
-}
-
 /// The TLS settings lockkit uses for `rediss://` (also `lockkit proxy`'s upstream): trust
 /// `root_ca` (PEM) if given, else the web's roots; `insecure` (`rediss://...#insecure`) skips
 /// the certificate check, as redis-rs does for that URL.
@@ -1059,44 +941,6 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frame_len_waits_for_whole_replies() {
-        assert_eq!(frame_len(b"+OK\r\n").unwrap(), Some(5));
-        assert_eq!(frame_len(b"+OK\r").unwrap(), None);
-        assert_eq!(frame_len(b"$3\r\nabc\r\n+x").unwrap(), Some(9));
-        assert_eq!(frame_len(b"$3\r\nab").unwrap(), None);
-        assert_eq!(frame_len(b"$-1\r\n").unwrap(), Some(5));
-        assert_eq!(frame_len(b"*2\r\n:1\r\n$1\r\na\r\n").unwrap(), Some(15));
-        assert_eq!(frame_len(b"*2\r\n:1\r\n").unwrap(), None);
-        assert_eq!(frame_len(b"%1\r\n+a\r\n:1\r\n").unwrap(), Some(12));
-        assert_eq!(frame_len(b"*0\r\n").unwrap(), Some(4));
-        assert!(frame_len(b"?x\r\n").is_err());
-        assert!(frame_len(b"$x\r\n").is_err());
-    }
-
-    #[test]
-    fn fast_values_match_redis_rs() {
-        for frame in [
-            &b"+OK\r\n"[..],
-            b"+PONG\r\n",
-            b":-42\r\n",
-            b"$5\r\nhe\r\nl\r\n",
-            b"$0\r\n\r\n",
-            b"$-1\r\n",
-            b"*-1\r\n",
-            b"*3\r\n:1\r\n*1\r\n+OK\r\n$2\r\nab\r\n",
-            b"-ERR no\r\n",
-            b"_\r\n",
-        ] {
-            assert_eq!(
-                parse_frame(frame).unwrap(),
-                redis::parse_redis_value(frame).unwrap(),
-                "{}",
-                String::from_utf8_lossy(frame)
-            );
-        }
-    }
 
     fn endpoint(url: &str, response_timeout: Option<Duration>) -> Endpoint {
         let info = crate::url::parse_url(url).unwrap();

@@ -5,11 +5,13 @@
 //! Why not a RESP crate: the ones that fit (`redis-protocol`) decode each array into a `Vec`
 //! of frames; the proxy needs neither the frames nor the copy, only lengths and slices, and it
 //! must also split Redis's inline commands (`PING\r\n` typed into telnet), which they refuse.
+//! Where a reply ends is lockkit's own [`frame_len`], the scanner its connections use.
 
 use std::ops::Range;
 
-/// Largest element count or bulk length accepted (Redis's own limit on a bulk is 512 MB).
-const MAX_LEN: i64 = 1 << 32;
+use lockkit::resp::find_crlf;
+/// Where a reply ends: lockkit's own scanner, which its connections read replies with too.
+pub use lockkit::resp::frame_len;
 
 /// Bytes that do not follow the protocol; the connection falls back to blind copying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,85 +23,9 @@ impl std::fmt::Display for ProtocolError {
     }
 }
 
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    let rest = buf.get(from..)?;
-    let mut i = 0;
-    while let Some(p) = rest[i..].iter().position(|&b| b == b'\r') {
-        let at = i + p;
-        match rest.get(at + 1) {
-            Some(b'\n') => return Some(from + at),
-            Some(_) => i = at + 1,
-            None => return None,
-        }
-    }
-    None
-}
-
+/// A length or count line's number, as lockkit reads it.
 fn parse_len(line: &[u8]) -> Result<i64, ProtocolError> {
-    let (neg, digits) = match line.split_first() {
-        Some((b'-', d)) => (true, d),
-        _ => (false, line),
-    };
-    if digits.is_empty() || digits.len() > 12 || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(ProtocolError("bad length"));
-    }
-    let n = digits
-        .iter()
-        .fold(0i64, |n, &d| n * 10 + i64::from(d - b'0'));
-    if n > MAX_LEN {
-        return Err(ProtocolError("length too large"));
-    }
-    Ok(if neg { -n } else { n })
-}
-
-/// The length of the one complete frame at the start of `buf` (a reply, RESP2 or RESP3), or
-/// `None` when more bytes are needed.
-///
-/// ```
-/// use lockkit_proxy::resp::frame_len;
-/// assert_eq!(frame_len(b"+OK\r\n:1\r\n"), Ok(Some(5)));
-/// assert_eq!(frame_len(b"*2\r\n$3\r\nfoo\r\n:4"), Ok(None));
-/// assert_eq!(frame_len(b"%1\r\n+a\r\n_\r\nrest"), Ok(Some(11)));
-/// ```
-///
-/// # Errors
-/// [`ProtocolError`] for bytes that are not RESP (or streamed RESP3 aggregates, which Redis
-/// never sends).
-pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, ProtocolError> {
-    let mut pos = 0usize;
-    // Elements still to read, nesting flattened: only the total length matters.
-    let mut remaining: i64 = 1;
-    while remaining > 0 {
-        let Some(end) = find_crlf(buf, pos) else {
-            return Ok(None);
-        };
-        let kind = buf[pos];
-        let line = &buf[pos + 1..end];
-        pos = end + 2;
-        remaining -= 1;
-        match kind {
-            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
-            b'$' | b'!' | b'=' => {
-                let n = parse_len(line)?;
-                if n >= 0 {
-                    let stop = pos + n as usize;
-                    if buf.len() < stop + 2 {
-                        return Ok(None);
-                    }
-                    if &buf[stop..stop + 2] != b"\r\n" {
-                        return Err(ProtocolError("bulk string without CRLF"));
-                    }
-                    pos = stop + 2;
-                }
-            }
-            b'*' | b'~' | b'>' => remaining += parse_len(line)?.max(0),
-            b'%' => remaining += 2 * parse_len(line)?.max(0),
-            // An attribute map comes before the reply it describes: both are one frame here.
-            b'|' => remaining += 2 * parse_len(line)?.max(0) + 1,
-            _ => return Err(ProtocolError("unknown frame type")),
-        }
-    }
-    Ok(Some(pos))
+    lockkit::resp::parse_len(line).map_err(|_| ProtocolError("bad length"))
 }
 
 /// One command at the start of a client's buffer.
@@ -308,36 +234,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_prefix_of_a_frame_asks_for_more() {
-        let frames: [&[u8]; 6] = [
-            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n",
-            b"%2\r\n+a\r\n:1\r\n$1\r\nb\r\n*2\r\n#t\r\n,1.5\r\n",
-            b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n",
-            b"|1\r\n+ttl\r\n:3\r\n$2\r\nok\r\n",
-            b"=15\r\ntxt:Some string\r\n",
-            b"*-1\r\n",
-        ];
-        for f in frames {
-            assert_eq!(frame_len(f), Ok(Some(f.len())), "{f:?}");
-            for cut in 0..f.len() {
-                assert_eq!(frame_len(&f[..cut]), Ok(None), "{f:?} cut at {cut}");
-            }
-        }
-    }
-
-    #[test]
     fn a_bulk_may_hold_crlf_and_binary() {
         let f = b"$6\r\na\r\nb\x00\xff\r\n";
-        assert_eq!(frame_len(f), Ok(Some(f.len())));
         assert_eq!(reply_kind(f), ReplyKind::Bulk(b"a\r\nb\x00\xff"));
     }
 
     #[test]
-    fn garbage_is_a_protocol_error() {
-        assert!(frame_len(b"?x\r\n").is_err());
-        assert!(frame_len(b"$abc\r\n").is_err());
-        assert!(frame_len(b"$2\r\nabcd\r\n").is_err());
+    fn a_command_of_other_than_bulk_strings_is_a_protocol_error() {
         assert!(command_frame(b"*1\r\n:1\r\n").is_err());
+        assert!(command_frame(b"*1\r\n$x\r\n").is_err());
     }
 
     #[test]
