@@ -6,24 +6,40 @@ redis.register_function('lockkit_release', function(KEYS, ARGV)
   -- release.lua: compare-and-delete. Deletes the lock only if it still holds the caller's token.
   --
   -- KEYS[1]  the lock key
+  -- KEYS[2]  optional: a "released" marker, in KEYS[1]'s hash slot (lockkit passes
+  --          `{key}:lockkit-released` in a Redis Cluster, whose client may re-send a command that
+  --          already ran). A release writes its token there for ARGV[2] ms, and a repeat of the same
+  --          release that finds the key gone and its token there answers 1, not 0.
   -- ARGV[1]  the token the caller got when it acquired the lock
-  -- ARGV[2]  optional: a channel to PUBLISH on after the delete, so that waiters subscribed to it
-  --          wake at once instead of polling (lockkit passes `lockkit:released:<key>`). Published
-  --          only when the lock was really deleted; a refused PUBLISH (an ACL without the channel)
-  --          does not undo the release.
+  -- ARGV[2]  with KEYS[2]: how long the marker lives, in milliseconds (a positive integer)
+  -- ARGV[2]  (ARGV[3] with KEYS[2]) optional: a channel to PUBLISH on after the delete, so that
+  --          waiters subscribed to it wake at once instead of polling (lockkit passes
+  --          `lockkit:released:<key>`). Published only when the lock was really deleted; a refused
+  --          PUBLISH (an ACL without the channel) does not undo the release.
   --
   -- Replies (integer):
-  --    1  released: the key held ARGV[1] and was deleted
+  --    1  released: the key held ARGV[1] and was deleted (or, with KEYS[2], this token's release
+  --       already deleted it)
   --    0  not held: the key does not exist (expired, or never taken); nothing changed
   --   -1  not yours: the key holds another token (it expired and someone else took it); nothing changed
+  local marker, channel = KEYS[2], ARGV[2]
+  if marker then
+    channel = ARGV[3]
+  end
   local current = redis.call('GET', KEYS[1])
   if current == ARGV[1] then
     redis.call('DEL', KEYS[1])
-    if ARGV[2] then
-      redis.pcall('PUBLISH', ARGV[2], '1')
+    if marker then
+      redis.call('SET', marker, ARGV[1], 'PX', ARGV[2])
+    end
+    if channel then
+      redis.pcall('PUBLISH', channel, '1')
     end
     return 1
   elseif current == false then
+    if marker and redis.call('GET', marker) == ARGV[1] then
+      return 1
+    end
     return 0
   else
     return -1
@@ -142,23 +158,37 @@ redis.register_function('lockkit_release_fair', function(KEYS, ARGV)
   -- KEYS[1]  the lock key
   -- KEYS[2]  the queue (see acquire_fair.lua)
   -- KEYS[3]  the leases (see acquire_fair.lua)
+  -- KEYS[4]  optional: a "released" marker, as KEYS[2] of release.lua
   -- ARGV[1]  the token the caller got when it acquired the lock
-  -- ARGV[2]  optional: a channel to PUBLISH on after the delete: the ticket of the queue's head
-  --          (the first whose lease has not run out), or `1` when nobody waits. Published only
-  --          when the lock was really deleted; a refused PUBLISH does not undo the release.
+  -- ARGV[2]  with KEYS[4]: how long the marker lives, in milliseconds (a positive integer)
+  -- ARGV[2]  (ARGV[3] with KEYS[4]) optional: a channel to PUBLISH on after the delete: the
+  --          ticket of the queue's head (the first whose lease has not run out), or `1` when
+  --          nobody waits. Published only when the lock was really deleted; a refused PUBLISH does
+  --          not undo the release.
   --
   -- Replies (integer):
-  --    1  released: the key held ARGV[1] and was deleted
+  --    1  released: the key held ARGV[1] and was deleted (or, with KEYS[4], this token's release
+  --       already deleted it)
   --    0  not held: the key does not exist (expired, or never taken); nothing changed
   --   -1  not yours: the key holds another token; nothing changed
+  local marker, channel = KEYS[4], ARGV[2]
+  if marker then
+    channel = ARGV[3]
+  end
   local current = redis.call('GET', KEYS[1])
   if current == false then
+    if marker and redis.call('GET', marker) == ARGV[1] then
+      return 1
+    end
     return 0
   elseif current ~= ARGV[1] then
     return -1
   end
   redis.call('DEL', KEYS[1])
-  if ARGV[2] then
+  if marker then
+    redis.call('SET', marker, ARGV[1], 'PX', ARGV[2])
+  end
+  if channel then
     local time = redis.call('TIME')
     local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
     for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)) do
@@ -166,7 +196,7 @@ redis.register_function('lockkit_release_fair', function(KEYS, ARGV)
       redis.call('ZREM', KEYS[3], ticket)
     end
     local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
-    redis.pcall('PUBLISH', ARGV[2], head or '1')
+    redis.pcall('PUBLISH', channel, head or '1')
   end
   return 1
 end)

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::client::Unheard;
-use crate::connections::{with_channel, ScriptCall};
+use crate::connections::ScriptCall;
 use crate::error::Result;
 use crate::lock::{
     check_key, new_token, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock,
@@ -181,6 +181,10 @@ impl LockClient {
             .iter()
             .map(|(k, _, _)| self.conns.release_channel(k))
             .collect();
+        let markers: Vec<Option<String>> = held
+            .iter()
+            .map(|(k, _, _)| self.conns.released_marker(k))
+            .collect();
         let fair_keys = held
             .iter()
             .map(|(k, _, fair)| fair.then(|| self.fair_script_keys(k)).transpose())
@@ -188,21 +192,19 @@ impl LockClient {
         let calls: Vec<ScriptCall<'_>> = held
             .iter()
             .zip(&channels)
+            .zip(&markers)
             .zip(&fair_keys)
-            .map(|(((key, token, _), channel), fair_keys)| {
-                let args = with_channel(vec![token.as_bytes()], channel.as_deref());
-                match fair_keys {
-                    Some(keys) => ScriptCall {
-                        script: &scripts::RELEASE_FAIR,
-                        keys: keys.iter().map(String::as_str).collect(),
-                        args,
-                    },
-                    None => ScriptCall {
-                        script: &scripts::RELEASE,
-                        keys: vec![key],
-                        args,
-                    },
-                }
+            .map(|((((key, token, _), channel), marker), fair_keys)| {
+                let (marker, channel) = (marker.as_deref(), channel.as_deref());
+                let (script, keys) = match fair_keys {
+                    Some(keys) => (
+                        &scripts::RELEASE_FAIR,
+                        keys.iter().map(String::as_str).collect(),
+                    ),
+                    None => (&scripts::RELEASE, vec![*key]),
+                };
+                let (keys, args) = self.conns.release_args(keys, token, marker, channel);
+                ScriptCall { script, keys, args }
             })
             .collect();
         let replies = self.conns.run_script_many(&calls).await?;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use crate::conn::Conn;
-use crate::connections::{with_channel, ClientStats, Connections};
+use crate::connections::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
 use crate::lock::{
     check_key, extend_outcome, new_token, release_outcome, resent_outcome, set_nx_cmd,
@@ -232,16 +232,19 @@ impl LockClient {
         fair: bool,
     ) -> Result<ReleaseOutcome> {
         let channel = self.conns.release_channel(key);
-        let args = with_channel(vec![token.as_bytes()], channel.as_deref());
+        let marker = self.conns.released_marker(key);
+        let (marker, channel) = (marker.as_deref(), channel.as_deref());
         let v = if fair {
             let keys = self.fair_script_keys(key)?;
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let keys = keys.iter().map(String::as_str).collect();
+            let (keys, args) = self.conns.release_args(keys, token, marker, channel);
             self.conns
                 .run_script(conn, &scripts::RELEASE_FAIR, &keys, &args)
                 .await?
         } else {
+            let (keys, args) = self.conns.release_args(vec![key], token, marker, channel);
             self.conns
-                .run_script(conn, &scripts::RELEASE, &[key], &args)
+                .run_script(conn, &scripts::RELEASE, &keys, &args)
                 .await?
         };
         release_outcome(&v)

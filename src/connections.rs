@@ -46,6 +46,8 @@ pub(crate) struct Inner {
     hub: Option<Hub>,
     /// Why waiters poll although notification was asked for.
     polling_because: Option<String>,
+    /// How long a release's "released" marker lives, in ms ([`Connections::released_marker`]).
+    marker_ms: String,
 }
 
 /// The connection side of a [`LockClient`](crate::LockClient): a set of auto-reconnecting
@@ -112,7 +114,9 @@ impl Connections {
         set_nx_get: bool,
         (hub, polling_because): (Option<Hub>, Option<String>),
     ) -> Connections {
+        let marker_ms = options.resend_window().as_millis().max(1).to_string();
         Connections(Arc::new(Inner {
+            marker_ms,
             conns,
             next: AtomicUsize::new(0),
             options,
@@ -140,6 +144,37 @@ impl Connections {
     /// broadcast every release to all its nodes; a proxy does not carry pub/sub).
     pub(crate) fn release_channel(&self, key: &str) -> Option<String> {
         (self.0.topology == Topology::Standalone).then(|| crate::wait::release_channel(key))
+    }
+
+    /// Where a release of `key` leaves its "released" marker: in a cluster only, whose client
+    /// re-sends a command that may already have run (after a dropped connection or a timeout),
+    /// so that the repeat answers "released" instead of "not held". `None` elsewhere (lockkit's
+    /// own connections never re-send), and for a key whose braces make no hash tag (no name
+    /// shares its slot).
+    pub(crate) fn released_marker(&self, key: &str) -> Option<String> {
+        if self.0.topology != Topology::Cluster {
+            return None;
+        }
+        let marker = crate::fair::companion_key(key, "released");
+        (conn::key_slot(marker.as_bytes()) == conn::key_slot(key.as_bytes())).then_some(marker)
+    }
+
+    /// A releasing script's keys and arguments: `keys`, then the marker; the token, the
+    /// marker's lifetime when there is a marker, then the channel
+    /// (`lua/release.lua`, `lua/release_fair.lua`).
+    pub(crate) fn release_args<'a>(
+        &'a self,
+        mut keys: Vec<&'a str>,
+        token: &'a str,
+        marker: Option<&'a str>,
+        channel: Option<&'a str>,
+    ) -> (Vec<&'a str>, Vec<&'a [u8]>) {
+        let mut args = vec![token.as_bytes()];
+        if let Some(marker) = marker {
+            keys.push(marker);
+            args.push(self.0.marker_ms.as_bytes());
+        }
+        (keys, with_channel(args, channel))
     }
 
     /// What the target is: one server, a proxy, or a cluster.

@@ -51,17 +51,22 @@ pub enum FairAttempt {
 /// );
 /// ```
 pub fn fair_queue_keys(key: &str) -> [String; 2] {
+    ["queue", "leases"].map(|what| companion_key(key, what))
+}
+
+/// A key lockkit keeps beside `key`, in its hash slot: `KEY:lockkit-WHAT` when the key has a
+/// hash tag, `{KEY}:lockkit-WHAT` when it has none. A key whose braces make no tag (`a}b`)
+/// gets a name in another slot: callers in a cluster check.
+pub(crate) fn companion_key(key: &str, what: &str) -> String {
     let tagged = key
         .find('{')
         .and_then(|open| key[open + 1..].find('}'))
         .is_some_and(|len| len > 0);
-    ["queue", "leases"].map(|what| {
-        if tagged {
-            format!("{key}:lockkit-{what}")
-        } else {
-            format!("{{{key}}}:lockkit-{what}")
-        }
-    })
+    if tagged {
+        format!("{key}:lockkit-{what}")
+    } else {
+        format!("{{{key}}}:lockkit-{what}")
+    }
 }
 
 /// What acquire_fair.lua answered.

@@ -148,6 +148,17 @@ impl ClientOptions {
         }
         Ok(())
     }
+
+    /// How long after a command first reaches a cluster node the cluster client may still
+    /// re-send it: one try and `reconnect_retries` more, each waiting up to a connect and a
+    /// response timeout (10 s counted for none) and the cluster client's pause of about 1.3 s.
+    /// A release's "released" marker lives this long (`lua/release.lua`).
+    pub(crate) fn resend_window(&self) -> Duration {
+        let attempt = self.connect_timeout
+            + self.response_timeout.unwrap_or(Duration::from_secs(10))
+            + Duration::from_millis(1300);
+        attempt.saturating_mul(u32::try_from(self.reconnect_retries + 1).unwrap_or(u32::MAX))
+    }
 }
 
 /// Everything about one lock: its TTL, how to retry, how much of the TTL counts as valid, and
@@ -584,5 +595,18 @@ mod tests {
             ),
             "response_timeout"
         );
+    }
+
+    #[test]
+    fn resend_window_covers_every_try_of_the_cluster_client() {
+        // 4 tries of 2 s + 2 s + 1.3 s with the defaults.
+        assert_eq!(
+            ClientOptions::new().resend_window(),
+            Duration::from_millis(21_200)
+        );
+        let none = ClientOptions::new()
+            .response_timeout(None)
+            .reconnect_retries(0);
+        assert_eq!(none.resend_window(), Duration::from_millis(13_300));
     }
 }

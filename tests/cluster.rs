@@ -302,3 +302,52 @@ async fn a_batch_whose_node_is_down_leaves_nothing_held_on_the_other_nodes() {
         "the failed batch left keys held on the live nodes ({r:?})"
     );
 }
+
+/// The cluster client re-sends a command after a dropped connection, without telling lockkit.
+/// When the first compare-and-delete had run, the re-sent one finds the key gone: the release is
+/// ours, not a lost lock (it answered `NotHeld`). Plain and fair locks, alone and in a batch.
+#[tokio::test]
+async fn release_whose_script_ran_before_the_connection_dropped_is_released() {
+    let cluster = RedisCluster::start(3);
+    let relays = behind_relays(&cluster);
+    let client = LockClient::connect(&relays[0].url()).await.unwrap();
+    assert_eq!(client.topology(), Topology::Cluster);
+    let fair = lockkit::LockOptions::builder(Duration::from_secs(30))
+        .fair(true)
+        .build()
+        .unwrap();
+    let plain = lockkit::LockOptions::new(Duration::from_secs(30)).unwrap();
+    let cases = [
+        ("lock:rel-resent", plain, false),
+        ("lock:rel-resent-fair", fair, false),
+        ("lock:rel-resent-batch", plain, true),
+        ("lock:rel-resent-fair-batch", fair, true),
+    ];
+    for (key, opts, batch) in cases {
+        let node = &cluster.nodes()[owner(&cluster, key)];
+        let relay = &relays[owner(&cluster, key)];
+        let lock = client.acquire(key, &opts).await.unwrap();
+        let scripts_before = command_calls(&node.url(), "evalsha");
+        // The connection drops right after the release reached the owner node: its reply is lost.
+        relay.drop_after(lock.token().as_bytes());
+        let outcome = if batch {
+            let outcomes = client.release_many(std::slice::from_ref(&lock)).await;
+            outcomes.unwrap()[0]
+        } else {
+            client.release(&lock).await.unwrap()
+        };
+        // The scenario really happened: the release reached the node twice (sent, dropped,
+        // re-sent by the cluster client), and the first one deleted the key.
+        assert_eq!(
+            command_calls(&node.url(), "evalsha") - scripts_before,
+            2,
+            "{key}"
+        );
+        let exists: bool = redis::cmd("EXISTS")
+            .arg(key)
+            .query(&mut sync_conn(&node.url()))
+            .unwrap();
+        assert!(!exists, "{key}");
+        assert_eq!(outcome, ReleaseOutcome::Released, "{key}");
+    }
+}

@@ -193,7 +193,7 @@ fn every_script_in_lua_matches_real_redis() {
         let lock = ["lock:a", "lock:b"][rng.random_range(0..2)];
         let tok = ["t1", "t2"][rng.random_range(0..2)];
         let ttl = ["1500", "60000", "0", "-5", "abc"][rng.random_range(0..5)];
-        let argv: Vec<String> = match rng.random_range(0..7) {
+        let argv: Vec<String> = match rng.random_range(0..8) {
             0 => vec![
                 "EVAL".into(),
                 lua_file("release.lua"),
@@ -239,6 +239,16 @@ fn every_script_in_lua_matches_real_redis() {
                 "2".into(),
                 lock.into(),
                 format!("{lock}:fence"),
+                tok.into(),
+                ttl.into(),
+            ],
+            // With the "released" marker a cluster client passes (`{key}:lockkit-released`).
+            6 => vec![
+                "EVAL".into(),
+                lua_file("release.lua"),
+                "2".into(),
+                lock.into(),
+                format!("{{{lock}}}:lockkit-released"),
                 tok.into(),
                 ttl.into(),
             ],
