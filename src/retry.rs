@@ -299,7 +299,11 @@ async fn acquire_loop<L: Locker>(
             .filter(|_| observer.keep_trying());
         let Some(pause) = pause else {
             if let Some(p) = place.take() {
-                Box::pin(p.leave()).await;
+                let left = opts
+                    .retry
+                    .deadline
+                    .map(|d| d.saturating_sub(first.elapsed()));
+                Box::pin(p.leave_within(left)).await;
             }
             return Err(last_error.unwrap_or_else(|| Error::AcquireTimeout {
                 key: key.to_string(),
@@ -330,6 +334,19 @@ impl<L: Locker> QueuePlace<L> {
             key: key.to_string(),
             ticket: ticket.to_string(),
             queued: true,
+        }
+    }
+
+    /// Leaves, waiting at most `bound` (what is left of the deadline): against a server that
+    /// does not answer, the leave must not carry the acquire past its deadline; it goes on in
+    /// the background, and the place ends with its lease at the latest.
+    async fn leave_within(self, bound: Option<Duration>) {
+        let (Some(bound), Ok(runtime)) = (bound, tokio::runtime::Handle::try_current()) else {
+            return self.leave().await;
+        };
+        let leaving = runtime.spawn(self.leave());
+        if tokio::time::timeout(bound, leaving).await.is_err() {
+            tracing::debug!("leaving the fair queue goes on past the deadline, in the background");
         }
     }
 

@@ -278,3 +278,55 @@ async fn an_acquire_dropped_mid_attempt_leaves_no_lock_behind() {
         assert_eq!(all_freed(s, &["drop:redlock"]).await, Vec::<String>::new());
     }
 }
+
+/// A fair waiter that gives up leaves the queue: one more command. Against a server that
+/// answers nothing (frozen) that command must not carry the acquire past its deadline by a
+/// response timeout more than a plain acquire takes (it did: the leave was awaited in full).
+#[tokio::test]
+async fn a_fair_give_up_against_a_frozen_server_ends_no_later_than_a_plain_one() {
+    let server = RedisServer::start();
+    let timeout = Duration::from_secs(3);
+    let url = server.url();
+    let connect = || {
+        LockClient::connect_with(
+            &url,
+            lockkit::ClientOptions::new()
+                .wait(lockkit::WaitMode::Poll)
+                .response_timeout(Some(timeout)),
+        )
+    };
+    let (plain_client, fair_client) = (connect().await.unwrap(), connect().await.unwrap());
+    let opts = |fair| {
+        LockOptions::builder(Duration::from_secs(30))
+            .fair(fair)
+            .retry(
+                lockkit::RetryOptions::new()
+                    .delay(Duration::from_millis(10))
+                    .deadline(Some(Duration::from_secs(1))),
+            )
+            .build()
+            .unwrap()
+    };
+    server.pause().unwrap();
+    let t0 = Instant::now();
+    let plain_err = plain_client
+        .acquire("frozen", &opts(false))
+        .await
+        .unwrap_err();
+    let plain_took = t0.elapsed();
+    let t0 = Instant::now();
+    let fair_err = fair_client
+        .acquire("frozen", &opts(true))
+        .await
+        .unwrap_err();
+    let fair_took = t0.elapsed();
+    server.resume().unwrap();
+    assert_eq!(plain_err.kind(), lockkit::ErrorKind::Timeout, "{plain_err}");
+    assert_eq!(fair_err.kind(), lockkit::ErrorKind::Timeout, "{fair_err}");
+    // Both spent one response timeout on an attempt the frozen server never answered; the fair
+    // give-up must not wait out a second one for its leave.
+    assert!(
+        fair_took < plain_took + timeout / 2,
+        "fair give-up took {fair_took:?}, plain {plain_took:?} (deadline 1 s, response timeout {timeout:?})"
+    );
+}
