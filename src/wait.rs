@@ -522,10 +522,12 @@ impl FairWaiter {
         match &self.woken {
             Some((hub, _, woken)) if hub.alive() => {
                 // The head may find the lock expired (a holder that never releases); the others
-                // only ever wait for their turn, renewing their place meanwhile.
+                // only ever wait for their turn, renewing their place meanwhile. A ticket not in
+                // the queue yet (drawn anew after an attempt whose outcome is unknown) is named
+                // by no release: it joins at its next attempt, one pause away.
                 let hint = match (self.place, self.holder_ttl) {
+                    (0, _) | (1, None) => pause,
                     (1, Some(ttl)) => ttl + Duration::from_millis(1),
-                    (1, None) => pause,
                     _ => renew,
                 };
                 let wait = hint.min(renew).min(time_left);

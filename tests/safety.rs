@@ -330,3 +330,96 @@ async fn a_fair_give_up_against_a_frozen_server_ends_no_later_than_a_plain_one()
         "fair give-up took {fair_took:?}, plain {plain_took:?} (deadline 1 s, response timeout {timeout:?})"
     );
 }
+
+/// A fair waiter whose attempt timed out (the server stalled by `DEBUG SLEEP`) goes on under a
+/// new ticket, at the back of the queue. It must join the queue again at its next attempt, a
+/// retry pause later, not wait out a third of its lease first while later arrivals go ahead
+/// (it did: with a 9 s lease its new ticket stayed out of the queue for 3 s).
+#[tokio::test]
+async fn a_fair_waiter_under_a_new_ticket_queues_again_at_once() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let key = "lock:redrawn";
+    let [queue, _] = lockkit::fair_queue_keys(key);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut queued = async || -> usize {
+        redis::cmd("ZCARD")
+            .arg(&queue)
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    };
+    let holder = LockClient::connect(&url).await.unwrap();
+    let held = holder
+        .try_acquire(key, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    let fair = |lease: Duration| {
+        LockOptions::builder(Duration::from_secs(30))
+            .fair(true)
+            .queue_lease(lease)
+            .retry(
+                lockkit::RetryOptions::new()
+                    .delay(Duration::from_millis(10))
+                    .deadline(Some(Duration::from_secs(30))),
+            )
+            .build()
+            .unwrap()
+    };
+    // The head of the queue, from another client.
+    let head = LockClient::connect(&url).await.unwrap();
+    let first = fair(Duration::from_secs(60));
+    let head_task = tokio::spawn(async move {
+        let lock = head.acquire(key, &first).await.unwrap();
+        head.release(&lock).await.unwrap()
+    });
+    while queued().await != 1 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The waiter, second in line, renews its place every 3 s (a third of its 9 s lease).
+    let waiter = LockClient::connect_with(
+        &url,
+        lockkit::ClientOptions::new().response_timeout(Some(Duration::from_millis(300))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(waiter.wait_mode().0, lockkit::WaitMode::Notify);
+    let second = fair(Duration::from_secs(9));
+    let waiter_task = tokio::spawn(async move {
+        let lock = waiter.acquire(key, &second).await.unwrap();
+        waiter.release(&lock).await.unwrap()
+    });
+    while queued().await != 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let queued_at = Instant::now();
+    // The server stalls across its renewal (due 3 s after it queued): the renewal times out,
+    // its outcome unknown, and the waiter draws a new ticket.
+    tokio::time::sleep(Duration::from_millis(2700)).await;
+    let stall = tokio::task::spawn_blocking(move || {
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(1)
+            .exec(&mut c)
+            .unwrap();
+    });
+    stall.await.unwrap();
+    // Once the server answers again (3.7 s), the stale ticket is left and the new one queued
+    // at the waiter's next attempt, a pause later; not at its next renewal, 3 s later.
+    tokio::time::sleep(Duration::from_secs(5).saturating_sub(queued_at.elapsed())).await;
+    assert_eq!(
+        queued().await,
+        2,
+        "the waiter is not back in the queue {:?} after it first queued",
+        queued_at.elapsed()
+    );
+    holder.release(&held).await.unwrap();
+    assert!(head_task.await.unwrap().is_released());
+    assert!(waiter_task.await.unwrap().is_released());
+}
