@@ -155,7 +155,7 @@ impl LockClient {
     async fn attempt_once(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         check_key(key)?;
         let token = new_token();
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(&token);
         let start = Instant::now();
         let get = self.conns.set_nx_get();
         let sent = [(key, token.as_str())];
@@ -178,7 +178,7 @@ impl LockClient {
 
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
     pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(token);
         let reply = set_nx_cmd(key, token, ttl, false)
             .query_async::<Value>(&mut conn)
             .await?;
@@ -262,7 +262,7 @@ impl LockClient {
         runtime.spawn(async move {
             for delay_ms in [50u64, 200, 800, 2000] {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                let mut conn = this.conns.conn();
+                let mut conn = this.conns.conn_for(&token);
                 match this.release_on(&mut conn, &key, &token, fair).await {
                     Err(e) if e.is_retryable() => continue,
                     _ => return,
@@ -321,7 +321,7 @@ impl LockClient {
     /// `resent_outcome` says why.
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(&lock.token);
         let fair = lock.options.fair.on;
         match self
             .release_on(&mut conn, &lock.key, &lock.token, fair)
@@ -350,7 +350,7 @@ impl LockClient {
         ttl: Duration,
     ) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(&lock.token);
         let start = Instant::now();
         let ms = ttl_ms(ttl).to_string();
         let v = self

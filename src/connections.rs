@@ -196,6 +196,23 @@ impl Connections {
         conns[i].clone()
     }
 
+    /// The connection for everything done under one token: the acquire, the clean-up of an
+    /// acquire whose reply was lost (or that was dropped), the release, the extends. Always the
+    /// same one, so they reach the server in the order they were sent: over another connection
+    /// a compare-and-delete could overtake the `SET` it undoes (held up on the network), find
+    /// nothing, and let the `SET` land afterwards for its whole TTL. Tokens are random, so
+    /// locks still spread over every connection.
+    pub(crate) fn conn_for(&self, token: &str) -> Conn {
+        let conns = &self.0.conns;
+        if conns.len() == 1 {
+            return conns[0].clone();
+        }
+        let hash = token
+            .bytes()
+            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        conns[hash as usize % conns.len()].clone()
+    }
+
     /// Counts one clean-up after a lost acquire reply.
     pub(crate) fn count_unknown_outcome_cleanup(&self) {
         self.0

@@ -166,7 +166,7 @@ impl LockClient {
             vec![ticket.as_bytes(), ttl.as_bytes(), lease.as_bytes()],
             channel.as_deref(),
         );
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(ticket);
         let start = Instant::now();
         let sent = [(key, ticket)];
         let unheard = Unheard::arm(self, &sent, true);
@@ -204,7 +204,7 @@ impl LockClient {
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let channel = self.conns.release_channel(key);
         let args = with_channel(vec![ticket.as_bytes()], channel.as_deref());
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(ticket);
         self.conns
             .run_script(&mut conn, &scripts::LEAVE_FAIR, &keys, &args)
             .await?;

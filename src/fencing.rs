@@ -98,7 +98,7 @@ impl LockClient {
         }
         let token = new_token();
         let ms = ttl_ms(ttl).to_string();
-        let mut conn = self.conns.conn();
+        let mut conn = self.conns.conn_for(&token);
         let start = Instant::now();
         let sent = [(key, token.as_str())];
         let unheard = Unheard::arm(self, &sent, false);

@@ -88,7 +88,9 @@ impl ClientOptions {
 
     setters! {
         /// How many multiplexed connections to spread calls over (default 1: one connection already
-        /// pipelines concurrent calls; more help only when one socket is the bottleneck).
+        /// pipelines concurrent calls; more help only when one socket is the bottleneck). Locks
+        /// are spread by token: every command of one lock (its acquire, a clean-up, the release,
+        /// the extends) goes over the same connection, so they reach the server in order.
         connections: usize => connections;
 
         /// How long establishing a connection may take.

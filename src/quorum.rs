@@ -192,7 +192,8 @@ impl Nodes {
     ///
     /// Every request has been polled at least once before this returns (in practice: handed to
     /// its connection), so a later command to the same node on the same connection is queued
-    /// behind it.
+    /// behind it; every command of one token goes over one connection per node
+    /// (`Connections::conn_for`).
     pub(crate) async fn vote<T, D, F, Fut, Decide, Late>(
         self: &Arc<Self>,
         skip_open: bool,

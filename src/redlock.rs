@@ -507,7 +507,8 @@ impl Nodes {
         let timeout = self.timeout;
         let (key, token) = (key.to_string(), token.to_string());
         runtime.spawn(async move {
-            let mut conn = node.conns.conn();
+            // The connection the SET went over (`conn_for`): behind it, never before it.
+            let mut conn = node.conns.conn_for(&token);
             let _ = tokio::time::timeout(timeout, node.release_on(&mut conn, &key, &token, false))
                 .await;
         });

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use lockkit::Locker;
 use lockkit::{
-    Error, ExtendOutcome, LockOptions, LossReason, Redlock, RedlockOptions, RetryOptions,
-    WatchdogOptions,
+    ClientOptions, Error, ExtendOutcome, LockOptions, LossReason, Redlock, RedlockOptions,
+    RetryOptions, WatchdogOptions,
 };
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{DelayRelay, RedisServer};
 
 fn urls(servers: &[RedisServer]) -> Vec<String> {
     servers.iter().map(RedisServer::url).collect()
@@ -470,4 +470,41 @@ async fn refused_rounds_let_other_tasks_run() {
         assert_eq!(err.kind(), lockkit::ErrorKind::QuorumNotReached, "{err}");
     }
     assert!(ran.load(Ordering::SeqCst));
+}
+
+/// With more than one connection per node, the compare-and-delete that undoes a timed-out `SET`
+/// of a lost round must reach the node after that `SET`, never before it: over another
+/// connection it overtook a `SET` held up on the network (one lost packet, re-sent), found
+/// nothing to delete, and the `SET` landed afterwards and held the key for its whole TTL.
+#[tokio::test]
+async fn the_undo_of_a_timed_out_set_never_overtakes_it() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let redlock = Redlock::connect_with(
+        &[relay.url()],
+        RedlockOptions::new()
+            .restart_rule(false)
+            .node_timeout(Duration::from_millis(100))
+            .client(ClientOptions::new().connections(2)),
+    )
+    .await
+    .unwrap();
+    let key = "cron:overtaken";
+    // The round's SET is held up for 600 ms, far past the node timeout: the round is lost and
+    // the SET's outcome unknown, so an undo follows.
+    relay.set_delay(Duration::from_millis(600));
+    let round = tokio::spawn(async move { redlock.try_acquire(key, &opts(30_000)).await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Only that SET is late: whatever is sent from now on goes through at once.
+    relay.set_delay(Duration::ZERO);
+    let attempt = round.await.unwrap().unwrap();
+    assert!(attempt.lock.is_none(), "a timed-out round was won");
+    assert_eq!(attempt.node_errors.len(), 1);
+    // The late SET has landed by now; its undo must have come after it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        holder(&server, key),
+        None,
+        "the lost round's SET holds the key (30 s TTL): its undo overtook it"
+    );
 }
