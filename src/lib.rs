@@ -22,7 +22,7 @@
 //! | `guard` | [`LockGuard`] and its watchdog |
 //! | `redlock`, `quorum` | [`Redlock`]: a quorum over independent masters; votes decided at quorum, per-node circuit breakers |
 //! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |
-//! | `link`, [`resp`] | lockkit's own pipelined connection to one server; where a RESP reply ends ([`resp::frame_len`], also `lockkit proxy`'s) |
+//! | `link`, [`net`], [`resp`] | lockkit's own pipelined connection to one server; opening a connection and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); where a RESP reply ends ([`resp::frame_len`]) |
 //! | `options`, `error`, [`scripts`], `probe` | options, [`Error`]/[`ErrorKind`], the Lua scripts, target probing |
 //!
 //! ```no_run
@@ -100,6 +100,7 @@ mod locker;
 pub mod metrics;
 #[cfg(feature = "tower")]
 pub mod middleware;
+pub mod net;
 mod options;
 mod probe;
 mod quorum;
@@ -116,9 +117,9 @@ pub use connections::ClientStats;
 pub use error::{Error, ErrorKind, NodeError, Result};
 pub use fair::{fair_queue_keys, FairAttempt};
 pub use guard::{LockGuard, LossReason, LossSignal};
-pub use link::tls_config;
 pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
 pub use locker::Locker;
+pub use net::tls_config;
 pub use options::{
     ClientOptions, LockOptions, LockOptionsBuilder, ScriptMode, WatchdogOptions,
     DEFAULT_QUEUE_LEASE, MAX_TTL,

@@ -29,15 +29,12 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::{
-    Cmd, ConnectionAddr, ConnectionInfo, Pipeline, ProtocolVersion, RedisError, RedisFuture,
-    RedisResult, Value,
-};
+use redis::{Cmd, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::oneshot;
 use tokio::time::{Instant, Sleep};
 
+use crate::net::{invalid, Connector, ServerStream};
 use crate::resp::{frame_len, parse_frame};
 
 /// How many bytes of commands may wait for a server that does not read them (a frozen server, a
@@ -47,8 +44,7 @@ const MAX_BACKLOG: usize = 4 << 20;
 /// Where and how to connect, read once from the URL and the client's options.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
-    info: ConnectionInfo,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    connector: Connector,
     connect_timeout: Duration,
     response_timeout: Option<Duration>,
     retries: usize,
@@ -62,15 +58,8 @@ impl Endpoint {
         response_timeout: Option<Duration>,
         retries: usize,
     ) -> RedisResult<Endpoint> {
-        let tls = match info.addr() {
-            ConnectionAddr::TcpTls { insecure, .. } => {
-                Some(Arc::new(tls_config(*insecure, tls_root_ca)?))
-            }
-            _ => None,
-        };
         Ok(Endpoint {
-            info,
-            tls,
+            connector: Connector::new(info, tls_root_ca)?,
             connect_timeout,
             response_timeout,
             retries,
@@ -90,30 +79,7 @@ impl Endpoint {
     }
 
     async fn connect_inner(&self) -> RedisResult<(Arc<Wire>, Driver)> {
-        let mut stream = match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => {
-                let s = TcpStream::connect((host.as_str(), *port)).await?;
-                s.set_nodelay(true)?;
-                Stream::Tcp(s)
-            }
-            ConnectionAddr::TcpTls { host, port, .. } => {
-                let s = TcpStream::connect((host.as_str(), *port)).await?;
-                s.set_nodelay(true)?;
-                let config = self
-                    .tls
-                    .clone()
-                    .ok_or_else(|| invalid("TLS is not set up"))?;
-                let name = rustls::pki_types::ServerName::try_from(host.clone())
-                    .map_err(|e| invalid(&format!("TLS server name {host}: {e}")))?;
-                let tls = tokio_rustls::TlsConnector::from(config)
-                    .connect(name, s)
-                    .await?;
-                Stream::Tls(Box::new(tls))
-            }
-            ConnectionAddr::Unix(path) => Stream::Unix(UnixStream::connect(path).await?),
-            other => return Err(invalid(&format!("unsupported address {other}"))),
-        };
-        handshake(&mut stream, self.info.redis_settings()).await?;
+        let stream = self.connector.connect().await?;
         let wire = Arc::new(Wire::default());
         let driver = Driver {
             stream,
@@ -158,107 +124,6 @@ impl Endpoint {
     }
 }
 
-fn invalid(what: &str) -> RedisError {
-    RedisError::from(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        what.to_string(),
-    ))
-}
-
-/// Logs in (`AUTH` or `HELLO 3 AUTH`), selects the database and names the library, as redis-rs
-/// does; `CLIENT SETINFO` errors (servers before 7.2) are ignored, the others end the attempt.
-async fn handshake(stream: &mut Stream, settings: &redis::RedisConnectionInfo) -> RedisResult<()> {
-    let mut out = Vec::new();
-    let mut checked = Vec::new();
-    let mut push = |cmd: Cmd, check: bool| {
-        cmd.write_packed_command(&mut out);
-        checked.push(check);
-    };
-    let resp3 = settings.protocol() == ProtocolVersion::RESP3;
-    let logs_in = settings.password().is_some();
-    if resp3 {
-        let mut hello = redis::cmd("HELLO");
-        hello.arg(3);
-        if let Some(password) = settings.password() {
-            hello
-                .arg("AUTH")
-                .arg(settings.username().unwrap_or("default"))
-                .arg(password);
-        }
-        push(hello, true);
-    } else if let Some(password) = settings.password() {
-        let mut auth = redis::cmd("AUTH");
-        if let Some(user) = settings.username() {
-            auth.arg(user);
-        }
-        push(auth.arg(password).clone(), true);
-    }
-    if settings.db() != 0 {
-        push(redis::cmd("SELECT").arg(settings.db()).clone(), true);
-    }
-    if !settings.skip_set_lib_name() {
-        let name = settings.lib_name().unwrap_or("redis-rs");
-        let ver = settings.lib_ver().unwrap_or("");
-        push(
-            redis::cmd("CLIENT")
-                .arg("SETINFO")
-                .arg("LIB-NAME")
-                .arg(name)
-                .clone(),
-            false,
-        );
-        push(
-            redis::cmd("CLIENT")
-                .arg("SETINFO")
-                .arg("LIB-VER")
-                .arg(ver)
-                .clone(),
-            false,
-        );
-    }
-    if checked.is_empty() {
-        return Ok(());
-    }
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    stream.write_all(&out).await?;
-    stream.flush().await?;
-    let mut buf = Vec::with_capacity(512);
-    let mut next = 0;
-    while next < checked.len() {
-        match frame_len(&buf)? {
-            Some(len) => {
-                let reply = parse_frame(&buf[..len])?;
-                buf.drain(..len);
-                if checked[next] {
-                    if let Err(e) = reply.extract_error() {
-                        // As redis-rs reports it: a refused login is an authentication failure.
-                        return Err(if next == 0 && logs_in {
-                            RedisError::from((
-                                redis::ErrorKind::AuthenticationFailed,
-                                "Password authentication failed",
-                                e.to_string(),
-                            ))
-                        } else {
-                            e
-                        });
-                    }
-                }
-                next += 1;
-            }
-            None => {
-                if stream.read_buf(&mut buf).await? == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the server closed the connection during the handshake",
-                    )
-                    .into());
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// A connection that reconnects: cheap to clone, shared by every clone.
 #[derive(Clone)]
 pub(crate) struct Link {
@@ -267,7 +132,6 @@ pub(crate) struct Link {
 
 struct LinkInner {
     endpoint: Endpoint,
-    db: i64,
     current: Mutex<Option<Arc<Wire>>>,
     connecting: tokio::sync::Mutex<()>,
 }
@@ -295,7 +159,6 @@ impl Link {
     fn with(endpoint: Endpoint, wire: Option<Arc<Wire>>) -> Link {
         Link {
             inner: Arc::new(LinkInner {
-                db: endpoint.info.redis_settings().db(),
                 endpoint,
                 current: Mutex::new(wire),
                 connecting: tokio::sync::Mutex::new(()),
@@ -324,13 +187,18 @@ impl Link {
             .cloned()
     }
 
-    /// Sends what `write` encodes, expecting `replies` replies; a connection found dead before
-    /// anything was sent is replaced and the request goes out on the new one.
-    async fn request(&self, write: impl Fn(&mut Vec<u8>), expect: Expect) -> RedisResult<Reply> {
+    /// Sends what `write` encodes; `waiter` says what it waits for and where the answer goes. A
+    /// connection found dead before anything was sent is replaced and the request goes out on
+    /// the new one.
+    async fn request<T>(
+        &self,
+        write: impl Fn(&mut Vec<u8>),
+        waiter: impl Fn(Answer<T>) -> Waiter,
+    ) -> RedisResult<T> {
         let mut tries = 0;
         let rx = loop {
             let wire = self.wire().await?;
-            match wire.send(&write, expect) {
+            match wire.send(&write, &waiter) {
                 Ok(rx) => break rx,
                 Err(Refused::Dead) if tries == 0 => tries += 1,
                 Err(Refused::Dead) => {
@@ -366,34 +234,103 @@ enum Refused {
     Backlog,
 }
 
-/// What a request expects back.
-#[derive(Clone, Copy)]
-enum Expect {
-    One,
+/// Where a request's answer goes.
+type Answer<T> = oneshot::Sender<RedisResult<T>>;
+
+/// What a request waits for, what it has read so far, and who waits for its answer (`None`
+/// once the request failed with a timeout: its replies are still read, and dropped).
+enum Waiter {
+    One(Option<Answer<Value>>),
     /// A pipeline: `skip` replies to drop (a transaction's `MULTI` and `QUEUED`s), then `take`.
     Many {
+        to: Option<Answer<Vec<Value>>>,
         skip: usize,
         take: usize,
         transaction: bool,
+        seen: usize,
+        got: Vec<Value>,
+        /// A transaction's first error among the skipped replies.
+        error: Option<redis::ServerError>,
     },
 }
 
-enum Reply {
-    One(Value),
-    Many(Vec<Value>),
+impl Waiter {
+    fn many(to: Answer<Vec<Value>>, skip: usize, take: usize, transaction: bool) -> Waiter {
+        Waiter::Many {
+            to: Some(to),
+            skip,
+            take,
+            transaction,
+            seen: 0,
+            got: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Takes the next reply; `true` once the request has all of its replies and its answer
+    /// went out.
+    fn accept(&mut self, value: Value) -> bool {
+        match self {
+            Waiter::One(to) => {
+                if let Some(to) = to.take() {
+                    let _ = to.send(Ok(value));
+                }
+                true
+            }
+            Waiter::Many {
+                to,
+                skip,
+                take,
+                transaction,
+                seen,
+                got,
+                error,
+            } => {
+                *seen += 1;
+                if *seen > *skip {
+                    got.push(value);
+                } else if let Value::ServerError(e) = value {
+                    if *transaction && error.is_none() {
+                        *error = Some(e);
+                    }
+                }
+                if *seen < *skip + *take {
+                    return false;
+                }
+                if let Some(to) = to.take() {
+                    let _ = to.send(match error.take() {
+                        Some(e) => Err(e.into()),
+                        None => Ok(std::mem::take(got)),
+                    });
+                }
+                true
+            }
+        }
+    }
+
+    /// Answers with an error (unless it was answered already).
+    fn fail(&mut self, err: impl FnOnce() -> RedisError) {
+        match self {
+            Waiter::One(to) => {
+                if let Some(to) = to.take() {
+                    let _ = to.send(Err(err()));
+                }
+            }
+            Waiter::Many { to, .. } => {
+                if let Some(to) = to.take() {
+                    let _ = to.send(Err(err()));
+                }
+            }
+        }
+    }
 }
 
 impl ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            match self
-                .request(|out| cmd.write_packed_command(out), Expect::One)
-                .await?
-            {
-                Reply::One(v) => Ok(v),
-                Reply::Many(mut v) => Ok(v.pop().unwrap_or(Value::Nil)),
-            }
-        })
+        Box::pin(self.request(
+            |out| cmd.write_packed_command(out),
+            |to| Waiter::One(Some(to)),
+        ))
     }
 
     fn req_packed_commands<'a>(
@@ -404,23 +341,17 @@ impl ConnectionLike for Link {
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
             let packed = pipeline.get_packed_pipeline();
-            let expect = Expect::Many {
-                skip: offset,
-                take: count,
-                transaction: pipeline.is_transaction(),
-            };
-            match self
-                .request(|out| out.extend_from_slice(&packed), expect)
-                .await?
-            {
-                Reply::Many(v) => Ok(v),
-                Reply::One(v) => Ok(vec![v]),
-            }
+            let transaction = pipeline.is_transaction();
+            self.request(
+                |out| out.extend_from_slice(&packed),
+                |to| Waiter::many(to, offset, count, transaction),
+            )
+            .await
         })
     }
 
     fn get_db(&self) -> i64 {
-        self.inner.db
+        self.inner.endpoint.connector.info().redis_settings().db()
     }
 }
 
@@ -451,15 +382,9 @@ struct Queue {
 }
 
 struct Pending {
-    /// `None` once the request failed with a timeout.
-    tx: Option<oneshot::Sender<RedisResult<Reply>>>,
-    expect: Expect,
-    got: Vec<Value>,
-    seen: usize,
+    waiter: Waiter,
     /// When the driver wrote it.
     sent: Option<Instant>,
-    /// A transaction's first error among the skipped replies.
-    error: Option<Value>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -469,11 +394,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Wire {
     /// Queues one request; refused (nothing sent) if the connection is dead or the server has
     /// left [`MAX_BACKLOG`] bytes unread.
-    fn send(
+    fn send<T>(
         &self,
         write: &impl Fn(&mut Vec<u8>),
-        expect: Expect,
-    ) -> Result<oneshot::Receiver<RedisResult<Reply>>, Refused> {
+        waiter: &impl Fn(Answer<T>) -> Waiter,
+    ) -> Result<oneshot::Receiver<RedisResult<T>>, Refused> {
         let (tx, rx) = oneshot::channel();
         let waker = {
             let mut q = lock(&self.queue);
@@ -485,12 +410,8 @@ impl Wire {
             }
             write(&mut q.out);
             q.pending.push_back(Pending {
-                tx: Some(tx),
-                expect,
-                got: Vec::new(),
-                seen: 0,
+                waiter: waiter(tx),
                 sent: None,
-                error: None,
             });
             q.driver.take()
         };
@@ -522,60 +443,8 @@ impl Wire {
             std::mem::take(&mut q.pending)
         };
         self.dead.store(true, Ordering::Release);
-        for p in pending {
-            if let Some(tx) = p.tx {
-                let _ = tx.send(Err(err()));
-            }
-        }
-    }
-}
-
-/// The socket, whichever kind.
-enum Stream {
-    Tcp(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-    Unix(UnixStream),
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(_) | Stream::Unix(_) => Poll::Ready(Ok(())),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+        for mut p in pending {
+            p.waiter.fail(&err);
         }
     }
 }
@@ -583,7 +452,7 @@ impl AsyncWrite for Stream {
 /// The task that owns the socket: writes what callers queued, reads and hands out replies,
 /// and watches the oldest request's age.
 struct Driver {
-    stream: Stream,
+    stream: ServerStream,
     wire: Arc<Wire>,
     /// Read bytes are `rbuf[..rlen]`; the rest is room for the next read.
     rbuf: Vec<u8>,
@@ -760,40 +629,10 @@ impl Driver {
                 return Err(invalid("a reply came that no request waits for"));
             }
             let p = q.pending.front_mut().expect("written requests are pending");
-            let done = match p.expect {
-                Expect::One => Some(Ok(Reply::One(value))),
-                Expect::Many {
-                    skip,
-                    take,
-                    transaction,
-                } => {
-                    p.seen += 1;
-                    if p.seen <= skip {
-                        if transaction
-                            && p.error.is_none()
-                            && matches!(value, Value::ServerError(_))
-                        {
-                            p.error = Some(value);
-                        }
-                    } else {
-                        p.got.push(value);
-                    }
-                    if p.seen < skip + take {
-                        None
-                    } else if let Some(err) = p.error.take() {
-                        Some(err.extract_error().map(Reply::One))
-                    } else {
-                        Some(Ok(Reply::Many(std::mem::take(&mut p.got))))
-                    }
-                }
-            };
-            if let Some(result) = done {
-                let p = q.pending.pop_front().expect("front exists");
+            if p.waiter.accept(value) {
+                q.pending.pop_front();
                 q.written -= 1;
                 q.expired = q.expired.saturating_sub(1);
-                if let Some(tx) = p.tx {
-                    let _ = tx.send(result);
-                }
             }
         }
         drop(q);
@@ -830,13 +669,13 @@ impl Driver {
             for p in q.pending.range_mut(from..) {
                 match p.sent {
                     Some(sent) if sent + timeout <= now => {
-                        if let Some(tx) = p.tx.take() {
-                            let _ = tx.send(Err(io::Error::new(
+                        p.waiter.fail(|| {
+                            io::Error::new(
                                 io::ErrorKind::TimedOut,
                                 format!("no reply within {timeout:?}"),
                             )
-                            .into()));
-                        }
+                            .into()
+                        });
                         failed += 1;
                     }
                     _ => break,
@@ -844,97 +683,6 @@ impl Driver {
             }
             q.expired += failed;
         }
-    }
-}
-
-/// The TLS settings lockkit uses for `rediss://` (also `lockkit proxy`'s upstream): trust
-/// `root_ca` (PEM) if given, else the web's roots; `insecure` (`rediss://...#insecure`) skips
-/// the certificate check, as redis-rs does for that URL.
-///
-/// # Errors
-/// A `root_ca` that is not PEM certificates.
-///
-/// ```
-/// let config = lockkit::tls_config(false, None).unwrap();
-/// assert!(config.alpn_protocols.is_empty());
-/// ```
-pub fn tls_config(insecure: bool, root_ca: Option<&[u8]>) -> RedisResult<rustls::ClientConfig> {
-    crate::conn::ensure_crypto_provider();
-    let provider = rustls::crypto::CryptoProvider::get_default()
-        .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| invalid(&format!("TLS: {e}")))?;
-    if insecure {
-        return Ok(builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-            .with_no_client_auth());
-    }
-    let roots = match root_ca {
-        Some(pem) => {
-            use rustls::pki_types::pem::PemObject;
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| invalid(&format!("TLS root CA: {e}")))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| invalid(&format!("TLS root CA: {e}")))?;
-            }
-            roots
-        }
-        None => rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    };
-    Ok(builder.with_root_certificates(roots).with_no_client_auth())
-}
-
-/// `rediss://...#insecure`: the server's certificate is not checked (signatures still are).
-#[derive(Debug)]
-struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -947,6 +695,15 @@ mod tests {
         Endpoint::new(info, None, Duration::from_secs(2), response_timeout, 0).unwrap()
     }
 
+    async fn link_to(
+        server: &lockkit_test_support::RedisServer,
+        response_timeout: Option<Duration>,
+    ) -> Link {
+        Link::connect(endpoint(&server.url(), response_timeout))
+            .await
+            .unwrap()
+    }
+
     async fn query<T: redis::FromRedisValue>(link: &Link, cmd: &mut Cmd) -> RedisResult<T> {
         cmd.query_async(&mut link.clone()).await
     }
@@ -954,9 +711,7 @@ mod tests {
     #[tokio::test]
     async fn concurrent_calls_each_get_their_own_reply() {
         let server = lockkit_test_support::RedisServer::start();
-        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_secs(5))))
-            .await
-            .unwrap();
+        let link = link_to(&server, Some(Duration::from_secs(5))).await;
         let calls = (0..2_000).map(|i| {
             let link = link.clone();
             async move {
@@ -992,12 +747,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_transaction_answers_with_its_replies_or_its_first_queueing_error() {
+        let server = lockkit_test_support::RedisServer::start();
+        let link = link_to(&server, Some(Duration::from_secs(5))).await;
+        let mut tx = redis::pipe();
+        tx.atomic().cmd("SET").arg("t").arg(5).cmd("INCR").arg("t");
+        let (set, n): (String, i64) = tx.query_async(&mut link.clone()).await.unwrap();
+        assert_eq!((set.as_str(), n), ("OK", 6));
+        // Refused while queueing: the transaction is aborted, the refusal is the answer.
+        let mut bad = redis::pipe();
+        bad.atomic().cmd("INCR").arg("t").cmd("NO-SUCH-COMMAND");
+        let err = bad
+            .query_async::<Value>(&mut link.clone())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown command"), "{err}");
+        // Every reply of both was read: the next call gets its own.
+        let n: i64 = query(&link, redis::cmd("GET").arg("t")).await.unwrap();
+        assert_eq!(n, 6);
+    }
+
+    #[tokio::test]
     async fn a_late_reply_is_never_taken_for_the_next_calls_answer() {
         let server = lockkit_test_support::RedisServer::start();
         server.inline("SET k mine").unwrap();
-        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_millis(100))))
-            .await
-            .unwrap();
+        let link = link_to(&server, Some(Duration::from_millis(100))).await;
         // Answered after 300 ms: the call times out at 100 ms (an unknown outcome).
         let err = query::<Value>(&link, redis::cmd("DEBUG").arg("SLEEP").arg("0.3"))
             .await
@@ -1044,9 +818,7 @@ mod tests {
     #[tokio::test]
     async fn a_frozen_server_does_not_make_the_client_buffer_without_bound() {
         let server = lockkit_test_support::RedisServer::start();
-        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_millis(50))))
-            .await
-            .unwrap();
+        let link = link_to(&server, Some(Duration::from_millis(50))).await;
         server.pause().unwrap();
         // 64 MiB of SETs at a server that reads nothing: the kernel's buffers fill, then
         // the connection's own backlog; past its cap calls fail at once, unsent.

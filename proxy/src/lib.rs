@@ -73,4 +73,4 @@ mod upstream;
 
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
-pub use upstream::{Upstream, UpstreamConn, CONNECT_TIMEOUT};
+pub use upstream::{Upstream, CONNECT_TIMEOUT};

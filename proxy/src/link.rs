@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use lockkit::net::{ReadHalf, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
@@ -119,7 +120,7 @@ async fn run(
     let mut waiting = VecDeque::new();
     let (why, close) = match conn {
         Ok(conn) => {
-            let (r, w) = conn.into_boxed_split();
+            let (r, w) = conn.into_split();
             let e = serve(r, w, &mut rx, &mut stop, &mut waiting).await;
             let text = format!(
                 "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
@@ -159,8 +160,8 @@ async fn run(
 /// Writes the requests and hands out the replies until the connection fails or the proxy
 /// stops; why it ended.
 async fn serve(
-    mut ur: crate::upstream::BoxRead,
-    mut uw: crate::upstream::BoxWrite,
+    mut ur: ReadHalf,
+    mut uw: WriteHalf,
     rx: &mut mpsc::UnboundedReceiver<Request>,
     stop: &mut watch::Receiver<bool>,
     waiting: &mut VecDeque<Waiting>,
@@ -226,10 +227,7 @@ async fn serve(
 }
 
 /// Writes some of `bytes` (how many), or flushes when there are none (`None`).
-async fn write_or_flush(
-    w: &mut crate::upstream::BoxWrite,
-    bytes: &[u8],
-) -> std::io::Result<Option<usize>> {
+async fn write_or_flush(w: &mut WriteHalf, bytes: &[u8]) -> std::io::Result<Option<usize>> {
     if bytes.is_empty() {
         w.flush().await.map(|()| None)
     } else {

@@ -1,13 +1,13 @@
 //! Where a client's commands go: a shared upstream connection ([`crate::link`]) while every
 //! command so far was stateless, then a connection of the client's own.
 
+use lockkit::net::{ReadHalf, ServerStream, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::link::{Delivery, DeliveryTx, Link, Request};
 use crate::resp;
 use crate::server::Shared;
-use crate::upstream::{BoxRead, BoxWrite, UpstreamConn};
 
 /// Commands of one client in flight on a shared connection at most: a client that does not read
 /// its replies holds at most this many in the proxy's memory.
@@ -18,7 +18,7 @@ pub(crate) enum Up {
     /// A shared connection, while every command so far was stateless.
     Shared(SharedUp),
     /// A connection of the client's own.
-    Own { r: BoxRead, w: BoxWrite },
+    Own { r: ReadHalf, w: WriteHalf },
 }
 
 /// A client's side of the shared connections.
@@ -47,8 +47,8 @@ impl Up {
     }
 
     /// On a connection of its own.
-    pub(crate) fn own(conn: UpstreamConn) -> Up {
-        let (r, w) = conn.into_boxed_split();
+    pub(crate) fn own(conn: ServerStream) -> Up {
+        let (r, w) = conn.into_split();
         Up::Own { r, w }
     }
 

@@ -100,6 +100,8 @@ async fn auth_passes_through_and_the_url_password_logs_the_proxy_in() {
     );
     proxy.stop().await;
 
+    let auth = ["--no-auth-warning", "-a", "s3cret"];
+    redis_cli(server.port(), &auth, "CONFIG RESETSTAT\n");
     let with_password = format!("redis://:s3cret@127.0.0.1:{}/2", server.port());
     let proxy = start_proxy(&with_password, vec![]).await;
     let port = proxy.addr().port();
@@ -109,6 +111,11 @@ async fn auth_passes_through_and_the_url_password_logs_the_proxy_in() {
         out.contains(" db=2 "),
         "the URL's database is selected: {out}"
     );
+    // The proxy names no library upstream: no `CLIENT SETINFO` (which a server before 7.2
+    // refuses, counting an error), no `lib-name`.
+    assert!(!out.contains("lib-name=redis-rs"), "{out}");
+    let errors = redis_cli(server.port(), &auth, "INFO errorstats\n");
+    assert!(!errors.contains("errorstat_"), "{errors}");
     proxy.stop().await;
 }
 
