@@ -383,8 +383,9 @@ struct Queue {
 
 struct Pending {
     waiter: Waiter,
-    /// When the driver wrote it.
-    sent: Option<Instant>,
+    /// When the call queued it: its response timeout counts from here, written or not (a
+    /// request still waiting in `out` behind a server that reads nothing times out too).
+    queued: Instant,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -411,7 +412,7 @@ impl Wire {
             write(&mut q.out);
             q.pending.push_back(Pending {
                 waiter: waiter(tx),
-                sent: None,
+                queued: Instant::now(),
             });
             q.driver.take()
         };
@@ -534,12 +535,6 @@ impl Driver {
             }
             *may_write = false;
             std::mem::swap(&mut q.out, &mut self.wbuf);
-            // One clock read per batch: every request in it was sent now.
-            let now = Instant::now();
-            let from = q.written;
-            for p in q.pending.range_mut(from..) {
-                p.sent = Some(now);
-            }
             q.written = q.pending.len();
         }
         while self.wpos < self.wbuf.len() {
@@ -560,7 +555,16 @@ impl Driver {
                         .fail(|| io::Error::new(kind, format!("writing: {text}")).into());
                     return Step::Done;
                 }
-                Poll::Pending => break,
+                Poll::Pending => {
+                    // The socket is full (a server that reads nothing): calls queued meanwhile
+                    // must wake this driver, which arms their response timeout.
+                    let mut q = lock(&self.wire.queue);
+                    match &q.driver {
+                        Some(w) if w.will_wake(cx.waker()) => {}
+                        _ => q.driver = Some(cx.waker().clone()),
+                    }
+                    break;
+                }
             }
         }
         if let Poll::Ready(Err(e)) = Pin::new(&mut self.stream).poll_flush(cx) {
@@ -651,11 +655,11 @@ impl Driver {
         loop {
             if !self.armed {
                 let q = lock(&self.wire.queue);
-                let Some(sent) = q.pending.get(q.expired).and_then(|p| p.sent) else {
+                let Some(queued) = q.pending.get(q.expired).map(|p| p.queued) else {
                     return;
                 };
                 drop(q);
-                self.timer.as_mut().reset(sent + timeout);
+                self.timer.as_mut().reset(queued + timeout);
                 self.armed = true;
             }
             if self.timer.as_mut().poll(cx).is_pending() {
@@ -667,8 +671,8 @@ impl Driver {
             let from = q.expired;
             let mut failed = 0;
             for p in q.pending.range_mut(from..) {
-                match p.sent {
-                    Some(sent) if sent + timeout <= now => {
+                match p.queued {
+                    queued if queued + timeout <= now => {
                         p.waiter.fail(|| {
                             io::Error::new(
                                 io::ErrorKind::TimedOut,
@@ -841,5 +845,42 @@ mod tests {
             "backlog {backlog}"
         );
         assert!(refused > 0, "no call was refused");
+    }
+
+    #[tokio::test]
+    async fn a_call_waiting_behind_a_full_socket_still_times_out() {
+        let server = lockkit_test_support::RedisServer::start();
+        let link = Link::connect(endpoint(&server.url(), Some(Duration::from_millis(200))))
+            .await
+            .unwrap();
+        server.pause().unwrap();
+        // SETs the frozen server never reads, until the kernel's buffers are full and commands
+        // wait in the connection's own buffer, unsent (each call is dropped after a moment).
+        let value = "v".repeat(256 << 10);
+        let mut queued_unsent = false;
+        for i in 0..256 {
+            let mut set = redis::cmd("SET");
+            set.arg(format!("k{i}")).arg(&value);
+            let _ = tokio::time::timeout(Duration::from_millis(5), query::<Value>(&link, &mut set))
+                .await;
+            if !lock(&link.live().unwrap().queue).out.is_empty() {
+                queued_unsent = true;
+                break;
+            }
+        }
+        assert!(queued_unsent, "the kernel took 64 MiB of commands");
+        // This call waits in the connection's buffer too: it must still fail with a timeout
+        // once the response timeout has passed, not wait for as long as the server is frozen.
+        let waited = tokio::time::timeout(
+            Duration::from_secs(3),
+            query::<Value>(&link, &mut redis::cmd("PING")),
+        )
+        .await;
+        server.resume().unwrap();
+        match waited {
+            Ok(Err(e)) => assert!(e.is_timeout(), "{e}"),
+            Ok(Ok(v)) => panic!("a frozen server answered: {v:?}"),
+            Err(_) => panic!("the call still waited 3 s into a 200 ms response timeout"),
+        }
     }
 }
