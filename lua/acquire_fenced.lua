@@ -11,9 +11,14 @@
 -- ARGV[2]  the TTL in milliseconds (a positive integer)
 --
 -- Replies (integer):
---   n > 0  acquired: the lock now holds ARGV[1] for ARGV[2] ms; n is the fencing token
+--   n > 0  acquired: the lock now holds ARGV[1] for ARGV[2] ms; n is the fencing token. The same
+--          call repeated while the lock still holds ARGV[1] (a cluster client re-sends a command
+--          after a dropped connection) answers the token the first one drew, changing nothing
 --   0      taken: the lock is held by someone else; nothing changed (the counter did not move)
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return redis.call('INCR', KEYS[2])
+end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return tonumber(redis.call('GET', KEYS[2])) or 0
 end
 return 0

@@ -351,3 +351,41 @@ async fn release_whose_script_ran_before_the_connection_dropped_is_released() {
         assert_eq!(outcome, ReleaseOutcome::Released, "{key}");
     }
 }
+
+/// As `acquire_whose_set_landed_before_the_connection_dropped_is_ours`, for a fenced acquire:
+/// the cluster client re-sends `acquire_fenced.lua` after the first one took the lock and drew
+/// its fencing token. The re-sent one must hand back our lock with that token, not answer busy
+/// against our own lock (it did: `Ok(None)`, and the key stayed held by our token for its TTL).
+#[tokio::test]
+async fn fenced_acquire_whose_script_ran_before_the_connection_dropped_is_ours() {
+    let cluster = RedisCluster::start(3);
+    let relays = behind_relays(&cluster);
+    let client = LockClient::connect(&relays[0].url()).await.unwrap();
+    let (key, fence) = ("{job:resent}", "{job:resent}:fence");
+    let node = &cluster.nodes()[owner(&cluster, key)];
+    let relay = &relays[owner(&cluster, key)];
+    let scripts_before = command_calls(&node.url(), "evalsha");
+    // The connection drops right after the fenced acquire reached the owner node.
+    relay.drop_after(fence.as_bytes());
+    let lock = client
+        .try_acquire_fenced(key, fence, Duration::from_secs(30))
+        .await
+        .unwrap();
+    // The scenario really happened: the script reached the node twice (sent, dropped, re-sent).
+    assert_eq!(command_calls(&node.url(), "evalsha") - scripts_before, 2);
+    let holder: Option<String> = redis::cmd("GET")
+        .arg(key)
+        .query(&mut sync_conn(&node.url()))
+        .unwrap();
+    let lock = lock.expect("our own landed acquire is our lock, not a busy one");
+    assert_eq!(holder.as_deref(), Some(lock.token()));
+    assert_eq!(
+        lock.fencing_token(),
+        Some(1),
+        "the token the first delivery drew"
+    );
+    assert_eq!(
+        client.release(&lock).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+}
