@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::client::Unheard;
+use crate::conn::Conn;
 use crate::connections::ScriptCall;
 use crate::error::Result;
 use crate::lock::{
@@ -56,9 +57,14 @@ impl LockClient {
             .copied()
             .zip(tokens.iter().map(String::as_str))
             .collect();
+        // One connection for the whole batch and anything that undoes it (`conn_for`).
+        let Some(first) = tokens.first() else {
+            return Ok(Vec::new());
+        };
+        let conn = self.conns.conn_for(first);
         let start = Instant::now();
-        let unheard = Unheard::arm(self, &pairs, false);
-        let replies = self.conns.query_each(keys, cmds).await;
+        let unheard = Unheard::arm(self, &pairs, false).on(&conn);
+        let replies = self.conns.query_each(&conn, keys, cmds).await;
         unheard.disarm();
         let replies = match replies {
             Ok(r) => r,
@@ -67,7 +73,7 @@ impl LockClient {
                 // pipelines to the other slots' nodes went out beside the one that failed (a node
                 // down) and took their keys.
                 if e.is_unknown_outcome() || self.conns.topology() == Topology::Cluster {
-                    self.clean_up_pairs(&pairs).await;
+                    self.clean_up_pairs(&conn, &pairs).await;
                 }
                 return Err(e);
             }
@@ -90,7 +96,7 @@ impl LockClient {
                 .filter(|(_, t)| **t)
                 .map(|(p, _)| *p)
                 .collect();
-            self.clean_up_pairs(&held).await;
+            self.clean_up_pairs(&conn, &held).await;
             return Err(e);
         }
         Ok(keys
@@ -152,13 +158,18 @@ impl LockClient {
             .iter()
             .map(|l| (l.key.as_str(), l.token.as_str(), l.options.fair.on))
             .collect();
-        match self.release_each(&held).await {
+        let Some((_, first, _)) = held.first() else {
+            return Ok(Vec::new());
+        };
+        // The retry uses the same connection: after a drop it is the one being re-established.
+        let conn = self.conns.conn_for(first);
+        match self.release_each(&conn, &held).await {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(error = %e, "batch release failed; sending it once more");
-                let again = self.release_each(&held).await;
+                let again = self.release_each(&conn, &held).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     for (key, token, fair) in &held {
-                        self.release_in_background(key, token, *fair);
+                        self.release_in_background_on(&conn, key, token, *fair);
                     }
                 }
                 again.map(|outcomes| {
@@ -176,7 +187,7 @@ impl LockClient {
     /// One pipelined compare-and-delete per lock: `release.lua`, or for a lock taken in fair
     /// mode `release_fair.lua`, which names the queue's head (a plain release would wake every
     /// fair waiter of the key).
-    async fn release_each(&self, held: &[Held<'_>]) -> Result<Vec<ReleaseOutcome>> {
+    async fn release_each(&self, conn: &Conn, held: &[Held<'_>]) -> Result<Vec<ReleaseOutcome>> {
         let channels: Vec<Option<String>> = held
             .iter()
             .map(|(k, _, _)| self.conns.release_channel(k))
@@ -207,19 +218,20 @@ impl LockClient {
                 ScriptCall { script, keys, args }
             })
             .collect();
-        let replies = self.conns.run_script_many(&calls).await?;
+        let replies = self.conns.run_script_many(conn, &calls).await?;
         replies.iter().map(release_outcome).collect()
     }
 
     /// Gives back what a failed batch may hold: one pipelined compare-and-delete, and for each
-    /// key it could not confirm, the background retry a single acquire gets.
-    async fn clean_up_pairs(&self, pairs: &[(&str, &str)]) {
+    /// key it could not confirm, the background retry a single acquire gets; all over `conn`,
+    /// the batch's connection, so none overtakes a command of the batch.
+    async fn clean_up_pairs(&self, conn: &Conn, pairs: &[(&str, &str)]) {
         if pairs.is_empty() {
             return;
         }
         self.conns.count_unknown_outcome_cleanup();
         let held: Vec<Held<'_>> = pairs.iter().map(|&(k, t)| (k, t, false)).collect();
-        let confirmed = match self.release_each(&held).await {
+        let confirmed = match self.release_each(conn, &held).await {
             Ok(outcomes) => outcomes.len(),
             Err(e) => {
                 tracing::warn!(error = %e, keys = pairs.len(), "batch clean-up failed; retrying in background");
@@ -227,7 +239,7 @@ impl LockClient {
             }
         };
         for (key, token) in &pairs[confirmed.min(pairs.len())..] {
-            self.release_in_background(key, token, false);
+            self.release_in_background_on(conn, key, token, false);
         }
     }
 }

@@ -254,15 +254,21 @@ impl LockClient {
     /// a lock whose release (or whose acquire's reply) was lost is not left for its whole TTL.
     /// Safe at any time: it deletes the key only while it still holds this token.
     pub(crate) fn release_in_background(&self, key: &str, token: &str, fair: bool) {
+        self.release_in_background_on(&self.conns.conn_for(token), key, token, fair);
+    }
+
+    /// [`release_in_background`](Self::release_in_background) over `conn`: the connection the
+    /// command it undoes went over (a batch's), so it never overtakes that command.
+    pub(crate) fn release_in_background_on(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let this = self.clone();
+        let mut conn = conn.clone();
         let (key, token) = (key.to_string(), token.to_string());
         runtime.spawn(async move {
             for delay_ms in [50u64, 200, 800, 2000] {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                let mut conn = this.conns.conn_for(&token);
                 match this.release_on(&mut conn, &key, &token, fair).await {
                     Err(e) if e.is_retryable() => continue,
                     _ => return,
@@ -281,6 +287,8 @@ pub(crate) struct Unheard<'a> {
     sent: &'a [(&'a str, &'a str)],
     fair: bool,
     armed: bool,
+    /// The connection the acquires went over, when not each token's own (a batch's).
+    route: Option<Conn>,
 }
 
 impl<'a> Unheard<'a> {
@@ -291,7 +299,14 @@ impl<'a> Unheard<'a> {
             sent,
             fair,
             armed: true,
+            route: None,
         }
+    }
+
+    /// The acquires went over `conn` (one pipeline for a batch): so do their clean-ups.
+    pub(crate) fn on(mut self, conn: &Conn) -> Self {
+        self.route = Some(conn.clone());
+        self
     }
 
     pub(crate) fn disarm(mut self) {
@@ -306,7 +321,12 @@ impl Drop for Unheard<'_> {
         }
         self.client.conns.count_unknown_outcome_cleanup();
         for (key, token) in self.sent {
-            self.client.release_in_background(key, token, self.fair);
+            match &self.route {
+                Some(conn) => self
+                    .client
+                    .release_in_background_on(conn, key, token, self.fair),
+                None => self.client.release_in_background(key, token, self.fair),
+            }
         }
     }
 }

@@ -370,13 +370,21 @@ impl Connections {
     /// On one server this is one round trip. In a cluster, a pipeline must stay inside one slot,
     /// so commands are grouped by their key's slot and the groups are sent concurrently (each to
     /// the node owning it), which still costs about one round trip.
-    pub(crate) async fn query_each(&self, keys: &[&str], cmds: Vec<Cmd>) -> Result<Vec<Value>> {
+    ///
+    /// Everything goes over `conn` (a batch's clean-up must follow its acquires on their
+    /// connection, see [`Connections::conn_for`]).
+    pub(crate) async fn query_each(
+        &self,
+        conn: &Conn,
+        keys: &[&str],
+        cmds: Vec<Cmd>,
+    ) -> Result<Vec<Value>> {
         if self.topology() != Topology::Cluster {
             let mut pipe = redis::pipe();
             for c in cmds {
                 pipe.add_command(c);
             }
-            let mut conn = self.conn();
+            let mut conn = conn.clone();
             return Ok(pipe
                 .ignore_errors()
                 .query_async::<Vec<Value>>(&mut conn)
@@ -397,7 +405,7 @@ impl Connections {
                     pipe.add_command(c);
                 }
             }
-            let mut conn = self.conn();
+            let mut conn = conn.clone();
             async move {
                 let replies = pipe
                     .ignore_errors()
@@ -418,13 +426,17 @@ impl Connections {
     /// Runs every call in one round trip (in a cluster, one per slot, routed by each call's
     /// first key); entries that met `NOSCRIPT` are re-sent with `EVAL` in one more round trip
     /// (function mode: the library is loaded again first).
-    pub(crate) async fn run_script_many(&self, calls: &[ScriptCall<'_>]) -> Result<Vec<Value>> {
+    pub(crate) async fn run_script_many(
+        &self,
+        conn: &Conn,
+        calls: &[ScriptCall<'_>],
+    ) -> Result<Vec<Value>> {
         let keys: Vec<&str> = calls.iter().map(|c| c.keys[0]).collect();
         let cmds = calls
             .iter()
             .map(|c| self.script_cmd(c.script, &c.keys, &c.args))
             .collect();
-        let mut replies = self.query_each(&keys, cmds).await?;
+        let mut replies = self.query_each(conn, &keys, cmds).await?;
         let missing: Vec<usize> = replies
             .iter()
             .enumerate()
@@ -451,7 +463,7 @@ impl Connections {
             .iter()
             .map(|&i| script_cmd(mode, calls[i].script, &calls[i].keys, &calls[i].args))
             .collect();
-        let again = self.query_each(&again_keys, again_cmds).await?;
+        let again = self.query_each(conn, &again_keys, again_cmds).await?;
         for (i, v) in missing.into_iter().zip(again) {
             replies[i] = v;
         }

@@ -423,3 +423,52 @@ async fn a_fair_waiter_under_a_new_ticket_queues_again_at_once() {
     assert!(head_task.await.unwrap().is_released());
     assert!(waiter_task.await.unwrap().is_released());
 }
+
+/// A batch of acquires dropped while its pipeline is held up on the network (a relay delays it
+/// 600 ms), over 2 connections: the background compare-and-deletes of its keys must reach the
+/// server after the pipeline, never before it. They went over each token's own connection,
+/// half of them not the pipeline's: those overtook it, found nothing, and their keys stayed
+/// held for the whole TTL.
+#[tokio::test]
+async fn a_batch_dropped_mid_attempt_over_several_connections_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect_with(
+        &relay.url(),
+        lockkit::ClientOptions::new()
+            .connections(2)
+            .wait(lockkit::WaitMode::Poll),
+    )
+    .await
+    .unwrap();
+    let keys: Vec<String> = (0..16).map(|i| format!("lock:dropped-batch:{i}")).collect();
+    relay.set_delay(Duration::from_millis(600));
+    let batch = {
+        let (client, keys) = (client.clone(), keys.clone());
+        tokio::spawn(async move {
+            let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+            client.acquire_many(&refs, Duration::from_secs(30)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Only the batch's pipeline is late: whatever is sent from now on goes through at once.
+    relay.set_delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    batch.abort();
+    assert!(batch.await.unwrap_err().is_cancelled());
+    // The pipeline has landed by now, and every clean-up after it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let held: Vec<&String> = keys
+        .iter()
+        .filter(|k| redis::cmd("EXISTS").arg(k).query::<bool>(&mut c).unwrap())
+        .collect();
+    assert!(
+        held.is_empty(),
+        "{} of 16 keys held for their 30 s TTL: {held:?}",
+        held.len()
+    );
+}
