@@ -9,8 +9,7 @@ use crate::conn::Conn;
 use crate::connections::ScriptCall;
 use crate::error::Result;
 use crate::lock::{
-    check_key, new_token, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock,
-    ReleaseOutcome,
+    check_key, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
 };
 use crate::options::LockOptions;
 use crate::scripts;
@@ -45,7 +44,9 @@ impl LockClient {
         for k in keys {
             check_key(k)?;
         }
-        let tokens: Vec<String> = keys.iter().map(|_| new_token()).collect();
+        // Drawn to land on the task's connection: the batch goes over its first token's, and
+        // so, later, do each of its locks' own commands.
+        let tokens: Vec<String> = keys.iter().map(|_| self.conns.task_token()).collect();
         let get = self.conns.set_nx_get();
         let cmds = keys
             .iter()

@@ -9,8 +9,8 @@ use crate::conn::Conn;
 use crate::connections::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
 use crate::lock::{
-    check_key, extend_outcome, new_token, release_outcome, resent_outcome, set_nx_cmd,
-    set_nx_taken, ttl_ms, ExtendOutcome, Lock, ReleaseOutcome,
+    check_key, extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
+    ExtendOutcome, Lock, ReleaseOutcome,
 };
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
@@ -154,7 +154,7 @@ impl LockClient {
 
     async fn attempt_once(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         check_key(key)?;
-        let token = new_token();
+        let token = self.conns.task_token();
         let mut conn = self.conns.conn_for(&token);
         let start = Instant::now();
         let get = self.conns.set_nx_get();

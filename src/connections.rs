@@ -11,6 +11,7 @@ use redis::{Cmd, Value};
 
 use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
+use crate::lock::new_token;
 use crate::options::{ClientOptions, ScriptMode};
 use crate::scripts::{self, LuaScript};
 use crate::wait::{open_hub, Hub, WaitMode};
@@ -186,14 +187,26 @@ impl Connections {
         &self.0.target
     }
 
-    /// One connection, round-robin over the set (each is multiplexed and cheap to clone).
+    /// One connection of the set (each is multiplexed and cheap to clone). A task always gets
+    /// the same one, chosen by its task id, so tasks spread evenly over the set. Keeping a task
+    /// on one connection is cheaper than spreading its calls: the replies one read brings wake
+    /// tasks whose next commands go back out on that same connection, in one write, instead of
+    /// one write on each connection. Outside a task, round-robin.
     pub(crate) fn conn(&self) -> Conn {
-        let conns = &self.0.conns;
-        if conns.len() == 1 {
-            return conns[0].clone();
+        self.0.conns[self.home()].clone()
+    }
+
+    /// The index of the current task's connection ([`conn`](Self::conn)).
+    fn home(&self) -> usize {
+        let n = self.0.conns.len();
+        if n == 1 {
+            return 0;
         }
-        let i = self.0.next.fetch_add(1, Ordering::Relaxed) % conns.len();
-        conns[i].clone()
+        let i = match tokio::task::try_id() {
+            Some(id) => task_number(id),
+            None => self.0.next.fetch_add(1, Ordering::Relaxed),
+        };
+        i % n
     }
 
     /// The connection for everything done under one token: the acquire, the clean-up of an
@@ -207,10 +220,32 @@ impl Connections {
         if conns.len() == 1 {
             return conns[0].clone();
         }
-        let hash = token
-            .bytes()
-            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-        conns[hash as usize % conns.len()].clone()
+        conns[token_slot(token, conns.len())].clone()
+    }
+
+    /// A fresh token for a lock the current task takes, drawn so that the lock's connection
+    /// ([`conn_for`](Self::conn_for)) is the task's own ([`conn`](Self::conn)): a task's lock
+    /// commands then go out with the other commands its connection's replies woke, in one write.
+    /// It is a random UUID v4 like any other, drawn among those that land there (with `n`
+    /// connections, `n` draws on average, log2(n) bits less to guess).
+    pub(crate) fn task_token(&self) -> String {
+        self.token_on(self.home())
+    }
+
+    /// A fresh token whose connection is `slot` (see [`task_token`](Self::task_token)).
+    fn token_on(&self, slot: usize) -> String {
+        let n = self.0.conns.len();
+        if n == 1 {
+            return new_token();
+        }
+        // n draws on average; the bound is never reached in practice (p = (1 - 1/n)^(64 n)).
+        for _ in 0..64 * n {
+            let token = new_token();
+            if token_slot(&token, n) == slot {
+                return token;
+            }
+        }
+        new_token()
     }
 
     /// Counts one clean-up after a lost acquire reply.
@@ -535,6 +570,38 @@ fn is_auth_error(e: &redis::RedisError) -> bool {
         || e.code().is_some_and(|c| c == "NOAUTH" || c == "WRONGPASS")
 }
 
+/// Which of `n` connections the commands of `token` go over.
+fn token_slot(token: &str, n: usize) -> usize {
+    let hash = token
+        .bytes()
+        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    hash as usize % n
+}
+
+/// A task id as a number (tokio numbers tasks in the order they are spawned).
+fn task_number(id: tokio::task::Id) -> usize {
+    use std::hash::{Hash, Hasher};
+    /// Keeps the last integer hashed: the id's own number.
+    #[derive(Default)]
+    struct Number(u64);
+    impl Hasher for Number {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for b in bytes {
+                self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+            }
+        }
+        fn write_u64(&mut self, n: u64) {
+            self.0 = n;
+        }
+    }
+    let mut h = Number::default();
+    id.hash(&mut h);
+    h.finish() as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,6 +615,48 @@ mod tests {
         assert!(
             packed.contains("\r\n1\r\n") && packed.ends_with("k\r\n$3\r\ntok\r\n"),
             "{packed}"
+        );
+    }
+
+    async fn client_id(mut conn: Conn) -> i64 {
+        redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_task_and_the_locks_it_takes_keep_to_one_connection_and_tasks_spread_over_all() {
+        let server = lockkit_test_support::RedisServer::start();
+        let conns = Connections::connect(&server.url(), ClientOptions::new().connections(3))
+            .await
+            .unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..30 {
+            let conns = conns.clone();
+            let ids = tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for _ in 0..4 {
+                    ids.push(client_id(conns.conn()).await);
+                    // The lock this task would take next: on the same connection.
+                    let token = conns.task_token();
+                    ids.push(client_id(conns.conn_for(&token)).await);
+                }
+                ids
+            })
+            .await
+            .unwrap();
+            assert!(
+                ids.iter().all(|&id| id == ids[0]),
+                "one task, several connections: {ids:?}"
+            );
+            seen.insert(ids[0]);
+        }
+        assert_eq!(
+            seen.len(),
+            3,
+            "thirty tasks should use all three connections: {seen:?}"
         );
     }
 }

@@ -6,7 +6,7 @@ use redis::Value;
 
 use crate::client::Unheard;
 use crate::error::{Error, Result};
-use crate::lock::{check_key, new_token, ttl_ms, Lock};
+use crate::lock::{check_key, ttl_ms, Lock};
 use crate::options::LockOptions;
 use crate::scripts;
 use crate::{LockClient, Locker};
@@ -96,7 +96,7 @@ impl LockClient {
                 ),
             });
         }
-        let token = new_token();
+        let token = self.conns.task_token();
         let ms = ttl_ms(ttl).to_string();
         let mut conn = self.conns.conn_for(&token);
         let start = Instant::now();

@@ -90,7 +90,10 @@ impl ClientOptions {
         /// How many multiplexed connections to spread calls over (default 1: one connection already
         /// pipelines concurrent calls; more help only when one socket is the bottleneck). Locks
         /// are spread by token: every command of one lock (its acquire, a clean-up, the release,
-        /// the extends) goes over the same connection, so they reach the server in order.
+        /// the extends) goes over the same connection, so they reach the server in order. Each
+        /// task keeps to one connection: its locks' tokens are drawn to land on it, so the
+        /// commands of the tasks that one read of replies wakes go back out together, in one
+        /// write.
         connections: usize => connections;
 
         /// How long establishing a connection may take.

@@ -325,7 +325,12 @@ impl Redlock {
 
     async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
         check_key(key)?;
-        let token = new_token();
+        // On the task's own connection of each node (the nodes share the connection options).
+        let token = self
+            .nodes
+            .nodes
+            .first()
+            .map_or_else(new_token, |n| n.client.conns.task_token());
         let (ttl, min_validity, restart_rule) = (opts.ttl, opts.validity.min, self.restart_rule);
         let shared: Arc<(String, String)> = Arc::new((key.to_string(), token.clone()));
         let start = Instant::now();
