@@ -100,7 +100,12 @@ impl Lock {
 
     /// How much validity is left now (zero once it ran out).
     pub fn remaining_validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        self.validity_left_at(Instant::now())
+    }
+
+    /// How much validity is left at `now` (zero once it ran out).
+    pub(crate) fn validity_left_at(&self, now: Instant) -> Duration {
+        self.valid_until.saturating_duration_since(now)
     }
 
     /// Whether validity is left.

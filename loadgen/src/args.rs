@@ -127,8 +127,9 @@ pub struct BenchArgs {
     pub clients: u64,
 
     /// Multiplexed connections the clients share (ClientOptions::connections). Each pipelines
-    /// concurrent calls; several let the server work on one while the tool fills another.
-    #[arg(long, default_value = "4", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
+    /// concurrent calls; two let the server work on one while the tool fills the other, and more
+    /// only split the same work into smaller writes.
+    #[arg(long, default_value = "2", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub connections: u64,
 
     /// Runtime worker threads of the load generator (default: half the cores, at least 1, leaving
@@ -529,7 +530,7 @@ mod tests {
     fn defaults_are_the_speed_goal_workload() {
         let a = parse(&[]);
         assert_eq!(a.clients, 50);
-        assert_eq!(a.connections, 4);
+        assert_eq!(a.connections, 2);
         assert_eq!(a.keys, 100_000);
         assert_eq!(a.hold, Duration::ZERO);
         assert_eq!(a.ttl, Duration::from_secs(5));

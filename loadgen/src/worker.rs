@@ -101,6 +101,8 @@ struct Worker<L: Locker> {
     rng: SmallRng,
     stop_rx: watch::Receiver<bool>,
     key_buf: String,
+    /// When the last cycle ended (closed loop: the next one starts then; one clock read less).
+    ended: Option<Instant>,
     batch_bufs: Vec<String>,
     batch_choices: Vec<KeyChoice>,
 }
@@ -168,6 +170,7 @@ impl<L: Locker> Worker<L> {
             stats,
             shared,
             key_buf: String::new(),
+            ended: None,
             batch_bufs: Vec::new(),
             batch_choices: Vec::new(),
         }
@@ -193,8 +196,9 @@ impl<L: Locker> Worker<L> {
                     return;
                 }
             }
+            let ended = self.ended.take();
             let intended = match period {
-                None => Instant::now(),
+                None => ended.unwrap_or_else(Instant::now),
                 Some(p) => {
                     let at = next;
                     next += p;
@@ -384,6 +388,7 @@ impl<L: Locker> Worker<L> {
             (self.locker.release(&held).await, false, t)
         };
         let now = Instant::now();
+        self.ended = Some(now);
         let mut s = lock(&self.stats);
         // Counted whether or not the release then reaches the server (it may be down).
         if lost_by_watchdog {
