@@ -3,8 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use redis::Value;
-
 use crate::conn::Conn;
 use crate::connections::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
@@ -160,9 +158,7 @@ impl LockClient {
         let get = self.conns.set_nx_get();
         let sent = [(key, token.as_str())];
         let unheard = Unheard::arm(self, &sent, false);
-        let reply = set_nx_cmd(key, &token, opts.ttl, get)
-            .query_async::<Value>(&mut conn)
-            .await;
+        let reply = conn.query(&set_nx_cmd(key, &token, opts.ttl, get)).await;
         unheard.disarm();
         match reply {
             Ok(v) => Ok(set_nx_taken(&v, &token, get)?
@@ -179,9 +175,7 @@ impl LockClient {
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
     pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         let mut conn = self.conns.conn_for(token);
-        let reply = set_nx_cmd(key, token, ttl, false)
-            .query_async::<Value>(&mut conn)
-            .await?;
+        let reply = conn.query(&set_nx_cmd(key, token, ttl, false)).await?;
         set_nx_taken(&reply, token, false)
     }
 

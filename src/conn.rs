@@ -69,6 +69,17 @@ impl ConnectionLike for Conn {
     }
 }
 
+impl Conn {
+    /// One command's reply, a server error as `Err`: what `cmd.query_async::<Value>` gives, but
+    /// on one server without redis-rs's boxed future (the lock operations' hot path).
+    pub(crate) async fn query(&mut self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Conn::Single(link) => link.query(cmd).await?.extract_error(),
+            Conn::Cluster(c) => c.req_packed_command(cmd).await?.extract_error(),
+        }
+    }
+}
+
 fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: None,

@@ -364,7 +364,7 @@ impl Connections {
     ) -> Result<Value> {
         let mode = self.0.options.script_mode;
         let cmd = script_cmd(mode, script, keys, args);
-        match cmd.query_async::<Value>(conn).await {
+        match conn.query(&cmd).await {
             Ok(v) => Ok(v),
             Err(e) if is_missing_script(&e) => {
                 self.count_noscript_recovery();

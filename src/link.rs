@@ -166,11 +166,8 @@ impl Link {
         }
     }
 
-    /// The live connection, or a new one.
-    async fn wire(&self) -> RedisResult<Arc<Wire>> {
-        if let Some(w) = self.live() {
-            return Ok(w);
-        }
+    /// A new connection (or the one another caller just opened).
+    async fn reconnect(&self) -> RedisResult<Arc<Wire>> {
         let _one_at_a_time = self.inner.connecting.lock().await;
         if let Some(w) = self.live() {
             return Ok(w);
@@ -197,7 +194,11 @@ impl Link {
     ) -> RedisResult<T> {
         let mut tries = 0;
         let rx = loop {
-            let wire = self.wire().await?;
+            // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
+            let wire = match self.live() {
+                Some(w) => w,
+                None => Box::pin(self.reconnect()).await?,
+            };
             match wire.send(&write, &waiter) {
                 Ok(rx) => break rx,
                 Err(Refused::Dead) if tries == 0 => tries += 1,
@@ -325,12 +326,20 @@ impl Waiter {
     }
 }
 
-impl ConnectionLike for Link {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(self.request(
+impl Link {
+    /// One command's reply (a server error still as a value, as `req_packed_command` gives it).
+    pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
+        self.request(
             |out| cmd.write_packed_command(out),
             |to| Waiter::One(Some(to)),
-        ))
+        )
+        .await
+    }
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(self.query(cmd))
     }
 
     fn req_packed_commands<'a>(
