@@ -378,8 +378,12 @@ struct Queue {
     out: Vec<u8>,
     /// Requests in the order they were queued, each waiting for its replies.
     pending: VecDeque<Pending>,
-    /// How many of `pending` the driver has written (and stamped).
+    /// How many of `pending` the driver has written.
     written: usize,
+    /// How many of `pending`, from the front, carry the time they were queued (the driver
+    /// stamps new ones with one clock read: when it takes them to write, or when it finds the
+    /// socket full).
+    stamped: usize,
     /// The driver, when it waits for something to write.
     driver: Option<Waker>,
     /// How many of `pending`, from the front, already failed with a timeout (their replies are
@@ -392,9 +396,26 @@ struct Queue {
 
 struct Pending {
     waiter: Waiter,
-    /// When the call queued it: its response timeout counts from here, written or not (a
-    /// request still waiting in `out` behind a server that reads nothing times out too).
-    queued: Instant,
+    /// When it was queued (as the driver stamped it, see [`Queue::stamped`]): its response
+    /// timeout counts from here, written or not (a request still waiting in `out` behind a
+    /// server that reads nothing times out too).
+    queued: Option<Instant>,
+}
+
+impl Queue {
+    /// Stamps the requests queued since the last stamp with the time now: one clock read for
+    /// all of them, instead of one per call.
+    fn stamp(&mut self) {
+        if self.stamped == self.pending.len() {
+            return;
+        }
+        let now = Instant::now();
+        let from = self.stamped;
+        for p in self.pending.range_mut(from..) {
+            p.queued = Some(now);
+        }
+        self.stamped = self.pending.len();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -421,7 +442,7 @@ impl Wire {
             write(&mut q.out);
             q.pending.push_back(Pending {
                 waiter: waiter(tx),
-                queued: Instant::now(),
+                queued: None,
             });
             q.driver.take()
         };
@@ -448,6 +469,7 @@ impl Wire {
             let mut q = lock(&self.queue);
             q.dead = true;
             q.written = 0;
+            q.stamped = 0;
             q.expired = 0;
             q.out = Vec::new();
             std::mem::take(&mut q.pending)
@@ -545,6 +567,7 @@ impl Driver {
             *may_write = false;
             std::mem::swap(&mut q.out, &mut self.wbuf);
             q.written = q.pending.len();
+            q.stamp();
         }
         while self.wpos < self.wbuf.len() {
             match Pin::new(&mut self.stream).poll_write(cx, &self.wbuf[self.wpos..]) {
@@ -568,6 +591,7 @@ impl Driver {
                     // The socket is full (a server that reads nothing): calls queued meanwhile
                     // must wake this driver, which arms their response timeout.
                     let mut q = lock(&self.wire.queue);
+                    q.stamp();
                     match &q.driver {
                         Some(w) if w.will_wake(cx.waker()) => {}
                         _ => q.driver = Some(cx.waker().clone()),
@@ -645,6 +669,7 @@ impl Driver {
             if p.waiter.accept(value) {
                 q.pending.pop_front();
                 q.written -= 1;
+                q.stamped = q.stamped.saturating_sub(1);
                 q.expired = q.expired.saturating_sub(1);
             }
         }
@@ -664,7 +689,9 @@ impl Driver {
         loop {
             if !self.armed {
                 let q = lock(&self.wire.queue);
-                let Some(queued) = q.pending.get(q.expired).map(|p| p.queued) else {
+                // Not stamped yet: the driver stamps it when it writes it or finds the socket
+                // full, then arms the timer.
+                let Some(queued) = q.pending.get(q.expired).and_then(|p| p.queued) else {
                     return;
                 };
                 drop(q);
@@ -681,7 +708,7 @@ impl Driver {
             let mut failed = 0;
             for p in q.pending.range_mut(from..) {
                 match p.queued {
-                    queued if queued + timeout <= now => {
+                    Some(queued) if queued + timeout <= now => {
                         p.waiter.fail(|| {
                             io::Error::new(
                                 io::ErrorKind::TimedOut,
