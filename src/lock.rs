@@ -40,6 +40,10 @@ pub struct Lock {
     pub(crate) acquired_at: Instant,
     pub(crate) valid_until: Instant,
     pub(crate) fencing_token: Option<u64>,
+    /// Redlock: the nodes (bit `i` for node `i`) the acquiring `SET` was never sent to, their
+    /// circuit breaker being open. The lock cannot be on them, so its extends and its release
+    /// skip them. Zero for every other lock.
+    pub(crate) unsent: u64,
 }
 
 impl Lock {
@@ -58,6 +62,7 @@ impl Lock {
             acquired_at: sent,
             valid_until: options.valid_until(sent),
             fencing_token,
+            unsent: 0,
         }
     }
 

@@ -185,7 +185,9 @@ impl<T> Tally<T> {
 
 impl Nodes {
     /// Sends `request` to every node (with `skip_open`: every node whose breaker is closed; a
-    /// release goes everywhere, since a skipped release would leave a key for its whole TTL) and returns as soon as `decide`
+    /// release goes everywhere its lock may be, since a skipped release would leave a key for
+    /// its whole TTL), except where `known` already gives the node's answer (a node the lock's
+    /// `SET` never went to), and returns as soon as `decide`
     /// gives a decision for the replies so far (at the latest when every node has answered or
     /// timed out). Replies that come after the decision go to `late` with it, in a background
     /// task that ends when the last straggler has answered or timed out.
@@ -197,6 +199,7 @@ impl Nodes {
     pub(crate) async fn vote<T, D, F, Fut, Decide, Late>(
         self: &Arc<Self>,
         skip_open: bool,
+        known: impl Fn(usize) -> Option<T>,
         request: F,
         decide: Decide,
         late: Late,
@@ -212,6 +215,10 @@ impl Nodes {
         let mut replies: Vec<Option<NodeReply<T>>> = (0..self.nodes.len()).map(|_| None).collect();
         let mut in_flight = FuturesUnordered::new();
         for (i, node) in self.nodes.iter().enumerate() {
+            if let Some(answer) = known(i) {
+                replies[i] = Some(NodeReply::Ok(answer));
+                continue;
+            }
             if skip_open && node.breaker.is_open() {
                 crate::metrics::redlock_vote_skipped(node.client.target());
                 replies[i] = Some(NodeReply::Skipped(NodeError {
@@ -273,6 +280,7 @@ impl Nodes {
     pub(crate) async fn vote_until_settled<T, F, Fut>(
         self: &Arc<Self>,
         skip_open: bool,
+        known: impl Fn(usize) -> Option<T>,
         request: F,
         yes: impl Fn(&T) -> bool,
     ) -> Tally<T>
@@ -282,7 +290,9 @@ impl Nodes {
         Fut: Future<Output = Result<T>> + Send + 'static,
     {
         let decide = |replies: &[Option<NodeReply<T>>]| settled(replies, &yes).map(drop);
-        let (_, tally) = self.vote(skip_open, request, decide, |_, _, _| {}).await;
+        let (_, tally) = self
+            .vote(skip_open, known, request, decide, |_, _, _| {})
+            .await;
         tally
     }
 

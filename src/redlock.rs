@@ -33,9 +33,14 @@
 //! is skipped by acquire and extend for a short back-off ([`RedlockOptions::breaker_backoff`],
 //! 1 s by default): its vote counts as failed at once, without a request. After the back-off
 //! requests go to it again; one more timeout reopens the breaker, an answer closes it. A
-//! skipped vote can never help form a quorum, so skipping is always on the safe side. Release
-//! is never skipped (it still returns at quorum): a release left out would leave the key held
-//! on that node for its whole TTL.
+//! skipped vote can never help form a quorum, so skipping is always on the safe side.
+//!
+//! A lock remembers the nodes its `SET` skipped: it cannot be on them, so its extends and its
+//! release leave them out too (counted as "not held" there, see [`RedlockRelease::not_held`]).
+//! Otherwise release goes to every node, open breaker or not (it still returns at quorum): a
+//! release left out would leave the key held on that node for its whole TTL. A lock is released
+//! through the Redlock that took it (or a clone, or one over the same URLs in the same order):
+//! nodes are known by their place in the list.
 //!
 //! # Limitations and caveats
 //! Redlock assumes bounded clock drift and bounded pauses. A holder paused past its validity can
@@ -136,7 +141,8 @@ pub struct RedlockAttempt {
 pub struct RedlockRelease {
     /// Nodes that still held our token and deleted it.
     pub released: usize,
-    /// Nodes where the key was gone.
+    /// Nodes where the key was gone, and those the lock's `SET` was never sent to (skipped by
+    /// their circuit breaker when the lock was taken), which were not asked.
     pub not_held: usize,
     /// Nodes where another token was in the key (left untouched).
     pub held_by_other: usize,
@@ -347,6 +353,7 @@ impl Redlock {
             .nodes
             .vote(
                 true,
+                |_| None,
                 |node| {
                     let kt = Arc::clone(&shared);
                     async move {
@@ -374,7 +381,8 @@ impl Redlock {
             .await;
         unheard.disarm();
         let (acquired, _) = count(&tally.replies, |taken| *taken);
-        let lock = Lock::acquired(key, token, opts, start, None);
+        let mut lock = Lock::acquired(key, token, opts, start, None);
+        lock.unsent = skipped_nodes(&tally);
         if !won {
             self.undo_answered(&tally, &lock).await;
         }
@@ -436,6 +444,7 @@ impl Redlock {
             .nodes
             .vote(
                 false,
+                |i| never_sent(lock, i).then_some(ReleaseOutcome::NotHeld),
                 release,
                 |replies| {
                     // Decided: a quorum released, or a quorum answered that our token is gone
@@ -490,6 +499,22 @@ impl Drop for RoundUnheard<'_> {
             }
         }
     }
+}
+
+/// The nodes (bit `i` for node `i`) a round skipped: its `SET` never went there.
+fn skipped_nodes<T>(tally: &Tally<T>) -> u64 {
+    tally
+        .replies
+        .iter()
+        .take(64)
+        .enumerate()
+        .filter(|(_, r)| matches!(r, Some(NodeReply::Skipped(_))))
+        .fold(0, |mask, (i, _)| mask | 1 << i)
+}
+
+/// Whether `lock`'s `SET` never went to node `i` (its breaker was open): the lock cannot be there.
+fn never_sent(lock: &Lock, i: usize) -> bool {
+    i < 64 && lock.unsent & (1 << i) != 0
 }
 
 /// Whether a node may hold our key after this reply: it granted, or its reply was lost.
@@ -552,7 +577,12 @@ impl Redlock {
         };
         let mut tally = self
             .nodes
-            .vote_until_settled(true, extend, |o| o.is_extended())
+            .vote_until_settled(
+                true,
+                |i| never_sent(lock, i).then_some(ExtendOutcome::NotHeld),
+                extend,
+                |o| o.is_extended(),
+            )
             .await;
         let errors = tally.errors();
         let (extended, _) = count(&tally.replies, |o| o.is_extended());

@@ -387,6 +387,62 @@ async fn node_that_keeps_timing_out_is_skipped_as_a_failed_vote() {
     );
 }
 
+/// Opens the breaker of the node `frozen` (SIGSTOPped by the caller): rounds whose timeouts on
+/// that node land in the background, one after another, until a vote is skipped.
+async fn open_breaker(redlock: &Redlock, prefix: &str) {
+    for i in 0..20 {
+        let key = format!("{prefix}:{i}");
+        let lock = redlock.acquire(&key, &opts(10_000)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        redlock.release(&lock).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if redlock.skipped_votes() > 0 {
+            return;
+        }
+    }
+    panic!("the breaker never opened");
+}
+
+/// A lock whose `SET` skipped a node (its breaker was open) cannot be on that node: its release
+/// does not go there. Before, every release also went to the frozen node and waited in its
+/// connection (or opened a new connection to it, one per release, when it was frozen from the
+/// start): most of the tool's CPU in a bench with one frozen node of three.
+#[tokio::test]
+async fn a_release_skips_the_nodes_its_lock_was_never_sent_to() {
+    let servers = RedisServer::start_many(3);
+    let redlock = fresh_with(
+        &servers,
+        RedlockOptions::new()
+            .node_timeout(Duration::from_millis(100))
+            .breaker_backoff(Duration::from_secs(60)),
+    )
+    .await;
+    let _frozen = Frozen::stop(&servers[2]);
+    open_breaker(&redlock, "unsent").await;
+    let attempt = redlock
+        .try_acquire("unsent:x", &opts(10_000))
+        .await
+        .unwrap();
+    assert_eq!((attempt.acquired, attempt.pending), (2, 0), "{attempt:?}");
+    let mut lock = attempt.lock.expect("two healthy nodes of three");
+    // Extending asks only the nodes that may hold the lock; the skipped one cannot.
+    assert_eq!(
+        redlock
+            .extend(&mut lock, Duration::from_secs(10))
+            .await
+            .unwrap(),
+        ExtendOutcome::Extended
+    );
+    let out = redlock.release_detailed(&lock).await.unwrap();
+    // Not sent, not waited for, not an error: the node never had our token.
+    assert_eq!(
+        (out.released, out.not_held, out.pending),
+        (2, 1, 0),
+        "{out:?}"
+    );
+    assert!(out.node_errors.is_empty(), "{out:?}");
+}
+
 /// A release whose quorum could not be decided because nodes failed (one down, one frozen) is
 /// an error, not "the lock had expired": the frozen node still holds our token. Before the fix
 /// it came back as `Ok(NotHeld)`, which a caller (and `lockkit bench`, as a lost lock) reads as
