@@ -29,18 +29,23 @@ const BREAKER_THRESHOLD: u32 = 3;
 
 /// Per-node circuit breaker: after [`BREAKER_THRESHOLD`] timeouts in a row, spread over at least
 /// two node timeouts without any answer (so one burst of concurrent timeouts on a briefly
-/// overloaded machine does not open it), the node is skipped until `backoff` has passed; then
-/// requests go to it again, and one more timeout reopens it.
+/// overloaded machine does not open it), the node is skipped until `backoff` has passed. Then it
+/// is half-open: one request goes to the node as a trial, the others are still skipped until the
+/// trial's answer closes the breaker or its timeout reopens it (a trial that never reports, its
+/// request dropped, gives way to the next one after two node timeouts).
 #[derive(Debug)]
 pub(crate) struct Breaker {
     timeouts: AtomicU32,
-    /// Microseconds since `epoch` until which the node is skipped (0: closed).
+    /// Microseconds since `epoch` until which the node is skipped (0: closed). Once passed, the
+    /// first request to see it moves it on by `trial` and goes to the node.
     open_until_us: AtomicU64,
     /// Microseconds since `epoch` of the last answer (or of the breaker's creation).
     last_answer_us: AtomicU64,
     epoch: Instant,
     backoff: Duration,
     quiet: Duration,
+    /// How long a trial request has before the next one may go (two node timeouts).
+    trial: Duration,
     /// How many votes were skipped because the breaker was open (for tests and reports).
     skipped: AtomicU64,
 }
@@ -55,6 +60,7 @@ impl Breaker {
             epoch: Instant::now(),
             backoff,
             quiet: node_timeout * 2,
+            trial: node_timeout * 2,
             skipped: AtomicU64::new(0),
         }
     }
@@ -63,13 +69,27 @@ impl Breaker {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Whether requests are skipped right now; counts the skip.
-    fn is_open(&self) -> bool {
-        let open = self.now_us() < self.open_until_us.load(Ordering::Relaxed);
-        if open {
-            self.skipped.fetch_add(1, Ordering::Relaxed);
+    /// Whether a request may go to the node now: always while closed; once open, only the one
+    /// trial request after the back-off. Counts the skip when not.
+    fn admit(&self) -> bool {
+        let until = self.open_until_us.load(Ordering::Relaxed);
+        if until == 0 {
+            return true;
         }
-        open
+        let now = self.now_us();
+        if now >= until {
+            let trial_until = now.saturating_add(duration_us(self.trial)).max(1);
+            // One caller wins the trial; the others see the breaker open until it reports.
+            let won = self
+                .open_until_us
+                .compare_exchange(until, trial_until, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+            if won {
+                return true;
+            }
+        }
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        false
     }
 
     fn record<T>(&self, reply: &NodeReply<T>) {
@@ -82,8 +102,7 @@ impl Breaker {
                     && u128::from(silent_us) >= self.quiet.as_micros()
                     && !self.backoff.is_zero()
                 {
-                    let until =
-                        now + u64::try_from(self.backoff.as_micros()).unwrap_or(u64::MAX / 2);
+                    let until = now.saturating_add(duration_us(self.backoff)).max(1);
                     self.open_until_us.store(until, Ordering::Relaxed);
                 }
             }
@@ -99,6 +118,10 @@ impl Breaker {
     pub(crate) fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
+}
+
+fn duration_us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2)
 }
 
 /// A node's client and what lockkit knows of when the node last started.
@@ -184,7 +207,7 @@ impl<T> Tally<T> {
 }
 
 impl Nodes {
-    /// Sends `request` to every node (with `skip_open`: every node whose breaker is closed; a
+    /// Sends `request` to every node (with `skip_open`: every node whose breaker admits it; a
     /// release goes everywhere its lock may be, since a skipped release would leave a key for
     /// its whole TTL), except where `known` already gives the node's answer (a node the lock's
     /// `SET` never went to), and returns as soon as `decide`
@@ -219,7 +242,7 @@ impl Nodes {
                 replies[i] = Some(NodeReply::Ok(answer));
                 continue;
             }
-            if skip_open && node.breaker.is_open() {
+            if skip_open && !node.breaker.admit() {
                 crate::metrics::redlock_vote_skipped(node.client.target());
                 replies[i] = Some(NodeReply::Skipped(NodeError {
                     node: node.client.target().to_string(),
@@ -387,13 +410,13 @@ mod tests {
         };
         for _ in 0..BREAKER_THRESHOLD - 1 {
             b.record(&timeout());
-            assert!(!b.is_open());
+            assert!(b.admit());
         }
         b.record(&timeout());
-        assert!(b.is_open());
+        assert!(!b.admit());
         assert_eq!(b.skipped(), 1);
         b.record(&NodeReply::Ok(()));
-        assert!(!b.is_open());
+        assert!(b.admit());
     }
 
     #[test]
@@ -406,6 +429,39 @@ mod tests {
                 error: Box::new(Error::timed_out("x", Duration::from_millis(1))),
             }));
         }
-        assert!(!b.is_open());
+        assert!(b.admit());
+    }
+
+    #[test]
+    fn once_the_back_off_has_passed_one_trial_request_goes_and_the_rest_wait_for_it() {
+        // Silent long enough for a timeout to open it; a trial has a minute.
+        let b = Breaker {
+            quiet: Duration::ZERO,
+            ..Breaker::new(Duration::from_secs(30), Duration::from_secs(60))
+        };
+        let timeout = || {
+            NodeReply::<()>::Failed(NodeError {
+                node: "n".into(),
+                error: Box::new(Error::timed_out("x", Duration::from_millis(1))),
+            })
+        };
+        // Opened, and its back-off already over (ended 1 µs after the breaker was made).
+        std::thread::sleep(Duration::from_millis(1));
+        b.timeouts.store(BREAKER_THRESHOLD, Ordering::Relaxed);
+        b.open_until_us.store(1, Ordering::Relaxed);
+        assert!(b.admit(), "the trial request");
+        assert!(!b.admit() && !b.admit(), "others wait for the trial");
+        assert_eq!(b.skipped(), 2);
+        // The trial timed out: open again, for a whole back-off.
+        b.open_until_us.store(1, Ordering::Relaxed);
+        assert!(b.admit());
+        b.record(&timeout());
+        assert!(b.open_until_us.load(Ordering::Relaxed) > b.now_us());
+        assert!(!b.admit());
+        // The trial answered: closed, everything goes.
+        b.open_until_us.store(1, Ordering::Relaxed);
+        assert!(b.admit());
+        b.record(&NodeReply::Ok(()));
+        assert!(b.admit() && b.admit());
     }
 }

@@ -31,9 +31,10 @@
 //! # Circuit breaker
 //! A node that timed out 3 times in a row, without any answer for at least two node timeouts,
 //! is skipped by acquire and extend for a short back-off ([`RedlockOptions::breaker_backoff`],
-//! 1 s by default): its vote counts as failed at once, without a request. After the back-off
-//! requests go to it again; one more timeout reopens the breaker, an answer closes it. A
-//! skipped vote can never help form a quorum, so skipping is always on the safe side.
+//! 1 s by default): its vote counts as failed at once, without a request. After the back-off one
+//! request goes to it as a trial (half-open) while the others still skip it: the trial's
+//! timeout reopens the breaker, its answer closes it. A skipped vote can never help form a
+//! quorum, so skipping is always on the safe side.
 //!
 //! A lock remembers the nodes its `SET` skipped: it cannot be on them, so its extends and its
 //! release leave them out too (counted as "not held" there, see [`RedlockRelease::not_held`]).

@@ -443,6 +443,46 @@ async fn a_release_skips_the_nodes_its_lock_was_never_sent_to() {
     assert!(out.node_errors.is_empty(), "{out:?}");
 }
 
+/// After the back-off, one request goes to the node as a trial (half-open); the others are still
+/// skipped until it answers or times out. Before, every request went to the node again until
+/// one of them timed out: a whole node timeout of requests queued at a frozen node each time
+/// the back-off ended.
+#[tokio::test]
+async fn after_the_back_off_one_trial_request_goes_to_the_node_and_the_rest_stay_skipped() {
+    let servers = RedisServer::start_many(3);
+    let backoff = Duration::from_millis(500);
+    let redlock = fresh_with(
+        &servers,
+        RedlockOptions::new()
+            .node_timeout(Duration::from_millis(300))
+            .breaker_backoff(backoff),
+    )
+    .await;
+    let _frozen = Frozen::stop(&servers[2]);
+    open_breaker(&redlock, "probe").await;
+    // Every request still out to the frozen node has timed out, and the back-off has passed.
+    tokio::time::sleep(backoff + Duration::from_millis(700)).await;
+    let rounds = (0..10).map(|i| {
+        let redlock = redlock.clone();
+        async move {
+            redlock
+                .try_acquire(&format!("probe:x{i}"), &opts(10_000))
+                .await
+                .unwrap()
+        }
+    });
+    let attempts = futures_util::future::join_all(rounds).await;
+    let sent = attempts.iter().filter(|a| a.pending == 1).count();
+    let skipped = attempts
+        .iter()
+        .filter(|a| {
+            a.node_errors.len() == 1 && a.node_errors[0].to_string().contains("circuit open")
+        })
+        .count();
+    assert_eq!((sent, skipped), (1, 9), "{attempts:?}");
+    assert!(attempts.iter().all(|a| a.lock.is_some()), "{attempts:?}");
+}
+
 /// A release whose quorum could not be decided because nodes failed (one down, one frozen) is
 /// an error, not "the lock had expired": the frozen node still holds our token. Before the fix
 /// it came back as `Ok(NotHeld)`, which a caller (and `lockkit bench`, as a lost lock) reads as
