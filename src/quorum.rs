@@ -129,16 +129,28 @@ fn duration_us(d: Duration) -> u64 {
 pub(crate) struct Node {
     pub(crate) client: LockClient,
     breaker: Breaker,
+    /// The failed vote of a request not sent (the breaker was open), made once: a skipped vote
+    /// costs a clone (its error is shared), not a formatted message.
+    skipped: NodeError,
     /// When the node started (as of its last `INFO server`), or `None` when it must be read
     /// again (first use, or an error since: the node may have restarted).
     started: Mutex<Option<Instant>>,
 }
 
 impl Node {
-    pub(crate) fn new(client: LockClient, breaker: Breaker) -> Node {
+    /// A node with a breaker for this node timeout, skipping it for `backoff` once open.
+    pub(crate) fn new(client: LockClient, node_timeout: Duration, backoff: Duration) -> Node {
+        let skipped = NodeError {
+            node: client.target().to_string(),
+            error: Box::new(Error::timed_out(
+                "Redlock node skipped (circuit open after repeated timeouts)",
+                node_timeout,
+            )),
+        };
         Node {
             client,
-            breaker,
+            breaker: Breaker::new(node_timeout, backoff),
+            skipped,
             started: Mutex::new(None),
         }
     }
@@ -244,13 +256,7 @@ impl Nodes {
             }
             if skip_open && !node.breaker.admit() {
                 crate::metrics::redlock_vote_skipped(node.client.target());
-                replies[i] = Some(NodeReply::Skipped(NodeError {
-                    node: node.client.target().to_string(),
-                    error: Box::new(Error::timed_out(
-                        "Redlock node skipped (circuit open after repeated timeouts)",
-                        self.timeout,
-                    )),
-                }));
+                replies[i] = Some(NodeReply::Skipped(node.skipped.clone()));
                 continue;
             }
             let fut = request(Arc::clone(node));

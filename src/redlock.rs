@@ -59,7 +59,7 @@ use crate::error::{Error, NodeError, Result};
 use crate::lock::{check_key, new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
-use crate::quorum::{count, settled, Breaker, Node, NodeReply, Nodes, Tally};
+use crate::quorum::{count, settled, Node, NodeReply, Nodes, Tally};
 use crate::{ClientStats, LockClient};
 
 /// Options for a [`Redlock`].
@@ -264,7 +264,8 @@ impl Redlock {
                 crate::metrics::redlock_node_added(client.target());
                 Arc::new(Node::new(
                     client,
-                    Breaker::new(options.node_timeout, options.breaker_backoff),
+                    options.node_timeout,
+                    options.breaker_backoff,
                 ))
             })
             .collect();
