@@ -349,28 +349,41 @@ async fn quorum_round_ends_without_waiting_for_a_frozen_node() {
     );
 }
 
-#[tokio::test]
-async fn node_that_keeps_timing_out_is_skipped_as_a_failed_vote() {
-    let servers = RedisServer::start_many(3);
+/// A Redlock over `servers` (100 ms node timeout, breaker back-off `backoff`) with node `frozen`
+/// SIGSTOPped and its breaker open.
+async fn with_open_breaker(
+    servers: &[RedisServer],
+    frozen: usize,
+    backoff: Duration,
+) -> (Redlock, Frozen) {
     let redlock = fresh_with(
-        &servers,
+        servers,
         RedlockOptions::new()
             .node_timeout(Duration::from_millis(100))
-            .breaker_backoff(Duration::from_secs(60)),
+            .breaker_backoff(backoff),
     )
     .await;
-    let _frozen = Frozen::stop(&servers[1]);
+    let stopped = Frozen::stop(&servers[frozen]);
     // Rounds are decided at quorum, so the frozen node's timeouts land in the background; wait
     // for each before the next round, until the breaker has seen enough of them.
-    for i in 0..3 {
+    for i in 0..20 {
         let key = format!("breaker:{i}");
         let lock = redlock.acquire(&key, &opts(10_000)).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         redlock.release(&lock).await.unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
+        if redlock.skipped_votes() > 0 {
+            return (redlock, stopped);
+        }
     }
+    panic!("the breaker never opened");
+}
+
+#[tokio::test]
+async fn node_that_keeps_timing_out_is_skipped_as_a_failed_vote() {
+    let servers = RedisServer::start_many(3);
+    let (redlock, _frozen) = with_open_breaker(&servers, 1, Duration::from_secs(60)).await;
     let before = redlock.skipped_votes();
-    assert!(before > 0, "the breaker never opened");
     let attempt = redlock
         .try_acquire("breaker:x", &opts(10_000))
         .await
@@ -387,22 +400,6 @@ async fn node_that_keeps_timing_out_is_skipped_as_a_failed_vote() {
     );
 }
 
-/// Opens the breaker of the node `frozen` (SIGSTOPped by the caller): rounds whose timeouts on
-/// that node land in the background, one after another, until a vote is skipped.
-async fn open_breaker(redlock: &Redlock, prefix: &str) {
-    for i in 0..20 {
-        let key = format!("{prefix}:{i}");
-        let lock = redlock.acquire(&key, &opts(10_000)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        redlock.release(&lock).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        if redlock.skipped_votes() > 0 {
-            return;
-        }
-    }
-    panic!("the breaker never opened");
-}
-
 /// A lock whose `SET` skipped a node (its breaker was open) cannot be on that node: its release
 /// does not go there. Before, every release also went to the frozen node and waited in its
 /// connection (or opened a new connection to it, one per release, when it was frozen from the
@@ -410,15 +407,7 @@ async fn open_breaker(redlock: &Redlock, prefix: &str) {
 #[tokio::test]
 async fn a_release_skips_the_nodes_its_lock_was_never_sent_to() {
     let servers = RedisServer::start_many(3);
-    let redlock = fresh_with(
-        &servers,
-        RedlockOptions::new()
-            .node_timeout(Duration::from_millis(100))
-            .breaker_backoff(Duration::from_secs(60)),
-    )
-    .await;
-    let _frozen = Frozen::stop(&servers[2]);
-    open_breaker(&redlock, "unsent").await;
+    let (redlock, _frozen) = with_open_breaker(&servers, 2, Duration::from_secs(60)).await;
     let attempt = redlock
         .try_acquire("unsent:x", &opts(10_000))
         .await
@@ -451,15 +440,7 @@ async fn a_release_skips_the_nodes_its_lock_was_never_sent_to() {
 async fn after_the_back_off_one_trial_request_goes_to_the_node_and_the_rest_stay_skipped() {
     let servers = RedisServer::start_many(3);
     let backoff = Duration::from_millis(500);
-    let redlock = fresh_with(
-        &servers,
-        RedlockOptions::new()
-            .node_timeout(Duration::from_millis(300))
-            .breaker_backoff(backoff),
-    )
-    .await;
-    let _frozen = Frozen::stop(&servers[2]);
-    open_breaker(&redlock, "probe").await;
+    let (redlock, _frozen) = with_open_breaker(&servers, 2, backoff).await;
     // Every request still out to the frozen node has timed out, and the back-off has passed.
     tokio::time::sleep(backoff + Duration::from_millis(700)).await;
     let rounds = (0..10).map(|i| {
