@@ -18,20 +18,28 @@
 //! A connection that fails (closed by the server, an I/O error, a reply it cannot read) fails every call in
 //! flight on it, as redis-rs did; the next call reconnects, with up to
 //! `ClientOptions::reconnect_retries` retries and an exponential back-off from 100 ms.
+//!
+//! A reconnect is one attempt per connection, shared: the first caller that finds no live
+//! socket starts it as a task of its own, and every caller that comes while it runs waits for
+//! the same outcome (a failure is every waiter's error). A caller dropped on the way (its own
+//! timeout, a Redlock vote's node timeout) does not cut the attempt short, so the next caller
+//! does not start another: against a server that accepts TCP and never answers, calls that
+//! each give up after a few milliseconds share one attempt at a time (each connect in it ends
+//! at the connect timeout), instead of making one connect each.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::{Cmd, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, Sleep};
 
 use crate::net::{invalid, Connector, ServerStream};
@@ -133,8 +141,12 @@ pub(crate) struct Link {
 struct LinkInner {
     endpoint: Endpoint,
     current: Mutex<Option<Arc<Wire>>>,
-    connecting: tokio::sync::Mutex<()>,
+    /// The connect attempt under way, if any (locked before `current` when both are).
+    attempt: Mutex<Option<Attempt>>,
 }
+
+/// Where a connect attempt's outcome appears (`None` until it ends).
+type Attempt = watch::Receiver<Option<RedisResult<Arc<Wire>>>>;
 
 impl Drop for LinkInner {
     fn drop(&mut self) {
@@ -161,20 +173,66 @@ impl Link {
             inner: Arc::new(LinkInner {
                 endpoint,
                 current: Mutex::new(wire),
-                connecting: tokio::sync::Mutex::new(()),
+                attempt: Mutex::new(None),
             }),
         }
     }
 
-    /// A new connection (or the one another caller just opened).
+    /// A new connection (or the one another caller just opened): the outcome of the connect
+    /// attempt under way, or of one started now.
     async fn reconnect(&self) -> RedisResult<Arc<Wire>> {
-        let _one_at_a_time = self.inner.connecting.lock().await;
-        if let Some(w) = self.live() {
-            return Ok(w);
+        let mut outcome = {
+            let mut attempt = lock(&self.inner.attempt);
+            if let Some(w) = self.live() {
+                return Ok(w);
+            }
+            match &*attempt {
+                // A closed channel with the slot still set: the task was dropped before it
+                // ended (its runtime shut down), so start another.
+                Some(rx) if !rx.is_closed() => rx.clone(),
+                _ => {
+                    let (tx, rx) = watch::channel(None);
+                    *attempt = Some(rx.clone());
+                    tokio::spawn(Link::attempt(
+                        Arc::downgrade(&self.inner),
+                        self.inner.endpoint.clone(),
+                        tx,
+                    ));
+                    rx
+                }
+            }
+        };
+        let done = match outcome.wait_for(Option::is_some).await.as_deref() {
+            Ok(Some(done)) => done.clone(),
+            _ => Err(dropped("the connect attempt was dropped before it ended")),
+        };
+        done
+    }
+
+    /// One connect attempt, run to its end whoever still waits for it: the new connection
+    /// becomes the link's (closed at once if the link is gone), and the outcome goes to every
+    /// waiter.
+    async fn attempt(
+        link: Weak<LinkInner>,
+        endpoint: Endpoint,
+        tx: watch::Sender<Option<RedisResult<Arc<Wire>>>>,
+    ) {
+        let outcome = endpoint.connect().await;
+        match link.upgrade() {
+            Some(inner) => {
+                let mut attempt = lock(&inner.attempt);
+                if let Ok(wire) = &outcome {
+                    *lock(&inner.current) = Some(wire.clone());
+                }
+                *attempt = None;
+            }
+            None => {
+                if let Ok(wire) = &outcome {
+                    wire.close();
+                }
+            }
         }
-        let wire = self.inner.endpoint.connect().await?;
-        *lock(&self.inner.current) = Some(wire.clone());
-        Ok(wire)
+        tx.send_replace(Some(outcome));
     }
 
     fn live(&self) -> Option<Arc<Wire>> {
@@ -729,6 +787,7 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lockkit_test_support::connections_received;
 
     fn endpoint(url: &str, response_timeout: Option<Duration>) -> Endpoint {
         let info = crate::url::parse_url(url).unwrap();
@@ -851,6 +910,88 @@ mod tests {
             .unwrap_err();
         assert!(err.is_connection_refusal(), "{err}");
         server.restart();
+        let pong: String = query(&link, &mut redis::cmd("PING")).await.unwrap();
+        assert_eq!(pong, "PONG");
+    }
+
+    #[tokio::test]
+    async fn callers_dropped_while_reconnecting_share_one_connect_attempt() {
+        let server = lockkit_test_support::RedisServer::start();
+        let link = link_to(&server, None).await;
+        // The link's connection dies (SKIPME: not the connection that asks), so the next call
+        // must reconnect.
+        server.inline("CLIENT KILL TYPE normal").unwrap();
+        for _ in 0..500 {
+            if link.live().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            link.live().is_none(),
+            "the killed connection still looks live"
+        );
+        let before = connections_received(&server);
+        // Frozen: the kernel still completes the TCP handshake, the login is never answered.
+        server.pause().unwrap();
+        // Every call gives up long before the connect timeout (2 s): each is dropped while a
+        // connect is under way.
+        const CALLS: u64 = 50;
+        let mut dropped = 0;
+        for _ in 0..CALLS {
+            let mut ping = redis::cmd("PING");
+            let call = query::<Value>(&link, &mut ping);
+            if tokio::time::timeout(Duration::from_millis(10), call)
+                .await
+                .is_err()
+            {
+                dropped += 1;
+            }
+        }
+        server.resume().unwrap();
+        // Accepted in order: the connects made while frozen were accepted before this asked.
+        let connects = connections_received(&server) - before - 1;
+        assert_eq!(dropped, CALLS, "a call to a frozen server ended on its own");
+        assert!(
+            connects <= 3,
+            "{connects} connects for {CALLS} calls dropped while reconnecting"
+        );
+        // Once the server answers, the shared attempt (or a new one) gives a working link.
+        let pong: String = query(&link, &mut redis::cmd("PING")).await.unwrap();
+        assert_eq!(pong, "PONG");
+    }
+
+    #[tokio::test]
+    async fn a_failed_connect_attempt_is_every_waiting_callers_error() {
+        let server = lockkit_test_support::RedisServer::start();
+        let info = crate::url::parse_url(&server.url()).unwrap();
+        let endpoint = Endpoint::new(info, None, Duration::from_millis(500), None, 0).unwrap();
+        let link = Link::lazy(endpoint);
+        let before = connections_received(&server);
+        server.pause().unwrap();
+        // Twenty callers at once, none of them dropped: all wait for one attempt, which the
+        // frozen server makes time out.
+        let calls = (0..20).map(|_| {
+            let link = link.clone();
+            async move { query::<Value>(&link, &mut redis::cmd("PING")).await }
+        });
+        let outcomes = tokio::time::timeout(
+            Duration::from_secs(30),
+            futures_util::future::join_all(calls),
+        )
+        .await;
+        server.resume().unwrap();
+        let connects = connections_received(&server) - before - 1;
+        let outcomes = outcomes.expect("callers still waited 30 s into a 500 ms connect timeout");
+        for outcome in outcomes {
+            let err = outcome.expect_err("a frozen server answered");
+            assert!(
+                err.is_timeout() && err.to_string().contains("connecting"),
+                "{err}"
+            );
+        }
+        assert!(connects <= 3, "{connects} connects for 20 waiting callers");
+        // The failure is not remembered: the next call connects again.
         let pong: String = query(&link, &mut redis::cmd("PING")).await.unwrap();
         assert_eq!(pong, "PONG");
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use lockkit::Locker;
 use lockkit::{ClientOptions, LockClient, LockOptions, LossReason, RetryOptions, WatchdogOptions};
-use lockkit_test_support::{DelayRelay, RedisServer};
+use lockkit_test_support::{connections_received, DelayRelay, RedisServer};
 
 fn conn(server: &RedisServer) -> redis::Connection {
     redis::Client::open(server.url())
@@ -102,6 +102,55 @@ async fn kill_connections_mid_run(connections: usize) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(dbsize(&mut c), 0, "ghost locks left after CLIENT KILL");
+}
+
+/// Calls given up after a few milliseconds, against a server that accepts TCP and never
+/// answers, while the client has to reconnect: one connect attempt for all of them, not a
+/// reconnect storm of one each.
+#[tokio::test]
+async fn calls_timed_out_while_reconnecting_to_a_frozen_server_make_one_connect() {
+    let server = RedisServer::start();
+    let client = LockClient::connect_with(&server.url(), ClientOptions::new().connections(1))
+        .await
+        .unwrap();
+    assert!(client
+        .try_acquire("lock:warm", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .is_some());
+    // The client's connection dies, and the client sees it close before the server freezes.
+    assert!(server
+        .inline("CLIENT KILL TYPE normal")
+        .unwrap()
+        .starts_with(':'));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = connections_received(&server);
+    server.pause().unwrap();
+    const CALLS: u64 = 50;
+    let mut dropped = 0;
+    for i in 0..CALLS {
+        let key = format!("lock:frozen{i}");
+        let call = client.try_acquire(&key, Duration::from_secs(30));
+        if tokio::time::timeout(Duration::from_millis(10), call)
+            .await
+            .is_err()
+        {
+            dropped += 1;
+        }
+    }
+    server.resume().unwrap();
+    let connects = connections_received(&server) - before - 1;
+    assert_eq!(dropped, CALLS, "a call to a frozen server ended on its own");
+    assert!(
+        connects <= 3,
+        "{connects} connects for {CALLS} calls timed out while reconnecting"
+    );
+    // The server answers again: so does the client.
+    assert!(client
+        .try_acquire("lock:after", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .is_some());
 }
 
 #[tokio::test]

@@ -14,6 +14,23 @@ pub use lockkit_redis_proc::{
 };
 pub use relay::DelayRelay;
 
+/// How many connections `server` has accepted since it started, from `INFO stats`
+/// (`total_connections_received`; the connection that asks is counted too): connects a client
+/// made, even those it gave up on before the server answered (a frozen server accepts them
+/// once it runs again, before it reads the question).
+///
+/// # Panics
+/// The server does not answer, or its reply has no such field.
+pub fn connections_received(server: &RedisServer) -> u64 {
+    let info = server
+        .inline("INFO stats")
+        .unwrap_or_else(|e| panic!("INFO stats: {e}"));
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no total_connections_received in {info:?}"))
+}
+
 /// The `redis-server` arguments that serve TLS on `tls_port` with `dir`'s `server.crt`,
 /// `server.key` and `ca.crt`, not asking clients for a certificate (the plain port stays open
 /// too).
