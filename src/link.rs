@@ -787,7 +787,7 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockkit_test_support::connections_received;
+    use lockkit_test_support::{connections_received, connects_while_frozen};
 
     fn endpoint(url: &str, response_timeout: Option<Duration>) -> Endpoint {
         let info = crate::url::parse_url(url).unwrap();
@@ -931,26 +931,16 @@ mod tests {
             link.live().is_none(),
             "the killed connection still looks live"
         );
-        let before = connections_received(&server);
         // Frozen: the kernel still completes the TCP handshake, the login is never answered.
-        server.pause().unwrap();
         // Every call gives up long before the connect timeout (2 s): each is dropped while a
         // connect is under way.
         const CALLS: u64 = 50;
-        let mut dropped = 0;
-        for _ in 0..CALLS {
-            let mut ping = redis::cmd("PING");
-            let call = query::<Value>(&link, &mut ping);
-            if tokio::time::timeout(Duration::from_millis(10), call)
-                .await
-                .is_err()
-            {
-                dropped += 1;
-            }
-        }
-        server.resume().unwrap();
-        // Accepted in order: the connects made while frozen were accepted before this asked.
-        let connects = connections_received(&server) - before - 1;
+        let (dropped, connects) =
+            connects_while_frozen(&server, CALLS, Duration::from_millis(10), |_| {
+                let link = link.clone();
+                async move { query::<Value>(&link, &mut redis::cmd("PING")).await }
+            })
+            .await;
         assert_eq!(dropped, CALLS, "a call to a frozen server ended on its own");
         assert!(
             connects <= 3,

@@ -31,6 +31,34 @@ pub fn connections_received(server: &RedisServer) -> u64 {
         .unwrap_or_else(|| panic!("no total_connections_received in {info:?}"))
 }
 
+/// Freezes `server` (SIGSTOP), makes `calls` calls one after another (`call(i)`), each dropped
+/// once it has taken `give_up`, and lets the server run again. Returns how many calls were
+/// dropped and how many connections the server accepted meanwhile ([`connections_received`],
+/// the question itself not counted): the connects the calls made to a server that never
+/// answered them.
+///
+/// # Panics
+/// The server cannot be frozen, resumed or asked.
+pub async fn connects_while_frozen<F: std::future::Future>(
+    server: &RedisServer,
+    calls: u64,
+    give_up: std::time::Duration,
+    mut call: impl FnMut(u64) -> F,
+) -> (u64, u64) {
+    let before = connections_received(server);
+    server.pause().unwrap_or_else(|e| panic!("SIGSTOP: {e}"));
+    let mut dropped = 0;
+    for i in 0..calls {
+        if tokio::time::timeout(give_up, call(i)).await.is_err() {
+            dropped += 1;
+        }
+    }
+    server.resume().unwrap_or_else(|e| panic!("SIGCONT: {e}"));
+    // Accepted in order: the connects made while frozen, before this question.
+    let connects = connections_received(server) - before - 1;
+    (dropped, connects)
+}
+
 /// The `redis-server` arguments that serve TLS on `tls_port` with `dir`'s `server.crt`,
 /// `server.key` and `ca.crt`, not asking clients for a certificate (the plain port stays open
 /// too).
