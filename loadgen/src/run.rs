@@ -133,11 +133,16 @@ impl Run<'_> {
             stop_rx: run_stop_rx,
             measuring: AtomicBool::new(a.warmup.is_zero()),
             started: AtomicU64::new(0),
-            checker: SafetyChecker::new(match a.key_dist {
-                KeyDist::Unique => 0,
-                KeyDist::Hot => 1,
-                KeyDist::Uniform | KeyDist::Zipf => a.keys,
-            }),
+            checker: SafetyChecker::new(
+                match a.key_dist {
+                    KeyDist::Unique => 0,
+                    KeyDist::Hot => 1,
+                    KeyDist::Uniform | KeyDist::Zipf => a.keys,
+                },
+                // Each client holds at most one batch of locks at a time.
+                a.clients.saturating_mul(a.batch),
+                a.threads.unwrap_or_else(crate::bench::default_threads) == 1,
+            ),
             holder_pause: Arc::new(HolderPause::default()),
             fault_log: OnceLock::new(),
             fencing: a.fencing.then(FencedResource::default),
