@@ -116,6 +116,8 @@ struct Recorder<'a> {
     open_loop: bool,
     retrying: bool,
     first: bool,
+    /// When the last attempt's reply came (`sent + latency`, no clock read of its own).
+    answered: Option<Instant>,
 }
 
 impl AcquireObserver for Recorder<'_> {
@@ -128,6 +130,7 @@ impl AcquireObserver for Recorder<'_> {
         };
         self.first = false;
         let end = sent + latency;
+        self.answered = Some(end);
         let mut s = lock(self.stats);
         s.counters.attempts += 1;
         match outcome {
@@ -231,8 +234,9 @@ impl<L: Locker> Worker<L> {
     }
 
     /// Acquires one key through the library's retry loop (a single attempt without `--retry`),
-    /// recording every attempt. `None` when busy, failed, or stopped.
-    async fn acquire_one(&mut self, key: &str, intended: Instant) -> Option<Lock> {
+    /// recording every attempt: the lock and when its reply came. `None` when busy, failed, or
+    /// stopped.
+    async fn acquire_one(&mut self, key: &str, intended: Instant) -> Option<(Lock, Instant)> {
         let mut recorder = Recorder {
             stats: &self.stats,
             shared: &self.shared,
@@ -240,6 +244,7 @@ impl<L: Locker> Worker<L> {
             open_loop: self.plan.rate.is_some(),
             retrying: self.plan.retry,
             first: true,
+            answered: None,
         };
         // Never cancelled mid-attempt (a taken lock must come back to be released); the recorder
         // ends the retries when the run stops.
@@ -247,8 +252,9 @@ impl<L: Locker> Worker<L> {
             .locker
             .acquire_observed(key, &self.plan.lock, &mut recorder)
             .await;
+        let answered = recorder.answered;
         match result {
-            Ok(lock) => Some(lock),
+            Ok(lock) => Some((lock, answered.unwrap_or_else(Instant::now))),
             Err(e) => {
                 match e.kind() {
                     // Each busy attempt was counted as contention already. A retrying acquire
@@ -325,8 +331,11 @@ impl<L: Locker> Worker<L> {
     /// The end of the work inside the critical section: the holder's write. A holder pause on
     /// offer is taken here, between the holder's last look at its lock and its write, where a
     /// GC pause hurts most: nothing the lock does can stop the write once the holder runs again.
-    async fn finish_work(&mut self, slot: Option<u64>, token: Option<u64>) {
+    /// `true` when it paused.
+    async fn finish_work(&mut self, slot: Option<u64>, token: Option<u64>) -> bool {
+        let mut paused = false;
         if let Some(d) = self.shared.holder_pause.claim() {
+            paused = true;
             let began = Instant::now();
             self.locker.pause(d).await;
             if let Some(log) = self.shared.fault_log.get() {
@@ -337,10 +346,11 @@ impl<L: Locker> Worker<L> {
         if let (Some(resource), Some(i), Some(t)) = (&self.shared.fencing, slot, token) {
             resource.write(i, t);
         }
+        paused
     }
 
     async fn single_cycle(&mut self, key: &str, choice: KeyChoice, intended: Instant) {
-        let Some(mut held) = self.acquire_one(key, intended).await else {
+        let Some((mut held, answered)) = self.acquire_one(key, intended).await else {
             return;
         };
         let slot = self.checked_slot(choice);
@@ -363,7 +373,7 @@ impl<L: Locker> Worker<L> {
                         }
                     };
                     if still_held && admitted {
-                        self.finish_work(slot, token).await;
+                        let _ = self.finish_work(slot, token).await;
                     }
                     self.leave(slot);
                     let lost = guard.is_lost().is_some();
@@ -377,14 +387,19 @@ impl<L: Locker> Worker<L> {
                 }
             }
         } else {
-            if self.plan.extends > 0 || !d.is_zero() {
+            let held_on = self.plan.extends > 0 || !d.is_zero();
+            if held_on {
                 let _ = self.hold(&mut held, d).await;
             }
-            if admitted {
-                self.finish_work(slot, token).await;
-            }
+            let paused = admitted && self.finish_work(slot, token).await;
             self.leave(slot);
-            let t = Instant::now();
+            // Nothing waited since the acquire's reply (no hold, no pause: the release goes out
+            // in the same poll): it is when the release is sent, without reading the clock.
+            let t = if held_on || paused {
+                Instant::now()
+            } else {
+                answered
+            };
             (self.locker.release(&held).await, false, t)
         };
         let now = Instant::now();
