@@ -64,8 +64,8 @@ impl LockClient {
         };
         let conn = self.conns.conn_for(first);
         let start = Instant::now();
-        let unheard = Unheard::arm(self, &pairs, false).on(&conn);
-        let replies = self.conns.query_each(&conn, keys, cmds).await;
+        let unheard = Unheard::arm(self, &pairs, false).on(conn);
+        let replies = self.conns.query_each(conn, keys, cmds).await;
         unheard.disarm();
         let replies = match replies {
             Ok(r) => r,
@@ -74,7 +74,7 @@ impl LockClient {
                 // pipelines to the other slots' nodes went out beside the one that failed (a node
                 // down) and took their keys.
                 if e.is_unknown_outcome() || self.conns.topology() == Topology::Cluster {
-                    self.clean_up_pairs(&conn, &pairs).await;
+                    self.clean_up_pairs(conn, &pairs).await;
                 }
                 return Err(e);
             }
@@ -97,7 +97,7 @@ impl LockClient {
                 .filter(|(_, t)| **t)
                 .map(|(p, _)| *p)
                 .collect();
-            self.clean_up_pairs(&conn, &held).await;
+            self.clean_up_pairs(conn, &held).await;
             return Err(e);
         }
         Ok(keys
@@ -164,13 +164,13 @@ impl LockClient {
         };
         // The retry uses the same connection: after a drop it is the one being re-established.
         let conn = self.conns.conn_for(first);
-        match self.release_each(&conn, &held).await {
+        match self.release_each(conn, &held).await {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(error = %e, "batch release failed; sending it once more");
-                let again = self.release_each(&conn, &held).await;
+                let again = self.release_each(conn, &held).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     for (key, token, fair) in &held {
-                        self.release_in_background_on(&conn, key, token, *fair);
+                        self.release_in_background_on(conn, key, token, *fair);
                     }
                 }
                 again.map(|outcomes| {

@@ -8,7 +8,7 @@ use crate::connections::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
 use crate::lock::{
     check_key, extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
-    ExtendOutcome, Lock, ReleaseOutcome,
+    ExtendOutcome, Lock, ReleaseOutcome, SetNx,
 };
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
@@ -153,19 +153,25 @@ impl LockClient {
     async fn attempt_once(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         check_key(key)?;
         let token = self.conns.task_token();
-        let mut conn = self.conns.conn_for(&token);
+        let conn = self.conns.conn_for(&token);
         let start = Instant::now();
         let get = self.conns.set_nx_get();
         let sent = [(key, token.as_str())];
         let unheard = Unheard::arm(self, &sent, false);
-        let reply = conn.query(&set_nx_cmd(key, &token, opts.ttl, get)).await;
+        let set = SetNx {
+            key,
+            token: &token,
+            ttl: opts.ttl,
+            get,
+        };
+        let reply = conn.query_with(&set).await;
         unheard.disarm();
         match reply {
             Ok(v) => Ok(set_nx_taken(&v, &token, get)?
                 .then(|| Lock::acquired(key, token, opts, start, None))),
             Err(e) if unknown_outcome(&e) => {
                 // Boxed: a rare path; inline it would enlarge every attempt's future.
-                Box::pin(self.clean_up_unknown(&mut conn, key, &token, false)).await;
+                Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
                 Err(e.into())
             }
             Err(e) => Err(e.into()),
@@ -174,7 +180,7 @@ impl LockClient {
 
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
     pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
-        let mut conn = self.conns.conn_for(token);
+        let conn = self.conns.conn_for(token);
         let reply = conn.query(&set_nx_cmd(key, token, ttl, false)).await?;
         set_nx_taken(&reply, token, false)
     }
@@ -202,13 +208,7 @@ impl LockClient {
     /// connection is the one being re-established, while the next one in the rotation may have
     /// been closed by the same fault and not know it yet.
     /// `fair`: the attempt was a fair one (its release wakes the queue's head).
-    pub(crate) async fn clean_up_unknown(
-        &self,
-        conn: &mut Conn,
-        key: &str,
-        token: &str,
-        fair: bool,
-    ) {
+    pub(crate) async fn clean_up_unknown(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
         self.conns.count_unknown_outcome_cleanup();
         if let Err(e) = self.release_on(conn, key, token, fair).await {
             tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
@@ -220,7 +220,7 @@ impl LockClient {
     /// `fair` (its release names the queue's head).
     pub(crate) async fn release_on(
         &self,
-        conn: &mut Conn,
+        conn: &Conn,
         key: &str,
         token: &str,
         fair: bool,
@@ -236,9 +236,21 @@ impl LockClient {
                 .run_script(conn, &scripts::RELEASE_FAIR, &keys, &args)
                 .await?
         } else {
-            let (keys, args) = self.conns.release_args(vec![key], token, marker, channel);
+            // On the stack (the same layout as `release_args`): every release builds these.
+            let mut keys = [key, ""];
+            let mut args: [&[u8]; 3] = [token.as_bytes(), b"", b""];
+            let (mut nkeys, mut nargs) = (1, 1);
+            if let Some(marker) = marker {
+                keys[1] = marker;
+                args[1] = self.conns.marker_ms().as_bytes();
+                (nkeys, nargs) = (2, 2);
+            }
+            if let Some(channel) = channel {
+                args[nargs] = channel.as_bytes();
+                nargs += 1;
+            }
             self.conns
-                .run_script(conn, &scripts::RELEASE, &keys, &args)
+                .run_script(conn, &scripts::RELEASE, &keys[..nkeys], &args[..nargs])
                 .await?
         };
         release_outcome(&v)
@@ -248,7 +260,7 @@ impl LockClient {
     /// a lock whose release (or whose acquire's reply) was lost is not left for its whole TTL.
     /// Safe at any time: it deletes the key only while it still holds this token.
     pub(crate) fn release_in_background(&self, key: &str, token: &str, fair: bool) {
-        self.release_in_background_on(&self.conns.conn_for(token), key, token, fair);
+        self.release_in_background_on(self.conns.conn_for(token), key, token, fair);
     }
 
     /// [`release_in_background`](Self::release_in_background) over `conn`: the connection the
@@ -258,12 +270,12 @@ impl LockClient {
             return;
         };
         let this = self.clone();
-        let mut conn = conn.clone();
+        let conn = conn.clone();
         let (key, token) = (key.to_string(), token.to_string());
         runtime.spawn(async move {
             for delay_ms in [50u64, 200, 800, 2000] {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                match this.release_on(&mut conn, &key, &token, fair).await {
+                match this.release_on(&conn, &key, &token, fair).await {
                     Err(e) if e.is_retryable() => continue,
                     _ => return,
                 }
@@ -335,17 +347,13 @@ impl LockClient {
     /// `resent_outcome` says why.
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
-        let mut conn = self.conns.conn_for(&lock.token);
+        let conn = self.conns.conn_for(&lock.token);
         let fair = lock.options.fair.on;
-        match self
-            .release_on(&mut conn, &lock.key, &lock.token, fair)
-            .await
-        {
+        match self.release_on(conn, &lock.key, &lock.token, fair).await {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
                 // Boxed: a rare path; inline it would enlarge every release's future.
-                let again =
-                    Box::pin(self.release_on(&mut conn, &lock.key, &lock.token, fair)).await;
+                let again = Box::pin(self.release_on(conn, &lock.key, &lock.token, fair)).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     // Still unreachable: report the error, and keep trying for a few seconds so
                     // the lock does not outlive its holder's intent by a whole TTL.
@@ -364,13 +372,13 @@ impl LockClient {
         ttl: Duration,
     ) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
-        let mut conn = self.conns.conn_for(&lock.token);
+        let conn = self.conns.conn_for(&lock.token);
         let start = Instant::now();
         let ms = ttl_ms(ttl).to_string();
         let v = self
             .conns
             .run_script(
-                &mut conn,
+                conn,
                 &scripts::EXTEND,
                 &[&lock.key],
                 &[lock.token.as_bytes(), ms.as_bytes()],

@@ -72,12 +72,44 @@ impl ConnectionLike for Conn {
 impl Conn {
     /// One command's reply, a server error as `Err`: what `cmd.query_async::<Value>` gives, but
     /// on one server without redis-rs's boxed future (the lock operations' hot path).
-    pub(crate) async fn query(&mut self, cmd: &Cmd) -> redis::RedisResult<Value> {
+    pub(crate) async fn query(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
         match self {
             Conn::Single(link) => link.query(cmd).await?.extract_error(),
-            Conn::Cluster(c) => c.req_packed_command(cmd).await?.extract_error(),
+            Conn::Cluster(c) => cluster_query(c, cmd.clone()).await?.extract_error(),
         }
     }
+
+    /// [`query`](Self::query) of a command lockkit encodes itself, straight into the
+    /// connection's buffer (its hot commands); a cluster, whose client routes redis-rs's
+    /// commands, gets it as a `Cmd`.
+    pub(crate) async fn query_with(&self, command: &impl Command) -> redis::RedisResult<Value> {
+        match self {
+            Conn::Single(link) => link
+                .query_with(|out| command.write(out))
+                .await?
+                .extract_error(),
+            Conn::Cluster(c) => cluster_query(c, command.cmd()).await?.extract_error(),
+        }
+    }
+}
+
+/// A command lockkit encodes itself: as RESP into a write buffer (the same bytes redis-rs
+/// packs), or as redis-rs's `Cmd` where redis-rs sends it.
+pub(crate) trait Command {
+    /// Appends the command, encoded, to `out`.
+    fn write(&self, out: &mut Vec<u8>);
+    /// The command as redis-rs builds it.
+    fn cmd(&self) -> Cmd;
+}
+
+/// A command over a cluster connection, boxed: it stays out of the futures of the one-server
+/// path, which carry only the pointer.
+fn cluster_query(
+    c: &ClusterConnection,
+    cmd: Cmd,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<Value>> + Send>> {
+    let mut c = c.clone();
+    Box::pin(async move { c.req_packed_command(&cmd).await })
 }
 
 fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {

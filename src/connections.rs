@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 
 use redis::{Cmd, Value};
 
-use crate::conn::{self, Conn, Topology};
+use crate::conn::{self, Command, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::lock::new_token;
 use crate::options::{ClientOptions, ScriptMode};
@@ -173,9 +173,14 @@ impl Connections {
         let mut args = vec![token.as_bytes()];
         if let Some(marker) = marker {
             keys.push(marker);
-            args.push(self.0.marker_ms.as_bytes());
+            args.push(self.marker_ms().as_bytes());
         }
         (keys, with_channel(args, channel))
+    }
+
+    /// The "released" marker's lifetime in milliseconds, as a script argument.
+    pub(crate) fn marker_ms(&self) -> &str {
+        &self.0.marker_ms
     }
 
     /// What the target is: one server, a proxy, or a cluster.
@@ -215,12 +220,12 @@ impl Connections {
     /// a compare-and-delete could overtake the `SET` it undoes (held up on the network), find
     /// nothing, and let the `SET` land afterwards for its whole TTL. Tokens are random, so
     /// locks still spread over every connection.
-    pub(crate) fn conn_for(&self, token: &str) -> Conn {
+    pub(crate) fn conn_for(&self, token: &str) -> &Conn {
         let conns = &self.0.conns;
         if conns.len() == 1 {
-            return conns[0].clone();
+            return &conns[0];
         }
-        conns[token_slot(token, conns.len())].clone()
+        &conns[token_slot(token, conns.len())]
     }
 
     /// A fresh token for a lock the current task takes, drawn so that the lock's connection
@@ -238,11 +243,13 @@ impl Connections {
         if n == 1 {
             return new_token();
         }
-        // n draws on average; the bound is never reached in practice (p = (1 - 1/n)^(64 n)).
+        // Drawn into a buffer on the stack: only the token kept is allocated. n draws on
+        // average; the bound is never reached in practice (p = (1 - 1/n)^(64 n)).
+        let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
         for _ in 0..64 * n {
-            let token = new_token();
-            if token_slot(&token, n) == slot {
-                return token;
+            let token: &str = uuid::Uuid::new_v4().simple().encode_lower(&mut buf);
+            if token_slot(token, n) == slot {
+                return token.to_owned();
             }
         }
         new_token()
@@ -357,14 +364,20 @@ impl Connections {
     /// re-sending the script in one extra round trip (`EVAL` caches it again on the server).
     pub(crate) async fn run_script(
         &self,
-        conn: &mut Conn,
+        conn: &Conn,
         script: &LuaScript,
         keys: &[&str],
         args: &[&[u8]],
     ) -> Result<Value> {
         let mode = self.0.options.script_mode;
-        let cmd = script_cmd(mode, script, keys, args);
-        match conn.query(&cmd).await {
+        let call = ScriptCmd {
+            mode,
+            script,
+            keys,
+            args,
+        };
+        let reply = conn.query_with(&call).await;
+        match reply {
             Ok(v) => Ok(v),
             Err(e) if is_missing_script(&e) => {
                 self.count_noscript_recovery();
@@ -377,7 +390,7 @@ impl Connections {
 
     async fn recover(
         &self,
-        conn: &mut Conn,
+        conn: &Conn,
         mode: ScriptMode,
         script: &LuaScript,
         keys: &[&str],
@@ -390,11 +403,11 @@ impl Connections {
                 pipe.add_command(scripts::function_load_cmd())
                     .ignore()
                     .add_command(script_cmd(mode, script, keys, args));
-                let (v,): (Value,) = pipe.query_async(conn).await?;
+                let (v,): (Value,) = pipe.query_async(&mut conn.clone()).await?;
                 Ok(v)
             }
             _ => Ok(script_cmd(ScriptMode::Eval, script, keys, args)
-                .query_async::<Value>(conn)
+                .query_async::<Value>(&mut conn.clone())
                 .await?),
         }
     }
@@ -543,6 +556,47 @@ pub(crate) fn script_cmd(
     cmd
 }
 
+/// A script call (`EVALSHA`, `EVAL` or `FCALL`, by the client's script mode), encoded by
+/// lockkit itself on the hot path ([`Command`]): the bytes of [`script_cmd`], without building it.
+pub(crate) struct ScriptCmd<'a> {
+    pub(crate) mode: ScriptMode,
+    pub(crate) script: &'a LuaScript,
+    pub(crate) keys: &'a [&'a str],
+    pub(crate) args: &'a [&'a [u8]],
+}
+
+impl Command for ScriptCmd<'_> {
+    fn write(&self, out: &mut Vec<u8>) {
+        use crate::resp::{write_array_len, write_bulk, write_bulk_uint};
+        write_array_len(out, 3 + self.keys.len() + self.args.len());
+        match self.mode {
+            ScriptMode::EvalSha => {
+                write_bulk(out, b"EVALSHA");
+                write_bulk(out, self.script.sha().as_bytes());
+            }
+            ScriptMode::Eval => {
+                write_bulk(out, b"EVAL");
+                write_bulk(out, self.script.source().as_bytes());
+            }
+            ScriptMode::Function => {
+                write_bulk(out, b"FCALL");
+                write_bulk(out, self.script.function_name().as_bytes());
+            }
+        }
+        write_bulk_uint(out, self.keys.len() as u64);
+        for k in self.keys {
+            write_bulk(out, k.as_bytes());
+        }
+        for a in self.args {
+            write_bulk(out, a);
+        }
+    }
+
+    fn cmd(&self) -> Cmd {
+        script_cmd(self.mode, self.script, self.keys, self.args)
+    }
+}
+
 /// A script's arguments followed by the release channel it publishes on, when there is one
 /// ([`Connections::release_channel`]): the last argument of every releasing script.
 pub(crate) fn with_channel<'a>(mut args: Vec<&'a [u8]>, channel: Option<&'a str>) -> Vec<&'a [u8]> {
@@ -572,10 +626,15 @@ fn is_auth_error(e: &redis::RedisError) -> bool {
 
 /// Which of `n` connections the commands of `token` go over.
 fn token_slot(token: &str, n: usize) -> usize {
-    let hash = token
-        .bytes()
-        .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-    hash as usize % n
+    // The last eight bytes (random in every token lockkit draws), mixed by one multiplication:
+    // a constant cost, where a hash of the whole token cost as much as the rest of choosing the
+    // connection, twice per lock.
+    let bytes = token.as_bytes();
+    let tail = bytes[bytes.len().saturating_sub(8)..]
+        .iter()
+        .fold(0u64, |x, &b| x << 8 | u64::from(b));
+    let mixed = tail.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    (mixed % n as u64) as usize
 }
 
 /// A task id as a number (tokio numbers tasks in the order they are spawned).
@@ -607,6 +666,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_script_call_written_in_place_is_the_one_redis_rs_packs() {
+        let keys: [&[&str]; 3] = [&["k"], &["k", "{k}:lockkit-released"], &[]];
+        let args: [&[&[u8]]; 3] = [&[b"tok"], &[b"tok", b"2000", b"chan"], &[]];
+        for mode in [ScriptMode::EvalSha, ScriptMode::Eval, ScriptMode::Function] {
+            for (keys, args) in keys.iter().zip(args) {
+                let call = ScriptCmd {
+                    mode,
+                    script: &scripts::RELEASE,
+                    keys,
+                    args,
+                };
+                let mut out = Vec::new();
+                call.write(&mut out);
+                let want = call.cmd().get_packed_command();
+                assert_eq!(out, want, "{mode:?} {keys:?}");
+            }
+        }
+    }
+
+    #[test]
     fn evalsha_cmd_carries_sha_numkeys_and_args() {
         let cmd = script_cmd(ScriptMode::EvalSha, &scripts::RELEASE, &["k"], &[b"tok"]);
         let packed = String::from_utf8(cmd.get_packed_command()).unwrap();
@@ -616,6 +695,24 @@ mod tests {
             packed.contains("\r\n1\r\n") && packed.ends_with("k\r\n$3\r\ntok\r\n"),
             "{packed}"
         );
+    }
+
+    #[test]
+    fn random_tokens_spread_evenly_over_the_connections() {
+        for n in 2..=8usize {
+            let mut counts = vec![0u32; n];
+            let draws = 2000 * n as u32;
+            for _ in 0..draws {
+                counts[token_slot(&new_token(), n)] += 1;
+            }
+            // 2000 expected in each; a bias of a fifth is about nine standard deviations.
+            assert!(
+                counts.iter().all(|&c| (1600..=2400).contains(&c)),
+                "{n} connections: {counts:?}"
+            );
+        }
+        // Any string has a connection, short or empty.
+        assert!(token_slot("", 3) < 3 && token_slot("ab", 3) < 3);
     }
 
     async fn client_id(mut conn: Conn) -> i64 {
@@ -641,7 +738,7 @@ mod tests {
                     ids.push(client_id(conns.conn()).await);
                     // The lock this task would take next: on the same connection.
                     let token = conns.task_token();
-                    ids.push(client_id(conns.conn_for(&token)).await);
+                    ids.push(client_id(conns.conn_for(&token).clone()).await);
                 }
                 ids
             })

@@ -166,13 +166,13 @@ impl LockClient {
             vec![ticket.as_bytes(), ttl.as_bytes(), lease.as_bytes()],
             channel.as_deref(),
         );
-        let mut conn = self.conns.conn_for(ticket);
+        let conn = self.conns.conn_for(ticket);
         let start = Instant::now();
         let sent = [(key, ticket)];
         let unheard = Unheard::arm(self, &sent, true);
         let reply = self
             .conns
-            .run_script(&mut conn, &scripts::ACQUIRE_FAIR, &keys, &args)
+            .run_script(conn, &scripts::ACQUIRE_FAIR, &keys, &args)
             .await;
         unheard.disarm();
         match reply {
@@ -190,7 +190,7 @@ impl LockClient {
                 FairReply::Queued(place, holder_ttl) => (None, Some((place, holder_ttl))),
             }),
             Err(e) if e.is_unknown_outcome() => {
-                self.clean_up_unknown(&mut conn, key, ticket, true).await;
+                self.clean_up_unknown(conn, key, ticket, true).await;
                 Err(e)
             }
             Err(e) => Err(e),
@@ -204,9 +204,9 @@ impl LockClient {
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let channel = self.conns.release_channel(key);
         let args = with_channel(vec![ticket.as_bytes()], channel.as_deref());
-        let mut conn = self.conns.conn_for(ticket);
+        let conn = self.conns.conn_for(ticket);
         self.conns
-            .run_script(&mut conn, &scripts::LEAVE_FAIR, &keys, &args)
+            .run_script(conn, &scripts::LEAVE_FAIR, &keys, &args)
             .await?;
         Ok(())
     }

@@ -98,14 +98,14 @@ impl LockClient {
         }
         let token = self.conns.task_token();
         let ms = ttl_ms(ttl).to_string();
-        let mut conn = self.conns.conn_for(&token);
+        let conn = self.conns.conn_for(&token);
         let start = Instant::now();
         let sent = [(key, token.as_str())];
         let unheard = Unheard::arm(self, &sent, false);
         let reply = self
             .conns
             .run_script(
-                &mut conn,
+                conn,
                 &scripts::ACQUIRE_FENCED,
                 &[key, fence_key],
                 &[token.as_bytes(), ms.as_bytes()],
@@ -115,7 +115,7 @@ impl LockClient {
         let v = match reply {
             Ok(v) => v,
             Err(e) if e.is_unknown_outcome() => {
-                self.clean_up_unknown(&mut conn, key, &token, false).await;
+                self.clean_up_unknown(conn, key, &token, false).await;
                 return Err(e);
             }
             Err(e) => return Err(e),

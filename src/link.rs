@@ -252,12 +252,21 @@ impl Link {
     ) -> RedisResult<T> {
         let mut tries = 0;
         let rx = loop {
-            // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
-            let wire = match self.live() {
-                Some(w) => w,
-                None => Box::pin(self.reconnect()).await?,
+            // Sent under the lock of the current connection, which it does not outlive: no
+            // reference to it is taken and given back for every call.
+            let sent = {
+                let current = lock(&self.inner.current);
+                current
+                    .as_ref()
+                    .filter(|w| !w.dead.load(Ordering::Acquire))
+                    .map(|w| w.send(&write, &waiter))
             };
-            match wire.send(&write, &waiter) {
+            let sent = match sent {
+                Some(sent) => sent,
+                // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
+                None => Box::pin(self.reconnect()).await?.send(&write, &waiter),
+            };
+            match sent {
                 Ok(rx) => break rx,
                 Err(Refused::Dead) if tries == 0 => tries += 1,
                 Err(Refused::Dead) => {
@@ -387,11 +396,12 @@ impl Waiter {
 impl Link {
     /// One command's reply (a server error still as a value, as `req_packed_command` gives it).
     pub(crate) async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
-        self.request(
-            |out| cmd.write_packed_command(out),
-            |to| Waiter::One(Some(to)),
-        )
-        .await
+        self.query_with(|out| cmd.write_packed_command(out)).await
+    }
+
+    /// One command's reply, the command encoded by `write` into the write buffer.
+    pub(crate) async fn query_with(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<Value> {
+        self.request(write, |to| Waiter::One(Some(to))).await
     }
 }
 

@@ -207,6 +207,35 @@ pub(crate) fn set_nx_cmd(key: &str, token: &str, ttl: Duration, get: bool) -> re
     c
 }
 
+/// `SET key token NX PX ttl [GET]`, encoded by lockkit itself on the hot path
+/// ([`Command`](crate::conn::Command)): the bytes of [`set_nx_cmd`], without building it.
+pub(crate) struct SetNx<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+    pub(crate) get: bool,
+}
+
+impl crate::conn::Command for SetNx<'_> {
+    fn write(&self, out: &mut Vec<u8>) {
+        use crate::resp::{write_array_len, write_bulk, write_bulk_uint};
+        write_array_len(out, if self.get { 7 } else { 6 });
+        write_bulk(out, b"SET");
+        write_bulk(out, self.key.as_bytes());
+        write_bulk(out, self.token.as_bytes());
+        write_bulk(out, b"NX");
+        write_bulk(out, b"PX");
+        write_bulk_uint(out, ttl_ms(self.ttl));
+        if self.get {
+            write_bulk(out, b"GET");
+        }
+    }
+
+    fn cmd(&self) -> redis::Cmd {
+        set_nx_cmd(self.key, self.token, self.ttl, self.get)
+    }
+}
+
 /// Reads a `SET NX` reply: taken, busy, or an error. Plain: `OK` taken, nil busy. With `GET`:
 /// nil taken (the key was free), our own token taken (a re-sent `SET` after the first landed),
 /// another value busy.
@@ -278,6 +307,27 @@ pub(crate) fn resent_outcome(first: &Error, lock: &Lock, again: ReleaseOutcome) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_set_written_in_place_is_the_set_redis_rs_packs() {
+        for get in [false, true] {
+            for (key, ttl) in [("k", 5u64), ("lock:orders:42", 30_000), ("", 1)] {
+                let ttl = Duration::from_millis(ttl);
+                use crate::conn::Command;
+                let mut out = b"before".to_vec();
+                let set = SetNx {
+                    key,
+                    token: "tok",
+                    ttl,
+                    get,
+                };
+                set.write(&mut out);
+                let mut want = b"before".to_vec();
+                want.extend(set.cmd().get_packed_command());
+                assert_eq!(out, want, "{key} {ttl:?} get={get}");
+            }
+        }
+    }
 
     #[test]
     fn tokens_are_fresh_uuid_v4_hex() {

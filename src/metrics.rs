@@ -132,14 +132,15 @@ fn observed<'a, T>(
     record: impl FnOnce(&T, Duration) + 'a,
 ) -> impl Future<Output = T> + 'a {
     let start = Instant::now();
-    op.instrument(span).map(move |result| {
+    in_span(span, op).map(move |result| {
         record(&result, start.elapsed());
         result
     })
 }
 
 /// Without the `metrics` feature nothing is recorded: `op` inside `span`, with no extra layer
-/// (each layer around a lock operation's future is one more copy of it per call).
+/// (each layer around a lock operation's future is one more copy of it per call), and not even
+/// the span's when no subscriber wants it.
 #[cfg(not(feature = "metrics"))]
 fn observed<'a, T>(
     span: tracing::Span,
@@ -147,7 +148,21 @@ fn observed<'a, T>(
     record: impl FnOnce(&T, Duration) + 'a,
 ) -> impl Future<Output = T> + 'a {
     let _ = record;
-    op.instrument(span)
+    in_span(span, op)
+}
+
+/// `op` inside `span`, or `op` alone when the span is disabled (no subscriber wants it): then
+/// no span is entered and left at every poll.
+pub(crate) fn in_span<F: Future>(
+    span: tracing::Span,
+    op: F,
+) -> futures_util::future::Either<tracing::instrument::Instrumented<F>, F> {
+    use futures_util::future::Either;
+    if span.is_disabled() {
+        Either::Right(op)
+    } else {
+        Either::Left(op.instrument(span))
+    }
 }
 
 /// The modes whose series are registered at their first attempt (see [`register`]).

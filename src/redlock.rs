@@ -540,9 +540,8 @@ impl Nodes {
         let (key, token) = (key.to_string(), token.to_string());
         runtime.spawn(async move {
             // The connection the SET went over (`conn_for`): behind it, never before it.
-            let mut conn = node.conns.conn_for(&token);
-            let _ = tokio::time::timeout(timeout, node.release_on(&mut conn, &key, &token, false))
-                .await;
+            let conn = node.conns.conn_for(&token);
+            let _ = tokio::time::timeout(timeout, node.release_on(conn, &key, &token, false)).await;
         });
     }
 }

@@ -194,6 +194,30 @@ fn fast_value(buf: &[u8]) -> Option<(Value, usize)> {
     }
 }
 
+/// Writes the header of a command of `n` arguments (a RESP array), as redis-rs's `Cmd` packs it.
+/// lockkit's hot commands (the acquire's `SET`, the release's script call) are encoded with
+/// these straight into the connection's write buffer: no `Cmd` and its two allocations per
+/// call. Every other command goes through redis-rs's `Cmd`.
+pub(crate) fn write_array_len(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes one argument (a RESP bulk string).
+pub(crate) fn write_bulk(out: &mut Vec<u8>, arg: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(itoa::Buffer::new().format(arg.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes a number as one argument, in decimal.
+pub(crate) fn write_bulk_uint(out: &mut Vec<u8>, n: u64) {
+    write_bulk(out, itoa::Buffer::new().format(n).as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

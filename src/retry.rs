@@ -8,8 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use tracing::Instrument;
-
 use crate::error::{Error, Result};
 use crate::fair::FairAttempt;
 use crate::lock::Lock;
@@ -189,9 +187,8 @@ pub(crate) async fn acquire_observed<L: Locker>(
     opts: &LockOptions,
     observer: &mut (impl AcquireObserver + ?Sized),
 ) -> Result<Lock> {
-    acquire_loop(locker, key, opts, observer)
-        .instrument(tracing::debug_span!("lockkit.acquire", key))
-        .await
+    let span = tracing::debug_span!("lockkit.acquire", key);
+    crate::metrics::in_span(span, acquire_loop(locker, key, opts, observer)).await
 }
 
 async fn acquire_loop<L: Locker>(
