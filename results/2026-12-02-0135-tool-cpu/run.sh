@@ -6,14 +6,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 before=$1 after=$2
 port=7402
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  --logfile /dev/null & pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
+source "$(dirname "$0")/../lib.sh"
+start_server "$port"
+pid=$server
 args=(--url "redis://127.0.0.1:$port" --clients 50 --keys 100k --hold 0 --ttl 5s
   --duration 10s --warmup 1s)
-{ echo "date: $(date -u +%FT%TZ)"; echo "machine: $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "server: $(redis-server --version)"; echo "command: lockkit bench ${args[*]}"; } > "$here/machine.txt"
+write_machine "$here/machine.txt" "lockkit bench ${args[*]}"
 run() { # label bin
   "$2" bench "${args[@]}" --json "$here/$1.json" > "$here/$1.txt" 2>&1 \
     || echo "$1 failed: see $1.txt"

@@ -7,14 +7,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 before=$1 after=$2
 port=7403
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  --logfile /dev/null & pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
+source "$(dirname "$0")/../lib.sh"
+start_server "$port"
+pid=$server
 args=(--url "redis://127.0.0.1:$port" --clients 50 --keys 100k --hold 0 --ttl 5s
   --duration 8s --warmup 1s)
-{ echo "date: $(date -u +%FT%TZ)"; echo "machine: $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "server: $(redis-server --version)"; echo "command: lockkit bench ${args[*]} --connections 1|4"; } > "$here/machine.txt"
+write_machine "$here/machine.txt" "lockkit bench ${args[*]} --connections 1|4"
 echo "run,build,connections,cycles_per_s,lockkit_us,server_us,ratio" > "$here/raw.csv"
 one() { # label bin connections round
   local out="$here/$1-c$3-$4.txt"

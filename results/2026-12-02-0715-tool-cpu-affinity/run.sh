@@ -12,14 +12,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 before=$1 after=$2
 if [ -n "${3:-}" ]; then mkdir -p "$3"; here=$(cd "$3" && pwd); fi
 port=7404
-redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  --logfile /dev/null & pid=$!
-trap 'kill $pid 2>/dev/null || true' EXIT
-until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
+source "$(dirname "$0")/../lib.sh"
+start_server "$port"
+pid=$server
 args=(--url "redis://127.0.0.1:$port" --clients 50 --keys 100k --hold 0 --ttl 5s
   --duration 6s --warmup 1s)
-{ echo "date: $(date -u +%FT%TZ)"; echo "machine: $(nproc) cores, $(uname -sr), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "server: $(redis-server --version)"; echo "command: lockkit bench ${args[*]} [--connections 4]"; } > "$here/machine.txt"
+write_machine "$here/machine.txt" "lockkit bench ${args[*]} [--connections 4]"
 echo "round,build,connections,cycles_per_s,lockkit_us,server_us,ratio,sendto_per_cycle,recvfrom_per_cycle,epoll_wait_per_cycle" > "$here/raw.csv"
 one() { # label bin connections(default|N) round
   local out="$here/$1-c$3-$4.txt" conn=() calls=",,"
