@@ -108,6 +108,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "1", value_parser = parse_count, allow_hyphen_values = true, value_name = "N", conflicts_with = "urls")]
     pub nodes: u64,
 
+    /// Redlock (several --url, or --nodes above 1): how long one node may take to answer one
+    /// command before its vote counts as failed (RedlockOptions::node_timeout). Keep it small
+    /// against the TTL; raise it where the nodes are far away or the machine is loaded.
+    #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
+    #[serde(serialize_with = "ser_dur")]
+    pub node_timeout: Duration,
+
     /// How long to measure, after the warm-up (e.g. 10s, 2m).
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
     #[serde(serialize_with = "ser_dur")]
@@ -362,6 +369,9 @@ impl BenchArgs {
                     .into(),
             );
         }
+        if self.node_timeout.is_zero() {
+            return Err("--node-timeout must be greater than zero; try --node-timeout 50ms".into());
+        }
         if self.retry && self.retry_deadline.is_zero() {
             return Err("--retry-deadline must be greater than zero".into());
         }
@@ -610,6 +620,14 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("--batch"));
+        assert!(parse(&["--node-timeout", "0"])
+            .validate()
+            .unwrap_err()
+            .contains("--node-timeout"));
+        assert_eq!(
+            parse(&["--node-timeout", "2s"]).node_timeout,
+            Duration::from_secs(2)
+        );
     }
 
     #[test]

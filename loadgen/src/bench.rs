@@ -309,7 +309,10 @@ async fn bench_into(
         } else {
             // Servers this run started itself hold no lock from before: the delayed-restart rule
             // would only refuse them for a TTL after start. Servers given with --url keep it.
-            let rl_opts = RedlockOptions::new().client(opts).restart_rule(!throwaway);
+            let rl_opts = RedlockOptions::new()
+                .client(opts)
+                .node_timeout(args.node_timeout)
+                .restart_rule(!throwaway);
             let redlock = Redlock::connect_with(&lock_urls, rl_opts)
                 .await
                 .map_err(connect_err)?;
