@@ -215,8 +215,12 @@ impl LockClient {
                     ),
                     None => (&scripts::RELEASE, vec![*key]),
                 };
-                let (keys, args) = self.conns.release_args(keys, token, marker, channel);
-                ScriptCall { script, keys, args }
+                let r = self.conns.release_args(&keys, token, marker, channel);
+                ScriptCall {
+                    script,
+                    keys: r.keys().to_vec(),
+                    args: r.args().to_vec(),
+                }
             })
             .collect();
         let replies = self.conns.run_script_many(conn, &calls).await?;

@@ -229,28 +229,21 @@ impl LockClient {
         let marker = self.conns.released_marker(key);
         let (marker, channel) = (marker.as_deref(), channel.as_deref());
         let v = if fair {
-            let keys = self.fair_script_keys(key)?;
-            let keys = keys.iter().map(String::as_str).collect();
-            let (keys, args) = self.conns.release_args(keys, token, marker, channel);
-            self.conns
-                .run_script(conn, &scripts::RELEASE_FAIR, &keys, &args)
-                .await?
+            // Boxed: the fair release's keys would enlarge every plain release's future.
+            Box::pin(async {
+                let [key, queue, leases] = &self.fair_script_keys(key)?;
+                let r = self
+                    .conns
+                    .release_args(&[key, queue, leases], token, marker, channel);
+                self.conns
+                    .run_script(conn, &scripts::RELEASE_FAIR, r.keys(), r.args())
+                    .await
+            })
+            .await?
         } else {
-            // On the stack (the same layout as `release_args`): every release builds these.
-            let mut keys = [key, ""];
-            let mut args: [&[u8]; 3] = [token.as_bytes(), b"", b""];
-            let (mut nkeys, mut nargs) = (1, 1);
-            if let Some(marker) = marker {
-                keys[1] = marker;
-                args[1] = self.conns.marker_ms().as_bytes();
-                (nkeys, nargs) = (2, 2);
-            }
-            if let Some(channel) = channel {
-                args[nargs] = channel.as_bytes();
-                nargs += 1;
-            }
+            let r = self.conns.release_args(&[key], token, marker, channel);
             self.conns
-                .run_script(conn, &scripts::RELEASE, &keys[..nkeys], &args[..nargs])
+                .run_script(conn, &scripts::RELEASE, r.keys(), r.args())
                 .await?
         };
         release_outcome(&v)

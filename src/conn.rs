@@ -73,10 +73,7 @@ impl Conn {
     /// One command's reply, a server error as `Err`: what `cmd.query_async::<Value>` gives, but
     /// on one server without redis-rs's boxed future (the lock operations' hot path).
     pub(crate) async fn query(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
-        match self {
-            Conn::Single(link) => link.query(cmd).await?.extract_error(),
-            Conn::Cluster(c) => cluster_query(c, cmd.clone()).await?.extract_error(),
-        }
+        self.query_with(cmd).await
     }
 
     /// [`query`](Self::query) of a command lockkit encodes itself, straight into the
@@ -100,6 +97,17 @@ pub(crate) trait Command {
     fn write(&self, out: &mut Vec<u8>);
     /// The command as redis-rs builds it.
     fn cmd(&self) -> Cmd;
+}
+
+/// Any other command: redis-rs packs it.
+impl Command for Cmd {
+    fn write(&self, out: &mut Vec<u8>) {
+        self.write_packed_command(out);
+    }
+
+    fn cmd(&self) -> Cmd {
+        self.clone()
+    }
 }
 
 /// A command over a cluster connection, boxed: it stays out of the futures of the one-server

@@ -162,25 +162,33 @@ impl Connections {
 
     /// A releasing script's keys and arguments: `keys`, then the marker; the token, the
     /// marker's lifetime when there is a marker, then the channel
-    /// (`lua/release.lua`, `lua/release_fair.lua`).
+    /// (`lua/release.lua`, `lua/release_fair.lua`). On the stack: every release builds them.
+    /// `keys` holds at most three (a fair lock's).
     pub(crate) fn release_args<'a>(
         &'a self,
-        mut keys: Vec<&'a str>,
+        keys: &[&'a str],
         token: &'a str,
         marker: Option<&'a str>,
         channel: Option<&'a str>,
-    ) -> (Vec<&'a str>, Vec<&'a [u8]>) {
-        let mut args = vec![token.as_bytes()];
+    ) -> ReleaseArgs<'a> {
+        let mut r = ReleaseArgs {
+            keys: [""; 4],
+            nkeys: keys.len(),
+            args: [token.as_bytes(), b"", b""],
+            nargs: 1,
+        };
+        r.keys[..keys.len()].copy_from_slice(keys);
         if let Some(marker) = marker {
-            keys.push(marker);
-            args.push(self.marker_ms().as_bytes());
+            r.keys[r.nkeys] = marker;
+            r.nkeys += 1;
+            r.args[1] = self.0.marker_ms.as_bytes();
+            r.nargs = 2;
         }
-        (keys, with_channel(args, channel))
-    }
-
-    /// The "released" marker's lifetime in milliseconds, as a script argument.
-    pub(crate) fn marker_ms(&self) -> &str {
-        &self.0.marker_ms
+        if let Some(channel) = channel {
+            r.args[r.nargs] = channel.as_bytes();
+            r.nargs += 1;
+        }
+        r
     }
 
     /// What the target is: one server, a proxy, or a cluster.
@@ -554,6 +562,25 @@ pub(crate) fn script_cmd(
         cmd.arg(*a);
     }
     cmd
+}
+
+/// A releasing script's keys (the lock's, or the fair lock's three, then the marker) and
+/// arguments, from [`Connections::release_args`].
+pub(crate) struct ReleaseArgs<'a> {
+    keys: [&'a str; 4],
+    nkeys: usize,
+    args: [&'a [u8]; 3],
+    nargs: usize,
+}
+
+impl<'a> ReleaseArgs<'a> {
+    pub(crate) fn keys(&self) -> &[&'a str] {
+        &self.keys[..self.nkeys]
+    }
+
+    pub(crate) fn args(&self) -> &[&'a [u8]] {
+        &self.args[..self.nargs]
+    }
 }
 
 /// A script call (`EVALSHA`, `EVAL` or `FCALL`, by the client's script mode), encoded by
