@@ -463,7 +463,8 @@ impl Db {
         if self.counted > limit {
             return Err(OOM.to_string());
         }
-        let growth = if GROWS_BEYOND_ARGS.contains(&name) {
+        let grows_beyond_args = GROWS_BEYOND_ARGS.contains(&name);
+        let growth = if grows_beyond_args {
             self.max_memory
         } else {
             argv.iter()
@@ -471,6 +472,22 @@ impl Db {
                 .sum::<usize>()
                 + KEY_OVERHEAD
         };
+        // One command must not carry the keyspace past its hard bound either (one RPUSH of
+        // 25 references to a 40 MB string stored 1 GB): what it would add is checked first.
+        if !grows_beyond_args {
+            let bound = self.max_memory.saturating_mul(2);
+            if self
+                .counted
+                .saturating_add(self.pending)
+                .saturating_add(growth)
+                > bound
+            {
+                self.used_memory();
+            }
+            if self.counted.saturating_add(growth) > bound {
+                return Err(OOM.to_string());
+            }
+        }
         self.pending = self.pending.saturating_add(growth);
         Ok(())
     }
