@@ -2,6 +2,7 @@
 //! cache, and running a script under the error handler, the time limit and the memory cap.
 
 mod bit;
+mod budget;
 mod cjson;
 mod cmsgpack;
 pub(crate) mod convert;
@@ -561,10 +562,13 @@ fn redis_call_uncapped(
     limit: usize,
 ) -> mlua::Result<MultiValue> {
     let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
-    let reply = match convert::lua_args(args) {
+    let reply = match convert::lua_args(args, budget::buffer_limit(lua)) {
         Ok(argv) => dispatch_from_script(lua, &argv, ctx),
         Err(e) => {
             let msg = match e {
+                convert::ArgsError::TooLarge => {
+                    return Err(mlua::Error::MemoryError("not enough memory".into()))
+                }
                 convert::ArgsError::Empty => {
                     "ERR Please specify at least one argument for this redis lib call"
                 }
