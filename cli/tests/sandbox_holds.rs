@@ -7,10 +7,12 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::process::Command;
+use std::time::Duration;
 
-use common::{wait, Lockkit, Run};
+use common::{wait, Lockkit, ProxyRun, Run};
 use lockkit_test_support::RedisServer;
 
 /// `lockkit lua exec [flags] -` on `lines`; fails the test on a crash.
@@ -58,6 +60,14 @@ fn same_as_redis(lines: &str) -> String {
     got.stdout
 }
 
+/// `line` alone is stopped at the time limit: its error printed, the next line never run.
+fn stopped_by_time_limit(line: &str) {
+    let run = exec(&format!("{line}\nPING\n"));
+    assert!(run.stdout.contains("time limit"), "{line}\n{}", run.all());
+    assert!(!run.stdout.contains("PONG"), "{}", run.all());
+    assert_ne!(run.code, Some(0), "a stop by the harness fails the run");
+}
+
 /// `lockkit lua exec -` with its address space limited to `mib` MiB (`ulimit -v`): a Rust-side
 /// copy of gigabytes fails to allocate (and aborted the process) instead of filling the
 /// machine's memory.
@@ -87,6 +97,23 @@ fn exec_in_address_space(mib: u64, lines: &str) -> Run {
 }
 
 #[test]
+fn string_gfind_is_the_bounded_matcher_too() {
+    // gfind was still Lua's recursive C matcher: the first line overflowed the C stack and
+    // aborted the process (exit 134), the second backtracked for longer than anyone waits.
+    let run = exec(
+        "EVAL \"for _ in string.gfind(string.rep('a', 300000), string.rep('a?', 300000)) do end return 1\" 0\n",
+    );
+    assert!(run.stdout.contains("pattern too complex"), "{}", run.all());
+    stopped_by_time_limit(
+        "EVAL \"for _ in string.gfind(string.rep('a', 30000), string.rep('a*', 30) .. 'b') do end return 1\" 0",
+    );
+    same_as_redis(
+        "EVAL \"local t = {} for w in string.gfind('one two', '%a+') do t[#t + 1] = w end return t\" 0\n\
+         EVAL \"return string.gfind == string.gmatch\" 0\n",
+    );
+}
+
+#[test]
 fn keyspace_patterns_are_bounded_as_in_redis() {
     // One level of recursion per `*`: 300,000 of them overflowed the stack (abort), and
     // `*a*a...*b` against a 60-character key backtracked for minutes. Redis 7.0.15 answers
@@ -105,6 +132,89 @@ fn keyspace_patterns_are_bounded_as_in_redis() {
          EVAL \"return #redis.call('KEYS', string.rep('*', 5000) .. 'c')\" 0\n\
          HSET h {a60} 1\nHSCAN h 0 MATCH {nested}\nKEYS *[b-c]\n"
     ));
+}
+
+/// Every coroutine of the tree resumes a spinning child under `pcall`, and the top level
+/// calls the tree under `pcall` forever.
+const COROUTINE_TREE: &str = "local function node(d) return function() while true do if d == 0 then local x = 0 for i = 1, 1e9 do x = x + i end else local co = coroutine.create(node(d - 1)) pcall(coroutine.resume, co) end end end end local top = coroutine.wrap(node(5)) while true do pcall(top) end";
+
+#[test]
+fn time_limit_reaches_every_coroutine_of_the_script() {
+    // The stop switched to every-instruction only on the coroutine where it fired, and
+    // `coroutine.resume` / `pcall` caught it: this tree ran on past 60 s.
+    stopped_by_time_limit(&format!("EVAL \"{COROUTINE_TREE}\" 0"));
+    for body in [
+        // A script that keeps catching its own stop, in a coroutine and around one.
+        "local co = coroutine.wrap(function() while true do pcall(function() while true do end end) end end) co()",
+        "while true do local co = coroutine.create(function() while true do end end) coroutine.resume(co) end",
+        "while true do pcall(coroutine.wrap(function() while true do end end)) end",
+        "while true do xpcall(function() while true do end end, function() while true do end end) end",
+        "local co = coroutine.create(function() while true do coroutine.resume(coroutine.create(function() while true do end end)) end end) while true do coroutine.resume(co) end",
+    ] {
+        stopped_by_time_limit(&format!("EVAL \"{body}\" 0"));
+    }
+    // Coroutines still work as in Redis.
+    same_as_redis(
+        "EVAL \"local co = coroutine.create(function(a) local b = coroutine.yield(a + 1) return b * 2 end) local _, x = coroutine.resume(co, 1) local _, y = coroutine.resume(co, 10) return {x, y, coroutine.status(co)}\" 0\n\
+         EVAL \"local co = coroutine.create(function() error('x') end) return {coroutine.resume(co)}\" 0\n\
+         EVAL \"local co = coroutine.create(function() redis.call('NOPE') end) local ok, e = coroutine.resume(co) return {tostring(ok), type(e)}\" 0\n\
+         EVAL \"return {pcall(coroutine.wrap(function() error('y') end))}\" 0\n",
+    );
+}
+
+/// `PING` on a fresh connection, answered within `within`.
+fn ping(port: u16, within: Duration) -> Result<String, String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(within)).unwrap();
+    c.write_all(b"PING\r\n").map_err(|e| e.to_string())?;
+    let mut buf = [0u8; 64];
+    let n = c.read(&mut buf).map_err(|e| format!("no answer: {e}"))?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[test]
+fn a_plugin_running_a_coroutine_tree_costs_only_its_hook_time() {
+    // The same tree in a plugin froze the whole proxy: PING from new clients and SIGTERM.
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("tree.lua");
+    std::fs::write(
+        &plugin,
+        format!(
+            "return {{ commands = {{ 'GET' }}, on_command = function() {COROUTINE_TREE} end }}"
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let plugin = plugin.display().to_string();
+    let proxy = ProxyRun::start(&server.url(), &["--plugin", &plugin], &out);
+    let port = proxy.port;
+    let get = std::thread::spawn(move || {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c.write_all(b"GET k\r\n").unwrap();
+        let mut buf = [0u8; 64];
+        c.read(&mut buf)
+            .map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let pong = ping(port, Duration::from_secs(20));
+    let got = get.join().unwrap();
+    let run = proxy.stop();
+    assert_eq!(pong.as_deref(), Ok("+PONG\r\n"), "{}", run.all());
+    // The plugin failed; the command went on to the server.
+    assert_eq!(
+        got.as_deref().ok(),
+        Some("$-1\r\n"),
+        "{got:?}\n{}",
+        run.all()
+    );
+    assert!(
+        run.success(),
+        "SIGTERM ends the proxy cleanly\n{}",
+        run.all()
+    );
 }
 
 #[test]
@@ -165,4 +275,97 @@ fn one_command_cannot_pass_the_keyspace_limit() {
         "{}",
         run.all()
     );
+}
+
+#[test]
+fn table_functions_cannot_write_into_read_only_tables() {
+    // table.insert wrote raw into the read-only proxies of _G, string, redis: the value
+    // outlived SCRIPT FLUSH and FLUSHALL and reached every later script.
+    let out = same_as_redis(
+        "EVAL \"table.insert(_G, ARGV[1]) return 1\" 0 secret\n\
+         EVAL \"table.insert(string, 1, 'x') return 1\" 0\n\
+         EVAL \"return {pcall(table.insert, redis, 'x')}\" 0\n\
+         EVAL \"return {table.remove(math)}\" 0\n\
+         EVAL \"table.sort(_G) return 1\" 0\n\
+         SCRIPT FLUSH\nFLUSHALL\n\
+         EVAL \"return _G[1]\" 0\n\
+         EVAL \"return rawget(_G, 1)\" 0\n\
+         EVAL \"return {pcall(table.insert, {}, 1, 2, 3)}\" 0\n\
+         EVAL \"return {pcall(table.insert, nil, 1)}\" 0\n\
+         EVAL \"return {pcall(table.insert, {}, 'x', 1)}\" 0\n\
+         EVAL \"table.insert({}, 1, 2, 3)\" 0\n\
+         EVAL \"local t = {1, 2, 3} table.insert(t, -2, 'x') local r = {} for k, v in pairs(t) do r[#r + 1] = k .. '=' .. v end table.sort(r) return r\" 0\n\
+         EVAL \"local t = {1, 2, 3} table.insert(t, 6, 'x') local r = {} for k, v in pairs(t) do r[#r + 1] = k .. '=' .. v end table.sort(r) return r\" 0\n\
+         EVAL \"local t = {1, 2, 3} table.insert(t, 'x') table.insert(t, 2, 'y') return t\" 0\n\
+         EVAL \"local t = {1, 2, 3} local a = table.remove(t, 1) return {a, table.remove(t), t[1]}\" 0\n",
+    );
+    assert!(!out.contains("secret"), "{out}");
+}
+
+#[test]
+fn every_script_starts_with_the_collector_running() {
+    // collectgarbage('stop') stayed in force: the next script, 400 MB of short-lived 1 MB
+    // strings, failed at the 256 MB memory cap (Redis runs it).
+    let run = exec(
+        "EVAL \"collectgarbage('stop') return 1\" 0\n\
+         EVAL \"for i = 1, 400 do local s = string.rep('x', 1024 * 1024) .. i end return 1\" 0\n\
+         EVAL \"collectgarbage('setpause', 1000) collectgarbage('setstepmul', 1) return 1\" 0\n\
+         EVAL \"for i = 1, 400 do local s = string.rep('y', 1024 * 1024) .. i end return 1\" 0\n",
+    );
+    assert_eq!(
+        run.stdout,
+        "(integer) 1\n(integer) 1\n(integer) 1\n(integer) 1\n",
+        "{}",
+        run.all()
+    );
+}
+
+#[test]
+fn long_native_calls_are_stopped_at_the_time_limit() {
+    // One C or Rust call the instruction hook never sees: each ran 30 s to minutes.
+    // A DAG: one table named eight times at each of 16 levels (8^16 paths).
+    let dag = "local t = {} for i = 1, 16 do t = {t, t, t, t, t, t, t, t} end";
+    for line in [
+        format!("EVAL \"{dag} return #cjson.encode(t)\" 0"),
+        format!("EVAL \"{dag} return #cmsgpack.pack(t)\" 0"),
+        "EVAL \"local s = string.rep('x', 64 * 1024 * 1024) for i = 1, 1000 do redis.sha1hex(s) end return 1\" 0"
+            .to_string(),
+    ] {
+        let run = exec(&format!("{line}\nPING\n"));
+        assert!(
+            run.stdout.contains("time limit") || run.stdout.starts_with("(error) "),
+            "{line}\n{}",
+            run.all()
+        );
+        assert!(!run.stdout.contains("PONG"), "{line}\n{}", run.all());
+    }
+    // table.insert far below 1 stepped through 2^31 slots in one C loop (58 s, in Redis too):
+    // it now moves only the keys that exist, with the C function's result.
+    let run = exec(
+        "EVAL \"local t = {5} table.insert(t, -2147483640, 'x') local n = 0 for _ in pairs(t) do n = n + 1 end return {tostring(t[-2147483640]), tostring(t[1]), tostring(t[2]), n}\" 0\n",
+    );
+    assert_eq!(
+        run.stdout,
+        "1) \"x\"\n2) \"nil\"\n3) \"5\"\n4) (integer) 2\n",
+        "{}",
+        run.all()
+    );
+}
+
+#[test]
+fn an_error_object_whose_index_raises_answers_one_line() {
+    // The reply carried the harness's internal stack trace ("stack traceback: ... harness:352").
+    // Redis 7.0.15 crashes on this script.
+    for line in [
+        "EVAL \"error(setmetatable({}, {__index = function() error('boom') end}))\" 0",
+        "EVAL \"error(setmetatable({}, {__index = function(t, k) if k == 'err' then error('boom') end end}))\" 0",
+    ] {
+        let run = exec(&format!("{line}\nPING\n"));
+        let first = run.stdout.lines().next().unwrap_or("");
+        assert!(first.starts_with("(error) "), "{}", run.all());
+        assert!(first.contains("boom"), "{}", run.all());
+        assert!(!run.stdout.contains("traceback"), "{}", run.all());
+        assert!(!run.stdout.contains("<harness:"), "{}", run.all());
+        assert!(run.stdout.ends_with("PONG\n"), "{}", run.all());
+    }
 }
