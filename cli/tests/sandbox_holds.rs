@@ -130,7 +130,8 @@ fn keyspace_patterns_are_bounded_as_in_redis() {
          EVAL \"return #redis.call('KEYS', string.rep('a*', 1001))\" 0\n\
          EVAL \"return #redis.call('KEYS', string.rep('?*', 1050))\" 0\n\
          EVAL \"return #redis.call('KEYS', string.rep('*', 5000) .. 'c')\" 0\n\
-         HSET h {a60} 1\nHSCAN h 0 MATCH {nested}\nKEYS *[b-c]\n"
+         HSET h {a60} 1\nHSCAN h 0 MATCH {nested}\nKEYS *[b-c]\n\
+         EVAL \"redis.call('SET', string.rep('a', 200000), 1) return #redis.call('KEYS', string.rep('*a', 300000))\" 0\n"
     ));
 }
 
@@ -149,6 +150,9 @@ fn time_limit_reaches_every_coroutine_of_the_script() {
         "while true do local co = coroutine.create(function() while true do end end) coroutine.resume(co) end",
         "while true do pcall(coroutine.wrap(function() while true do end end)) end",
         "while true do xpcall(function() while true do end end, function() while true do end end) end",
+        // An xpcall handler that runs into the limit, in a coroutine (the stop was caught by
+        // the pcall that runs handlers, and only the main thread's hook fired every instruction).
+        "local co = coroutine.wrap(function() while true do xpcall(error, function() while true do end end) end end) co()",
         "local co = coroutine.create(function() while true do coroutine.resume(coroutine.create(function() while true do end end)) end end) while true do coroutine.resume(co) end",
     ] {
         stopped_by_time_limit(&format!("EVAL \"{body}\" 0"));
