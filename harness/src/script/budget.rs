@@ -15,12 +15,15 @@ pub fn buffer_limit(lua: &Lua) -> usize {
 
 /// Units of work between two looks at the clock.
 const STEPS_PER_CHECK: u32 = 1024;
+/// Bytes written between two looks at the clock (a JSON escape of 8 MB is a long step).
+const BYTES_PER_CHECK: usize = 1 << 20;
 
 /// The buffer and time budget of one library call.
 pub struct Budget<'a> {
     lua: &'a Lua,
     limit: usize,
     steps: u32,
+    bytes: usize,
 }
 
 /// The refusal of a buffer past [`buffer_limit`], as Lua says it.
@@ -33,16 +36,29 @@ impl<'a> Budget<'a> {
             lua,
             limit: buffer_limit(lua),
             steps: 0,
+            bytes: 0,
         }
     }
 
-    /// Whether a buffer holding `len` bytes may take `more`.
+    /// Makes room in `out` for `more` bytes: refused past the limit; the capacity grows as a
+    /// Vec's would, doubling, but never past the limit (a buffer near it must not reserve
+    /// twice it). Every [`BYTES_PER_CHECK`] bytes, a look at the time limit.
     ///
     /// # Errors
-    /// [`NO_MEMORY`] past the limit.
-    pub fn room(&self, len: usize, more: usize) -> Result<(), String> {
-        if len.saturating_add(more) > self.limit {
+    /// [`NO_MEMORY`] past the limit; past the time limit, see [`Budget::step`].
+    pub fn room(&mut self, out: &mut Vec<u8>, more: usize) -> Result<(), String> {
+        let need = out.len().saturating_add(more);
+        if need > self.limit {
             return Err(NO_MEMORY.into());
+        }
+        if need > out.capacity() {
+            let target = out.capacity().saturating_mul(2).max(need).min(self.limit);
+            out.reserve_exact(target - out.len());
+        }
+        self.bytes = self.bytes.saturating_add(more);
+        if self.bytes >= BYTES_PER_CHECK {
+            self.bytes = 0;
+            self.look_at_the_clock()?;
         }
         Ok(())
     }
@@ -53,9 +69,13 @@ impl<'a> Budget<'a> {
     /// Past the time limit; [`crate::script::libargs::answer`] raises the stop itself.
     pub fn step(&mut self) -> Result<(), String> {
         self.steps = self.steps.wrapping_add(1);
-        if self.steps % STEPS_PER_CHECK == 0 && super::check_time(self.lua).is_err() {
-            return Err("harness: script time limit reached".into());
+        if self.steps % STEPS_PER_CHECK == 0 {
+            self.look_at_the_clock()?;
         }
         Ok(())
+    }
+
+    fn look_at_the_clock(&self) -> Result<(), String> {
+        super::check_time(self.lua).map_err(|_| "harness: script time limit reached".to_string())
     }
 }

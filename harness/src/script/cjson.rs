@@ -27,8 +27,8 @@ fn escaped_len(s: &[u8]) -> usize {
 }
 
 /// `s` as a JSON string, when it fits in the budget.
-fn escape_within(out: &mut Vec<u8>, s: &[u8], budget: &Budget) -> Result<(), String> {
-    budget.room(out.len(), escaped_len(s))?;
+fn escape_within(out: &mut Vec<u8>, s: &[u8], budget: &mut Budget) -> Result<(), String> {
+    budget.room(out, escaped_len(s))?;
     escape(out, s);
     Ok(())
 }

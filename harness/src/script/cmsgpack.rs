@@ -53,8 +53,8 @@ fn encode_number(out: &mut Vec<u8>, n: f64) {
     }
 }
 
-fn encode_bytes(out: &mut Vec<u8>, b: &[u8], budget: &Budget) -> Result<(), String> {
-    budget.room(out.len(), b.len().saturating_add(5))?;
+fn encode_bytes(out: &mut Vec<u8>, b: &[u8], budget: &mut Budget) -> Result<(), String> {
+    budget.room(out, b.len().saturating_add(5))?;
     let n = b.len();
     if n < 32 {
         out.push(0xa0 | n as u8);
@@ -99,7 +99,7 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize, budget: &mut Budget) -> Re
         Value::String(s) => encode_bytes(out, &s.as_bytes(), budget)?,
         Value::Table(t) if level < MAX_NESTING => {
             budget.step()?;
-            budget.room(out.len(), 0)?;
+            budget.room(out, 0)?;
             if is_array(t) {
                 let len = t.raw_len();
                 header(out, len, 0x90, 0xdc, 0xdd);

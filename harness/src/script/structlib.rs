@@ -136,7 +136,7 @@ fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     let mut h = Header::default();
     let mut arg = 2;
     let mut out = Vec::new();
-    let budget = Budget::new(lua);
+    let mut budget = Budget::new(lua);
     while f.i < fmt.len() {
         let opt = fmt[f.i];
         f.i += 1;
@@ -179,7 +179,7 @@ fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
                 if s.len() < size {
                     return Err(bad_arg(arg, "pack", "string too short"));
                 }
-                budget.room(out.len(), size.saturating_add(1))?;
+                budget.room(&mut out, size.saturating_add(1))?;
                 out.extend_from_slice(&s[..size]);
                 if opt == b's' {
                     out.push(0);
