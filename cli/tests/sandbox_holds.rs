@@ -166,54 +166,84 @@ fn time_limit_reaches_every_coroutine_of_the_script() {
     );
 }
 
-/// `PING` on a fresh connection, answered within `within`.
-fn ping(port: u16, within: Duration) -> Result<String, String> {
+/// `line` (one inline command) on a fresh connection, its answer within 20 s.
+fn ask(port: u16, line: &str) -> Result<String, String> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    c.set_read_timeout(Some(within)).unwrap();
-    c.write_all(b"PING\r\n").map_err(|e| e.to_string())?;
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.write_all(format!("{line}\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
     let mut buf = [0u8; 64];
     let n = c.read(&mut buf).map_err(|e| format!("no answer: {e}"))?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-#[test]
-fn a_plugin_running_a_coroutine_tree_costs_only_its_hook_time() {
-    // The same tree in a plugin froze the whole proxy: PING from new clients and SIGTERM.
+/// `lockkit proxy` in front of a fresh redis-server with the plugin `code`: the server, the
+/// folder holding the plugin and the reports, the proxy.
+fn proxy_with_plugin(code: &str) -> (RedisServer, tempfile::TempDir, ProxyRun) {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let plugin = dir.path().join("tree.lua");
-    std::fs::write(
-        &plugin,
-        format!(
-            "return {{ commands = {{ 'GET' }}, on_command = function() {COROUTINE_TREE} end }}"
-        ),
-    )
-    .unwrap();
+    let plugin = dir.path().join("plugin.lua");
+    std::fs::write(&plugin, code).unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
     let plugin = plugin.display().to_string();
     let proxy = ProxyRun::start(&server.url(), &["--plugin", &plugin], &out);
+    (server, dir, proxy)
+}
+
+#[test]
+fn a_plugin_running_a_coroutine_tree_costs_only_its_hook_time() {
+    // The same tree in a plugin froze the whole proxy: PING from new clients and SIGTERM.
+    let (_server, _dir, proxy) = proxy_with_plugin(&format!(
+        "return {{ commands = {{ 'GET' }}, on_command = function() {COROUTINE_TREE} end }}"
+    ));
     let port = proxy.port;
-    let get = std::thread::spawn(move || {
-        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        c.write_all(b"GET k\r\n").unwrap();
-        let mut buf = [0u8; 64];
-        c.read(&mut buf)
-            .map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
-    });
+    let get = std::thread::spawn(move || ask(port, "GET k"));
     std::thread::sleep(Duration::from_millis(200));
-    let pong = ping(port, Duration::from_secs(20));
+    let pong = ask(port, "PING");
     let got = get.join().unwrap();
     let run = proxy.stop();
     assert_eq!(pong.as_deref(), Ok("+PONG\r\n"), "{}", run.all());
     // The plugin failed; the command went on to the server.
-    assert_eq!(
-        got.as_deref().ok(),
-        Some("$-1\r\n"),
-        "{got:?}\n{}",
+    assert_eq!(got.as_deref(), Ok("$-1\r\n"), "{}", run.all());
+    assert!(
+        run.success(),
+        "SIGTERM ends the proxy cleanly\n{}",
         run.all()
     );
+}
+
+#[test]
+fn a_plugin_misbehaving_in_each_way_costs_only_its_hook_time() {
+    // Each attack of this file from a plugin's hook (the proxy's Lua host reuses the sandbox):
+    // gfind aborted the proxy, the DAG and the deep glob held it for as long as they ran.
+    let (_server, _dir, proxy) = proxy_with_plugin(
+        "local attacks = {
+           gfind = function() for _ in string.gfind(string.rep('a', 300000), string.rep('a?', 300000)) do end end,
+           dag = function() local t = {} for i = 1, 16 do t = {t, t, t, t, t, t, t, t} end return cjson.encode(t) end,
+           copies = function() local s = string.rep('x', 1024 * 1024) local k = {} for i = 1, 100 do k[i] = {[s] = 1} end return cjson.encode(k) end,
+           keys = function() redis.call('SET', string.rep('a', 200000), 1) return redis.call('KEYS', string.rep('*a', 300000)) end,
+           globs = function() redis.call('SET', string.rep('a', 60), 1) return redis.call('KEYS', string.rep('*a', 14) .. 'b') end,
+           readonly = function() table.insert(_G, 'x') end,
+           catching = function() while true do pcall(coroutine.wrap(function() while true do end end)) end end,
+         }
+         return { commands = { 'GET' }, on_command = function(conn, cmd, args)
+           local f = attacks[args[1]] if f then f() end
+         end }",
+    );
+    let port = proxy.port;
+    let mut answers = Vec::new();
+    for attack in [
+        "gfind", "dag", "copies", "keys", "globs", "readonly", "catching",
+    ] {
+        answers.push((attack, ask(port, &format!("GET {attack}"))));
+    }
+    let pong = ask(port, "PING");
+    let run = proxy.stop();
+    for (attack, got) in answers {
+        assert_eq!(got.as_deref(), Ok("$-1\r\n"), "{attack}\n{}", run.all());
+    }
+    assert_eq!(pong.as_deref(), Ok("+PONG\r\n"), "{}", run.all());
     assert!(
         run.success(),
         "SIGTERM ends the proxy cleanly\n{}",
