@@ -309,6 +309,20 @@ fn one_command_cannot_pass_the_keyspace_limit() {
         "{}",
         run.all()
     );
+    // Offsets that pad: each of these stored 100 MB from a few bytes of arguments.
+    let run = exec_with(
+        &["--maxmemory", "16mb"],
+        "SETRANGE s 100000000 x\nSETBIT b 800000000 1\nBITFIELD f SET u8 #100000000 1\n\
+         BITFIELD f SET u8 100 1 GET u8 800000000\nEVAL \"return redis.pcall('SETRANGE', 's', 100000000, 'x')\" 0\n\
+         SETRANGE s 1000 x\nSETBIT b 8000 1\nDBSIZE\n",
+    );
+    let oom = "(error) OOM command not allowed when used memory > 'maxmemory'.\n";
+    assert_eq!(
+        run.stdout,
+        format!("{oom}{oom}{oom}1) (integer) 0\n2) (integer) 0\n{oom}(integer) 1001\n(integer) 0\n(integer) 3\n"),
+        "{}",
+        run.all()
+    );
 }
 
 #[test]
