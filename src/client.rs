@@ -185,21 +185,44 @@ impl LockClient {
         set_nx_taken(&reply, token, false)
     }
 
-    /// How long the server has been up (`uptime_in_seconds` of `INFO server`).
-    pub(crate) async fn server_uptime(&self) -> Result<Duration> {
-        let mut conn = self.conns.conn();
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut conn)
-            .await?;
-        info.lines()
+    /// [`set_nx`](Self::set_nx), with the number of the connection it went out on
+    /// ([`Conn::query_on`]).
+    pub(crate) async fn set_nx_on(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<(bool, u64)> {
+        let conn = self.conns.conn_for(token);
+        let (reply, epoch) = conn.query_on(&set_nx_cmd(key, token, ttl, false)).await?;
+        Ok((set_nx_taken(&reply, token, false)?, epoch))
+    }
+
+    /// How long the server has been up (`uptime_in_seconds` of `INFO server`), asked over
+    /// `token`'s connection, with that connection's number ([`Conn::query_on`]).
+    pub(crate) async fn server_uptime(&self, token: &str) -> Result<(Duration, u64)> {
+        let conn = self.conns.conn_for(token);
+        let (reply, epoch) = conn.query_on(redis::cmd("INFO").arg("server")).await?;
+        let info = match &reply {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b),
+            redis::Value::VerbatimString { text, .. } => text.as_str().into(),
+            other => {
+                return Err(crate::Error::UnexpectedReply {
+                    what: "INFO server",
+                    reply: format!("{other:?}"),
+                })
+            }
+        };
+        let uptime = info
+            .lines()
             .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs)
             .ok_or_else(|| crate::Error::UnexpectedReply {
                 what: "INFO server",
                 reply: "no uptime_in_seconds field".into(),
-            })
+            })?;
+        Ok((uptime, epoch))
     }
 
     /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.

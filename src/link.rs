@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -44,6 +44,10 @@ use tokio::time::{Instant, Sleep};
 
 use crate::net::{invalid, Connector, ServerStream};
 use crate::resp::{frame_len, parse_frame};
+
+/// Numbers every connection this process makes, so that a number names one connection (and so
+/// one server process) for good: see [`Link::query_on`].
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 /// How many bytes of commands may wait for a server that does not read them (a frozen server, a
 /// black-holed network) before further calls fail at once, unsent.
@@ -88,7 +92,10 @@ impl Endpoint {
 
     async fn connect_inner(&self) -> RedisResult<(Arc<Wire>, Driver)> {
         let stream = self.connector.connect().await?;
-        let wire = Arc::new(Wire::default());
+        let wire = Arc::new(Wire {
+            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
+            ..Wire::default()
+        });
         let driver = Driver {
             stream,
             wire: wire.clone(),
@@ -250,6 +257,15 @@ impl Link {
         write: impl Fn(&mut Vec<u8>),
         waiter: impl Fn(Answer<T>) -> Waiter,
     ) -> RedisResult<T> {
+        self.request_on(write, waiter).await.map(|(v, _)| v)
+    }
+
+    /// [`request`](Self::request), with the number of the connection it went out on.
+    async fn request_on<T>(
+        &self,
+        write: impl Fn(&mut Vec<u8>),
+        waiter: impl Fn(Answer<T>) -> Waiter,
+    ) -> RedisResult<(T, u64)> {
         let mut tries = 0;
         let rx = loop {
             // Sent under the lock of the current connection, which it does not outlive: no
@@ -259,15 +275,18 @@ impl Link {
                 current
                     .as_ref()
                     .filter(|w| !w.dead.load(Ordering::Acquire))
-                    .map(|w| w.send(&write, &waiter))
+                    .map(|w| (w.send(&write, &waiter), w.epoch))
             };
-            let sent = match sent {
+            let (sent, epoch) = match sent {
                 Some(sent) => sent,
                 // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
-                None => Box::pin(self.reconnect()).await?.send(&write, &waiter),
+                None => {
+                    let w = Box::pin(self.reconnect()).await?;
+                    (w.send(&write, &waiter), w.epoch)
+                }
             };
             match sent {
-                Ok(rx) => break rx,
+                Ok(rx) => break (rx, epoch),
                 Err(Refused::Dead) if tries == 0 => tries += 1,
                 Err(Refused::Dead) => {
                     return Err(dropped("the connection closed before the request was sent"))
@@ -285,10 +304,17 @@ impl Link {
                 }
             }
         };
+        let (rx, epoch) = rx;
         match rx.await {
-            Ok(reply) => reply,
+            Ok(reply) => reply.map(|v| (v, epoch)),
             Err(_) => Err(dropped("the connection closed before the reply came")),
         }
+    }
+
+    /// The number of the live connection (`None` while there is none): a connection made
+    /// later has another number.
+    pub(crate) fn epoch(&self) -> Option<u64> {
+        self.live().map(|w| w.epoch)
     }
 }
 
@@ -403,6 +429,14 @@ impl Link {
     pub(crate) async fn query_with(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<Value> {
         self.request(write, |to| Waiter::One(Some(to))).await
     }
+
+    /// [`query_with`](Self::query_with), with the number of the connection the command went
+    /// out on. Every connection the process makes gets a new number, so two replies with one
+    /// number came from one server process: what Redlock's restart rule needs to know that the
+    /// node it read the start time of is the one that answered its `SET`.
+    pub(crate) async fn query_on(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<(Value, u64)> {
+        self.request_on(write, |to| Waiter::One(Some(to))).await
+    }
 }
 
 impl ConnectionLike for Link {
@@ -435,6 +469,8 @@ impl ConnectionLike for Link {
 /// The state a connection's callers and its driver share.
 #[derive(Default)]
 struct Wire {
+    /// This connection's number, unique in the process ([`Link::query_on`]).
+    epoch: u64,
     queue: Mutex<Queue>,
     /// Set once, when the connection failed or closed; read without the lock.
     dead: AtomicBool,
