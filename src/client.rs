@@ -167,8 +167,13 @@ impl LockClient {
         let reply = conn.query_with(&set).await;
         unheard.disarm();
         match reply {
-            Ok(v) => Ok(set_nx_taken(&v, &token, get)?
-                .then(|| Lock::acquired(key, token, opts, start, None))),
+            Ok(v) => match set_nx_taken(&v, &token, get)? {
+                true => {
+                    let lock = Lock::acquired(key, token, opts, start, None);
+                    self.keep_if_valid(conn, lock, false).await.map(Some)
+                }
+                false => Ok(None),
+            },
             Err(e) if unknown_outcome(&e) => {
                 // Boxed: a rare path; inline it would enlarge every attempt's future.
                 Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
@@ -236,6 +241,34 @@ impl LockClient {
         if let Err(e) = self.release_on(conn, key, token, fair).await {
             tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
             self.release_in_background(key, token, fair);
+        }
+    }
+
+    /// `lock`, just taken over `conn`, if more than its `min_validity` is left now; otherwise it
+    /// is given back (over `conn`, behind the command that took it; in the background if that
+    /// fails) and the answer is [`Error::TooLittleValidity`](crate::Error::TooLittleValidity):
+    /// no single attempt hands back a lock its caller cannot use. `fair`: taken in fair mode.
+    pub(crate) async fn keep_if_valid(&self, conn: &Conn, lock: Lock, fair: bool) -> Result<Lock> {
+        let left = lock.validity_left_at(Instant::now());
+        let min = lock.options.validity.min;
+        if left > min {
+            return Ok(lock);
+        }
+        // Boxed: a rare path; inline it would enlarge every attempt's future.
+        Box::pin(self.give_back(conn, &lock.key, &lock.token, fair)).await;
+        Err(crate::Error::TooLittleValidity {
+            key: lock.key,
+            left,
+            min,
+        })
+    }
+
+    /// Compare-and-delete of a lock nobody will hold, over `conn`; retried in the background
+    /// when it fails.
+    pub(crate) async fn give_back(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
+        if let Err(e) = self.release_on(conn, key, token, fair).await {
+            tracing::debug!(key, error = %e, "giving back a lock failed; retrying in background");
+            self.release_in_background_on(conn, key, token, fair);
         }
     }
 

@@ -59,18 +59,35 @@ pub enum Error {
         node_errors: Vec<NodeError>,
     },
 
-    /// Redlock's delayed-restart rule: the node restarted more recently than the lock's TTL ago,
-    /// so it may have forgotten a live lock; its vote does not count toward a quorum.
+    /// Redlock's delayed-restart rule: the node restarted more recently than the longest TTL in
+    /// use ago, so it may have forgotten a live lock; its vote does not count toward a quorum.
     #[error(
-        "the node restarted {uptime:?} ago, less than the lock's TTL {ttl:?}: it may have \
+        "the node restarted {uptime:?} ago, less than the longest TTL in use {ttl:?}: it may have \
          forgotten a live lock, so its vote does not count (Redlock's delayed-restart rule; \
          RedlockOptions::restart_rule(false) turns it off)"
     )]
     NodeRestarted {
         /// How long ago the node started (whole seconds, as `INFO server` counts).
         uptime: Duration,
-        /// The TTL of the lock being acquired.
+        /// The longest TTL in use ([`RedlockOptions::longest_ttl`](crate::RedlockOptions::longest_ttl),
+        /// or the longest TTL this client asked for).
         ttl: Duration,
+    },
+
+    /// A single attempt took the lock, but the round trip left less than the lock options'
+    /// `min_validity` of it (or none at all): it was given back, never handed out. A slow
+    /// network or server; the retry loop tries again, a single attempt answers this.
+    #[error(
+        "lock `{key}` was taken with {left:?} of validity left, not more than min_validity \
+         {min:?}: given back (a slow round trip; a longer TTL or a smaller min_validity helps)"
+    )]
+    TooLittleValidity {
+        /// The key.
+        key: String,
+        /// The validity left when the reply came.
+        left: Duration,
+        /// The options' `min_validity`.
+        min: Duration,
     },
 
     /// A script or command answered with a reply lockkit does not understand.
@@ -116,6 +133,9 @@ pub enum ErrorKind {
     QuorumNotReached,
     /// A reply lockkit does not understand (a proxy or server that speaks differently).
     UnexpectedReply,
+    /// A single attempt took the lock with too little validity left and gave it back
+    /// ([`Error::TooLittleValidity`]).
+    TooLittleValidity,
 }
 
 impl ErrorKind {
@@ -132,6 +152,7 @@ impl ErrorKind {
             ErrorKind::Server => "server",
             ErrorKind::QuorumNotReached => "quorum_not_reached",
             ErrorKind::UnexpectedReply => "unexpected_reply",
+            ErrorKind::TooLittleValidity => "too_little_validity",
         }
     }
 }
@@ -180,6 +201,7 @@ impl Error {
             Error::QuorumNotReached { .. } => ErrorKind::QuorumNotReached,
             Error::NodeRestarted { .. } => ErrorKind::Unavailable,
             Error::UnexpectedReply { .. } => ErrorKind::UnexpectedReply,
+            Error::TooLittleValidity { .. } => ErrorKind::TooLittleValidity,
         }
     }
 
@@ -200,6 +222,7 @@ impl Error {
                 | ErrorKind::Io
                 | ErrorKind::Unavailable
                 | ErrorKind::QuorumNotReached
+                | ErrorKind::TooLittleValidity
         )
     }
 

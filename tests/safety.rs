@@ -472,3 +472,57 @@ async fn a_batch_dropped_mid_attempt_over_several_connections_leaves_no_lock_beh
         held.len()
     );
 }
+
+/// Issue 26, defect 3: a single attempt honours `min_validity` as the retry loop does. Through
+/// a relay that delays each way by 100 ms, a 30 s lock with `min_validity` 29.6 s comes back
+/// with about 29.5 s left (30 s − 302 ms of drift − the round trip): too little. Every
+/// single-attempt API answers "not acquired" or an error, never that lock, and gives back what
+/// it took at once (the key is free long before its 30 s TTL). A batch whose TTL is shorter than
+/// the round trip would hand back locks already expired: it hands back none.
+#[tokio::test]
+async fn no_single_attempt_hands_back_a_lock_with_less_than_min_validity() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect(&relay.url()).await.unwrap();
+    relay.set_delay(Duration::from_millis(100));
+    let opts = LockOptions::builder(Duration::from_secs(30))
+        .min_validity(Duration::from_millis(29_600))
+        .build()
+        .unwrap();
+    let refused = |what: &str, got: lockkit::Result<Option<lockkit::Lock>>| match got {
+        Ok(Some(lock)) => panic!(
+            "{what} handed back a lock with {:?} left; min_validity is 29.6 s",
+            lock.remaining_validity()
+        ),
+        Ok(None) => {}
+        Err(e) => assert_eq!(
+            e.kind(),
+            lockkit::ErrorKind::TooLittleValidity,
+            "{what}: {e}"
+        ),
+    };
+    refused(
+        "try_acquire_with",
+        client.try_acquire_with("spent:one", &opts).await,
+    );
+    refused("attempt", client.attempt("spent:attempt", &opts).await);
+    refused(
+        "try_acquire_fenced_with",
+        client
+            .try_acquire_fenced_with("spent:fenced", "spent:fence", &opts)
+            .await,
+    );
+    match client
+        .acquire_many(&["spent:b1", "spent:b2"], Duration::from_millis(150))
+        .await
+    {
+        Ok(got) => assert!(
+            got.iter().all(Option::is_none),
+            "acquire_many handed back a lock with a 150 ms TTL after a 200 ms round trip: {got:?}"
+        ),
+        Err(e) => assert_eq!(e.kind(), lockkit::ErrorKind::TooLittleValidity, "{e}"),
+    }
+    relay.set_delay(Duration::ZERO);
+    let keys = ["spent:one", "spent:attempt", "spent:fenced"];
+    assert_eq!(all_freed(&server, &keys).await, Vec::<String>::new());
+}
