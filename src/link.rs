@@ -602,6 +602,17 @@ struct Driver {
     deferred: bool,
 }
 
+/// A driver dropped before it finished (the runtime it ran on shut down: a `static` client
+/// first used by one `#[tokio::test]`, a runtime per request in a sync wrapper) takes its
+/// connection with it: every call waiting on it fails now, as it would at its response timeout
+/// (whose timer was the driver's), and the next call connects again on its own runtime.
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.wire
+            .fail(|| dropped("the connection's task is gone (its runtime shut down)"));
+    }
+}
+
 enum Step {
     Progress,
     Idle,

@@ -322,3 +322,54 @@ impl lockkit::AcquireObserver for CountAttempts {
         self.0 += 1;
     }
 }
+
+/// Issue 26, defect 5: a client made on one runtime (a `static` client first used by one
+/// `#[tokio::test]`, a sync wrapper with a runtime per request) outlives it. The task that
+/// drives its connection dies with that runtime: a call in flight then must end (an error),
+/// not wait forever, and the next call must get a working connection on the caller's runtime.
+#[test]
+fn calls_outlive_the_runtime_that_made_the_connection() {
+    let server = RedisServer::start();
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = first
+        .block_on(LockClient::connect_with(
+            &server.url(),
+            ClientOptions::new().response_timeout(Some(Duration::from_secs(1))),
+        ))
+        .unwrap();
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A call in flight on the first runtime's connection when that runtime goes.
+    server.pause().unwrap();
+    let in_flight = second.spawn({
+        let client = client.clone();
+        async move {
+            client
+                .try_acquire("rt:in-flight", Duration::from_secs(5))
+                .await
+        }
+    });
+    second.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+    drop(first);
+    server.resume().unwrap();
+    let ended =
+        second.block_on(async { tokio::time::timeout(Duration::from_secs(10), in_flight).await });
+    assert!(
+        ended.is_ok(),
+        "a call in flight when the connection's runtime shut down still waited 10 s (response timeout 1 s)"
+    );
+    // The next calls connect again, on this runtime.
+    let next = client.try_acquire("rt:next", Duration::from_secs(5));
+    let lock = second
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), next).await })
+        .expect("the next call still waited 10 s")
+        .unwrap()
+        .expect("rt:next is free");
+    second.block_on(client.release(&lock)).unwrap();
+}
