@@ -155,31 +155,38 @@ impl LockClient {
         let token = self.conns.task_token();
         let conn = self.conns.conn_for(&token);
         let start = Instant::now();
-        let get = self.conns.set_nx_get();
-        let sent = [(key, token.as_str())];
-        let unheard = Unheard::arm(self, &sent, false);
-        let set = SetNx {
-            key,
-            token: &token,
-            ttl: opts.ttl,
-            get,
-        };
-        let reply = conn.query_with(&set).await;
-        unheard.disarm();
-        match reply {
-            Ok(v) => match set_nx_taken(&v, &token, get)? {
-                true => {
-                    let lock = Lock::acquired(key, token, opts, start, None);
-                    self.keep_if_valid(conn, lock, false).await.map(Some)
+        // In a block: nothing of the round trip is kept across the rare await below.
+        let taken = {
+            let get = self.conns.set_nx_get();
+            let sent = [(key, token.as_str())];
+            let unheard = Unheard::arm(self, &sent, false);
+            let set = SetNx {
+                key,
+                token: &token,
+                ttl: opts.ttl,
+                get,
+            };
+            let reply = conn.query_with(&set).await;
+            unheard.disarm();
+            match reply {
+                Ok(v) => set_nx_taken(&v, &token, get)?,
+                Err(e) if unknown_outcome(&e) => {
+                    // Boxed: a rare path; inline it would enlarge every attempt's future.
+                    Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
+                    return Err(e.into());
                 }
-                false => Ok(None),
-            },
-            Err(e) if unknown_outcome(&e) => {
-                // Boxed: a rare path; inline it would enlarge every attempt's future.
-                Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
-                Err(e.into())
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => Err(e.into()),
+        };
+        if !taken {
+            return Ok(None);
+        }
+        // No `Lock` is built before the check: one kept across the rare await costs its size
+        // in every attempt's future.
+        match spent(key, opts, opts.valid_until(start)) {
+            None => Ok(Some(Lock::acquired(key, token, opts, start, None))),
+            // Boxed: a rare path; inline it would enlarge every attempt's future.
+            Some(e) => Err(Box::pin(self.refuse_spent(conn, key, token, e, false)).await),
         }
     }
 
@@ -249,18 +256,24 @@ impl LockClient {
     /// fails) and the answer is [`Error::TooLittleValidity`](crate::Error::TooLittleValidity):
     /// no single attempt hands back a lock its caller cannot use. `fair`: taken in fair mode.
     pub(crate) async fn keep_if_valid(&self, conn: &Conn, lock: Lock, fair: bool) -> Result<Lock> {
-        let left = lock.validity_left_at(Instant::now());
-        let min = lock.options.validity.min;
-        if left > min {
-            return Ok(lock);
+        match spent(&lock.key, &lock.options, lock.valid_until) {
+            None => Ok(lock),
+            // Boxed: a rare path; inline it would enlarge every attempt's future.
+            Some(e) => Err(Box::pin(self.refuse_spent(conn, &lock.key, lock.token, e, fair)).await),
         }
-        // Boxed: a rare path; inline it would enlarge every attempt's future.
-        Box::pin(self.give_back(conn, &lock.key, &lock.token, fair)).await;
-        Err(crate::Error::TooLittleValidity {
-            key: lock.key,
-            left,
-            min,
-        })
+    }
+
+    /// Gives back the lock of `token` that [`spent`] refused; its error is the answer.
+    async fn refuse_spent(
+        &self,
+        conn: &Conn,
+        key: &str,
+        token: String,
+        e: crate::Error,
+        fair: bool,
+    ) -> crate::Error {
+        self.give_back(conn, key, &token, fair).await;
+        e
     }
 
     /// Compare-and-delete of a lock nobody will hold, over `conn`; retried in the background
@@ -499,4 +512,16 @@ impl Locker for LockClient {
     fn stats(&self) -> ClientStats {
         self.conns.stats()
     }
+}
+
+/// The error to answer instead of `lock` when no more than its `min_validity` is left now
+/// ([`LockClient::keep_if_valid`]); `None` when it may be handed back.
+fn spent(key: &str, opts: &LockOptions, valid_until: Instant) -> Option<crate::Error> {
+    let left = valid_until.saturating_duration_since(Instant::now());
+    let min = opts.validity.min;
+    (left <= min).then(|| crate::Error::TooLittleValidity {
+        key: key.to_string(),
+        left,
+        min,
+    })
 }
