@@ -291,8 +291,57 @@ fn fmt_node_errors(errors: &[NodeError]) -> String {
     format!(": {}", lines.join("; "))
 }
 
+/// Whether the command may have reached the server without its reply reaching us. A request
+/// lockkit's own connection never sent (the connect failed or timed out, the connection was
+/// dead, the send backlog full: [`not_sent`]) is not: nothing needs undoing.
 pub(crate) fn unknown_outcome(e: &redis::RedisError) -> bool {
-    e.is_timeout() || e.is_connection_dropped() || (e.is_io_error() && !e.is_connection_refusal())
+    !was_not_sent(e)
+        && (e.is_timeout()
+            || e.is_connection_dropped()
+            || (e.is_io_error() && !e.is_connection_refusal()))
+}
+
+/// The reason inside the I/O error of a request that was never sent ([`not_sent`]).
+#[derive(Debug)]
+struct NotSent(String);
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotSent {}
+
+/// The error of a request that was never sent, as an I/O error of `kind` (so its
+/// [`ErrorKind`] is what the failure was: a timeout, a refusal, a dropped connection), marked
+/// so that it is never taken for an unknown outcome.
+pub(crate) fn not_sent(kind: std::io::ErrorKind, what: impl Into<String>) -> redis::RedisError {
+    std::io::Error::new(kind, NotSent(what.into())).into()
+}
+
+/// A connect failure as the error of the request that waited for it ([`not_sent`]): an I/O
+/// error keeps its kind and text; any other (a refused login) is returned as it is.
+pub(crate) fn unsent(e: redis::RedisError) -> redis::RedisError {
+    if !e.is_io_error() || was_not_sent(&e) {
+        return e;
+    }
+    let kind = if e.is_timeout() {
+        std::io::ErrorKind::TimedOut
+    } else if e.is_connection_refusal() {
+        std::io::ErrorKind::ConnectionRefused
+    } else {
+        std::io::ErrorKind::ConnectionReset
+    };
+    not_sent(kind, e.to_string())
+}
+
+fn was_not_sent(e: &redis::RedisError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>())
+        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::get_ref)
+        .is_some_and(|reason| reason.is::<NotSent>())
 }
 
 /// The field an `InvalidOptions` error names (tests of the options types).
@@ -310,6 +359,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_never_sent_keeps_its_kind_and_is_no_unknown_outcome() {
+        let timeout: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting").into();
+        assert!(unknown_outcome(&timeout));
+        let unsent_timeout = unsent(timeout);
+        assert!(!unknown_outcome(&unsent_timeout));
+        let e = Error::Redis(unsent_timeout);
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(e.is_retryable() && !e.is_unknown_outcome());
+        assert!(e.to_string().contains("connecting"), "{e}");
+        let refused = Error::Redis(unsent(
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into(),
+        ));
+        assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+        assert!(!refused.is_unknown_outcome());
+    }
 
     #[test]
     fn kinds_classify_timeouts_and_input() {
