@@ -109,7 +109,8 @@ async fn function_mode_recovers_after_function_flush_and_restart() {
         .get_connection()
         .unwrap();
     let libs: redis::Value = redis::cmd("FUNCTION").arg("LIST").query(&mut c).unwrap();
-    assert!(format!("{libs:?}").contains("lockkit_release"), "{libs:?}");
+    let release = lockkit::scripts::RELEASE.loaded_function_name();
+    assert!(format!("{libs:?}").contains(release), "{libs:?}");
 
     let lock = client
         .try_acquire_fenced("{g}", "{g}:fence", Duration::from_secs(5))
@@ -136,4 +137,59 @@ async fn function_mode_recovers_after_function_flush_and_restart() {
     }
     assert!(ok);
     assert_eq!(client.stats().noscript_recoveries, 2);
+}
+
+/// Issue 26, defect 7: a rolling upgrade. An older client's Function library (`lockkit`, whose
+/// text differs from this client's) is on the server; this client connects in function mode.
+/// It must not replace the older library (whose clients would then call functions with another
+/// argument layout): both are loaded side by side, each client calls its own.
+#[tokio::test]
+async fn function_mode_leaves_an_older_clients_library_in_place() {
+    let server = RedisServer::start();
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // The older client's library: another text under the name and function names it used.
+    let older = lockkit::scripts::function_library().replace(
+        "-- lockkit's scripts as a Redis Function library.",
+        "-- an older lockkit's library.",
+    );
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(&older)
+        .query(&mut c)
+        .unwrap();
+    let client = LockClient::connect_with(
+        &server.url(),
+        ClientOptions::new().script_mode(ScriptMode::Function),
+    )
+    .await
+    .unwrap();
+    let lock = client
+        .try_acquire_fenced("{up}", "{up}:fence", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(client.release(&lock).await.unwrap().is_released());
+    let code: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("lockkit")
+        .arg("WITHCODE")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        format!("{code:?}").contains("an older lockkit's library"),
+        "the older client's library was replaced: {code:?}"
+    );
+    // The older client's calls still reach its own functions.
+    let released: i64 = redis::cmd("FCALL")
+        .arg("lockkit_release")
+        .arg(1)
+        .arg("{up}")
+        .arg("some-token")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(released, 0);
 }
