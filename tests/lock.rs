@@ -626,3 +626,41 @@ async fn keys_with_newlines_nul_and_unicode_round_trip_exactly() {
     );
     assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0);
 }
+
+/// Issue 26, item 8: the loss signal of a guard without a watchdog. Nothing renews the lock, so
+/// it is lost when its validity ends, and the holder must be told then (the docs promise that
+/// the guard tells the holder the moment the lock is lost); it used to never resolve.
+#[tokio::test]
+async fn a_guard_without_watchdog_signals_the_loss_when_validity_ends() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let lock = client
+        .try_acquire("lock:unwatched", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    let valid_until = lock.valid_until();
+    let guard = client.guard(lock, None).unwrap();
+    let mut signal = guard.loss_signal();
+    assert_eq!(signal.is_lost(), None, "lost while still valid");
+    let reason = tokio::time::timeout(Duration::from_secs(5), signal.lost())
+        .await
+        .expect("no loss signalled 5 s into a 300 ms lock without a watchdog");
+    assert_eq!(reason, LossReason::Expired);
+    assert!(
+        std::time::Instant::now() >= valid_until,
+        "signalled before the validity ended"
+    );
+    // A guard released while valid never signals a loss.
+    let lock = client
+        .try_acquire("lock:unwatched2", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    let guard2 = client.guard(lock, None).unwrap();
+    let signal2 = guard2.loss_signal();
+    assert!(guard2.release().await.unwrap().is_released());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(signal2.is_lost(), None);
+    drop(guard);
+}
