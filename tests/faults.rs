@@ -297,25 +297,50 @@ fn killed_holder_locks_free_after_ttl_never_before() {
     child.wait().unwrap();
     let killed_at = Instant::now();
     let mut c = conn(&server);
-    // Until the TTL runs out the key keeps the dead holder's token: nobody else gets in early.
-    let held: Option<String> = redis::cmd("GET")
-        .arg("lock:held-by-child")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(held.as_deref(), Some(token.as_str()));
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg("lock:held-by-child")
-        .query(&mut c)
-        .unwrap();
+    let key = "lock:held-by-child";
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut c).unwrap();
     assert!(pttl > 0 && pttl <= 1500, "{pttl}");
+    // Until the TTL runs out the key keeps the dead holder's token and nobody else gets in
+    // early: checked every few milliseconds (directly, and by a `SET NX` of another token)
+    // while the server still counts more than 20 ms of TTL left.
+    let mut samples = 0;
+    loop {
+        let (held, left): (Option<String>, i64) = redis::pipe()
+            .cmd("GET")
+            .arg(key)
+            .cmd("PTTL")
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        if left <= 20 {
+            break;
+        }
+        assert_eq!(
+            held.as_deref(),
+            Some(token.as_str()),
+            "{left} ms before its TTL ran out, the key no longer held the dead holder's token"
+        );
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg("intruder")
+            .arg("NX")
+            .arg("PX")
+            .arg(5000)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(
+            taken, None,
+            "another holder got in {left} ms before the TTL ran out"
+        );
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(samples > 20, "only {samples} samples over {pttl} ms");
     // And then it is free.
     std::thread::sleep(
         Duration::from_millis(pttl as u64 + 100).saturating_sub(killed_at.elapsed()),
     );
-    let held: Option<String> = redis::cmd("GET")
-        .arg("lock:held-by-child")
-        .query(&mut c)
-        .unwrap();
+    let held: Option<String> = redis::cmd("GET").arg(key).query(&mut c).unwrap();
     assert_eq!(held, None);
 }
 
