@@ -7,7 +7,7 @@ use lockkit::{
     ClientOptions, Error, ExtendOutcome, LockClient, LockOptions, LossReason, ReleaseOutcome,
     RetryOptions, WatchdogOptions,
 };
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{DelayRelay, RedisServer};
 
 fn inspect(server: &RedisServer) -> redis::Connection {
     redis::Client::open(server.url())
@@ -84,6 +84,79 @@ async fn two_clients_racing_exactly_one_wins_every_round() {
             "round {round}: both or neither won"
         );
     }
+}
+
+/// The same race where it can go wrong: each client reaches the server through its own relay
+/// with up to 12 ms of jitter each way (response timeout 20 ms: some replies are lost, their
+/// acquires cleaned up), and every tenth round one client's connection is cut right after its
+/// `SET` reached the server. Never both win; a winner's token is the one in the key; a round
+/// nobody won leaves nothing held (its key is free within seconds, far inside the 30 s TTL).
+#[tokio::test]
+async fn two_clients_racing_through_a_faulty_network_never_both_win() {
+    let server = RedisServer::start();
+    let jitter = Duration::from_millis(12);
+    let relays = [
+        DelayRelay::start(server.port(), Duration::ZERO, jitter).unwrap(),
+        DelayRelay::start(server.port(), Duration::ZERO, jitter).unwrap(),
+    ];
+    let options = ClientOptions::new().response_timeout(Some(Duration::from_millis(20)));
+    let mut clients = Vec::new();
+    for r in &relays {
+        // The handshake itself may meet a late reply: a few tries.
+        let mut tries = 0;
+        let client = loop {
+            match LockClient::connect_with(&r.url(), options.clone()).await {
+                Ok(c) => break c,
+                Err(_) if tries < 20 => tries += 1,
+                Err(e) => panic!("connecting through the relay: {e}"),
+            }
+        };
+        clients.push(client);
+    }
+    let mut c = inspect(&server);
+    let (mut won, mut failed, mut unwon) = (0, 0, Vec::new());
+    for round in 0..60 {
+        let key = format!("race:faulty:{round}");
+        if round % 10 == 5 {
+            relays[round % 2].drop_after(key.as_bytes());
+        }
+        let ttl = Duration::from_secs(30);
+        let (ra, rb) = tokio::join!(
+            clients[0].try_acquire(&key, ttl),
+            clients[1].try_acquire(&key, ttl)
+        );
+        failed += usize::from(ra.is_err()) + usize::from(rb.is_err());
+        let (ra, rb) = (ra.ok().flatten(), rb.ok().flatten());
+        assert!(
+            !(ra.is_some() && rb.is_some()),
+            "round {round}: both clients hold the lock"
+        );
+        match ra.or(rb) {
+            Some(lock) => {
+                won += 1;
+                assert_eq!(
+                    get(&mut c, &key).as_deref(),
+                    Some(lock.token()),
+                    "round {round}: the winner's token is not in the key"
+                );
+            }
+            None => unwon.push(key),
+        }
+    }
+    assert!(
+        failed > 0,
+        "no fault hit a call: the test raced on a healthy network"
+    );
+    assert!(won > 0, "no round was won");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while unwon.iter().any(|k| get(&mut c, k).is_some()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let held: Vec<_> = unwon.iter().filter(|k| get(&mut c, k).is_some()).collect();
+    assert!(
+        held.is_empty(),
+        "rounds nobody won left keys held: {held:?}"
+    );
 }
 
 #[tokio::test]

@@ -229,6 +229,82 @@ async fn two_redlock_clients_racing_never_both_win() {
     assert!(wins > 50, "only {wins} of 100 rounds had a winner");
 }
 
+/// The same race where votes split and go astray: each client reaches each node through its own
+/// relay, slower than the other client's on every other node, with jitter (node timeout 20 ms:
+/// some votes time out and are undone), and one node is killed halfway. Never both win, and a
+/// winner's token is on a quorum of the nodes.
+#[tokio::test]
+async fn two_redlock_clients_racing_through_a_faulty_network_never_both_win() {
+    let mut servers = RedisServer::start_many(5);
+    // Each client has its own relay to each node, 6 ms slower than the other's on every other
+    // node, plus up to 8 ms of jitter: the votes split between the clients.
+    let relays = |late: usize| -> Vec<DelayRelay> {
+        servers
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let delay = Duration::from_millis(if k % 2 == late { 6 } else { 0 });
+                DelayRelay::start(s.port(), delay, Duration::from_millis(8)).unwrap()
+            })
+            .collect()
+    };
+    let (relays_a, relays_b) = (relays(0), relays(1));
+    let options = RedlockOptions::new()
+        .restart_rule(false)
+        .node_timeout(Duration::from_millis(20));
+    let urls_of = |r: &[DelayRelay]| r.iter().map(DelayRelay::url).collect::<Vec<_>>();
+    let a = Redlock::connect_with(&urls_of(&relays_a), options.clone())
+        .await
+        .unwrap();
+    let b = Redlock::connect_with(&urls_of(&relays_b), options)
+        .await
+        .unwrap();
+    let (mut wins, mut node_errors) = (0, 0);
+    for round in 0..60 {
+        if round == 30 {
+            servers[4].kill();
+        }
+        let key = format!("race:faulty:{round}");
+        let o = opts(30_000);
+        let (ra, rb) = tokio::join!(a.try_acquire(&key, &o), b.try_acquire(&key, &o));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        node_errors += ra.node_errors.len() + rb.node_errors.len();
+        assert!(
+            !(ra.lock.is_some() && rb.lock.is_some()),
+            "round {round}: both clients hold the lock"
+        );
+        if let Some(lock) = ra.lock.as_ref().or(rb.lock.as_ref()) {
+            wins += 1;
+            let alive = if round < 30 { 5 } else { 4 };
+            let holding = || {
+                servers[..alive]
+                    .iter()
+                    .filter(|s| holder(s, &key).as_deref() == Some(lock.token()))
+                    .count()
+            };
+            // A grant still on its way counts once it lands: look again for a moment.
+            let mut held = holding();
+            for _ in 0..50 {
+                if held >= 3 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                held = holding();
+            }
+            let holding = held;
+            assert!(
+                holding >= 3,
+                "round {round}: the winner holds {holding} nodes"
+            );
+        }
+    }
+    assert!(
+        node_errors > 0,
+        "no fault hit a vote: the test raced on a healthy network"
+    );
+    assert!(wins > 0, "no round was won");
+}
+
 #[tokio::test]
 async fn extend_needs_quorum_and_watchdog_renews_redlock() {
     let mut servers = RedisServer::start_many(3);
