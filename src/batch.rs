@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::client::Unheard;
 use crate::conn::Conn;
 use crate::connections::ScriptCall;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lock::{
     check_key, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
 };
@@ -74,6 +74,7 @@ impl LockClient {
                 // pipelines to the other slots' nodes went out beside the one that failed (a node
                 // down) and took their keys.
                 if e.is_unknown_outcome() || self.conns.topology() == Topology::Cluster {
+                    self.conns.count_unknown_outcome_cleanup();
                     self.clean_up_pairs(conn, &pairs).await;
                 }
                 return Err(e);
@@ -90,15 +91,28 @@ impl LockClient {
                 }
             }
         }
-        if let Some(e) = failure {
+        // Every lock of the batch was sent at `start`: one clock read says whether the round
+        // trip left them any validity. If not, none is handed back (as a single attempt).
+        let left = opts
+            .valid_until(start)
+            .saturating_duration_since(Instant::now());
+        let spent = left.is_zero() && taken.contains(&true);
+        if failure.is_some() || spent {
             let held: Vec<(&str, &str)> = pairs
                 .iter()
                 .zip(&taken)
                 .filter(|(_, t)| **t)
                 .map(|(p, _)| *p)
                 .collect();
+            if failure.is_some() {
+                self.conns.count_unknown_outcome_cleanup();
+            }
             self.clean_up_pairs(conn, &held).await;
-            return Err(e);
+            return Err(failure.unwrap_or_else(|| Error::TooLittleValidity {
+                key: held[0].0.to_string(),
+                left,
+                min: opts.validity.min,
+            }));
         }
         Ok(keys
             .iter()
@@ -234,7 +248,6 @@ impl LockClient {
         if pairs.is_empty() {
             return;
         }
-        self.conns.count_unknown_outcome_cleanup();
         let held: Vec<Held<'_>> = pairs.iter().map(|&(k, t)| (k, t, false)).collect();
         let confirmed = match self.release_each(conn, &held).await {
             Ok(outcomes) => outcomes.len(),

@@ -155,26 +155,38 @@ impl LockClient {
         let token = self.conns.task_token();
         let conn = self.conns.conn_for(&token);
         let start = Instant::now();
-        let get = self.conns.set_nx_get();
-        let sent = [(key, token.as_str())];
-        let unheard = Unheard::arm(self, &sent, false);
-        let set = SetNx {
-            key,
-            token: &token,
-            ttl: opts.ttl,
-            get,
-        };
-        let reply = conn.query_with(&set).await;
-        unheard.disarm();
-        match reply {
-            Ok(v) => Ok(set_nx_taken(&v, &token, get)?
-                .then(|| Lock::acquired(key, token, opts, start, None))),
-            Err(e) if unknown_outcome(&e) => {
-                // Boxed: a rare path; inline it would enlarge every attempt's future.
-                Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
-                Err(e.into())
+        // In a block: nothing of the round trip is kept across the rare await below.
+        let taken = {
+            let get = self.conns.set_nx_get();
+            let sent = [(key, token.as_str())];
+            let unheard = Unheard::arm(self, &sent, false);
+            let set = SetNx {
+                key,
+                token: &token,
+                ttl: opts.ttl,
+                get,
+            };
+            let reply = conn.query_with(&set).await;
+            unheard.disarm();
+            match reply {
+                Ok(v) => set_nx_taken(&v, &token, get)?,
+                Err(e) if unknown_outcome(&e) => {
+                    // Boxed: a rare path; inline it would enlarge every attempt's future.
+                    Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
+                    return Err(e.into());
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => Err(e.into()),
+        };
+        if !taken {
+            return Ok(None);
+        }
+        // No `Lock` is built before the check: one kept across the rare await costs its size
+        // in every attempt's future.
+        match spent(key, opts, opts.valid_until(start)) {
+            None => Ok(Some(Lock::acquired(key, token, opts, start, None))),
+            // Boxed: a rare path; inline it would enlarge every attempt's future.
+            Some(e) => Err(Box::pin(self.refuse_spent(conn, key, token, e, false)).await),
         }
     }
 
@@ -185,21 +197,44 @@ impl LockClient {
         set_nx_taken(&reply, token, false)
     }
 
-    /// How long the server has been up (`uptime_in_seconds` of `INFO server`).
-    pub(crate) async fn server_uptime(&self) -> Result<Duration> {
-        let mut conn = self.conns.conn();
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut conn)
-            .await?;
-        info.lines()
+    /// [`set_nx`](Self::set_nx), with the number of the connection it went out on
+    /// ([`Conn::query_on`]).
+    pub(crate) async fn set_nx_on(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<(bool, u64)> {
+        let conn = self.conns.conn_for(token);
+        let (reply, epoch) = conn.query_on(&set_nx_cmd(key, token, ttl, false)).await?;
+        Ok((set_nx_taken(&reply, token, false)?, epoch))
+    }
+
+    /// How long the server has been up (`uptime_in_seconds` of `INFO server`), asked over
+    /// `token`'s connection, with that connection's number ([`Conn::query_on`]).
+    pub(crate) async fn server_uptime(&self, token: &str) -> Result<(Duration, u64)> {
+        let conn = self.conns.conn_for(token);
+        let (reply, epoch) = conn.query_on(redis::cmd("INFO").arg("server")).await?;
+        let info = match &reply {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b),
+            redis::Value::VerbatimString { text, .. } => text.as_str().into(),
+            other => {
+                return Err(crate::Error::UnexpectedReply {
+                    what: "INFO server",
+                    reply: format!("{other:?}"),
+                })
+            }
+        };
+        let uptime = info
+            .lines()
             .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs)
             .ok_or_else(|| crate::Error::UnexpectedReply {
                 what: "INFO server",
                 reply: "no uptime_in_seconds field".into(),
-            })
+            })?;
+        Ok((uptime, epoch))
     }
 
     /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
@@ -213,6 +248,40 @@ impl LockClient {
         if let Err(e) = self.release_on(conn, key, token, fair).await {
             tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
             self.release_in_background(key, token, fair);
+        }
+    }
+
+    /// `lock`, just taken over `conn`, if more than its `min_validity` is left now; otherwise it
+    /// is given back (over `conn`, behind the command that took it; in the background if that
+    /// fails) and the answer is [`Error::TooLittleValidity`](crate::Error::TooLittleValidity):
+    /// no single attempt hands back a lock its caller cannot use. `fair`: taken in fair mode.
+    pub(crate) async fn keep_if_valid(&self, conn: &Conn, lock: Lock, fair: bool) -> Result<Lock> {
+        match spent(&lock.key, &lock.options, lock.valid_until) {
+            None => Ok(lock),
+            // Boxed: a rare path; inline it would enlarge every attempt's future.
+            Some(e) => Err(Box::pin(self.refuse_spent(conn, &lock.key, lock.token, e, fair)).await),
+        }
+    }
+
+    /// Gives back the lock of `token` that [`spent`] refused; its error is the answer.
+    async fn refuse_spent(
+        &self,
+        conn: &Conn,
+        key: &str,
+        token: String,
+        e: crate::Error,
+        fair: bool,
+    ) -> crate::Error {
+        self.give_back(conn, key, &token, fair).await;
+        e
+    }
+
+    /// Compare-and-delete of a lock nobody will hold, over `conn`; retried in the background
+    /// when it fails.
+    pub(crate) async fn give_back(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
+        if let Err(e) = self.release_on(conn, key, token, fair).await {
+            tracing::debug!(key, error = %e, "giving back a lock failed; retrying in background");
+            self.release_in_background_on(conn, key, token, fair);
         }
     }
 
@@ -443,4 +512,16 @@ impl Locker for LockClient {
     fn stats(&self) -> ClientStats {
         self.conns.stats()
     }
+}
+
+/// The error to answer instead of `lock` when no more than its `min_validity` is left now
+/// ([`LockClient::keep_if_valid`]); `None` when it may be handed back.
+fn spent(key: &str, opts: &LockOptions, valid_until: Instant) -> Option<crate::Error> {
+    let left = valid_until.saturating_duration_since(Instant::now());
+    let min = opts.validity.min;
+    (left <= min).then(|| crate::Error::TooLittleValidity {
+        key: key.to_string(),
+        left,
+        min,
+    })
 }

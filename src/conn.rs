@@ -90,6 +90,32 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// [`query_with`](Self::query_with), with the number of the connection it went out on
+    /// ([`Link::query_on`]); a cluster's connections are redis-rs's and have none (`0`).
+    pub(crate) async fn query_on(
+        &self,
+        command: &impl Command,
+    ) -> redis::RedisResult<(Value, u64)> {
+        match self {
+            Conn::Single(link) => {
+                let (v, epoch) = link.query_on(|out| command.write(out)).await?;
+                Ok((v.extract_error()?, epoch))
+            }
+            Conn::Cluster(c) => Ok((cluster_query(c, command.cmd()).await?.extract_error()?, 0)),
+        }
+    }
+
+    /// The number of the live connection, `None` while there is none (always `Some(0)` for a
+    /// cluster).
+    pub(crate) fn epoch(&self) -> Option<u64> {
+        match self {
+            Conn::Single(link) => link.epoch(),
+            Conn::Cluster(_) => Some(0),
+        }
+    }
+}
+
 /// A command lockkit encodes itself: as RESP into a write buffer (the same bytes redis-rs
 /// packs), or as redis-rs's `Cmd` where redis-rs sends it.
 pub(crate) trait Command {

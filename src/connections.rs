@@ -541,14 +541,10 @@ pub(crate) fn script_cmd(
     keys: &[&str],
     args: &[&[u8]],
 ) -> Cmd {
-    let function;
     let (name, first) = match mode {
         ScriptMode::EvalSha => ("EVALSHA", script.sha()),
         ScriptMode::Eval => ("EVAL", script.source()),
-        ScriptMode::Function => {
-            function = script.function_name();
-            ("FCALL", function.as_str())
-        }
+        ScriptMode::Function => ("FCALL", script.loaded_function_name()),
     };
     // Sized up front: the command is built once per lock operation, without regrowing.
     let data = name.len()
@@ -607,7 +603,7 @@ impl Command for ScriptCmd<'_> {
             }
             ScriptMode::Function => {
                 write_bulk(out, b"FCALL");
-                write_bulk(out, self.script.function_name().as_bytes());
+                write_bulk(out, self.script.loaded_function_name().as_bytes());
             }
         }
         write_bulk_uint(out, self.keys.len() as u64);

@@ -59,18 +59,35 @@ pub enum Error {
         node_errors: Vec<NodeError>,
     },
 
-    /// Redlock's delayed-restart rule: the node restarted more recently than the lock's TTL ago,
-    /// so it may have forgotten a live lock; its vote does not count toward a quorum.
+    /// Redlock's delayed-restart rule: the node restarted more recently than the longest TTL in
+    /// use ago, so it may have forgotten a live lock; its vote does not count toward a quorum.
     #[error(
-        "the node restarted {uptime:?} ago, less than the lock's TTL {ttl:?}: it may have \
+        "the node restarted {uptime:?} ago, less than the longest TTL in use {ttl:?}: it may have \
          forgotten a live lock, so its vote does not count (Redlock's delayed-restart rule; \
          RedlockOptions::restart_rule(false) turns it off)"
     )]
     NodeRestarted {
         /// How long ago the node started (whole seconds, as `INFO server` counts).
         uptime: Duration,
-        /// The TTL of the lock being acquired.
+        /// The longest TTL in use ([`RedlockOptions::longest_ttl`](crate::RedlockOptions::longest_ttl),
+        /// or the longest TTL this client asked for).
         ttl: Duration,
+    },
+
+    /// A single attempt took the lock, but the round trip left less than the lock options'
+    /// `min_validity` of it (or none at all): it was given back, never handed out. A slow
+    /// network or server; the retry loop tries again, a single attempt answers this.
+    #[error(
+        "lock `{key}` was taken with {left:?} of validity left, not more than min_validity \
+         {min:?}: given back (a slow round trip; a longer TTL or a smaller min_validity helps)"
+    )]
+    TooLittleValidity {
+        /// The key.
+        key: String,
+        /// The validity left when the reply came.
+        left: Duration,
+        /// The options' `min_validity`.
+        min: Duration,
     },
 
     /// A script or command answered with a reply lockkit does not understand.
@@ -116,6 +133,9 @@ pub enum ErrorKind {
     QuorumNotReached,
     /// A reply lockkit does not understand (a proxy or server that speaks differently).
     UnexpectedReply,
+    /// A single attempt took the lock with too little validity left and gave it back
+    /// ([`Error::TooLittleValidity`]).
+    TooLittleValidity,
 }
 
 impl ErrorKind {
@@ -132,6 +152,7 @@ impl ErrorKind {
             ErrorKind::Server => "server",
             ErrorKind::QuorumNotReached => "quorum_not_reached",
             ErrorKind::UnexpectedReply => "unexpected_reply",
+            ErrorKind::TooLittleValidity => "too_little_validity",
         }
     }
 }
@@ -180,6 +201,7 @@ impl Error {
             Error::QuorumNotReached { .. } => ErrorKind::QuorumNotReached,
             Error::NodeRestarted { .. } => ErrorKind::Unavailable,
             Error::UnexpectedReply { .. } => ErrorKind::UnexpectedReply,
+            Error::TooLittleValidity { .. } => ErrorKind::TooLittleValidity,
         }
     }
 
@@ -200,6 +222,7 @@ impl Error {
                 | ErrorKind::Io
                 | ErrorKind::Unavailable
                 | ErrorKind::QuorumNotReached
+                | ErrorKind::TooLittleValidity
         )
     }
 
@@ -268,8 +291,57 @@ fn fmt_node_errors(errors: &[NodeError]) -> String {
     format!(": {}", lines.join("; "))
 }
 
+/// Whether the command may have reached the server without its reply reaching us. A request
+/// lockkit's own connection never sent (the connect failed or timed out, the connection was
+/// dead, the send backlog full: [`not_sent`]) is not: nothing needs undoing.
 pub(crate) fn unknown_outcome(e: &redis::RedisError) -> bool {
-    e.is_timeout() || e.is_connection_dropped() || (e.is_io_error() && !e.is_connection_refusal())
+    !was_not_sent(e)
+        && (e.is_timeout()
+            || e.is_connection_dropped()
+            || (e.is_io_error() && !e.is_connection_refusal()))
+}
+
+/// The reason inside the I/O error of a request that was never sent ([`not_sent`]).
+#[derive(Debug)]
+struct NotSent(String);
+
+impl std::fmt::Display for NotSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotSent {}
+
+/// The error of a request that was never sent, as an I/O error of `kind` (so its
+/// [`ErrorKind`] is what the failure was: a timeout, a refusal, a dropped connection), marked
+/// so that it is never taken for an unknown outcome.
+pub(crate) fn not_sent(kind: std::io::ErrorKind, what: impl Into<String>) -> redis::RedisError {
+    std::io::Error::new(kind, NotSent(what.into())).into()
+}
+
+/// A connect failure as the error of the request that waited for it ([`not_sent`]): an I/O
+/// error keeps its kind and text; any other (a refused login) is returned as it is.
+pub(crate) fn unsent(e: redis::RedisError) -> redis::RedisError {
+    if !e.is_io_error() || was_not_sent(&e) {
+        return e;
+    }
+    let kind = if e.is_timeout() {
+        std::io::ErrorKind::TimedOut
+    } else if e.is_connection_refusal() {
+        std::io::ErrorKind::ConnectionRefused
+    } else {
+        std::io::ErrorKind::ConnectionReset
+    };
+    not_sent(kind, e.to_string())
+}
+
+fn was_not_sent(e: &redis::RedisError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::sync::Arc<dyn std::error::Error + Send + Sync>>())
+        .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::get_ref)
+        .is_some_and(|reason| reason.is::<NotSent>())
 }
 
 /// The field an `InvalidOptions` error names (tests of the options types).
@@ -287,6 +359,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_never_sent_keeps_its_kind_and_is_no_unknown_outcome() {
+        let timeout: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::TimedOut, "connecting").into();
+        assert!(unknown_outcome(&timeout));
+        let unsent_timeout = unsent(timeout);
+        assert!(!unknown_outcome(&unsent_timeout));
+        let e = Error::Redis(unsent_timeout);
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert!(e.is_retryable() && !e.is_unknown_outcome());
+        assert!(e.to_string().contains("connecting"), "{e}");
+        let refused = Error::Redis(unsent(
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into(),
+        ));
+        assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
+        assert!(!refused.is_unknown_outcome());
+    }
 
     #[test]
     fn kinds_classify_timeouts_and_input() {

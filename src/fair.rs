@@ -185,7 +185,10 @@ impl LockClient {
                     lock.valid_until = lock
                         .valid_until
                         .min(start + left.saturating_sub(opts.drift()));
-                    (Some(lock), None)
+                    (
+                        Some(Box::pin(self.keep_if_valid(conn, lock, true)).await?),
+                        None,
+                    )
                 }
                 FairReply::Queued(place, holder_ttl) => (None, Some((place, holder_ttl))),
             }),

@@ -122,13 +122,10 @@ impl LockClient {
         };
         match v {
             Value::Int(0) => Ok(None),
-            Value::Int(n) if n > 0 => Ok(Some(Lock::acquired(
-                key,
-                token,
-                opts,
-                start,
-                Some(n as u64),
-            ))),
+            Value::Int(n) if n > 0 => {
+                let lock = Lock::acquired(key, token, opts, start, Some(n as u64));
+                self.keep_if_valid(conn, lock, false).await.map(Some)
+            }
             other => Err(Error::UnexpectedReply {
                 what: "acquire_fenced.lua",
                 reply: format!("{other:?}"),

@@ -109,7 +109,9 @@ pub struct LockGuard<L: Locker = LockClient> {
     client: L,
     shared: Arc<Shared>,
     lost_rx: watch::Receiver<Option<LossReason>>,
+    /// The watchdog, or (without one) the task that signals the loss when the validity ends.
     task: Option<JoinHandle<()>>,
+    watchdog: bool,
     done: bool,
 }
 
@@ -118,7 +120,7 @@ impl<L: Locker> std::fmt::Debug for LockGuard<L> {
         let lock = self.shared.snapshot();
         f.debug_struct("LockGuard")
             .field("key", &lock.key)
-            .field("watchdog", &self.task.is_some())
+            .field("watchdog", &self.watchdog)
             .field("lost", &*self.lost_rx.borrow())
             .finish()
     }
@@ -135,9 +137,13 @@ impl<L: Locker> LockGuard<L> {
             w.validate(lock.ttl())?;
         }
         let (tx, rx) = watch::channel(None);
-        if watchdog.is_some() && !lock.is_valid() {
+        let watched = watchdog.is_some();
+        if !lock.is_valid() {
             // Nothing left to renew in time: the holder must stop now.
-            report_loss(&tx, client.mode(), LossReason::Expired);
+            match watched {
+                true => report_loss(&tx, client.mode(), LossReason::Expired),
+                false => drop(tx.send(Some(LossReason::Expired))),
+            }
             return Ok(LockGuard {
                 client,
                 shared: Arc::new(Shared {
@@ -145,19 +151,31 @@ impl<L: Locker> LockGuard<L> {
                 }),
                 lost_rx: rx,
                 task: None,
+                watchdog: watched,
                 done: false,
             });
         }
         let shared = Arc::new(Shared {
             lock: Mutex::new(lock),
         });
-        let task = watchdog
-            .map(|opts| tokio::spawn(run_watchdog(client.clone(), Arc::clone(&shared), tx, opts)));
+        let task = Some(match watchdog {
+            Some(opts) => tokio::spawn(run_watchdog(client.clone(), Arc::clone(&shared), tx, opts)),
+            // Nothing renews the lock: it is lost when its validity ends, and the holder is
+            // told then (unless the guard is released or dropped first, which ends this task).
+            None => {
+                let until = tokio::time::Instant::from_std(shared.snapshot().valid_until);
+                tokio::spawn(async move {
+                    tokio::time::sleep_until(until).await;
+                    let _ = tx.send(Some(LossReason::Expired));
+                })
+            }
+        });
         Ok(LockGuard {
             client,
             shared,
             lost_rx: rx,
             task,
+            watchdog: watched,
             done: false,
         })
     }
@@ -177,7 +195,8 @@ impl<L: Locker> LockGuard<L> {
         self.shared.snapshot().fencing_token
     }
 
-    /// A handle that resolves when the watchdog finds the lock lost.
+    /// A handle that resolves when the lock is lost: when the watchdog finds it lost, or,
+    /// without a watchdog, when its validity ends.
     pub fn loss_signal(&self) -> LossSignal {
         LossSignal {
             rx: self.lost_rx.clone(),

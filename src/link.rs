@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -42,8 +42,26 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, Sleep};
 
+use crate::error::{not_sent, unsent};
 use crate::net::{invalid, Connector, ServerStream};
 use crate::resp::{frame_len, parse_frame};
+
+/// Numbers every connection this process makes, so that a number names one connection (and so
+/// one server process) for good: see [`Link::query_on`].
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
+
+/// A connection on which this many requests in a row timed out with nothing read, over at least
+/// [`silence_limit`], is taken for dead and replaced: a peer gone without a reset (a host that
+/// died, a NAT or load-balancer entry dropped, a failover behind a virtual IP) otherwise leaves
+/// every call timing out until the kernel gives up on the socket, about 15 minutes.
+const SILENT_TIMEOUTS: usize = 3;
+
+/// How long a connection must have been silent (see [`SILENT_TIMEOUTS`]) before it is
+/// replaced: two response timeouts, and at least a second, so that one burst of calls timing
+/// out together on a briefly busy server does not cost the connection.
+fn silence_limit(response_timeout: Duration) -> Duration {
+    (response_timeout * 2).max(Duration::from_secs(1))
+}
 
 /// How many bytes of commands may wait for a server that does not read them (a frozen server, a
 /// black-holed network) before further calls fail at once, unsent.
@@ -56,6 +74,8 @@ pub(crate) struct Endpoint {
     connect_timeout: Duration,
     response_timeout: Option<Duration>,
     retries: usize,
+    /// Whether a connection that has gone silent is replaced ([`SILENT_TIMEOUTS`]).
+    replace_silent: bool,
 }
 
 impl Endpoint {
@@ -71,7 +91,15 @@ impl Endpoint {
             connect_timeout,
             response_timeout,
             retries,
+            replace_silent: true,
         })
+    }
+
+    /// Keeps a silent connection (a test of what happens on it meanwhile).
+    #[cfg(test)]
+    fn keeping_silent_connections(mut self) -> Endpoint {
+        self.replace_silent = false;
+        self
     }
 
     /// One connection, logged in, on the URL's database, within the connect timeout.
@@ -88,7 +116,10 @@ impl Endpoint {
 
     async fn connect_inner(&self) -> RedisResult<(Arc<Wire>, Driver)> {
         let stream = self.connector.connect().await?;
-        let wire = Arc::new(Wire::default());
+        let wire = Arc::new(Wire {
+            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
+            ..Wire::default()
+        });
         let driver = Driver {
             stream,
             wire: wire.clone(),
@@ -100,6 +131,9 @@ impl Endpoint {
             timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
             armed: false,
             deferred: false,
+            replace_silent: self.replace_silent,
+            silent_timeouts: 0,
+            silent_since: None,
         };
         Ok((wire, driver))
     }
@@ -202,11 +236,29 @@ impl Link {
                 }
             }
         };
-        let done = match outcome.wait_for(Option::is_some).await.as_deref() {
-            Ok(Some(done)) => done.clone(),
-            _ => Err(dropped("the connect attempt was dropped before it ended")),
+        // A caller waits for the attempt at most its response timeout (the attempt goes on for
+        // the next caller): its own deadline is never stretched by connect cycles.
+        let wait = outcome.wait_for(Option::is_some);
+        let waited = match self.inner.endpoint.response_timeout {
+            Some(limit) => match tokio::time::timeout(limit, wait).await {
+                Ok(w) => w,
+                Err(_) => {
+                    return Err(not_sent(
+                        io::ErrorKind::TimedOut,
+                        format!("connecting: no connection within {limit:?}; not sent"),
+                    ))
+                }
+            },
+            None => wait.await,
         };
-        done
+        let done = match waited.as_deref() {
+            Ok(Some(done)) => done.clone(),
+            _ => Err(not_sent(
+                io::ErrorKind::ConnectionReset,
+                "the connect attempt was dropped before it ended; not sent",
+            )),
+        };
+        done.map_err(unsent)
     }
 
     /// One connect attempt, run to its end whoever still waits for it: the new connection
@@ -244,12 +296,13 @@ impl Link {
 
     /// Sends what `write` encodes; `waiter` says what it waits for and where the answer goes. A
     /// connection found dead before anything was sent is replaced and the request goes out on
-    /// the new one.
+    /// the new one. The answer comes with the number of the connection it went out on
+    /// ([`query_on`](Self::query_on)).
     async fn request<T>(
         &self,
         write: impl Fn(&mut Vec<u8>),
         waiter: impl Fn(Answer<T>) -> Waiter,
-    ) -> RedisResult<T> {
+    ) -> RedisResult<(T, u64)> {
         let mut tries = 0;
         let rx = loop {
             // Sent under the lock of the current connection, which it does not outlive: no
@@ -259,36 +312,48 @@ impl Link {
                 current
                     .as_ref()
                     .filter(|w| !w.dead.load(Ordering::Acquire))
-                    .map(|w| w.send(&write, &waiter))
+                    .map(|w| (w.send(&write, &waiter), w.epoch))
             };
-            let sent = match sent {
+            let (sent, epoch) = match sent {
                 Some(sent) => sent,
                 // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
-                None => Box::pin(self.reconnect()).await?.send(&write, &waiter),
+                None => {
+                    let w = Box::pin(self.reconnect()).await?;
+                    (w.send(&write, &waiter), w.epoch)
+                }
             };
             match sent {
-                Ok(rx) => break rx,
+                Ok(rx) => break (rx, epoch),
                 Err(Refused::Dead) if tries == 0 => tries += 1,
                 Err(Refused::Dead) => {
-                    return Err(dropped("the connection closed before the request was sent"))
+                    return Err(not_sent(
+                        io::ErrorKind::ConnectionReset,
+                        "the connection closed before the request was sent",
+                    ))
                 }
                 Err(Refused::Backlog) => {
-                    return Err(io::Error::new(
+                    return Err(not_sent(
                         io::ErrorKind::TimedOut,
                         format!(
                             "the server has not read the last {} MiB of requests (backlog full); \
                              this one was not sent",
                             MAX_BACKLOG >> 20
                         ),
-                    )
-                    .into())
+                    ))
                 }
             }
         };
+        let (rx, epoch) = rx;
         match rx.await {
-            Ok(reply) => reply,
+            Ok(reply) => reply.map(|v| (v, epoch)),
             Err(_) => Err(dropped("the connection closed before the reply came")),
         }
+    }
+
+    /// The number of the live connection (`None` while there is none): a connection made
+    /// later has another number.
+    pub(crate) fn epoch(&self) -> Option<u64> {
+        self.live().map(|w| w.epoch)
     }
 }
 
@@ -401,6 +466,16 @@ impl Link {
 
     /// One command's reply, the command encoded by `write` into the write buffer.
     pub(crate) async fn query_with(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<Value> {
+        self.request(write, |to| Waiter::One(Some(to)))
+            .await
+            .map(|(v, _)| v)
+    }
+
+    /// [`query_with`](Self::query_with), with the number of the connection the command went
+    /// out on. Every connection the process makes gets a new number, so two replies with one
+    /// number came from one server process: what Redlock's restart rule needs to know that the
+    /// node it read the start time of is the one that answered its `SET`.
+    pub(crate) async fn query_on(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<(Value, u64)> {
         self.request(write, |to| Waiter::One(Some(to))).await
     }
 }
@@ -424,6 +499,7 @@ impl ConnectionLike for Link {
                 |to| Waiter::many(to, offset, count, transaction),
             )
             .await
+            .map(|(v, _)| v)
         })
     }
 
@@ -435,6 +511,8 @@ impl ConnectionLike for Link {
 /// The state a connection's callers and its driver share.
 #[derive(Default)]
 struct Wire {
+    /// This connection's number, unique in the process ([`Link::query_on`]).
+    epoch: u64,
     queue: Mutex<Queue>,
     /// Set once, when the connection failed or closed; read without the lock.
     dead: AtomicBool,
@@ -564,6 +642,23 @@ struct Driver {
     armed: bool,
     /// Writing was put off to the next poll (see [`Driver::write`]).
     deferred: bool,
+    /// Whether a silent connection is given up ([`SILENT_TIMEOUTS`]).
+    replace_silent: bool,
+    /// Requests that timed out since anything was last read.
+    silent_timeouts: usize,
+    /// When the first of them timed out.
+    silent_since: Option<Instant>,
+}
+
+/// A driver dropped before it finished (the runtime it ran on shut down: a `static` client
+/// first used by one `#[tokio::test]`, a runtime per request in a sync wrapper) takes its
+/// connection with it: every call waiting on it fails now, as it would at its response timeout
+/// (whose timer was the driver's), and the next call connects again on its own runtime.
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.wire
+            .fail(|| dropped("the connection's task is gone (its runtime shut down)"));
+    }
 }
 
 enum Step {
@@ -588,7 +683,20 @@ impl Future for Driver {
                 Step::Done => return Poll::Ready(()),
                 s => s,
             };
-            this.check_timeout(cx);
+            if this.check_timeout(cx) {
+                let silent = this.silent_timeouts;
+                this.wire.fail(|| {
+                    io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the connection went silent ({silent} requests in a row had no \
+                             reply); it is replaced"
+                        ),
+                    )
+                    .into()
+                });
+                return Poll::Ready(());
+            }
             if matches!((wrote, read), (Step::Idle, Step::Idle)) {
                 return Poll::Pending;
             }
@@ -707,6 +815,8 @@ impl Driver {
             return Step::Done;
         }
         self.rlen += filled;
+        self.silent_timeouts = 0;
+        self.silent_since = None;
         match self.deliver() {
             Ok(()) => Step::Progress,
             Err(e) => {
@@ -749,10 +859,11 @@ impl Driver {
 
     /// Fails the requests that outlived the response timeout. The one timer waits for the
     /// oldest request not yet failed; it is not moved as replies come, so it may fire early,
-    /// and then re-arms for whichever request is oldest by then.
-    fn check_timeout(&mut self, cx: &mut Context<'_>) {
+    /// and then re-arms for whichever request is oldest by then. `true` when the connection has
+    /// gone silent and must be replaced ([`SILENT_TIMEOUTS`]).
+    fn check_timeout(&mut self, cx: &mut Context<'_>) -> bool {
         let Some(timeout) = self.timeout else {
-            return;
+            return false;
         };
         loop {
             if !self.armed {
@@ -760,14 +871,14 @@ impl Driver {
                 // Not stamped yet: the driver stamps it when it writes it or finds the socket
                 // full, then arms the timer.
                 let Some(queued) = q.pending.get(q.expired).and_then(|p| p.queued) else {
-                    return;
+                    return false;
                 };
                 drop(q);
                 self.timer.as_mut().reset(queued + timeout);
                 self.armed = true;
             }
             if self.timer.as_mut().poll(cx).is_pending() {
-                return;
+                return false;
             }
             self.armed = false;
             let now = Instant::now();
@@ -790,6 +901,17 @@ impl Driver {
                 }
             }
             q.expired += failed;
+            drop(q);
+            if failed > 0 && self.replace_silent {
+                let since = *self.silent_since.get_or_insert(now);
+                self.silent_timeouts += failed;
+                // The first of them had waited a response timeout already.
+                if self.silent_timeouts >= SILENT_TIMEOUTS
+                    && now - since + timeout >= silence_limit(timeout)
+                {
+                    return true;
+                }
+            }
         }
     }
 }
@@ -999,7 +1121,11 @@ mod tests {
     #[tokio::test]
     async fn a_frozen_server_does_not_make_the_client_buffer_without_bound() {
         let server = lockkit_test_support::RedisServer::start();
-        let link = link_to(&server, Some(Duration::from_millis(50))).await;
+        // Kept although it goes silent: this is about what waits on it meanwhile.
+        let endpoint = endpoint(&server.url(), Some(Duration::from_millis(50)));
+        let link = Link::connect(endpoint.keeping_silent_connections())
+            .await
+            .unwrap();
         server.pause().unwrap();
         // 64 MiB of SETs at a server that reads nothing: the kernel's buffers fill, then
         // the connection's own backlog; past its cap calls fail at once, unsent.

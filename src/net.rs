@@ -25,6 +25,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use redis::{
     Cmd, ConnectionAddr, ConnectionInfo, ProtocolVersion, RedisConnectionInfo, RedisError,
@@ -91,12 +92,12 @@ impl Connector {
         let transport = match self.info.addr() {
             ConnectionAddr::Tcp(host, port) => {
                 let s = TcpStream::connect((host.as_str(), *port)).await?;
-                s.set_nodelay(true)?;
+                tune_tcp(&s)?;
                 Transport::Tcp(s)
             }
             ConnectionAddr::TcpTls { host, port, .. } => {
                 let s = TcpStream::connect((host.as_str(), *port)).await?;
-                s.set_nodelay(true)?;
+                tune_tcp(&s)?;
                 let config = self
                     .tls
                     .clone()
@@ -114,6 +115,46 @@ impl Connector {
         };
         Ok(ServerStream(transport))
     }
+}
+
+/// How long a TCP connection may be idle before the kernel probes the peer, how far apart
+/// the probes are, and how many may go unanswered: a peer gone without a reset (a host that
+/// died, a dropped NAT or load-balancer entry) is found within about 30 s even while no call is
+/// made. With calls in flight, the connection's own silence rule is faster (`src/link.rs`).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(15);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "freebsd"
+))]
+const KEEPALIVE_PROBES: u32 = 3;
+
+/// How long sent data may stay unacknowledged before the kernel gives up on the connection
+/// (`TCP_USER_TIMEOUT`, Linux): instead of retransmitting for about 15 minutes.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const USER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// No Nagle delay (requests are written whole), and keepalive (with `TCP_USER_TIMEOUT` where
+/// the platform has it) on every socket to a server.
+fn tune_tcp(s: &TcpStream) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    let sock = socket2::SockRef::from(s);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL);
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd"
+    ))]
+    let keepalive = keepalive.with_retries(KEEPALIVE_PROBES);
+    sock.set_tcp_keepalive(&keepalive)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    sock.set_tcp_user_timeout(Some(USER_TIMEOUT))?;
+    Ok(())
 }
 
 pub(crate) fn invalid(what: &str) -> RedisError {
@@ -445,6 +486,20 @@ mod tests {
 
     fn connector(url: &str) -> Connector {
         Connector::new(crate::url::parse_url(url).unwrap(), None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_tcp_connection_has_keepalive_and_a_user_timeout() {
+        let server = RedisServer::start();
+        let stream = connector(&server.url()).connect().await.unwrap();
+        let Transport::Tcp(tcp) = &stream.0 else {
+            panic!("a redis:// URL gave no plain TCP connection")
+        };
+        let sock = socket2::SockRef::from(tcp);
+        assert!(sock.keepalive().unwrap(), "no keepalive");
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        #[cfg(target_os = "linux")]
+        assert_eq!(sock.tcp_user_timeout().unwrap(), Some(USER_TIMEOUT));
     }
 
     /// Sends one command and reads its whole reply.

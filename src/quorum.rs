@@ -132,10 +132,15 @@ pub(crate) struct Node {
     /// The failed vote of a request not sent (the breaker was open), made once: a skipped vote
     /// costs a clone (its error is shared), not a formatted message.
     skipped: NodeError,
-    /// When the node started (as of its last `INFO server`), or `None` when it must be read
-    /// again (first use, or an error since: the node may have restarted).
-    started: Mutex<Option<Instant>>,
+    /// When the node started (as of an `INFO server`), by the number of the connection that
+    /// asked ([`crate::link::Link::query_on`]): a start time holds for that connection only. A
+    /// connection re-established (silently, at the next call) may reach a new process that has
+    /// forgotten every lock, so its start is read again. Emptied after an error too.
+    starts: Mutex<Vec<(u64, Instant)>>,
 }
+
+/// How many connections' start times a node remembers (more than a node has connections).
+const STARTS_KEPT: usize = 64;
 
 impl Node {
     /// A node with a breaker for this node timeout, skipping it for `backoff` once open.
@@ -151,38 +156,90 @@ impl Node {
             client,
             breaker: Breaker::new(node_timeout, backoff),
             skipped,
-            started: Mutex::new(None),
+            starts: Mutex::new(Vec::new()),
         }
     }
 
     fn forget_start(&self) {
-        *self.started.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.starts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 
-    /// Refuses the node's vote if it started less than `ttl` ago.
-    pub(crate) async fn check_restart(&self, ttl: Duration) -> Result<()> {
-        let known = *self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        let started = match known {
-            Some(at) => at,
-            None => {
-                let uptime = self.client.server_uptime().await?;
-                // INFO counts whole seconds: assume the latest start it allows.
-                let at = Instant::now()
-                    .checked_sub(uptime)
-                    .unwrap_or_else(Instant::now);
-                *self.started.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
-                at
+    /// When the node started, as seen over `token`'s connection, and that connection's number:
+    /// remembered for the live connection, or read now (`INFO server`, which connects).
+    async fn start_for(&self, token: &str) -> Result<(Instant, u64)> {
+        if let Some(epoch) = self.client.conns.conn_for(token).epoch() {
+            let starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(&(_, at)) = starts.iter().find(|(e, _)| *e == epoch) {
+                return Ok((at, epoch));
             }
-        };
+        }
+        let (uptime, epoch) = self.client.server_uptime(token).await?;
+        // INFO counts whole seconds: assume the latest start it allows.
+        let at = Instant::now()
+            .checked_sub(uptime)
+            .unwrap_or_else(Instant::now);
+        let mut starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
+        if starts.len() >= STARTS_KEPT {
+            starts.remove(0);
+        }
+        starts.push((epoch, at));
+        Ok((at, epoch))
+    }
+
+    /// Refuses the node's vote if it started less than `longest` ago.
+    async fn check_uptime(started: Instant, longest: Duration) -> Result<()> {
         let uptime = started.elapsed();
-        if uptime < ttl {
+        if uptime < longest {
             // Refused without a round trip: a round where every node refuses would otherwise
             // finish without ever giving the runtime its thread back, and a caller that tries
             // again at once would hold that thread for as long as the refusals last.
             tokio::task::yield_now().await;
-            return Err(Error::NodeRestarted { uptime, ttl });
+            return Err(Error::NodeRestarted {
+                uptime,
+                ttl: longest,
+            });
         }
         Ok(())
+    }
+
+    /// The node's vote on `SET key token NX PX ttl`. With the restart rule (`longest`: the
+    /// longest TTL in use on the nodes), refused by a node that started less than `longest` ago
+    /// ([`Error::NodeRestarted`]), as seen over the very connection the `SET` goes out on: a
+    /// `SET` that went out on a connection made after the check (the old one dropped in
+    /// between) does not count, and is undone as an unknown outcome is.
+    pub(crate) async fn set_nx_checked(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        longest: Option<Duration>,
+    ) -> Result<bool> {
+        let Some(longest) = longest else {
+            return self.client.set_nx(key, token, ttl).await;
+        };
+        let (started, epoch) = self.start_for(token).await?;
+        Self::check_uptime(started, longest).await?;
+        let (taken, sent_on) = self.client.set_nx_on(key, token, ttl).await?;
+        if taken && sent_on != epoch {
+            return Err(Error::Redis(
+                std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "the node's connection was re-established during the vote: its start time \
+                     is unknown, the vote does not count",
+                )
+                .into(),
+            ));
+        }
+        Ok(taken)
+    }
+
+    /// How long until the node has been up for `longest` (zero: it votes now).
+    pub(crate) async fn restart_wait(&self, longest: Duration) -> Result<Duration> {
+        let (started, _) = self.start_for(&self.client.conns.task_token()).await?;
+        Ok(longest.saturating_sub(started.elapsed()))
     }
 }
 

@@ -49,6 +49,7 @@
 //! across independent nodes without consensus: where a stale write must be impossible, keep a
 //! fencing check in a store that is itself consistent (see `LockClient::try_acquire_fenced`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,7 @@ pub struct RedlockOptions {
     pub(crate) breaker_backoff: Duration,
     pub(crate) client: ClientOptions,
     pub(crate) restart_rule: bool,
+    pub(crate) longest_ttl: Duration,
 }
 
 impl Default for RedlockOptions {
@@ -90,6 +92,7 @@ impl Default for RedlockOptions {
             breaker_backoff: Duration::from_secs(1),
             client: ClientOptions::default(),
             restart_rule: true,
+            longest_ttl: Duration::ZERO,
         }
     }
 }
@@ -112,14 +115,25 @@ impl RedlockOptions {
         /// Options for each node's connection (its timeouts are replaced by the node timeout).
         client: ClientOptions => client;
 
-        /// The delayed-restart rule (on by default): a node that restarted more recently than the
-        /// lock's TTL ago may have forgotten a live lock (a restart without persistence), so its vote
-        /// does not count toward a quorum; it is reported as a node error
-        /// ([`Error::NodeRestarted`]). The node's uptime (`INFO server`) is read when lockkit first
-        /// uses the node and again after any error from it (a restart drops the connection), not on
-        /// every acquire. Turn it off only where every node persists every write (`appendfsync
+        /// The delayed-restart rule (on by default): a node that restarted less than the longest
+        /// TTL in use ago ([`longest_ttl`](Self::longest_ttl)) may have forgotten a live lock (a
+        /// restart without persistence), so its vote does not count toward a quorum; it is
+        /// reported as a node error ([`Error::NodeRestarted`]). The node's uptime (`INFO
+        /// server`) is read on each connection to the node when lockkit first uses it (so again
+        /// whenever the connection was re-established, as it is after a restart, even one that
+        /// happened while the client sat idle) and after any error from the node, not on every
+        /// acquire. Turn it off only where every node persists every write (`appendfsync
         /// always`) or restarts are delayed by operations.
         restart_rule: bool => restart_rule;
+
+        /// The longest TTL any client uses on these nodes (zero by default), for the restart
+        /// rule: a restarted node may have forgotten a lock of that TTL, so it votes only once
+        /// it has been up that long, whatever TTL the lock asking for its vote has. It is a
+        /// floor: the rule uses the longest of this and every TTL this client has asked for
+        /// (acquire or extend), which is all it can know without it. Set it when clients with
+        /// longer TTLs share the nodes; freshly started nodes then refuse votes for that long
+        /// ([`Redlock::restart_wait`] says how long is left).
+        longest_ttl: Duration => longest_ttl;
     }
 }
 
@@ -182,6 +196,10 @@ impl RedlockRelease {
 pub struct Redlock {
     nodes: Arc<Nodes>,
     restart_rule: bool,
+    /// [`RedlockOptions::longest_ttl`].
+    longest_floor: Duration,
+    /// The longest TTL this client (and its clones) asked for, in microseconds.
+    longest_used: Arc<AtomicU64>,
 }
 
 impl Redlock {
@@ -275,6 +293,8 @@ impl Redlock {
                 timeout: options.node_timeout,
             }),
             restart_rule: options.restart_rule,
+            longest_floor: options.longest_ttl,
+            longest_used: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -300,6 +320,49 @@ impl Redlock {
             .iter()
             .map(|n| n.client.target().to_string())
             .collect()
+    }
+
+    /// The longest TTL in use as far as this client knows: the longest of
+    /// [`RedlockOptions::longest_ttl`] and every TTL it asked for, `ttl` included (which counts
+    /// as asked for from now on).
+    fn longest_ttl(&self, ttl: Duration) -> Duration {
+        let us = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX);
+        let used = self.longest_used.fetch_max(us, Ordering::Relaxed).max(us);
+        Duration::from_micros(used).max(self.longest_floor)
+    }
+
+    /// How long until every node that answers has been up for the longest TTL in use
+    /// ([`RedlockOptions::longest_ttl`], or the longest TTL this client asked for): zero when
+    /// they all vote now, or when the restart rule is off. Freshly started nodes refuse votes
+    /// for that long; a caller that starts its nodes itself (a benchmark, a test) waits this
+    /// long instead of counting refusals. A node that does not answer is left out.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let redlock = lockkit::Redlock::connect(&["redis://a:6379", "redis://b:6379", "redis://c:6379"]).await?;
+    /// tokio::time::sleep(redlock.restart_wait().await?).await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// None today (a node that fails is left out); kept fallible for future node checks.
+    pub async fn restart_wait(&self) -> Result<Duration> {
+        if !self.restart_rule {
+            return Ok(Duration::ZERO);
+        }
+        let longest = self.longest_ttl(Duration::ZERO);
+        let waits = join_all(self.nodes.nodes.iter().map(|n| {
+            tokio::time::timeout(
+                self.nodes.timeout.max(Duration::from_secs(1)),
+                n.restart_wait(longest),
+            )
+        }))
+        .await;
+        Ok(waits
+            .into_iter()
+            .filter_map(|w| w.ok().and_then(Result::ok))
+            .max()
+            .unwrap_or(Duration::ZERO))
     }
 
     /// How many node votes were skipped so far because the node's circuit breaker was open
@@ -339,7 +402,8 @@ impl Redlock {
             .nodes
             .first()
             .map_or_else(new_token, |n| n.client.conns.task_token());
-        let (ttl, min_validity, restart_rule) = (opts.ttl, opts.validity.min, self.restart_rule);
+        let (ttl, min_validity) = (opts.ttl, opts.validity.min);
+        let longest = self.restart_rule.then(|| self.longest_ttl(ttl));
         let shared: Arc<(String, String)> = Arc::new((key.to_string(), token.clone()));
         let start = Instant::now();
         let valid_until = opts.valid_until(start);
@@ -358,12 +422,7 @@ impl Redlock {
                 |_| None,
                 |node| {
                     let kt = Arc::clone(&shared);
-                    async move {
-                        if restart_rule {
-                            node.check_restart(ttl).await?;
-                        }
-                        node.client.set_nx(&kt.0, &kt.1, ttl).await
-                    }
+                    async move { node.set_nx_checked(&kt.0, &kt.1, ttl, longest).await }
                 },
                 // Validity is measured up to the moment the quorum is complete.
                 |replies| {
@@ -570,6 +629,7 @@ impl Redlock {
     /// The extend round of [`Locker::extend`], uncounted.
     async fn extend_round(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
         validate_ttl("ttl", ttl)?;
+        self.longest_ttl(ttl);
         let start = Instant::now();
         let snapshot = Arc::new(lock.clone());
         let extend = |node: Arc<Node>| {

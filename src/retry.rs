@@ -276,6 +276,11 @@ async fn acquire_loop<L: Locker>(
                 redraw = true;
             }
             Ok(None) => observer.on_attempt(AttemptOutcome::Busy, sent, latency),
+            Err(e) if e.kind() == crate::ErrorKind::TooLittleValidity => {
+                // Given back already by the attempt (see `Ok(Some(lock))` above for the rest).
+                observer.on_attempt(AttemptOutcome::TooLittleValidity, sent, latency);
+                redraw = true;
+            }
             Err(e) => {
                 observer.on_attempt(AttemptOutcome::Failed(e.kind()), sent, latency);
                 if !e.is_retryable() {

@@ -3,6 +3,11 @@
 //! The same text is run by the client (EVALSHA/EVAL), by the offline harness and by the load
 //! generator. The Redis Function library (`FUNCTION LOAD`/`FCALL`) is composed from the very same
 //! script files by [`function_library`], so the two forms can never drift apart.
+//!
+//! What a client loads in function mode is that library under a name that carries its
+//! content's hash ([`loaded_library`]: `lockkit_<hash>`, functions `lockkit_<hash>_NAME`): a
+//! client never replaces a library another version of lockkit loaded, so during a rolling
+//! upgrade old and new clients each call their own functions, with their own argument layout.
 
 use std::sync::LazyLock;
 
@@ -12,6 +17,7 @@ pub struct LuaScript {
     name: &'static str,
     source: &'static str,
     sha: LazyLock<String>,
+    fcall: LazyLock<String>,
 }
 
 impl LuaScript {
@@ -35,6 +41,12 @@ impl LuaScript {
         format!("lockkit_{}", self.name)
     }
 
+    /// The name under which [`loaded_library`] registers this script, the one a client in
+    /// function mode calls: `lockkit_<hash>_NAME` (see [`library_tag`]).
+    pub fn loaded_function_name(&self) -> &str {
+        &self.fcall
+    }
+
     /// `SCRIPT LOAD` of the text: caches it on the server, answers its SHA.
     pub(crate) fn load_cmd(&self) -> redis::Cmd {
         let mut cmd = redis::cmd("SCRIPT");
@@ -53,6 +65,7 @@ macro_rules! script {
             }),
             name: $name,
             source: include_str!(concat!("../lua/", $name, ".lua")),
+            fcall: LazyLock::new(|| format!("lockkit_{}_{}", library_tag(), $name)),
         }
     };
 }
@@ -91,15 +104,44 @@ pub const LIBRARY_NAME: &str = "lockkit";
 /// `lua/lockkit.functions.lua` holds the same text for `redis-cli FUNCTION LOAD`; a test checks
 /// the two are equal.
 pub fn function_library() -> String {
+    library_text(LIBRARY_NAME, "lockkit_")
+}
+
+/// The first 12 hex digits of the SHA1 of [`function_library`]: what tells one version of the
+/// scripts from another.
+pub fn library_tag() -> &'static str {
+    static TAG: LazyLock<String> = LazyLock::new(|| {
+        let sha = sha1_smol::Sha1::from(function_library())
+            .digest()
+            .to_string();
+        sha[..12].to_string()
+    });
+    &TAG
+}
+
+/// The library a client in function mode loads (`FUNCTION LOAD REPLACE`): [`function_library`]
+/// named `lockkit_<tag>`, each function `lockkit_<tag>_NAME` ([`library_tag`]). Another version
+/// of lockkit has another tag, so loading it never replaces (or clashes with) the library an
+/// older or newer client uses; replacing it replaces the very same text.
+pub fn loaded_library() -> &'static str {
+    static TEXT: LazyLock<String> = LazyLock::new(|| {
+        let tag = library_tag();
+        library_text(&format!("lockkit_{tag}"), &format!("lockkit_{tag}_"))
+    });
+    &TEXT
+}
+
+/// The library text under `name`, each script registered as `prefix` + its name.
+fn library_text(name: &str, prefix: &str) -> String {
     let mut out = format!(
-        "#!lua name={LIBRARY_NAME}\n\
+        "#!lua name={name}\n\
          -- lockkit's scripts as a Redis Function library. GENERATED from lua/*.lua by\n\
          -- lockkit::scripts::function_library(); edit the script files, not this one.\n"
     );
     for script in ALL {
         out.push_str(&format!(
-            "\nredis.register_function('{}', function(KEYS, ARGV)\n",
-            script.function_name()
+            "\nredis.register_function('{prefix}{}', function(KEYS, ARGV)\n",
+            script.name
         ));
         for line in script.source.lines() {
             if line.is_empty() {
@@ -115,10 +157,11 @@ pub fn function_library() -> String {
     out
 }
 
-/// `FUNCTION LOAD REPLACE` of [`function_library`]: (re)loads the library on the server.
+/// `FUNCTION LOAD REPLACE` of [`loaded_library`]: (re)loads this version's library on the
+/// server, leaving other versions' libraries alone.
 pub(crate) fn function_load_cmd() -> redis::Cmd {
     let mut cmd = redis::cmd("FUNCTION");
-    cmd.arg("LOAD").arg("REPLACE").arg(function_library());
+    cmd.arg("LOAD").arg("REPLACE").arg(loaded_library());
     cmd
 }
 
@@ -155,6 +198,30 @@ mod tests {
                 assert!(header.contains(word), "{} header lacks {word}", s.name());
             }
         }
+    }
+
+    #[test]
+    fn the_loaded_library_carries_the_tag_of_its_text_in_every_name() {
+        let tag = library_tag();
+        assert_eq!(tag.len(), 12);
+        let text = loaded_library();
+        assert!(
+            text.starts_with(&format!("#!lua name=lockkit_{tag}\n")),
+            "{text}"
+        );
+        for script in ALL {
+            let name = script.loaded_function_name();
+            assert_eq!(name, format!("lockkit_{tag}_{}", script.name()));
+            assert!(
+                text.contains(&format!("register_function('{name}',")),
+                "{name}"
+            );
+        }
+        // The same scripts as the committed library, under other names.
+        assert_eq!(
+            text.replace(&format!("lockkit_{tag}"), "lockkit"),
+            function_library()
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! waiter that gave up (or was dropped, or died) does not keep the next one from it. Arrival
 //! order is made certain by waiting until each waiter is in the queue before starting the next.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -101,20 +102,30 @@ async fn take_turns_at(url: &str, servers: &[String], wait: WaitMode) -> (Vec<us
         .await
         .unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
+    // Who is inside the critical section now (the holder to begin with), and how many times
+    // someone entered while another was inside: the order means nothing if holders overlap.
+    let inside = Arc::new(AtomicUsize::new(1));
+    let overlaps = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for i in 0..6 {
         let (c, order) = (clients[i % 2].clone(), order.clone());
+        let (inside, overlaps) = (inside.clone(), overlaps.clone());
         tasks.push(tokio::spawn(async move {
             let mut attempts = Attempts::default();
             let opts = fair(Duration::from_secs(20));
             let lock = c.acquire_observed(key, &opts, &mut attempts).await.unwrap();
+            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
             order.lock().unwrap().push(i);
             tokio::time::sleep(Duration::from_millis(10)).await;
+            inside.fetch_sub(1, Ordering::SeqCst);
             assert_eq!(c.release(&lock).await.unwrap(), ReleaseOutcome::Released);
             attempts.0
         }));
         until_queued_on(servers, key, i + 1).await;
     }
+    inside.fetch_sub(1, Ordering::SeqCst);
     assert_eq!(
         holder.release(&held).await.unwrap(),
         ReleaseOutcome::Released
@@ -124,6 +135,11 @@ async fn take_turns_at(url: &str, servers: &[String], wait: WaitMode) -> (Vec<us
         total += t.await.unwrap();
     }
     until_queued_on(servers, key, 0).await;
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "a waiter got the lock while another holder was inside"
+    );
     let order = order.lock().unwrap().clone();
     (order, total)
 }

@@ -104,6 +104,21 @@ async fn kill_connections_mid_run(connections: usize) {
     assert_eq!(dbsize(&mut c), 0, "ghost locks left after CLIENT KILL");
 }
 
+/// `client` takes a lock (so it is connected), then its connections are killed on `server`,
+/// and it has had the time to see them close.
+async fn used_then_killed(client: &LockClient, server: &RedisServer) {
+    assert!(client
+        .try_acquire("lock:warm", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .is_some());
+    assert!(server
+        .inline("CLIENT KILL TYPE normal")
+        .unwrap()
+        .starts_with(':'));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
 /// Calls given up after a few milliseconds, against a server that accepts TCP and never
 /// answers, while the client has to reconnect: one connect attempt for all of them, not a
 /// reconnect storm of one each.
@@ -113,17 +128,8 @@ async fn calls_timed_out_while_reconnecting_to_a_frozen_server_make_one_connect(
     let client = LockClient::connect_with(&server.url(), ClientOptions::new().connections(1))
         .await
         .unwrap();
-    assert!(client
-        .try_acquire("lock:warm", Duration::from_secs(30))
-        .await
-        .unwrap()
-        .is_some());
     // The client's connection dies, and the client sees it close before the server freezes.
-    assert!(server
-        .inline("CLIENT KILL TYPE normal")
-        .unwrap()
-        .starts_with(':'));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    used_then_killed(&client, &server).await;
     const CALLS: u64 = 50;
     let (dropped, connects) =
         connects_while_frozen(&server, CALLS, Duration::from_millis(10), |i| {
@@ -291,25 +297,50 @@ fn killed_holder_locks_free_after_ttl_never_before() {
     child.wait().unwrap();
     let killed_at = Instant::now();
     let mut c = conn(&server);
-    // Until the TTL runs out the key keeps the dead holder's token: nobody else gets in early.
-    let held: Option<String> = redis::cmd("GET")
-        .arg("lock:held-by-child")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(held.as_deref(), Some(token.as_str()));
-    let pttl: i64 = redis::cmd("PTTL")
-        .arg("lock:held-by-child")
-        .query(&mut c)
-        .unwrap();
+    let key = "lock:held-by-child";
+    let pttl: i64 = redis::cmd("PTTL").arg(key).query(&mut c).unwrap();
     assert!(pttl > 0 && pttl <= 1500, "{pttl}");
+    // Until the TTL runs out the key keeps the dead holder's token and nobody else gets in
+    // early: checked every few milliseconds (directly, and by a `SET NX` of another token)
+    // while the server still counts more than 20 ms of TTL left.
+    let mut samples = 0;
+    loop {
+        let (held, left): (Option<String>, i64) = redis::pipe()
+            .cmd("GET")
+            .arg(key)
+            .cmd("PTTL")
+            .arg(key)
+            .query(&mut c)
+            .unwrap();
+        if left <= 20 {
+            break;
+        }
+        assert_eq!(
+            held.as_deref(),
+            Some(token.as_str()),
+            "{left} ms before its TTL ran out, the key no longer held the dead holder's token"
+        );
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg("intruder")
+            .arg("NX")
+            .arg("PX")
+            .arg(5000)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(
+            taken, None,
+            "another holder got in {left} ms before the TTL ran out"
+        );
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(samples > 20, "only {samples} samples over {pttl} ms");
     // And then it is free.
     std::thread::sleep(
         Duration::from_millis(pttl as u64 + 100).saturating_sub(killed_at.elapsed()),
     );
-    let held: Option<String> = redis::cmd("GET")
-        .arg("lock:held-by-child")
-        .query(&mut c)
-        .unwrap();
+    let held: Option<String> = redis::cmd("GET").arg(key).query(&mut c).unwrap();
     assert_eq!(held, None);
 }
 
@@ -321,4 +352,131 @@ impl lockkit::AcquireObserver for CountAttempts {
     fn on_attempt(&mut self, _: lockkit::AttemptOutcome, _: Instant, _: Duration) {
         self.0 += 1;
     }
+}
+
+/// Issue 26, defect 5: a client made on one runtime (a `static` client first used by one
+/// `#[tokio::test]`, a sync wrapper with a runtime per request) outlives it. The task that
+/// drives its connection dies with that runtime: a call in flight then must end (an error),
+/// not wait forever, and the next call must get a working connection on the caller's runtime.
+#[test]
+fn calls_outlive_the_runtime_that_made_the_connection() {
+    let server = RedisServer::start();
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = first
+        .block_on(LockClient::connect_with(
+            &server.url(),
+            ClientOptions::new().response_timeout(Some(Duration::from_secs(1))),
+        ))
+        .unwrap();
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A call in flight on the first runtime's connection when that runtime goes.
+    server.pause().unwrap();
+    let in_flight = second.spawn({
+        let client = client.clone();
+        async move {
+            client
+                .try_acquire("rt:in-flight", Duration::from_secs(5))
+                .await
+        }
+    });
+    second.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+    drop(first);
+    server.resume().unwrap();
+    let ended =
+        second.block_on(async { tokio::time::timeout(Duration::from_secs(10), in_flight).await });
+    assert!(
+        ended.is_ok(),
+        "a call in flight when the connection's runtime shut down still waited 10 s (response timeout 1 s)"
+    );
+    // The next calls connect again, on this runtime.
+    let next = client.try_acquire("rt:next", Duration::from_secs(5));
+    let lock = second
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), next).await })
+        .expect("the next call still waited 10 s")
+        .unwrap()
+        .expect("rt:next is free");
+    second.block_on(client.release(&lock)).unwrap();
+}
+
+/// Issue 26, defect 4: the connection goes silent without a reset (a relay stops forwarding on
+/// its open connections, closes none, and serves new ones), as when the server's host dies or a
+/// NAT entry is dropped. Every call on it times out; the client must replace it and succeed
+/// again, not time out until the kernel gives up (about 15 minutes). Bounded: 20 s of tries.
+#[tokio::test]
+async fn a_silent_connection_is_replaced_and_calls_succeed_again() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect_with(
+        &relay.url(),
+        ClientOptions::new().response_timeout(Some(Duration::from_millis(200))),
+    )
+    .await
+    .unwrap();
+    let ttl = Duration::from_secs(5);
+    assert!(client.try_acquire("silent:0", ttl).await.unwrap().is_some());
+    relay.stall();
+    let start = Instant::now();
+    let (mut failed, mut succeeded) = (0, false);
+    for i in 1..=400 {
+        match client.try_acquire(&format!("silent:{i}"), ttl).await {
+            Ok(Some(_)) => {
+                succeeded = true;
+                break;
+            }
+            _ => failed += 1,
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        failed > 0,
+        "the stalled connection answered: the test did not stall it"
+    );
+    assert!(
+        succeeded,
+        "{failed} calls failed over 20 s on a silent connection and none succeeded: it was never replaced"
+    );
+}
+
+/// Issue 26, defect 6: the client must reconnect (its connection was killed) to a server that
+/// is now frozen (SIGSTOP: the kernel accepts, nobody answers). No acquire command is ever sent,
+/// so the failure is not an unknown outcome: no clean-up runs (which would wait for a second
+/// connect cycle), and the acquire ends within its retry deadline plus one response timeout,
+/// while the server is still frozen.
+#[tokio::test]
+async fn an_acquire_that_never_sent_its_command_is_not_an_unknown_outcome() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    used_then_killed(&client, &server).await;
+    let opts = LockOptions::builder(Duration::from_secs(30))
+        .retry(RetryOptions::new().deadline(Some(Duration::from_secs(3))))
+        .build()
+        .unwrap();
+    server.pause().unwrap();
+    // Deadline 3 s, response timeout 2 s (the defaults): 8 s is far past both.
+    let ended =
+        tokio::time::timeout(Duration::from_secs(8), client.acquire("unsent:k", &opts)).await;
+    server.resume().unwrap();
+    let err = match ended {
+        Ok(Ok(_)) => panic!("a frozen server granted a lock"),
+        Ok(Err(e)) => e,
+        Err(_) => {
+            panic!("the acquire was still waiting 8 s into a 3 s deadline (response timeout 2 s)")
+        }
+    };
+    assert!(!err.is_unknown_outcome(), "nothing was sent, yet: {err}");
+    assert_eq!(
+        client.stats().unknown_outcome_cleanups,
+        0,
+        "clean-ups ran for commands never sent"
+    );
 }

@@ -109,7 +109,8 @@ async fn function_mode_recovers_after_function_flush_and_restart() {
         .get_connection()
         .unwrap();
     let libs: redis::Value = redis::cmd("FUNCTION").arg("LIST").query(&mut c).unwrap();
-    assert!(format!("{libs:?}").contains("lockkit_release"), "{libs:?}");
+    let release = lockkit::scripts::RELEASE.loaded_function_name();
+    assert!(format!("{libs:?}").contains(release), "{libs:?}");
 
     let lock = client
         .try_acquire_fenced("{g}", "{g}:fence", Duration::from_secs(5))
@@ -136,4 +137,129 @@ async fn function_mode_recovers_after_function_flush_and_restart() {
     }
     assert!(ok);
     assert_eq!(client.stats().noscript_recoveries, 2);
+}
+
+/// Issue 26, defect 7: a rolling upgrade. An older client's Function library (`lockkit`, whose
+/// text differs from this client's) is on the server; this client connects in function mode.
+/// It must not replace the older library (whose clients would then call functions with another
+/// argument layout): both are loaded side by side, each client calls its own.
+#[tokio::test]
+async fn function_mode_leaves_an_older_clients_library_in_place() {
+    let server = RedisServer::start();
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // The older client's library: another text under the name and function names it used.
+    let older = lockkit::scripts::function_library().replace(
+        "-- lockkit's scripts as a Redis Function library.",
+        "-- an older lockkit's library.",
+    );
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(&older)
+        .query(&mut c)
+        .unwrap();
+    let client = LockClient::connect_with(
+        &server.url(),
+        ClientOptions::new().script_mode(ScriptMode::Function),
+    )
+    .await
+    .unwrap();
+    let lock = client
+        .try_acquire_fenced("{up}", "{up}:fence", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(client.release(&lock).await.unwrap().is_released());
+    let code: redis::Value = redis::cmd("FUNCTION")
+        .arg("LIST")
+        .arg("LIBRARYNAME")
+        .arg("lockkit")
+        .arg("WITHCODE")
+        .query(&mut c)
+        .unwrap();
+    assert!(
+        format!("{code:?}").contains("an older lockkit's library"),
+        "the older client's library was replaced: {code:?}"
+    );
+    // The older client's calls still reach its own functions.
+    let released: i64 = redis::cmd("FCALL")
+        .arg("lockkit_release")
+        .arg(1)
+        .arg("{up}")
+        .arg("some-token")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(released, 0);
+}
+
+/// Issue 26, item 8: the fencing counter is a plain key; if it goes (deleted, evicted, a
+/// restart without persistence), the next token is 1 again and "tokens only grow" no longer
+/// holds. The rule lockkit documents: the counter has no TTL, so a server that evicts only keys
+/// with a TTL (`volatile-*` policies, or `noeviction`) never evicts it, while lock keys (which
+/// all have a TTL) may go. Shown under memory pressure with `volatile-lru`: keys with a TTL are
+/// evicted, the counter stays, and the next token is the next number. A deleted counter does
+/// start again at 1 (what `allkeys-*` eviction would do): the reason for the rule.
+#[tokio::test]
+async fn the_fencing_counter_survives_eviction_of_keys_with_a_ttl() {
+    let server = RedisServer::start_with(lockkit_test_support::ServerOptions {
+        extra_args: vec![
+            "--maxmemory".into(),
+            "4mb".into(),
+            "--maxmemory-policy".into(),
+            "volatile-lru".into(),
+        ],
+        ..Default::default()
+    });
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let ttl = Duration::from_secs(60);
+    let mut last = 0;
+    for _ in 0..3 {
+        let lock = client
+            .try_acquire_fenced("{ev}", "{ev}:fence", ttl)
+            .await
+            .unwrap()
+            .unwrap();
+        last = lock.fencing_token().unwrap();
+        client.release(&lock).await.unwrap();
+    }
+    assert_eq!(last, 3);
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    // Far more than 4 MB of keys with a TTL: the server evicts them to make room.
+    let value = "v".repeat(16 << 10);
+    for i in 0..1000 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("filler:{i}"))
+            .arg(&value)
+            .arg("PX")
+            .arg(600_000)
+            .query(&mut c)
+            .unwrap();
+    }
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c).unwrap();
+    let evicted: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("evicted_keys:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap();
+    assert!(evicted > 0, "nothing was evicted: no memory pressure");
+    let lock = client
+        .try_acquire_fenced("{ev}", "{ev}:fence", ttl)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.fencing_token(), Some(last + 1), "the counter went");
+    client.release(&lock).await.unwrap();
+    // A counter that does go starts again at 1.
+    let _: () = redis::cmd("DEL").arg("{ev}:fence").query(&mut c).unwrap();
+    let lock = client
+        .try_acquire_fenced("{ev}", "{ev}:fence", ttl)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lock.fencing_token(), Some(1));
 }

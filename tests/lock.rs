@@ -7,7 +7,7 @@ use lockkit::{
     ClientOptions, Error, ExtendOutcome, LockClient, LockOptions, LossReason, ReleaseOutcome,
     RetryOptions, WatchdogOptions,
 };
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{DelayRelay, RedisServer};
 
 fn inspect(server: &RedisServer) -> redis::Connection {
     redis::Client::open(server.url())
@@ -84,6 +84,79 @@ async fn two_clients_racing_exactly_one_wins_every_round() {
             "round {round}: both or neither won"
         );
     }
+}
+
+/// The same race where it can go wrong: each client reaches the server through its own relay
+/// with up to 12 ms of jitter each way (response timeout 20 ms: some replies are lost, their
+/// acquires cleaned up), and every tenth round one client's connection is cut right after its
+/// `SET` reached the server. Never both win; a winner's token is the one in the key; a round
+/// nobody won leaves nothing held (its key is free within seconds, far inside the 30 s TTL).
+#[tokio::test]
+async fn two_clients_racing_through_a_faulty_network_never_both_win() {
+    let server = RedisServer::start();
+    let jitter = Duration::from_millis(12);
+    let relays = [
+        DelayRelay::start(server.port(), Duration::ZERO, jitter).unwrap(),
+        DelayRelay::start(server.port(), Duration::ZERO, jitter).unwrap(),
+    ];
+    let options = ClientOptions::new().response_timeout(Some(Duration::from_millis(20)));
+    let mut clients = Vec::new();
+    for r in &relays {
+        // The handshake itself may meet a late reply: a few tries.
+        let mut tries = 0;
+        let client = loop {
+            match LockClient::connect_with(&r.url(), options.clone()).await {
+                Ok(c) => break c,
+                Err(_) if tries < 20 => tries += 1,
+                Err(e) => panic!("connecting through the relay: {e}"),
+            }
+        };
+        clients.push(client);
+    }
+    let mut c = inspect(&server);
+    let (mut won, mut failed, mut unwon) = (0, 0, Vec::new());
+    for round in 0..60 {
+        let key = format!("race:faulty:{round}");
+        if round % 10 == 5 {
+            relays[round % 2].drop_after(key.as_bytes());
+        }
+        let ttl = Duration::from_secs(30);
+        let (ra, rb) = tokio::join!(
+            clients[0].try_acquire(&key, ttl),
+            clients[1].try_acquire(&key, ttl)
+        );
+        failed += usize::from(ra.is_err()) + usize::from(rb.is_err());
+        let (ra, rb) = (ra.ok().flatten(), rb.ok().flatten());
+        assert!(
+            !(ra.is_some() && rb.is_some()),
+            "round {round}: both clients hold the lock"
+        );
+        match ra.or(rb) {
+            Some(lock) => {
+                won += 1;
+                assert_eq!(
+                    get(&mut c, &key).as_deref(),
+                    Some(lock.token()),
+                    "round {round}: the winner's token is not in the key"
+                );
+            }
+            None => unwon.push(key),
+        }
+    }
+    assert!(
+        failed > 0,
+        "no fault hit a call: the test raced on a healthy network"
+    );
+    assert!(won > 0, "no round was won");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while unwon.iter().any(|k| get(&mut c, k).is_some()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let held: Vec<_> = unwon.iter().filter(|k| get(&mut c, k).is_some()).collect();
+    assert!(
+        held.is_empty(),
+        "rounds nobody won left keys held: {held:?}"
+    );
 }
 
 #[tokio::test]
@@ -625,4 +698,42 @@ async fn keys_with_newlines_nul_and_unicode_round_trip_exactly() {
         ReleaseOutcome::Released
     );
     assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0);
+}
+
+/// Issue 26, item 8: the loss signal of a guard without a watchdog. Nothing renews the lock, so
+/// it is lost when its validity ends, and the holder must be told then (the docs promise that
+/// the guard tells the holder the moment the lock is lost); it used to never resolve.
+#[tokio::test]
+async fn a_guard_without_watchdog_signals_the_loss_when_validity_ends() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let lock = client
+        .try_acquire("lock:unwatched", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    let valid_until = lock.valid_until();
+    let guard = client.guard(lock, None).unwrap();
+    let mut signal = guard.loss_signal();
+    assert_eq!(signal.is_lost(), None, "lost while still valid");
+    let reason = tokio::time::timeout(Duration::from_secs(5), signal.lost())
+        .await
+        .expect("no loss signalled 5 s into a 300 ms lock without a watchdog");
+    assert_eq!(reason, LossReason::Expired);
+    assert!(
+        std::time::Instant::now() >= valid_until,
+        "signalled before the validity ended"
+    );
+    // A guard released while valid never signals a loss.
+    let lock = client
+        .try_acquire("lock:unwatched2", Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unwrap();
+    let guard2 = client.guard(lock, None).unwrap();
+    let signal2 = guard2.loss_signal();
+    assert!(guard2.release().await.unwrap().is_released());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(signal2.is_lost(), None);
+    drop(guard);
 }

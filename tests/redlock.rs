@@ -157,6 +157,17 @@ async fn majority_down_fails_cleanly_with_per_node_errors() {
     assert_eventually_free(&servers[1], "k2").await;
 }
 
+/// At least two nodes refused the round as restarted (or were still pending: the round is
+/// decided at quorum, a restarted node's refusal may come after it).
+fn assert_refused_by_two_restarted_nodes(round: &lockkit::RedlockAttempt) {
+    let restarted = round
+        .node_errors
+        .iter()
+        .filter(|e| matches!(*e.error, Error::NodeRestarted { .. }))
+        .count();
+    assert!(restarted + round.pending >= 2, "{round:?}");
+}
+
 /// The Redlock spec's restart scenario: node 3 is down, A takes the lock on nodes 1 and 2, node 1
 /// restarts empty, node 3 comes back. Without the delayed-restart rule B wins on nodes 1 and 3
 /// while A still holds its quorum; with it (the default) B is refused, and says why.
@@ -177,13 +188,7 @@ async fn node_restarted_empty_does_not_vote_until_a_ttl_has_passed() {
         round.lock.is_none(),
         "B won while A holds the lock: {round:?}"
     );
-    let restarted = round
-        .node_errors
-        .iter()
-        .filter(|e| matches!(*e.error, Error::NodeRestarted { .. }))
-        .count();
-    // The round is decided at quorum: a restarted node may still be pending then.
-    assert!(restarted + round.pending >= 2, "{round:?}");
+    assert_refused_by_two_restarted_nodes(&round);
     assert!(
         round.node_errors[0].to_string().contains("restarted"),
         "{}",
@@ -222,6 +227,82 @@ async fn two_redlock_clients_racing_never_both_win() {
     }
     // Split votes (neither wins) are allowed; most rounds must still have a winner.
     assert!(wins > 50, "only {wins} of 100 rounds had a winner");
+}
+
+/// The same race where votes split and go astray: each client reaches each node through its own
+/// relay, slower than the other client's on every other node, with jitter (node timeout 20 ms:
+/// some votes time out and are undone), and one node is killed halfway. Never both win, and a
+/// winner's token is on a quorum of the nodes.
+#[tokio::test]
+async fn two_redlock_clients_racing_through_a_faulty_network_never_both_win() {
+    let mut servers = RedisServer::start_many(5);
+    // Each client has its own relay to each node, 6 ms slower than the other's on every other
+    // node, plus up to 8 ms of jitter: the votes split between the clients.
+    let relays = |late: usize| -> Vec<DelayRelay> {
+        servers
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let delay = Duration::from_millis(if k % 2 == late { 6 } else { 0 });
+                DelayRelay::start(s.port(), delay, Duration::from_millis(8)).unwrap()
+            })
+            .collect()
+    };
+    let (relays_a, relays_b) = (relays(0), relays(1));
+    let options = RedlockOptions::new()
+        .restart_rule(false)
+        .node_timeout(Duration::from_millis(20));
+    let urls_of = |r: &[DelayRelay]| r.iter().map(DelayRelay::url).collect::<Vec<_>>();
+    let a = Redlock::connect_with(&urls_of(&relays_a), options.clone())
+        .await
+        .unwrap();
+    let b = Redlock::connect_with(&urls_of(&relays_b), options)
+        .await
+        .unwrap();
+    let (mut wins, mut node_errors) = (0, 0);
+    for round in 0..60 {
+        if round == 30 {
+            servers[4].kill();
+        }
+        let key = format!("race:faulty:{round}");
+        let o = opts(30_000);
+        let (ra, rb) = tokio::join!(a.try_acquire(&key, &o), b.try_acquire(&key, &o));
+        let (ra, rb) = (ra.unwrap(), rb.unwrap());
+        node_errors += ra.node_errors.len() + rb.node_errors.len();
+        assert!(
+            !(ra.lock.is_some() && rb.lock.is_some()),
+            "round {round}: both clients hold the lock"
+        );
+        if let Some(lock) = ra.lock.as_ref().or(rb.lock.as_ref()) {
+            wins += 1;
+            let alive = if round < 30 { 5 } else { 4 };
+            let holding = || {
+                servers[..alive]
+                    .iter()
+                    .filter(|s| holder(s, &key).as_deref() == Some(lock.token()))
+                    .count()
+            };
+            // A grant still on its way counts once it lands: look again for a moment.
+            let mut held = holding();
+            for _ in 0..50 {
+                if held >= 3 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                held = holding();
+            }
+            let holding = held;
+            assert!(
+                holding >= 3,
+                "round {round}: the winner holds {holding} nodes"
+            );
+        }
+    }
+    assert!(
+        node_errors > 0,
+        "no fault hit a vote: the test raced on a healthy network"
+    );
+    assert!(wins > 0, "no round was won");
 }
 
 #[tokio::test]
@@ -583,5 +664,108 @@ async fn the_undo_of_a_timed_out_set_never_overtakes_it() {
         holder(&server, key),
         None,
         "the lost round's SET holds the key (30 s TTL): its undo overtook it"
+    );
+}
+
+/// Until every server of `servers` reports (in whole seconds) an uptime of at least `secs`.
+async fn wait_uptime(servers: &[RedisServer], secs: u64) {
+    for s in servers {
+        loop {
+            let mut c = redis::Client::open(s.url())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            let info: String = redis::cmd("INFO").arg("server").query(&mut c).unwrap();
+            let up: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0);
+            if up >= secs {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// X (no restart rule of its own) takes K on every node for a minute; then nodes 1 and 2
+/// restart empty, so only node 3 still holds it. Returns X's token.
+async fn x_holds_k_and_two_nodes_forget_it(servers: &mut [RedisServer]) -> String {
+    let x = fresh(servers).await;
+    let held = x.acquire("K", &opts(60_000)).await.unwrap();
+    servers[0].restart();
+    servers[1].restart();
+    held.token().to_string()
+}
+
+/// Y's round for K did not win, and node 3 still holds X's token.
+fn assert_one_holder(servers: &[RedisServer], round: &lockkit::RedlockAttempt, x: &str) {
+    assert!(
+        round.lock.is_none(),
+        "two holders: Y took K on the restarted nodes while X holds it: {round:?}"
+    );
+    assert_eq!(holder(&servers[2], "K").as_deref(), Some(x));
+}
+
+/// Issue 26, defect 1: Y used every node (and read each one's start) while they had been up for
+/// long enough; two of them then restart empty while Y sits idle, and Y's connections to them
+/// come back on their own at its next call. The start time Y read before belongs to the old
+/// process: the restarted nodes must not vote until Y knows they have been up for its TTL, or Y
+/// takes the key X still holds on the third node.
+#[tokio::test]
+async fn a_node_restarted_while_the_client_sat_idle_does_not_vote() {
+    let mut servers = RedisServer::start_many(3);
+    let ttl = Duration::from_millis(1000);
+    wait_uptime(&servers, 2).await;
+    let y = Redlock::connect(&urls(&servers)).await.unwrap();
+    let warm = y.acquire("warm", &opts(1000)).await.unwrap();
+    y.release(&warm).await.unwrap();
+    let x = x_holds_k_and_two_nodes_forget_it(&mut servers).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let round = y
+        .try_acquire("K", &LockOptions::builder(ttl).build().unwrap())
+        .await
+        .unwrap();
+    assert_one_holder(&servers, &round, &x);
+}
+
+/// Issue 26, defect 2: X holds K for a minute; two nodes restart empty; Y, which has asked for a
+/// minute-long lock before, asks for K with a 1 s TTL once the nodes have been up for 2 s. The
+/// rule must measure uptime against the longest TTL in use (here: the longest Y used), not the
+/// requesting lock's, or Y wins while X's lock is live.
+#[tokio::test]
+async fn the_restart_rule_measures_against_the_longest_ttl_the_client_used() {
+    let mut servers = RedisServer::start_many(3);
+    let x = x_holds_k_and_two_nodes_forget_it(&mut servers).await;
+    let y = Redlock::connect(&urls(&servers)).await.unwrap();
+    // A minute-long lock on another key: refused by the fresh nodes, but Y has used that TTL.
+    let _ = y.try_acquire("other", &opts(60_000)).await.unwrap();
+    wait_uptime(&servers, 2).await;
+    let round = y.try_acquire("K", &opts(1000)).await.unwrap();
+    assert_one_holder(&servers, &round, &x);
+}
+
+/// Issue 26, defect 2: the longest TTL any client uses on the nodes is an option; a client
+/// that never used that TTL itself still refuses the votes of nodes up for less.
+#[tokio::test]
+async fn the_restart_rule_honours_the_configured_longest_ttl() {
+    let mut servers = RedisServer::start_many(3);
+    let x = x_holds_k_and_two_nodes_forget_it(&mut servers).await;
+    wait_uptime(&servers, 2).await;
+    let y = Redlock::connect_with(
+        &urls(&servers),
+        RedlockOptions::new().longest_ttl(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let round = y.try_acquire("K", &opts(1000)).await.unwrap();
+    assert_one_holder(&servers, &round, &x);
+    assert_refused_by_two_restarted_nodes(&round);
+    // A node up for less than the longest TTL refuses; its wait is what it has left.
+    let wait = y.restart_wait().await.unwrap();
+    assert!(
+        wait > Duration::from_secs(50) && wait <= Duration::from_secs(60),
+        "{wait:?}"
     );
 }

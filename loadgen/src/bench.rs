@@ -124,6 +124,32 @@ async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> any
     }
 }
 
+/// Nodes started less than the TTL ago refuse their votes (the delayed-restart rule): a run
+/// against them would count nothing but errors until then. Says so, and waits (Ctrl-C ends the
+/// wait).
+async fn wait_for_fresh_nodes(
+    redlock: &Redlock,
+    args: &BenchArgs,
+    mut stop: watch::Receiver<bool>,
+) {
+    let wait = redlock.restart_wait().await.unwrap_or_default();
+    if wait.is_zero() {
+        return;
+    }
+    if !args.quiet {
+        eprintln!(
+            "Redlock nodes started less than the TTL ({}) ago refuse votes until they have been \
+             up that long (delayed-restart rule): waiting {} before measuring",
+            format_duration(args.ttl),
+            format_duration(wait),
+        );
+    }
+    tokio::select! {
+        () = tokio::time::sleep(wait) => {}
+        _ = stop.wait_for(|stopped| *stopped) => {}
+    }
+}
+
 /// Half the cores (at least one): the other half is left to a server on the same machine.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
@@ -312,10 +338,12 @@ async fn bench_into(
             let rl_opts = RedlockOptions::new()
                 .client(opts)
                 .node_timeout(args.node_timeout)
-                .restart_rule(!throwaway);
+                .restart_rule(!throwaway)
+                .longest_ttl(args.ttl);
             let redlock = Redlock::connect_with(&lock_urls, rl_opts)
                 .await
                 .map_err(connect_err)?;
+            wait_for_fresh_nodes(&redlock, &args, stop_rx.clone()).await;
             preflight(&redlock, &args, &redacted).await?;
             run.wait = match args.wait.is_fair() {
                 true => "poll (redlock; fair unavailable: no queue across independent nodes)"

@@ -14,7 +14,9 @@ use std::time::Duration;
 ///
 /// Network faults on demand: [`drop_after`](Self::drop_after) cuts a connection right after a
 /// given command reached the server (its reply never comes back); [`swallow`](Self::swallow)
-/// loses everything clients send until [`restore`](Self::restore) closes those connections.
+/// loses everything clients send until [`restore`](Self::restore) closes those connections;
+/// [`stall`](Self::stall) makes the connections open now silent for good (nothing passes either
+/// way, nothing is closed) while new ones are served.
 #[derive(Debug)]
 pub struct DelayRelay {
     port: u16,
@@ -33,12 +35,18 @@ struct Faults {
     swallow: AtomicBool,
     /// Bumped by [`DelayRelay::restore`]: connections accepted before are closed.
     generation: AtomicU64,
+    /// Connections numbered below this are stalled ([`DelayRelay::stall`]).
+    stalled_below: AtomicU64,
+    /// The number the next accepted connection gets.
+    next_link: AtomicU64,
 }
 
 /// One relayed connection: both directions stop once it is cut.
 struct Link {
     cut: AtomicBool,
     generation: u64,
+    /// Its number, in the order connections were accepted.
+    number: u64,
 }
 
 impl DelayRelay {
@@ -65,6 +73,7 @@ impl DelayRelay {
                         let link = Arc::new(Link {
                             cut: AtomicBool::new(false),
                             generation: f.generation.load(Ordering::SeqCst),
+                            number: f.next_link.fetch_add(1, Ordering::SeqCst),
                         });
                         for (from, to, upstream) in [
                             (client.try_clone(), server.try_clone(), true),
@@ -128,6 +137,14 @@ impl DelayRelay {
         self.faults.swallow.store(true, Ordering::SeqCst);
     }
 
+    /// The connections open now go silent: what either side sends is read and thrown away,
+    /// and none is closed, as when a peer vanishes without a reset (a host that died, a NAT or
+    /// load-balancer entry dropped). Connections made afterwards are served as usual.
+    pub fn stall(&self) {
+        let next = self.faults.next_link.load(Ordering::SeqCst);
+        self.faults.stalled_below.store(next, Ordering::SeqCst);
+    }
+
     /// Ends [`swallow`](Self::swallow): closes every connection open now (their lost commands
     /// fail as on a dropped connection) and forwards new ones again.
     pub fn restore(&self) {
@@ -182,6 +199,9 @@ impl Pump {
                 Ok(n) => {
                     let chunk = &buf[..n];
                     if self.upstream && self.faults.swallow.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if self.link.number < self.faults.stalled_below.load(Ordering::SeqCst) {
                         continue;
                     }
                     let last = self.upstream && self.cuts_after(chunk);
