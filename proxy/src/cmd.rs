@@ -25,6 +25,10 @@ pub struct ProxyArgs {
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub upstream: String,
 
+    /// Client authentication and protected mode.
+    #[command(flatten)]
+    pub access: crate::access::AccessArgs,
+
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern),
     /// `faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7` (network faults, seeded) or a
     /// Lua plugin FILE.lua, optionally followed by :ARGS (docs/PROXY.md).
@@ -150,6 +154,10 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
     let upstream = Upstream::from_url(&args.upstream)
         .map_err(|e| exit::lock_failure(&e, format!("--upstream: {e}")))?;
+    let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
+    args.access
+        .check_protected(&args.listen, &client_auth)
+        .map_err(exit::bad_input)?;
     let live = !args.quiet && std::io::stdout().is_terminal();
     let mut plugins = Vec::new();
     for spec in &args.plugins {
@@ -179,7 +187,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let shown = upstream.shown().to_string();
-        let options = ProxyOptions::new().shared_connections(args.shared_connections);
+        let options = ProxyOptions::new()
+            .shared_connections(args.shared_connections)
+            .client_auth(client_auth);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

@@ -19,6 +19,7 @@ use fnv::FnvHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use crate::auth::{Gate, Login};
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
 use crate::server::Shared;
@@ -41,6 +42,10 @@ enum Slot {
     Local(Vec<u8>),
     /// A command whose reply is lost: the connection closes when it comes.
     Lose,
+    /// A `CONFIG GET` whose reply has its secrets blanked ([`crate::auth`]).
+    Scrub,
+    /// Replies stop pairing with commands once those before this are in.
+    Unmatch,
 }
 
 #[derive(Debug)]
@@ -73,6 +78,7 @@ struct Conn {
     backlog: bool,
     counts: FnvHashMap<Vec<u8>, u64>,
     last_flush: Instant,
+    login: Login,
 }
 
 /// What the client's bytes asked for besides forwarding.
@@ -92,7 +98,9 @@ pub async fn serve<CR, CW>(
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
 {
+    let login = Login::new(&shared.client_auth);
     let mut conn = Conn {
+        login,
         shared,
         info,
         pending: VecDeque::new(),
@@ -235,7 +243,29 @@ impl Conn {
                 // An empty inline line: Redis ignores it and answers nothing.
                 continue;
             }
-            if up.is_shared() && !is_stateless(name, &buf[start..pos], frame.inline) {
+            let answerable = !(self.unmatched || self.in_multi);
+            let gate = self.login.gate_frame(
+                &shared.client_auth,
+                name,
+                &buf[start..pos],
+                frame.inline,
+                answerable,
+            );
+            if let Gate::Answer(reply) | Gate::Close(reply) = &gate {
+                self.push_plain(std::mem::take(&mut plain_run));
+                self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                    .await?;
+                fwd = pos;
+                self.count(name);
+                self.pending.push_back(Slot::Local(reply.clone()));
+                if let Gate::Close(_) = gate {
+                    next = Next::Close;
+                    break;
+                }
+                continue;
+            }
+            let forward = matches!(gate, Gate::Forward(_));
+            if up.is_shared() && (forward || !is_stateless(name, &buf[start..pos], frame.inline)) {
                 let runs = (&mut plain_run, &mut sent_run);
                 if let Next::Close = self.go_own(up, cw, &buf[fwd..start], runs).await? {
                     return Ok(Next::Close);
@@ -244,7 +274,27 @@ impl Conn {
             }
             self.count(name);
             self.commands += 1;
+            // Slots before a change of mode are queued before it.
+            self.push_plain(std::mem::take(&mut plain_run));
             self.note_mode(name, &buf[start..pos], frame.inline);
+            match gate {
+                Gate::Forward(instead) => {
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
+                    self.send(up, &instead, 1).await?;
+                    self.push_plain(1);
+                    fwd = pos;
+                    continue;
+                }
+                Gate::Scrub => {
+                    sent_run += 1;
+                    if !self.unmatched {
+                        self.pending.push_back(Slot::Scrub);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
             let plugins = shared.plugins_for(name);
             if plugins.is_empty() {
                 plain_run += 1;
@@ -375,14 +425,15 @@ impl Conn {
             // The reply to lose can no longer be told apart: lose everything from here.
             return Ok(Next::Close);
         }
-        if self.unmatched {
-            cw.write_all(buf).await?;
-            buf.clear();
-            return Ok(Next::Continue);
-        }
         let mut pos = 0;
         let mut fwd = 0;
         loop {
+            if self.unmatched && self.pending_matched() == 0 {
+                // Every reply owed before the change of mode is in: copy blindly from here.
+                self.pending.clear();
+                pos = buf.len();
+                break;
+            }
             let len = match resp::frame_len(&buf[pos..]) {
                 Ok(Some(l)) => l,
                 Ok(None) => break,
@@ -403,6 +454,12 @@ impl Conn {
             match self.pending.pop_front() {
                 Some(Slot::Plain(n)) if n > 1 => self.pending.push_front(Slot::Plain(n - 1)),
                 Some(Slot::Tracked(t)) => self.reply_to_plugins(&t, frame),
+                Some(Slot::Scrub) => {
+                    cw.write_all(&buf[fwd..frame_start]).await?;
+                    cw.write_all(&crate::auth::scrub_config_reply(frame))
+                        .await?;
+                    fwd = pos;
+                }
                 Some(Slot::Lose) => {
                     // The replies before it reach the client; this one and the rest never do.
                     cw.write_all(&buf[fwd..frame_start]).await?;
@@ -529,9 +586,21 @@ impl Conn {
     }
 
     fn go_unmatched(&mut self) {
-        // Replies still owed keep their order on the wire; plugins just stop seeing them.
-        self.unmatched = true;
-        self.pending.retain(|s| matches!(s, Slot::Local(_)));
+        // The replies owed before are still matched (plugins see them, answers of the proxy's
+        // own keep their place among them); from the marker on, bytes are copied blindly.
+        if !self.unmatched {
+            self.unmatched = true;
+            self.pending.push_back(Slot::Unmatch);
+        }
+    }
+
+    /// Slots still waiting for a reply from upstream before the change of mode.
+    fn pending_matched(&self) -> usize {
+        self.pending
+            .iter()
+            .take_while(|s| !matches!(s, Slot::Unmatch))
+            .filter(|s| !matches!(s, Slot::Local(_)))
+            .count()
     }
 
     fn count(&mut self, name: &[u8]) {

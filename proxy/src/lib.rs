@@ -57,6 +57,8 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
+mod auth;
 pub mod bench;
 pub mod cmd;
 mod conn;
@@ -71,6 +73,7 @@ mod stateless;
 mod up;
 mod upstream;
 
+pub use auth::ClientAuth;
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

@@ -14,6 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::auth::ClientAuth;
 use crate::conn;
 use crate::link::Pool;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
@@ -28,12 +29,14 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyOptions {
     shared_connections: usize,
+    client_auth: ClientAuth,
 }
 
 impl Default for ProxyOptions {
     fn default() -> Self {
         ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
+            client_auth: ClientAuth::default(),
         }
     }
 }
@@ -56,6 +59,14 @@ impl ProxyOptions {
         self
     }
 
+    /// The users clients log in as at the proxy (none by default: every client is let in).
+    /// Every user reaches the upstream as the upstream URL's user.
+    #[must_use]
+    pub fn client_auth(mut self, auth: ClientAuth) -> Self {
+        self.client_auth = auth;
+        self
+    }
+
     /// The number of shared upstream connections (`0`: sharing is off).
     pub fn shared_connection_count(&self) -> usize {
         self.shared_connections
@@ -74,6 +85,8 @@ pub struct Shared {
     commands: Mutex<FnvHashMap<Vec<u8>, u64>>,
     /// The shared upstream connections (`None`: one of its own for each client).
     pub(crate) pool: Option<Pool>,
+    /// Who may log in at the proxy.
+    pub(crate) client_auth: ClientAuth,
 }
 
 impl Shared {
@@ -112,6 +125,7 @@ impl Shared {
             every,
             commands: Mutex::new(FnvHashMap::default()),
             pool,
+            client_auth: options.client_auth.clone(),
         }
     }
 
