@@ -8,8 +8,9 @@
 //! off, each client has its own from the start.
 //!
 //! Replies stop being matched (the bytes still flow) once the connection enters a mode where
-//! they no longer pair one-to-one with commands: pub/sub, MONITOR, CLIENT REPLY OFF/SKIP, or
-//! bytes that are not RESP (all of which happen on a connection of the client's own).
+//! they no longer pair one-to-one with commands: pub/sub, MONITOR, CLIENT REPLY OFF/SKIP (all
+//! of which happen on a connection of the client's own). A malformed request is answered as
+//! Redis answers it ([`crate::protocol`]) and the connection closes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -46,6 +47,8 @@ enum Slot {
     Scrub,
     /// Replies stop pairing with commands once those before this are in.
     Unmatch,
+    /// The connection closes once the replies before this are out (after a protocol error).
+    Close,
 }
 
 #[derive(Debug)]
@@ -66,8 +69,6 @@ struct Conn {
     pending: VecDeque<Slot>,
     /// Replies no longer pair with commands: copy blindly.
     unmatched: bool,
-    /// Client bytes are not RESP: copy blindly.
-    raw: bool,
     in_multi: bool,
     /// A reply is being lost: nothing more is read from the client.
     losing: bool,
@@ -105,7 +106,6 @@ pub async fn serve<CR, CW>(
         info,
         pending: VecDeque::new(),
         unmatched: false,
-        raw: false,
         in_multi: false,
         losing: false,
         commands: 0,
@@ -190,11 +190,6 @@ impl Conn {
             buf.clear();
             return Ok(Next::Continue);
         }
-        if self.raw {
-            self.send(up, buf, 0).await?;
-            buf.clear();
-            return Ok(Next::Continue);
-        }
         let mut pos = 0;
         // Start of the bytes read but not yet forwarded.
         let mut fwd = 0;
@@ -209,22 +204,28 @@ impl Conn {
                 self.backlog = true;
                 break;
             }
-            let frame = match resp::command_frame(&buf[pos..]) {
+            let frame = match crate::protocol::request_frame(&buf[pos..], self.login.logged_in()) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
-                Err(_) => {
-                    if up.is_shared() {
-                        let runs = (&mut plain_run, &mut sent_run);
-                        if let Next::Close = self.go_own(up, cw, &buf[fwd..pos], runs).await? {
-                            return Ok(Next::Close);
-                        }
-                        fwd = pos;
-                    }
-                    // Not RESP: pass everything on and stop reading it (Redis answers the error).
-                    self.raw = true;
-                    self.unmatched = true;
-                    self.pending.clear();
+                Err(e) => {
+                    // As Redis: the replies owed first, then the error, then the connection
+                    // closes; nothing more is read from the client.
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    self.send(up, &buf[fwd..pos], std::mem::take(&mut sent_run))
+                        .await?;
                     pos = buf.len();
+                    fwd = pos;
+                    if self.unmatched {
+                        if let Some(reply) = e.reply() {
+                            cw.write_all(&reply).await?;
+                        }
+                        return Ok(Next::Close);
+                    }
+                    if let Some(reply) = e.reply() {
+                        self.pending.push_back(Slot::Local(reply));
+                    }
+                    self.pending.push_back(Slot::Close);
+                    self.losing = true;
                     break;
                 }
             };
@@ -408,6 +409,9 @@ impl Conn {
         }
         buf.drain(..pos);
         self.send_local_replies(cw).await?;
+        if self.closes_now() {
+            return Ok(Next::Close);
+        }
         if self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush_counts();
         }
@@ -473,10 +477,13 @@ impl Conn {
                 }
                 _ => {}
             }
-            if matches!(self.pending.front(), Some(Slot::Local(_))) {
+            if matches!(self.pending.front(), Some(Slot::Local(_) | Slot::Close)) {
                 cw.write_all(&buf[fwd..pos]).await?;
                 fwd = pos;
                 self.send_local_replies(cw).await?;
+                if self.closes_now() {
+                    return Ok(Next::Close);
+                }
             }
         }
         if fwd < pos {
@@ -555,6 +562,11 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Every reply owed before a protocol error is out: the connection closes.
+    fn closes_now(&self) -> bool {
+        matches!(self.pending.front(), Some(Slot::Close))
     }
 
     fn push_plain(&mut self, n: u32) {

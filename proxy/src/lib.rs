@@ -67,6 +67,7 @@ mod link;
 pub mod lua;
 pub mod observe;
 mod plugin;
+pub mod protocol;
 pub mod resp;
 mod server;
 mod stateless;
