@@ -49,6 +49,8 @@ enum Slot {
     Unmatch,
     /// The connection closes once the replies before this are out (after a protocol error).
     Close,
+    /// RESET: once its reply is out, a fresh upstream connection replaces this one.
+    Reset,
 }
 
 #[derive(Debug)]
@@ -80,12 +82,16 @@ struct Conn {
     counts: FnvHashMap<Vec<u8>, u64>,
     last_flush: Instant,
     login: Login,
+    /// RESET went upstream: nothing more is read from the client until its reply is in.
+    resetting: bool,
 }
 
 /// What the client's bytes asked for besides forwarding.
 enum Next {
     Continue,
     Close,
+    /// RESET's reply is out: the client goes on from a fresh upstream connection.
+    Reset,
 }
 
 /// Serves one client until it or the upstream server closes, or `stop` fires.
@@ -112,6 +118,7 @@ pub async fn serve<CR, CW>(
         backlog: false,
         counts: FnvHashMap::default(),
         last_flush: Instant::now(),
+        resetting: false,
     };
     let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
@@ -133,6 +140,10 @@ pub async fn serve<CR, CW>(
                 }
                 match conn.on_upstream_bytes(&mut ubuf, &mut cw).await {
                     Ok(Next::Continue) => {}
+                    Ok(Next::Reset) => match conn.reset(&mut up, &mut cw).await {
+                        Ok(Next::Continue) => ubuf.clear(),
+                        _ => break,
+                    },
                     Ok(Next::Close) | Err(_) => break,
                 }
                 if up.closing() {
@@ -141,7 +152,7 @@ pub async fn serve<CR, CW>(
                 // Replies came back: commands held by the window may go now.
                 if conn.backlog {
                     match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
-                        Ok(Next::Continue) => {}
+                        Ok(Next::Continue | Next::Reset) => {}
                         Ok(Next::Close) | Err(_) => break,
                     }
                 }
@@ -152,7 +163,7 @@ pub async fn serve<CR, CW>(
                     Ok(_) => {}
                 }
                 match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
-                    Ok(Next::Continue) => {}
+                    Ok(Next::Continue | Next::Reset) => {}
                     Ok(Next::Close) | Err(_) => break,
                 }
             }
@@ -161,6 +172,25 @@ pub async fn serve<CR, CW>(
     conn.flush_counts();
     up.shutdown().await;
     let _ = cw.shutdown().await;
+}
+
+/// Where RESET's reply (`+RESET`) ends among the complete frames at the start of `buf`, or
+/// where those complete frames end when it is not among them (all of `buf` past bytes that are
+/// not RESP).
+fn reset_reply_end(buf: &[u8]) -> Result<usize, usize> {
+    let mut pos = 0;
+    loop {
+        match resp::frame_len(&buf[pos..]) {
+            Ok(Some(len)) => {
+                pos += len;
+                if &buf[pos - len..pos] == b"+RESET\r\n" {
+                    return Ok(pos);
+                }
+            }
+            Ok(None) => return Err(pos),
+            Err(_) => return Err(buf.len()),
+        }
+    }
 }
 
 /// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
@@ -174,7 +204,17 @@ pub(crate) fn reserve(buf: &mut Vec<u8>) {
     }
 }
 
-const UNMATCHED_MODES: [&[u8]; 4] = [b"SUBSCRIBE", b"PSUBSCRIBE", b"SSUBSCRIBE", b"MONITOR"];
+/// After these, replies no longer pair with commands: `UNSUBSCRIBE a b` gets one reply per
+/// channel, subscribed or not.
+const UNMATCHED_MODES: [&[u8]; 7] = [
+    b"SUBSCRIBE",
+    b"PSUBSCRIBE",
+    b"SSUBSCRIBE",
+    b"MONITOR",
+    b"UNSUBSCRIBE",
+    b"PUNSUBSCRIBE",
+    b"SUNSUBSCRIBE",
+];
 
 impl Conn {
     /// Splits the complete commands in `buf`, runs the plugins on the declared ones, forwards
@@ -185,7 +225,10 @@ impl Conn {
         up: &mut Up,
         cw: &mut CW,
     ) -> std::io::Result<Next> {
-        self.backlog = false;
+        self.backlog = self.resetting;
+        if self.resetting {
+            return Ok(Next::Continue);
+        }
         if self.losing {
             buf.clear();
             return Ok(Next::Continue);
@@ -265,6 +308,30 @@ impl Conn {
                 }
                 continue;
             }
+            if name == b"RESET" {
+                self.count(name);
+                self.commands += 1;
+                self.push_plain(std::mem::take(&mut plain_run));
+                if up.is_shared() {
+                    // Nothing of the client's lives upstream: the proxy answers.
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
+                    self.pending.push_back(Slot::Local(b"+RESET\r\n".to_vec()));
+                    fwd = pos;
+                    continue;
+                }
+                // The server resets the connection (and logs it out, back to database 0): once
+                // its reply is in, the client goes on from a fresh connection, as a new client.
+                self.send(up, &buf[fwd..pos], std::mem::take(&mut sent_run) + 1)
+                    .await?;
+                fwd = pos;
+                if !self.unmatched {
+                    self.pending.push_back(Slot::Reset);
+                }
+                self.resetting = true;
+                self.backlog = true;
+                break;
+            }
             let forward = matches!(gate, Gate::Forward(_));
             if up.is_shared() && (forward || !is_stateless(name, &buf[start..pos], frame.inline)) {
                 let runs = (&mut plain_run, &mut sent_run);
@@ -332,7 +399,12 @@ impl Conn {
             }
             // An answer of the proxy's own is only in turn while replies pair with commands, and
             // inside MULTI the client waits for QUEUED.
-            if (self.unmatched || self.in_multi) && matches!(action, Action::Reply(_)) {
+            // Nor for the transaction's own commands: the server must see MULTI, EXEC and
+            // DISCARD, or it stays in (or never enters) the transaction the client sees.
+            let transaction = matches!(name, b"MULTI" | b"EXEC" | b"DISCARD");
+            if (!answerable || self.unmatched || self.in_multi || transaction)
+                && matches!(action, Action::Reply(_))
+            {
                 action = Action::Pass;
             }
             match action {
@@ -435,7 +507,20 @@ impl Conn {
             if self.unmatched && self.pending_matched() == 0 {
                 // Every reply owed before the change of mode is in: copy blindly from here.
                 self.pending.clear();
-                pos = buf.len();
+                if !self.resetting {
+                    pos = buf.len();
+                    break;
+                }
+                // Frames are split again to find RESET's reply among them; the complete ones
+                // go on, a partial one waits for its end.
+                match reset_reply_end(&buf[pos..]) {
+                    Ok(end) => {
+                        cw.write_all(&buf[fwd..pos + end]).await?;
+                        buf.clear();
+                        return Ok(Next::Reset);
+                    }
+                    Err(complete) => pos += complete,
+                }
                 break;
             }
             let len = match resp::frame_len(&buf[pos..]) {
@@ -463,6 +548,11 @@ impl Conn {
                     cw.write_all(&crate::auth::scrub_config_reply(frame))
                         .await?;
                     fwd = pos;
+                }
+                Some(Slot::Reset) => {
+                    cw.write_all(&buf[fwd..pos]).await?;
+                    buf.clear();
+                    return Ok(Next::Reset);
                 }
                 Some(Slot::Lose) => {
                     // The replies before it reach the client; this one and the rest never do.
@@ -562,6 +652,41 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// RESET's reply is out: the client's connection is replaced by a fresh one (back on the
+    /// shared ones when there are), and the client's commands read meanwhile go on from there.
+    async fn reset<CW: AsyncWrite + Unpin>(
+        &mut self,
+        up: &mut Up,
+        cw: &mut CW,
+    ) -> std::io::Result<Next> {
+        up.shutdown().await;
+        self.resetting = false;
+        self.unmatched = false;
+        self.in_multi = false;
+        self.losing = false;
+        self.pending.clear();
+        // The client's commands read meanwhile are taken up once the fresh connection is in place.
+        self.backlog = true;
+        if self.shared.pool.is_some() {
+            *up = Up::shared();
+            return Ok(Next::Continue);
+        }
+        match self.shared.upstream.connect().await {
+            Ok(conn) => {
+                *up = Up::own(conn);
+                Ok(Next::Continue)
+            }
+            Err(e) => {
+                let msg = format!(
+                    "ERR lockkit proxy: upstream {} unusable: {e}",
+                    self.shared.upstream.shown()
+                );
+                cw.write_all(&resp::error_reply(&msg)).await?;
+                Ok(Next::Close)
+            }
+        }
     }
 
     /// Every reply owed before a protocol error is out: the connection closes.

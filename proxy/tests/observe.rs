@@ -231,7 +231,7 @@ async fn redis_py_locks_are_counted_with_the_hold_times_they_really_had() {
         p.hold_us
     );
     assert_eq!(p.ttl_ms.max, Some(10_000));
-    // redis-py sent EVALSHA for a script the proxy had not seen: NOSCRIPT once, then the body.
+    // redis-py sent EVALSHA for a script the server had not seen: its NOSCRIPT, then the body.
     assert!(
         report.commands.contains_key("SCRIPT"),
         "{:?}",
