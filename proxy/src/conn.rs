@@ -24,6 +24,7 @@ use crate::auth::{Gate, Login};
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
 use crate::server::Shared;
+use crate::setup::{Setup, SetupAction};
 use crate::stateless::is_stateless;
 use crate::up::{Up, WINDOW};
 
@@ -51,6 +52,9 @@ enum Slot {
     Close,
     /// RESET: once its reply is out, a fresh upstream connection replaces this one.
     Reset,
+    /// A command of the proxy's own (the client's name on its new connection): its reply is
+    /// not passed on.
+    Swallow,
 }
 
 #[derive(Debug)]
@@ -84,6 +88,8 @@ struct Conn {
     login: Login,
     /// RESET went upstream: nothing more is read from the client until its reply is in.
     resetting: bool,
+    /// What the client set up while on the shared connections.
+    setup: Setup,
 }
 
 /// What the client's bytes asked for besides forwarding.
@@ -119,6 +125,7 @@ pub async fn serve<CR, CW>(
         counts: FnvHashMap::default(),
         last_flush: Instant::now(),
         resetting: false,
+        setup: Setup::default(),
     };
     let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
@@ -312,6 +319,7 @@ impl Conn {
                 self.count(name);
                 self.commands += 1;
                 self.push_plain(std::mem::take(&mut plain_run));
+                self.setup = Setup::default();
                 if up.is_shared() {
                     // Nothing of the client's lives upstream: the proxy answers.
                     self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
@@ -331,6 +339,28 @@ impl Conn {
                 self.resetting = true;
                 self.backlog = true;
                 break;
+            }
+            if up.is_shared() && matches!(name, b"CLIENT" | b"SELECT" | b"HELLO") {
+                let args = match &gate {
+                    Gate::Forward(instead) => resp::command_args(instead, false),
+                    _ => resp::command_args(&buf[start..pos], frame.inline),
+                };
+                if let Some(action) = self.setup.on_shared(name, &args, shared.upstream.db()) {
+                    self.count(name);
+                    self.commands += 1;
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
+                    fwd = pos;
+                    match action {
+                        SetupAction::Answer(reply) => self.pending.push_back(Slot::Local(reply)),
+                        SetupAction::Send(instead) => {
+                            self.send(up, &instead, 1).await?;
+                            self.push_plain(1);
+                        }
+                    }
+                    continue;
+                }
             }
             let forward = matches!(gate, Gate::Forward(_));
             if up.is_shared() && (forward || !is_stateless(name, &buf[start..pos], frame.inline)) {
@@ -549,6 +579,10 @@ impl Conn {
                         .await?;
                     fwd = pos;
                 }
+                Some(Slot::Swallow) => {
+                    cw.write_all(&buf[fwd..frame_start]).await?;
+                    fwd = pos;
+                }
                 Some(Slot::Reset) => {
                     cw.write_all(&buf[fwd..pos]).await?;
                     buf.clear();
@@ -613,6 +647,10 @@ impl Conn {
         match self.shared.upstream.connect().await {
             Ok(conn) => {
                 *up = Up::own(conn);
+                if let Some(name) = self.setup.replay() {
+                    self.send(up, &name, 1).await?;
+                    self.pending.push_back(Slot::Swallow);
+                }
                 Ok(Next::Continue)
             }
             Err(e) => {
@@ -667,6 +705,7 @@ impl Conn {
         self.in_multi = false;
         self.losing = false;
         self.pending.clear();
+        self.setup = Setup::default();
         // The client's commands read meanwhile are taken up once the fresh connection is in place.
         self.backlog = true;
         if self.shared.pool.is_some() {
