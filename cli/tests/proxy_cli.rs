@@ -236,3 +236,34 @@ fn clients_log_in_at_the_proxy_with_a_users_file() {
     assert!(run.success(), "{}", run.all());
     assert!(!run.all().contains("5ecret"), "{}", run.all());
 }
+
+#[test]
+fn tls_flags_come_together_and_bad_files_are_named() {
+    let port = free_port().unwrap().to_string();
+    let dead = format!("redis://127.0.0.1:{port}");
+    let alone = Lockkit::new(&[
+        "proxy",
+        "--quiet",
+        "--upstream",
+        &dead,
+        "--tls-cert",
+        "c.pem",
+    ])
+    .run();
+    assert_eq!(alone.code, Some(2), "{}", alone.all());
+    assert!(alone.stderr.contains("--tls-key"), "{}", alone.all());
+    let missing = Lockkit::new(&["proxy", "--quiet", "--upstream", &dead])
+        .args(&[
+            "--tls-cert",
+            "no/such/cert.pem",
+            "--tls-key",
+            "no/such/key.pem",
+        ])
+        .run();
+    assert_eq!(missing.code, Some(2), "{}", missing.all());
+    assert!(
+        missing.stderr.contains("no/such/cert.pem"),
+        "{}",
+        missing.all()
+    );
+}

@@ -6,6 +6,7 @@ use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 
 use crate::auth::ClientAuth;
+use crate::tls::ListenerTls;
 
 /// Client authentication and protected mode.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -33,6 +34,19 @@ pub struct AccessArgs {
     /// refuses it otherwise): anyone who reaches the proxy uses the upstream as its user.
     #[arg(long)]
     pub no_protected_mode: bool,
+
+    /// TLS on the listener: the certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The listener's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Clients must present a certificate signed by one of these CAs (PEM); counts as client
+    /// authentication for protected mode.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl AccessArgs {
@@ -62,12 +76,26 @@ impl AccessArgs {
         Ok(auth)
     }
 
+    /// The listener's TLS, from `--tls-cert`, `--tls-key` and `--tls-ca` (`None` without them).
+    ///
+    /// # Errors
+    /// A file that cannot be read or does not hold what it should.
+    pub fn listener_tls(&self) -> Result<Option<ListenerTls>, String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                ListenerTls::from_pem_files(cert, key, self.tls_ca.as_deref()).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
     /// Protected mode: refuses `listen` when other hosts reach it and nobody has to log in.
     ///
     /// # Errors
     /// The refusal, naming the flags that lift it.
     pub fn check_protected(&self, listen: &str, auth: &ClientAuth) -> Result<(), String> {
-        if auth.is_required() || self.no_protected_mode || is_loopback(listen) {
+        let client_certs = self.tls_ca.is_some();
+        if auth.is_required() || client_certs || self.no_protected_mode || is_loopback(listen) {
             return Ok(());
         }
         Err(format!(

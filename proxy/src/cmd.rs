@@ -155,6 +155,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     let upstream = Upstream::from_url(&args.upstream)
         .map_err(|e| exit::lock_failure(&e, format!("--upstream: {e}")))?;
     let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
+    let tls = args.access.listener_tls().map_err(exit::bad_input)?;
     args.access
         .check_protected(&args.listen, &client_auth)
         .map_err(exit::bad_input)?;
@@ -189,7 +190,8 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let shown = upstream.shown().to_string();
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
-            .client_auth(client_auth);
+            .client_auth(client_auth)
+            .tls(tls);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

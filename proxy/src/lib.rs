@@ -73,10 +73,12 @@ pub mod resp;
 mod server;
 mod setup;
 mod stateless;
+pub mod tls;
 mod up;
 mod upstream;
 
 pub use auth::ClientAuth;
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
+pub use tls::ListenerTls;
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

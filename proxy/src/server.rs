@@ -19,6 +19,7 @@ use crate::conn;
 use crate::link::Pool;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
 use crate::resp;
+use crate::tls::{ListenerTls, HANDSHAKE_TIMEOUT};
 use crate::up::Up;
 use crate::upstream::Upstream;
 
@@ -30,6 +31,7 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 pub struct ProxyOptions {
     shared_connections: usize,
     client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
 }
 
 impl Default for ProxyOptions {
@@ -37,6 +39,7 @@ impl Default for ProxyOptions {
         ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
             client_auth: ClientAuth::default(),
+            tls: None,
         }
     }
 }
@@ -67,6 +70,13 @@ impl ProxyOptions {
         self
     }
 
+    /// TLS on the listener (`None`, the default: plain TCP).
+    #[must_use]
+    pub fn tls(mut self, tls: Option<ListenerTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// The number of shared upstream connections (`0`: sharing is off).
     pub fn shared_connection_count(&self) -> usize {
         self.shared_connections
@@ -87,6 +97,7 @@ pub struct Shared {
     pub(crate) pool: Option<Pool>,
     /// Who may log in at the proxy.
     pub(crate) client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
 }
 
 impl Shared {
@@ -126,6 +137,7 @@ impl Shared {
             commands: Mutex::new(FnvHashMap::default()),
             pool,
             client_auth: options.client_auth.clone(),
+            tls: options.tls.clone(),
         }
     }
 
@@ -278,15 +290,35 @@ async fn accept_loop(
 }
 
 async fn handle(
-    mut client: TcpStream,
+    client: TcpStream,
     info: ConnInfo,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
+    let Some(tls) = shared.tls.clone() else {
+        return serve_client(client.into_split(), info, shared, stop).await;
+    };
+    // A client that fails the handshake (no certificate, a wrong one) is simply closed.
+    if let Ok(Ok(stream)) =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(client)).await
+    {
+        serve_client(tokio::io::split(stream), info, shared, stop).await;
+    }
+}
+
+async fn serve_client<CR, CW>(
+    (cr, mut cw): (CR, CW),
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) where
+    CR: tokio::io::AsyncRead + Unpin,
+    CW: tokio::io::AsyncWrite + Unpin,
+{
     if shared.pool.is_some() {
         let up = Up::shared();
-        conn::serve(shared, info, client.into_split(), up, stop).await;
+        conn::serve(shared, info, (cr, cw), up, stop).await;
         return;
     }
     let upstream = match shared.upstream.connect().await {
@@ -296,10 +328,10 @@ async fn handle(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 shared.upstream.shown()
             );
-            let _ = client.write_all(&resp::error_reply(&msg)).await;
-            let _ = client.shutdown().await;
+            let _ = cw.write_all(&resp::error_reply(&msg)).await;
+            let _ = cw.shutdown().await;
             return;
         }
     };
-    conn::serve(shared, info, client.into_split(), Up::own(upstream), stop).await;
+    conn::serve(shared, info, (cr, cw), Up::own(upstream), stop).await;
 }
