@@ -170,12 +170,20 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_loadgen::report::check_writable(&args.out).map_err(exit::bad_input)?;
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
     }
-    builder.worker_threads(threads);
+    // One thread: a current-thread runtime, which serves the connections woken together in
+    // the order their bytes arrived. A multi-thread runtime runs the last one woken first (its
+    // LIFO slot): a command could overtake one another client sent just before it.
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
     let runtime = builder
         .enable_all()
         .build()
