@@ -25,6 +25,10 @@ pub struct ProxyArgs {
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub upstream: String,
 
+    /// Client authentication and protected mode.
+    #[command(flatten)]
+    pub access: crate::access::AccessArgs,
+
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern),
     /// `faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7` (network faults, seeded) or a
     /// Lua plugin FILE.lua, optionally followed by :ARGS (docs/PROXY.md).
@@ -150,6 +154,11 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
     let upstream = Upstream::from_url(&args.upstream)
         .map_err(|e| exit::lock_failure(&e, format!("--upstream: {e}")))?;
+    let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
+    let tls = args.access.listener_tls().map_err(exit::bad_input)?;
+    args.access
+        .check_protected(&args.listen, &client_auth)
+        .map_err(exit::bad_input)?;
     let live = !args.quiet && std::io::stdout().is_terminal();
     let mut plugins = Vec::new();
     for spec in &args.plugins {
@@ -161,12 +170,20 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_loadgen::report::check_writable(&args.out).map_err(exit::bad_input)?;
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
     }
-    builder.worker_threads(threads);
+    // One thread: a current-thread runtime, which serves the connections woken together in
+    // the order their bytes arrived. A multi-thread runtime runs the last one woken first (its
+    // LIFO slot): a command could overtake one another client sent just before it.
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
     let runtime = builder
         .enable_all()
         .build()
@@ -179,7 +196,10 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let shown = upstream.shown().to_string();
-        let options = ProxyOptions::new().shared_connections(args.shared_connections);
+        let options = ProxyOptions::new()
+            .shared_connections(args.shared_connections)
+            .client_auth(client_auth)
+            .tls(tls);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

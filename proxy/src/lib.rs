@@ -7,7 +7,14 @@
 //! connection, so MULTI/EXEC, blocking commands, pub/sub, `SELECT`, `CLIENT` and `AUTH` keep
 //! their meaning. Pipelined commands stay pipelined. Commands and replies are split at frame
 //! boundaries ([`resp`]) and forwarded as the very bytes read; only the commands a plugin
-//! declared are looked at more closely.
+//! declared are looked at more closely. A malformed request gets Redis's own protocol error
+//! and the connection closes ([`protocol`]).
+//!
+//! Clients may have to log in at the proxy ([`ClientAuth`], [`ProxyOptions::client_auth`]:
+//! `-NOAUTH` before `AUTH`; every proxy user reaches the upstream as the URL's user), the
+//! listener may serve TLS ([`ListenerTls`]), and `lockkit proxy` refuses a non-loopback listener
+//! without client authentication ([`access`]). The upstream's password never reaches a client
+//! through the proxy: `CONFIG GET` replies have `requirepass` and `masterauth` blanked.
 //!
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
@@ -51,12 +58,15 @@
 //!   per client), not a fixed bound. A client that does not read its replies is pushed back:
 //!   its connection reads nothing more from it (nor from its own upstream connection) until its
 //!   replies can be written (other connections go on).
-//! - A client library that sends `CLIENT SETINFO` or `HELLO` as it connects (redis-py 5,
-//!   redis-rs, go-redis 9) moves to a connection of its own at once: sharing gains it nothing.
+//! - `CLIENT SETINFO`, `CLIENT SETNAME`/`GETNAME`, `HELLO 2` and `SELECT` of the URL's database
+//!   are answered so that a client keeps sharing; a client that speaks RESP3 (`HELLO 3`:
+//!   redis-py 8 by default, go-redis 9) moves to a connection of its own at once.
 //! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
 
 #![warn(missing_docs)]
 
+pub mod access;
+mod auth;
 pub mod bench;
 pub mod cmd;
 mod conn;
@@ -65,12 +75,17 @@ mod link;
 pub mod lua;
 pub mod observe;
 mod plugin;
+pub mod protocol;
 pub mod resp;
 mod server;
+mod setup;
 mod stateless;
+pub mod tls;
 mod up;
 mod upstream;
 
+pub use auth::ClientAuth;
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
+pub use tls::ListenerTls;
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

@@ -14,10 +14,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::auth::ClientAuth;
 use crate::conn;
 use crate::link::Pool;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
 use crate::resp;
+use crate::tls::{ListenerTls, HANDSHAKE_TIMEOUT};
 use crate::up::Up;
 use crate::upstream::Upstream;
 
@@ -28,12 +30,16 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyOptions {
     shared_connections: usize,
+    client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
 }
 
 impl Default for ProxyOptions {
     fn default() -> Self {
         ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
+            client_auth: ClientAuth::default(),
+            tls: None,
         }
     }
 }
@@ -56,6 +62,21 @@ impl ProxyOptions {
         self
     }
 
+    /// The users clients log in as at the proxy (none by default: every client is let in).
+    /// Every user reaches the upstream as the upstream URL's user.
+    #[must_use]
+    pub fn client_auth(mut self, auth: ClientAuth) -> Self {
+        self.client_auth = auth;
+        self
+    }
+
+    /// TLS on the listener (`None`, the default: plain TCP).
+    #[must_use]
+    pub fn tls(mut self, tls: Option<ListenerTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// The number of shared upstream connections (`0`: sharing is off).
     pub fn shared_connection_count(&self) -> usize {
         self.shared_connections
@@ -74,6 +95,9 @@ pub struct Shared {
     commands: Mutex<FnvHashMap<Vec<u8>, u64>>,
     /// The shared upstream connections (`None`: one of its own for each client).
     pub(crate) pool: Option<Pool>,
+    /// Who may log in at the proxy.
+    pub(crate) client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
 }
 
 impl Shared {
@@ -112,6 +136,8 @@ impl Shared {
             every,
             commands: Mutex::new(FnvHashMap::default()),
             pool,
+            client_auth: options.client_auth.clone(),
+            tls: options.tls.clone(),
         }
     }
 
@@ -264,15 +290,35 @@ async fn accept_loop(
 }
 
 async fn handle(
-    mut client: TcpStream,
+    client: TcpStream,
     info: ConnInfo,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
+    let Some(tls) = shared.tls.clone() else {
+        return serve_client(client.into_split(), info, shared, stop).await;
+    };
+    // A client that fails the handshake (no certificate, a wrong one) is simply closed.
+    if let Ok(Ok(stream)) =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(client)).await
+    {
+        serve_client(tokio::io::split(stream), info, shared, stop).await;
+    }
+}
+
+async fn serve_client<CR, CW>(
+    (cr, mut cw): (CR, CW),
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) where
+    CR: tokio::io::AsyncRead + Unpin,
+    CW: tokio::io::AsyncWrite + Unpin,
+{
     if shared.pool.is_some() {
         let up = Up::shared();
-        conn::serve(shared, info, client.into_split(), up, stop).await;
+        conn::serve(shared, info, (cr, cw), up, stop).await;
         return;
     }
     let upstream = match shared.upstream.connect().await {
@@ -282,10 +328,10 @@ async fn handle(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 shared.upstream.shown()
             );
-            let _ = client.write_all(&resp::error_reply(&msg)).await;
-            let _ = client.shutdown().await;
+            let _ = cw.write_all(&resp::error_reply(&msg)).await;
+            let _ = cw.shutdown().await;
             return;
         }
     };
-    conn::serve(shared, info, client.into_split(), Up::own(upstream), stop).await;
+    conn::serve(shared, info, (cr, cw), Up::own(upstream), stop).await;
 }

@@ -16,6 +16,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct Upstream {
     connector: Connector,
     shown: String,
+    db: i64,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -34,6 +35,7 @@ impl Upstream {
     /// with the password hidden.
     pub fn from_url(url: &str) -> lockkit::Result<Upstream> {
         let info = lockkit::parse_url(url)?;
+        let db = info.redis_settings().db();
         // The clients' traffic flows as they sent it: the proxy names no library (no
         // `CLIENT SETINFO`) and speaks RESP2 until a client's own `HELLO 3`.
         let settings = info
@@ -46,12 +48,18 @@ impl Upstream {
         Ok(Upstream {
             connector,
             shown: lockkit::redact_url(url),
+            db,
         })
     }
 
     /// The URL with its password hidden.
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// The URL's database, which every upstream connection is switched to.
+    pub fn db(&self) -> i64 {
+        self.db
     }
 
     /// A new connection, logged in and on the URL's database.
