@@ -11,6 +11,7 @@ use lockkit_loadgen::units::parse_duration;
 
 use crate::faults::{Faults, FaultsOptions};
 use crate::observe::{Observe, ObserveOptions};
+use crate::snapshot::{self, ReportFiles};
 use crate::{Plugin, Proxy, ProxyOptions, Upstream};
 
 /// Run a pass-through proxy in front of a Redis server, with plugins.
@@ -56,6 +57,11 @@ pub struct ProxyArgs {
     /// CLIENT, HELLO, ...). 0: every client gets its own from the start.
     #[arg(long, default_value_t = crate::DEFAULT_SHARED_CONNECTIONS, value_name = "N")]
     pub shared_connections: usize,
+
+    /// Write the reports while running too, this often (same file names, replaced atomically),
+    /// so a crash or SIGKILL loses at most this much; 0: only at stop.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub snapshot_every: Duration,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -134,15 +140,7 @@ pub fn write_reports(
     out: &Path,
     reports: &[(String, serde_json::Value)],
 ) -> anyhow::Result<Vec<PathBuf>> {
-    let (_, stamp) = lockkit_loadgen::report::utc_now();
-    let mut written = Vec::new();
-    for (name, value) in reports {
-        let path = out.join(format!("{name}-{stamp}.json"));
-        let text = serde_json::to_vec_pretty(value)?;
-        lockkit_loadgen::report::write_atomic(&path, &text)?;
-        written.push(path);
-    }
-    Ok(written)
+    ReportFiles::new(out).write(reports)
 }
 
 /// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
@@ -189,11 +187,23 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 proxy.addr()
             );
         }
+        let files = ReportFiles::new(&args.out);
+        let snapshots =
+            (!args.snapshot_every.is_zero() && !proxy.plugins().is_empty()).then(|| {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let task =
+                    snapshot::every(args.snapshot_every, proxy.reporter(), files.clone(), rx);
+                (tx, tokio::spawn(task))
+            });
         let how = wait_for_stop(args.duration).await;
+        if let Some((tx, task)) = snapshots {
+            let _ = tx.send(());
+            let _ = task.await;
+        }
         let plugins: Vec<Arc<dyn Plugin>> = proxy.plugins().to_vec();
         let ctx = proxy.stop().await;
         let reports = Proxy::reports(&plugins, &ctx);
-        for path in write_reports(&args.out, &reports)? {
+        for path in files.write(&reports)? {
             println!("wrote {}", path.display());
         }
         Ok(match how {

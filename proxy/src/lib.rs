@@ -67,6 +67,7 @@ pub mod observe;
 mod plugin;
 pub mod resp;
 mod server;
+pub mod snapshot;
 mod stateless;
 mod up;
 mod upstream;

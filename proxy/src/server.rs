@@ -144,6 +144,7 @@ pub struct Proxy {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<ReportCtx>,
     shared: Arc<Shared>,
+    started: Instant,
 }
 
 impl Proxy {
@@ -179,6 +180,7 @@ impl Proxy {
             stop,
             task,
             shared,
+            started: Instant::now(),
         })
     }
 
@@ -190,6 +192,11 @@ impl Proxy {
     /// The plugins it runs.
     pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
         &self.shared.plugins
+    }
+
+    /// What its reports are made from while it runs (for snapshots).
+    pub fn reporter(&self) -> crate::snapshot::Reporter {
+        crate::snapshot::Reporter::new(self.shared.clone(), self.started)
     }
 
     /// Closes every connection and returns what the reports are written from.
