@@ -62,6 +62,12 @@ pub struct ProxyArgs {
     /// so a crash or SIGKILL loses at most this much; 0: only at stop.
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub snapshot_every: Duration,
+
+    /// How long an upstream request may wait for its reply: past it, the connection is given
+    /// up, the commands on it get an error reply, and the next ones go on a new connection
+    /// (blocking commands and pub/sub on a client's own connection may wait longer).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub op_timeout: Duration,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -164,6 +170,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
     }
+    if args.op_timeout.is_zero() {
+        return Err(exit::bad_input("--op-timeout must be more than 0"));
+    }
     builder.worker_threads(threads);
     let runtime = builder
         .enable_all()
@@ -177,7 +186,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let shown = upstream.shown().to_string();
-        let options = ProxyOptions::new().shared_connections(args.shared_connections);
+        let options = ProxyOptions::new()
+            .shared_connections(args.shared_connections)
+            .op_timeout(args.op_timeout);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

@@ -19,6 +19,7 @@ use fnv::FnvHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use crate::health::may_block;
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
 use crate::server::Shared;
@@ -73,6 +74,11 @@ struct Conn {
     backlog: bool,
     counts: FnvHashMap<Vec<u8>, u64>,
     last_flush: Instant,
+    /// On a connection of its own: since when replies are owed with none coming back (`None`:
+    /// none owed).
+    owed_since: Option<Instant>,
+    /// A command that may block is owed a reply: no operation timeout until all are answered.
+    patient: bool,
 }
 
 /// What the client's bytes asked for besides forwarding.
@@ -104,6 +110,8 @@ pub async fn serve<CR, CW>(
         backlog: false,
         counts: FnvHashMap::default(),
         last_flush: Instant::now(),
+        owed_since: None,
+        patient: false,
     };
     let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
@@ -111,9 +119,16 @@ pub async fn serve<CR, CW>(
     // every command.
     let stopped = stop.changed();
     tokio::pin!(stopped);
+    // The operation timeout of a connection of its own; checked when it fires, not reset per
+    // reply (a shared connection has its own, in its task).
+    let op_timeout = conn.shared.op_timeout;
+    let timer = tokio::time::sleep(op_timeout);
+    tokio::pin!(timer);
     loop {
         reserve(&mut cbuf);
         reserve(&mut ubuf);
+        let timed = !up.is_shared() && !conn.unmatched && !conn.patient;
+        let timed = timed && conn.owed_since.is_some();
         tokio::select! {
             // Stopping first, then replies before new commands: what is owed goes out first.
             biased;
@@ -130,6 +145,7 @@ pub async fn serve<CR, CW>(
                 if up.closing() {
                     break;
                 }
+                conn.track_owed(&up, true);
                 // Replies came back: commands held by the window may go now.
                 if conn.backlog {
                     match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
@@ -137,6 +153,14 @@ pub async fn serve<CR, CW>(
                         Ok(Next::Close) | Err(_) => break,
                     }
                 }
+            }
+            () = &mut timer, if timed => {
+                let since = conn.owed_since.unwrap_or_else(Instant::now);
+                if since.elapsed() >= op_timeout {
+                    let _ = conn.fail_owed(&mut cw).await;
+                    break;
+                }
+                timer.as_mut().reset((since + op_timeout).into());
             }
             r = cr.read_buf(&mut cbuf), if !conn.backlog => {
                 match r {
@@ -147,6 +171,7 @@ pub async fn serve<CR, CW>(
                     Ok(Next::Continue) => {}
                     Ok(Next::Close) | Err(_) => break,
                 }
+                conn.track_owed(&up, false);
             }
         }
     }
@@ -245,6 +270,7 @@ impl Conn {
             self.count(name);
             self.commands += 1;
             self.note_mode(name, &buf[start..pos], frame.inline);
+            self.patient |= may_block(name);
             let plugins = shared.plugins_for(name);
             if plugins.is_empty() {
                 plain_run += 1;
@@ -498,6 +524,41 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Follows the replies owed on a connection of its own (for its operation timeout):
+    /// `replied` after replies came back.
+    fn track_owed(&mut self, up: &Up, replied: bool) {
+        if up.is_shared() {
+            return;
+        }
+        let owes = self.pending.iter().any(|s| !matches!(s, Slot::Local(_)));
+        if !owes {
+            self.owed_since = None;
+            self.patient = false;
+        } else if replied || self.owed_since.is_none() {
+            self.owed_since = Some(Instant::now());
+        }
+    }
+
+    /// The connection of its own gave no reply within the operation timeout: every command owed
+    /// gets an error reply (answers of the plugins' own keep their place), then it closes.
+    async fn fail_owed<CW: AsyncWrite + Unpin>(&mut self, cw: &mut CW) -> std::io::Result<()> {
+        let e = resp::error_reply(&format!(
+            "ERR lockkit proxy: no reply from upstream {} within {}; the command may or may not have run",
+            self.shared.upstream.shown(),
+            crate::health::shown(self.shared.op_timeout)
+        ));
+        let mut out = Vec::new();
+        for slot in self.pending.drain(..) {
+            match slot {
+                Slot::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
+                Slot::Local(bytes) => out.extend_from_slice(&bytes),
+                Slot::Tracked(_) | Slot::Lose => out.extend_from_slice(&e),
+            }
+        }
+        cw.write_all(&out).await?;
+        cw.flush().await
     }
 
     fn push_plain(&mut self, n: u32) {

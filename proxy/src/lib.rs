@@ -61,6 +61,7 @@ pub mod bench;
 pub mod cmd;
 mod conn;
 pub mod faults;
+mod health;
 mod link;
 pub mod lua;
 pub mod observe;
@@ -72,6 +73,7 @@ mod stateless;
 mod up;
 mod upstream;
 
+pub use health::DEFAULT_OP_TIMEOUT;
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

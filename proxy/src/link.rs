@@ -11,12 +11,14 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use lockkit::net::{ReadHalf, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::conn::reserve;
+use crate::health::Backoff;
 use crate::resp;
 use crate::upstream::Upstream;
 
@@ -68,15 +70,25 @@ pub(crate) struct Pool {
     links: Vec<Mutex<Option<Link>>>,
     upstream: Upstream,
     stop: watch::Receiver<bool>,
+    /// How long a command may wait for its reply before its connection is given up.
+    op_timeout: Duration,
+    backoff: Arc<Backoff>,
 }
 
 impl Pool {
     /// `n` (at least 1) shared connections to `upstream`, each opened when first needed.
-    pub fn new(n: usize, upstream: Upstream, stop: watch::Receiver<bool>) -> Pool {
+    pub fn new(
+        n: usize,
+        upstream: Upstream,
+        stop: watch::Receiver<bool>,
+        op_timeout: Duration,
+    ) -> Pool {
         Pool {
             links: (0..n.max(1)).map(|_| Mutex::new(None)).collect(),
             upstream,
             stop,
+            op_timeout,
+            backoff: Arc::new(Backoff::default()),
         }
     }
 
@@ -89,7 +101,13 @@ impl Pool {
             return link.clone();
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(self.upstream.clone(), rx, self.stop.clone()));
+        tokio::spawn(run(
+            self.upstream.clone(),
+            rx,
+            self.stop.clone(),
+            self.op_timeout,
+            self.backoff.clone(),
+        ));
         let link = Link { tx };
         *held = Some(link.clone());
         link
@@ -105,6 +123,8 @@ const BATCH_ANYWAY: usize = 64 * 1024;
 struct Waiting {
     n: u32,
     to: DeliveryTx,
+    /// When its commands were queued for writing.
+    since: Instant,
 }
 
 /// One shared connection, from opening it to failing what is left on it.
@@ -112,16 +132,25 @@ async fn run(
     upstream: Upstream,
     mut rx: mpsc::UnboundedReceiver<Request>,
     mut stop: watch::Receiver<bool>,
+    op_timeout: Duration,
+    backoff: Arc<Backoff>,
 ) {
     let conn = tokio::select! {
-        c = upstream.connect() => c,
+        c = async {
+            tokio::time::sleep(backoff.delay()).await;
+            upstream.connect().await
+        } => c,
         _ = stop.changed() => Err("the proxy is stopping".to_string()),
     };
     let mut waiting = VecDeque::new();
     let (why, close) = match conn {
         Ok(conn) => {
             let (r, w) = conn.into_split();
-            let e = serve(r, w, &mut rx, &mut stop, &mut waiting).await;
+            let ops = Ops {
+                timeout: op_timeout,
+                backoff: &backoff,
+            };
+            let e = serve(r, w, &mut rx, &mut stop, &mut waiting, ops).await;
             let text = format!(
                 "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
                 upstream.shown()
@@ -129,6 +158,7 @@ async fn run(
             (text, false)
         }
         Err(e) => {
+            backoff.failed();
             let text = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 upstream.shown()
@@ -157,14 +187,21 @@ async fn run(
     }
 }
 
-/// Writes the requests and hands out the replies until the connection fails or the proxy
-/// stops; why it ended.
+/// The operation timeout of a shared connection, and the back-off its failures feed.
+struct Ops<'a> {
+    timeout: Duration,
+    backoff: &'a Backoff,
+}
+
+/// Writes the requests and hands out the replies until the connection fails, a command waits
+/// longer than the operation timeout for its reply, or the proxy stops; why it ended.
 async fn serve(
     mut ur: ReadHalf,
     mut uw: WriteHalf,
     rx: &mut mpsc::UnboundedReceiver<Request>,
     stop: &mut watch::Receiver<bool>,
     waiting: &mut VecDeque<Waiting>,
+    ops: Ops<'_>,
 ) -> String {
     let mut wbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut wpos = 0usize;
@@ -174,6 +211,9 @@ async fn serve(
     let mut flow = Flow::default();
     let stopped = stop.changed();
     tokio::pin!(stopped);
+    // Checked when it fires, not reset per reply: the oldest command waiting decides.
+    let timer = tokio::time::sleep(ops.timeout);
+    tokio::pin!(timer);
     loop {
         // Everything queued goes out in one write: that is the batch the server reads.
         drain(rx, &mut wbuf, wpos, waiting, &mut flow);
@@ -199,7 +239,17 @@ async fn serve(
                     if let Err(e) = hand_out(&mut rbuf, waiting, &mut flow) {
                         return e;
                     }
+                    ops.backoff.succeeded();
                 }
+            },
+            () = &mut timer, if !waiting.is_empty() => {
+                let now = Instant::now();
+                let oldest = waiting.front().map_or(now, |w| w.since);
+                if now.saturating_duration_since(oldest) >= ops.timeout {
+                    ops.backoff.failed();
+                    return format!("no reply within {}", crate::health::shown(ops.timeout));
+                }
+                timer.as_mut().reset((oldest + ops.timeout).into());
             },
             // Writing, then flushing (TLS holds records back until flushed).
             r = write_or_flush(&mut uw, if writable { &wbuf[wpos..] } else { &[] }), if writable || unflushed => match r {
@@ -275,6 +325,7 @@ fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>, flow:
         waiting.push_back(Waiting {
             n: req.n,
             to: req.to,
+            since: Instant::now(),
         });
     }
 }

@@ -28,12 +28,14 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyOptions {
     shared_connections: usize,
+    op_timeout: Duration,
 }
 
 impl Default for ProxyOptions {
     fn default() -> Self {
         ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
+            op_timeout: crate::DEFAULT_OP_TIMEOUT,
         }
     }
 }
@@ -60,6 +62,16 @@ impl ProxyOptions {
     pub fn shared_connection_count(&self) -> usize {
         self.shared_connections
     }
+
+    /// How long an upstream request may wait for its reply (default
+    /// [`crate::DEFAULT_OP_TIMEOUT`]): past it, its connection is given up and the commands on
+    /// it get error replies. Blocking commands and pub/sub on a client's own connection may
+    /// wait longer. Zero is taken as one millisecond.
+    #[must_use]
+    pub fn op_timeout(mut self, d: Duration) -> Self {
+        self.op_timeout = d.max(Duration::from_millis(1));
+        self
+    }
 }
 
 /// What every connection task shares.
@@ -74,6 +86,8 @@ pub struct Shared {
     commands: Mutex<FnvHashMap<Vec<u8>, u64>>,
     /// The shared upstream connections (`None`: one of its own for each client).
     pub(crate) pool: Option<Pool>,
+    /// How long an upstream request may wait for its reply.
+    pub(crate) op_timeout: Duration,
 }
 
 impl Shared {
@@ -103,8 +117,10 @@ impl Shared {
             list.sort_unstable();
             list.dedup();
         }
-        let pool = (options.shared_connections > 0)
-            .then(|| Pool::new(options.shared_connections, upstream.clone(), stop));
+        let pool = (options.shared_connections > 0).then(|| {
+            let n = options.shared_connections;
+            Pool::new(n, upstream.clone(), stop, options.op_timeout)
+        });
         Shared {
             upstream,
             plugins,
@@ -112,6 +128,7 @@ impl Shared {
             every,
             commands: Mutex::new(FnvHashMap::default()),
             pool,
+            op_timeout: options.op_timeout,
         }
     }
 
