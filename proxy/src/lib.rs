@@ -69,6 +69,7 @@ mod plugin;
 pub mod resp;
 mod server;
 pub mod snapshot;
+pub mod sock;
 mod stateless;
 mod up;
 mod upstream;

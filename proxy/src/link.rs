@@ -13,13 +13,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use lockkit::net::{ReadHalf, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::conn::reserve;
 use crate::health::Backoff;
 use crate::resp;
+use crate::sock::{UpRead as ReadHalf, UpWrite as WriteHalf};
 use crate::upstream::Upstream;
 
 /// What a client gets back from a shared connection, in the order of its requests.

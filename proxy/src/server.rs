@@ -117,6 +117,7 @@ impl Shared {
             list.sort_unstable();
             list.dedup();
         }
+        let upstream = upstream.with_user_timeout(options.op_timeout);
         let pool = (options.shared_connections > 0).then(|| {
             let n = options.shared_connections;
             Pool::new(n, upstream.clone(), stop, options.op_timeout)

@@ -170,3 +170,18 @@ async fn a_blocking_command_longer_than_the_timeout_is_not_cut() {
     .unwrap();
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn upstream_tcp_connections_have_keepalive_and_a_user_timeout() {
+    let server = RedisServer::start();
+    let conn = Upstream::from_url(&server.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (keepalive, user_timeout) = lockkit_proxy::sock::socket_options(&conn).expect("plain TCP");
+    assert!(keepalive);
+    if cfg!(target_os = "linux") {
+        assert_eq!(user_timeout, Some(lockkit_proxy::DEFAULT_OP_TIMEOUT));
+    }
+}
