@@ -153,3 +153,57 @@ fn snapshots_and_the_final_report_share_one_file() {
     // No temporary file is left behind.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
 }
+
+/// Reads one line of reply from `c` ("" when the proxy closed the connection first).
+fn reply_line(c: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n") {
+        match c.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).trim_end().to_string()
+}
+
+#[test]
+fn sigterm_lets_the_replies_in_flight_arrive_then_exits_0() {
+    use std::io::Write;
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = Running::start(
+        &server.url(),
+        &["--quiet", "--plugin", "observe"],
+        dir.path(),
+    );
+    let connect = || {
+        let c = std::net::TcpStream::connect(("127.0.0.1", proxy.port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        c
+    };
+    // `a` on a connection of its own (DEBUG), `b` on the shared one, queued behind a's sleep.
+    let (mut a, mut b) = (connect(), connect());
+    a.write_all(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n1\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    b.write_all(
+        b"*6\r\n$3\r\nSET\r\n$6\r\nlock:1\r\n$1\r\nt\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n10000\r\n",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = proxy.child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert_eq!(reply_line(&mut a), "+OK", "DEBUG SLEEP's reply");
+    assert_eq!(reply_line(&mut b), "+OK", "the SET NX that took the lock");
+    let run = wait(proxy.child, "lockkit proxy");
+    assert!(run.success(), "{}", run.all());
+    let files = observe_files(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(read_json(&files[0])["locks"][0]["acquired"], 1);
+}

@@ -68,6 +68,11 @@ pub struct ProxyArgs {
     /// (blocking commands and pub/sub on a client's own connection may wait longer).
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub op_timeout: Duration,
+
+    /// On SIGTERM or Ctrl-C: how long the commands already forwarded may take to get their
+    /// replies before the remaining connections are closed (no new connections meanwhile).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub drain_timeout: Duration,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -188,7 +193,8 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let shown = upstream.shown().to_string();
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
-            .op_timeout(args.op_timeout);
+            .op_timeout(args.op_timeout)
+            .drain_timeout(args.drain_timeout);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

@@ -87,7 +87,8 @@ enum Next {
     Close,
 }
 
-/// Serves one client until it or the upstream server closes, or `stop` fires.
+/// Serves one client until it or the upstream server closes, or `stop` fires: then it drains
+/// (reads no more commands, passes on every reply owed for those forwarded) and closes.
 pub async fn serve<CR, CW>(
     shared: Arc<Shared>,
     info: ConnInfo,
@@ -124,7 +125,12 @@ pub async fn serve<CR, CW>(
     let op_timeout = conn.shared.op_timeout;
     let timer = tokio::time::sleep(op_timeout);
     tokio::pin!(timer);
+    let mut draining = false;
     loop {
+        if draining && !conn.owes(&up) {
+            let _ = conn.send_local_replies(&mut cw).await;
+            break;
+        }
         reserve(&mut cbuf);
         reserve(&mut ubuf);
         let timed = !up.is_shared() && !conn.unmatched && !conn.patient;
@@ -132,7 +138,7 @@ pub async fn serve<CR, CW>(
         tokio::select! {
             // Stopping first, then replies before new commands: what is owed goes out first.
             biased;
-            _ = &mut stopped => break,
+            _ = &mut stopped, if !draining => draining = true,
             r = up.read(&mut ubuf) => {
                 match r {
                     Ok(0) | Err(_) => break,
@@ -147,7 +153,7 @@ pub async fn serve<CR, CW>(
                 }
                 conn.track_owed(&up, true);
                 // Replies came back: commands held by the window may go now.
-                if conn.backlog {
+                if conn.backlog && !draining {
                     match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
                         Ok(Next::Continue) => {}
                         Ok(Next::Close) | Err(_) => break,
@@ -162,7 +168,7 @@ pub async fn serve<CR, CW>(
                 }
                 timer.as_mut().reset((since + op_timeout).into());
             }
-            r = cr.read_buf(&mut cbuf), if !conn.backlog => {
+            r = cr.read_buf(&mut cbuf), if !conn.backlog && !draining => {
                 match r {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
@@ -526,14 +532,22 @@ impl Conn {
         Ok(())
     }
 
+    /// Whether replies to forwarded commands are still to come (unknown, so `false`, once
+    /// replies no longer pair with commands).
+    fn owes(&self, up: &Up) -> bool {
+        if self.unmatched {
+            return false;
+        }
+        up.owed() > 0 || self.pending.iter().any(|s| !matches!(s, Slot::Local(_)))
+    }
+
     /// Follows the replies owed on a connection of its own (for its operation timeout):
     /// `replied` after replies came back.
     fn track_owed(&mut self, up: &Up, replied: bool) {
         if up.is_shared() {
             return;
         }
-        let owes = self.pending.iter().any(|s| !matches!(s, Slot::Local(_)));
-        if !owes {
+        if !self.owes(up) {
             self.owed_since = None;
             self.patient = false;
         } else if replied || self.owed_since.is_none() {

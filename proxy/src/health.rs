@@ -14,6 +14,9 @@ use std::time::Duration;
 /// How long an upstream request may wait for its reply, by default.
 pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long stopping lets the commands already forwarded get their replies, by default.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The first wait before reconnecting after a failure; it doubles with each failure in a row.
 const BACKOFF_FIRST: Duration = Duration::from_millis(50);
 /// The longest wait before reconnecting.

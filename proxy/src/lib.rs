@@ -74,7 +74,7 @@ mod stateless;
 mod up;
 mod upstream;
 
-pub use health::DEFAULT_OP_TIMEOUT;
+pub use health::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_OP_TIMEOUT};
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

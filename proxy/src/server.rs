@@ -29,6 +29,7 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 pub struct ProxyOptions {
     shared_connections: usize,
     op_timeout: Duration,
+    drain_timeout: Duration,
 }
 
 impl Default for ProxyOptions {
@@ -36,6 +37,7 @@ impl Default for ProxyOptions {
         ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
             op_timeout: crate::DEFAULT_OP_TIMEOUT,
+            drain_timeout: crate::DEFAULT_DRAIN_TIMEOUT,
         }
     }
 }
@@ -72,6 +74,14 @@ impl ProxyOptions {
         self.op_timeout = d.max(Duration::from_millis(1));
         self
     }
+
+    /// How long [`Proxy::stop`] lets the commands already forwarded get their replies (default
+    /// [`crate::DEFAULT_DRAIN_TIMEOUT`]) before it closes what is left.
+    #[must_use]
+    pub fn drain_timeout(mut self, d: Duration) -> Self {
+        self.drain_timeout = d;
+        self
+    }
 }
 
 /// What every connection task shares.
@@ -88,6 +98,7 @@ pub struct Shared {
     pub(crate) pool: Option<Pool>,
     /// How long an upstream request may wait for its reply.
     pub(crate) op_timeout: Duration,
+    drain_timeout: Duration,
 }
 
 impl Shared {
@@ -130,6 +141,7 @@ impl Shared {
             commands: Mutex::new(FnvHashMap::default()),
             pool,
             op_timeout: options.op_timeout,
+            drain_timeout: options.drain_timeout,
         }
     }
 
@@ -191,8 +203,10 @@ impl Proxy {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stop_rx) = watch::channel(false);
-        let shared = Arc::new(Shared::new(upstream, plugins, &options, stop_rx.clone()));
-        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
+        // The shared connections close after the clients' connections drained.
+        let (closed, closed_rx) = watch::channel(false);
+        let shared = Arc::new(Shared::new(upstream, plugins, &options, closed_rx));
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, closed));
         Ok(Proxy {
             addr,
             stop,
@@ -217,7 +231,10 @@ impl Proxy {
         crate::snapshot::Reporter::new(self.shared.clone(), self.started)
     }
 
-    /// Closes every connection and returns what the reports are written from.
+    /// Stops accepting, lets every command already forwarded get its reply (up to the drain
+    /// timeout, [`ProxyOptions::drain_timeout`]), closes every connection and returns what the
+    /// reports are written from. Commands a client sent that were not forwarded yet are not;
+    /// a connection in pub/sub or MONITOR mode closes at once.
     pub async fn stop(self) -> ReportCtx {
         let _ = self.stop.send(true);
         match self.task.await {
@@ -242,13 +259,11 @@ impl Proxy {
     }
 }
 
-/// How long stopping waits for connection tasks to finish.
-const STOP_GRACE: Duration = Duration::from_secs(2);
-
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
+    closed: watch::Sender<bool>,
 ) -> ReportCtx {
     let started = Instant::now();
     let next_id = AtomicU64::new(1);
@@ -276,11 +291,14 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    let _ = tokio::time::timeout(STOP_GRACE, async {
+    // Each connection drains: it reads no more commands, passes on the replies owed, closes.
+    let _ = tokio::time::timeout(shared.drain_timeout, async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
     tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let _ = closed.send(true);
     ReportCtx {
         target: shared.upstream.shown().to_string(),
         duration: started.elapsed(),
