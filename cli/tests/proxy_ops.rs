@@ -207,3 +207,116 @@ fn sigterm_lets_the_replies_in_flight_arrive_then_exits_0() {
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(read_json(&files[0])["locks"][0]["acquired"], 1);
 }
+
+/// `GET /metrics` on `port`: the body.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    c.read_to_string(&mut all).unwrap();
+    let (head, body) = all.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    body.to_string()
+}
+
+/// The value of series `name` whose labels contain `label` (e.g. `command="SET"`), if exported.
+fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let (s, v) = line.rsplit_once(' ')?;
+        let (n, labels) = s.split_once('{').unwrap_or((s, ""));
+        (n == name && labels.contains(label)).then(|| v.parse().unwrap())
+    })
+}
+
+#[test]
+fn metrics_endpoint_serves_the_proxy_families_and_the_histogram_moves() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mport = lockkit_test_support::free_port().unwrap();
+    let listen = format!("127.0.0.1:{mport}");
+    let proxy = Running::start(
+        &server.url(),
+        &[
+            "--quiet",
+            "--plugin",
+            "observe",
+            "--metrics-listen",
+            &listen,
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        redis_cli(
+            proxy.port,
+            &["SET", "order:1:lock", "t", "NX", "PX", "3000"]
+        ),
+        "OK\n"
+    );
+    assert_eq!(
+        redis_cli(proxy.port, &["EVAL", RELEASE, "1", "order:1:lock", "t"]),
+        "1\n"
+    );
+    let first = scrape(mport);
+    let set = |s: &str| {
+        series(
+            s,
+            "lockkit_proxy_command_duration_seconds_count",
+            "command=\"SET\"",
+        )
+    };
+    let before = set(&first).unwrap_or_else(|| panic!("{first}"));
+    assert!(before >= 1.0, "{first}");
+    assert!(first.contains("lockkit_proxy_command_duration_seconds_bucket{command=\"SET\",le=\""));
+    assert!(series(&first, "lockkit_proxy_commands_total", "command=\"EVAL\"").unwrap() >= 1.0);
+    assert!(series(&first, "lockkit_proxy_connections_accepted_total", "").unwrap() >= 2.0);
+    assert!(
+        first.contains("# TYPE lockkit_proxy_connections_open gauge"),
+        "{first}"
+    );
+    for kind in ["connect", "timeout", "lost"] {
+        let label = format!("kind=\"{kind}\"");
+        let errors = series(&first, "lockkit_proxy_upstream_errors_total", &label);
+        assert_eq!(errors, Some(0.0), "{first}");
+    }
+    assert_eq!(
+        series(&first, "lockkit_proxy_upstream_reconnects_total", ""),
+        Some(0.0)
+    );
+    for i in 0..5 {
+        redis_cli(proxy.port, &["SET", &format!("k{i}"), "v"]);
+    }
+    let second = scrape(mport);
+    assert_eq!(set(&second), Some(before + 5.0), "{second}");
+    // observe's figures arrive with its next tick (about once a second).
+    let pattern = "pattern=\"order:{id}:lock\"";
+    let mut seen = String::new();
+    for _ in 0..50 {
+        seen = scrape(mport);
+        if series(&seen, "lockkit_proxy_lock_acquired_total", pattern).is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        series(&seen, "lockkit_proxy_lock_acquired_total", pattern),
+        Some(1.0),
+        "{seen}"
+    );
+    assert_eq!(
+        series(&seen, "lockkit_proxy_lock_contended_total", pattern),
+        Some(0.0),
+        "{seen}"
+    );
+    assert_eq!(
+        series(&seen, "lockkit_proxy_lock_hold_seconds_count", pattern),
+        Some(1.0),
+        "{seen}"
+    );
+    assert!(series(&seen, "lockkit_proxy_lock_recommended_ttl_seconds", pattern).unwrap() > 0.0);
+    let run = proxy.signal("TERM");
+    assert!(run.success(), "{}", run.all());
+}

@@ -73,6 +73,12 @@ pub struct ProxyArgs {
     /// replies before the remaining connections are closed (no new connections meanwhile).
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub drain_timeout: Duration,
+
+    /// Serve live metrics in Prometheus text format at http://ADDR/metrics (lockkit_proxy_*:
+    /// connections, commands and their latency, upstream errors, plugin faults, observe's
+    /// figures; docs/PROXY.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -170,6 +176,15 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_loadgen::report::check_writable(&args.out).map_err(exit::bad_input)?;
     }
+    let metrics = match &args.metrics_listen {
+        Some(_) => {
+            let handle = crate::metrics::install()?;
+            // First: it counts every command, even one a later plugin answers itself.
+            plugins.insert(0, Arc::new(crate::metrics::CommandMetrics::default()) as _);
+            Some(handle)
+        }
+        None => None,
+    };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
@@ -191,6 +206,14 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let shown = upstream.shown().to_string();
+        if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
+            let addr = crate::metrics::serve(listen, handle)
+                .await
+                .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
+            if !args.quiet {
+                eprintln!("lockkit proxy: metrics at http://{addr}/metrics");
+            }
+        }
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
             .op_timeout(args.op_timeout)

@@ -141,7 +141,12 @@ pub async fn serve<CR, CW>(
             _ = &mut stopped, if !draining => draining = true,
             r = up.read(&mut ubuf) => {
                 match r {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) | Err(_) => {
+                        if conn.owes(&up) {
+                            crate::metrics::upstream_error("lost");
+                        }
+                        break;
+                    }
                     Ok(_) => {}
                 }
                 match conn.on_upstream_bytes(&mut ubuf, &mut cw).await {
@@ -163,6 +168,7 @@ pub async fn serve<CR, CW>(
             () = &mut timer, if timed => {
                 let since = conn.owed_since.unwrap_or_else(Instant::now);
                 if since.elapsed() >= op_timeout {
+                    crate::metrics::upstream_error("timeout");
                     let _ = conn.fail_owed(&mut cw).await;
                     break;
                 }
@@ -494,6 +500,7 @@ impl Conn {
                 Ok(Next::Continue)
             }
             Err(e) => {
+                crate::metrics::upstream_error("connect");
                 self.send_local_replies(cw).await?;
                 let msg = format!(
                     "ERR lockkit proxy: upstream {} unusable: {e}",

@@ -64,6 +64,7 @@ pub mod faults;
 mod health;
 mod link;
 pub mod lua;
+pub mod metrics;
 pub mod observe;
 mod plugin;
 pub mod resp;

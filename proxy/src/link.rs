@@ -97,8 +97,11 @@ impl Pool {
     pub fn link(&self, id: u64) -> Link {
         let slot = &self.links[(id % self.links.len() as u64) as usize];
         let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(link) = held.as_ref().filter(|l| !l.is_dead()) {
-            return link.clone();
+        if let Some(link) = held.as_ref() {
+            if !link.is_dead() {
+                return link.clone();
+            }
+            crate::metrics::upstream_reconnect();
         }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(
@@ -151,6 +154,9 @@ async fn run(
                 backoff: &backoff,
             };
             let e = serve(r, w, &mut rx, &mut stop, &mut waiting, ops).await;
+            if !*stop.borrow() && !e.starts_with(NO_REPLY) {
+                crate::metrics::upstream_error("lost");
+            }
             let text = format!(
                 "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
                 upstream.shown()
@@ -159,6 +165,7 @@ async fn run(
         }
         Err(e) => {
             backoff.failed();
+            crate::metrics::upstream_error("connect");
             let text = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 upstream.shown()
@@ -186,6 +193,9 @@ async fn run(
         }
     }
 }
+
+/// How the reason a shared connection was given up for its operation timeout begins.
+const NO_REPLY: &str = "no reply within";
 
 /// The operation timeout of a shared connection, and the back-off its failures feed.
 struct Ops<'a> {
@@ -247,7 +257,8 @@ async fn serve(
                 let oldest = waiting.front().map_or(now, |w| w.since);
                 if now.saturating_duration_since(oldest) >= ops.timeout {
                     ops.backoff.failed();
-                    return format!("no reply within {}", crate::health::shown(ops.timeout));
+                    crate::metrics::upstream_error("timeout");
+                    return format!("{NO_REPLY} {}", crate::health::shown(ops.timeout));
                 }
                 timer.as_mut().reset((oldest + ops.timeout).into());
             },

@@ -275,11 +275,17 @@ async fn accept_loop(
             accepted = listener.accept() => {
                 let Ok((client, peer)) = accepted else {
                     // Out of file descriptors and the like: wait a little, keep serving.
+                    crate::metrics::connection_refused();
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
                 let info = ConnInfo { id: next_id.fetch_add(1, Ordering::Relaxed), peer: Some(peer) };
-                tasks.spawn(handle(client, info, shared.clone(), stop.clone()));
+                let open = crate::metrics::connection_accepted();
+                let task = handle(client, info, shared.clone(), stop.clone());
+                tasks.spawn(async move {
+                    task.await;
+                    drop(open);
+                });
             }
             _ = tick.tick() => {
                 for p in &shared.plugins {
@@ -321,6 +327,7 @@ async fn handle(
     let upstream = match shared.upstream.connect().await {
         Ok(u) => u,
         Err(e) => {
+            crate::metrics::upstream_error("connect");
             let msg = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 shared.upstream.shown()

@@ -44,6 +44,26 @@ fn ask(c: &mut TcpStream, args: &[&str]) -> String {
 
 const OP_TIMEOUT: Duration = Duration::from_millis(400);
 
+/// This test process's Prometheus recorder (one per process).
+fn recorder() -> &'static metrics_exporter_prometheus::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<metrics_exporter_prometheus::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE.get_or_init(|| lockkit_proxy::metrics::install().unwrap())
+}
+
+/// The value of the series `name{...label...}` in the recorder's rendering (0 if absent).
+fn series(name: &str, label: &str) -> f64 {
+    recorder()
+        .render()
+        .lines()
+        .find_map(|l| {
+            let (s, v) = l.rsplit_once(' ')?;
+            let (n, labels) = s.split_once('{').unwrap_or((s, ""));
+            (n == name && labels.contains(label)).then(|| v.parse().unwrap())
+        })
+        .unwrap_or(0.0)
+}
+
 async fn proxy(upstream: &str, shared: usize) -> Proxy {
     let options = ProxyOptions::new()
         .shared_connections(shared)
@@ -78,6 +98,9 @@ fn pong_again(port: u16) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_shared_connection_fails_its_commands_and_is_replaced() {
     let server = RedisServer::start();
+    let timeouts = || series("lockkit_proxy_upstream_errors_total", "kind=\"timeout\"");
+    let reconnects = || series("lockkit_proxy_upstream_reconnects_total", "");
+    let (timeouts_before, reconnects_before) = (timeouts(), reconnects());
     let relay = relay_to(&server);
     let proxy = proxy(&relay.url(), 1).await;
     let port = proxy.addr().port();
@@ -121,6 +144,9 @@ async fn a_silent_shared_connection_fails_its_commands_and_is_replaced() {
     .await
     .unwrap();
     proxy.stop().await;
+    // The metrics saw it: a timeout, and a shared connection opened again.
+    assert!(timeouts() > timeouts_before);
+    assert!(reconnects() > reconnects_before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -178,9 +178,9 @@ impl State {
         };
         if mine {
             if let Some(h) = self.held.remove(key) {
-                let _ = self.patterns[i]
-                    .hold
-                    .record(micros(sent.saturating_duration_since(h.since)));
+                let hold = sent.saturating_duration_since(h.since);
+                let _ = self.patterns[i].hold.record(micros(hold));
+                crate::metrics::lock_held(&self.patterns[i].pattern, hold);
             }
         }
         let s = &mut self.patterns[i];
@@ -557,8 +557,15 @@ impl Plugin for Observe {
 
     fn on_tick(&self) {
         self.state().forget_expired(Instant::now());
-        if self.options.live {
-            table::draw(&self.patterns(), self.started.elapsed());
+        if self.options.live || crate::metrics::on() {
+            let patterns = self.patterns();
+            for p in &patterns {
+                let ttl = p.recommended_ttl_ms.map(Duration::from_millis);
+                crate::metrics::lock_pattern(&p.pattern, p.acquired, p.contended, ttl);
+            }
+            if self.options.live {
+                table::draw(&patterns, self.started.elapsed());
+            }
         }
     }
 
