@@ -304,7 +304,11 @@ impl Conn {
             let mut delay = Duration::ZERO;
             let mut until: Option<Instant> = None;
             for &p in plugins {
-                match shared.plugins[p].on_command(&self.info, &cmd) {
+                match shared
+                    .workers
+                    .on_command(&shared.plugins, p, &self.info, &cmd)
+                    .await
+                {
                     Action::Pass => {}
                     Action::Delay(d) => delay += d,
                     Action::Hold(t) => until = until.max(Some(t)),
@@ -522,7 +526,8 @@ impl Conn {
             arrived: t.arrived,
         };
         for &p in &t.plugins {
-            self.shared.plugins[p].on_reply(&self.info, &cmd, reply, latency);
+            let plugins = &self.shared.plugins;
+            (self.shared.workers).on_reply(plugins, p, &self.info, &cmd, reply, latency);
         }
     }
 

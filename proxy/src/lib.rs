@@ -66,6 +66,7 @@ mod link;
 pub mod lua;
 pub mod metrics;
 pub mod observe;
+mod offload;
 mod plugin;
 pub mod resp;
 mod server;

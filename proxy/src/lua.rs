@@ -51,6 +51,8 @@ struct Inner {
     on_command: Option<Function>,
     on_reply: Option<Function>,
     on_tick: Option<Function>,
+    on_connect: Option<Function>,
+    on_close: Option<Function>,
     report: Option<Function>,
     encode: Function,
 }
@@ -129,6 +131,8 @@ impl LuaPlugin {
             wants_replies,
             inner: Mutex::new(Inner {
                 on_tick: hook(&table, "on_tick")?,
+                on_connect: hook(&table, "on_connect")?,
+                on_close: hook(&table, "on_close")?,
                 report: hook(&table, "report")?,
                 on_command,
                 on_reply,
@@ -366,6 +370,19 @@ impl Plugin for LuaPlugin {
         }
     }
 
+    fn on_connect(&self, conn: &ConnInfo) {
+        self.conn_hook("on_connect", conn, |i| i.on_connect.as_ref());
+    }
+
+    fn on_close(&self, conn: &ConnInfo) {
+        self.conn_hook("on_close", conn, |i| i.on_close.as_ref());
+    }
+
+    /// Lua hooks run on a thread of the plugin's own.
+    fn offloaded(&self) -> bool {
+        true
+    }
+
     fn report(&self, ctx: &ReportCtx) -> Option<serde_json::Value> {
         let inner = self.inner();
         let mut body = serde_json::Value::Null;
@@ -391,6 +408,20 @@ impl Plugin for LuaPlugin {
 }
 
 impl LuaPlugin {
+    /// Calls the hook `pick` finds (if the file defined it) with the connection's table.
+    fn conn_hook(&self, name: &str, conn: &ConnInfo, pick: impl Fn(&Inner) -> Option<&Function>) {
+        let inner = self.inner();
+        let Some(f) = pick(&inner) else { return };
+        let outcome = match conn_table(&inner.sandbox, conn) {
+            Ok(c) => inner.sandbox.call(f, c).map(|_| ()).map_err(|e| e.message),
+            Err(_) => Err("out of memory building its arguments".to_string()),
+        };
+        drop(inner);
+        if let Err(why) = outcome {
+            self.fault(name, &why);
+        }
+    }
+
     fn wrap(&self, ctx: &ReportCtx, report: serde_json::Value) -> serde_json::Value {
         serde_json::json!({
             "schema": "lockkit.plugin/1",

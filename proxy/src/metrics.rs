@@ -12,6 +12,7 @@
 //! | `lockkit_proxy_upstream_errors_total` | counter | `kind` (`connect`, `timeout`, `lost`) | upstream connections that failed |
 //! | `lockkit_proxy_upstream_reconnects_total` | counter | | shared upstream connections opened again after one failed |
 //! | `lockkit_proxy_plugin_faults_total` | counter | `plugin` | Lua plugin hooks that failed (error, time or memory limit) |
+//! | `lockkit_proxy_plugin_hooks_dropped_total` | counter | `plugin` | hooks nobody waits for (`on_reply`, ...) dropped because the plugin's queue was full |
 //! | `lockkit_proxy_lock_acquired_total` | counter | `pattern` | `observe`: acquisitions per lock pattern |
 //! | `lockkit_proxy_lock_contended_total` | counter | `pattern` | `observe`: acquire attempts that found the lock taken |
 //! | `lockkit_proxy_lock_hold_seconds` | histogram | `pattern` | `observe`: how long locks were held |
@@ -102,6 +103,10 @@ fn describe() {
     describe_counter!(
         "lockkit_proxy_plugin_faults_total",
         "Plugin hooks that failed (error, time limit, memory cap), by plugin"
+    );
+    describe_counter!(
+        "lockkit_proxy_plugin_hooks_dropped_total",
+        "Plugin hooks nobody waits for, dropped because the plugin's queue was full, by plugin"
     );
     describe_counter!(
         "lockkit_proxy_lock_acquired_total",
@@ -239,6 +244,14 @@ pub(crate) fn upstream_reconnect() {
 pub(crate) fn plugin_fault(name: &str) {
     if on() {
         ::metrics::counter!("lockkit_proxy_plugin_faults_total", "plugin" => name.to_string())
+            .increment(1);
+    }
+}
+
+/// A hook of plugin `name` was dropped: its queue was full.
+pub(crate) fn plugin_hook_dropped(name: &str) {
+    if on() {
+        ::metrics::counter!("lockkit_proxy_plugin_hooks_dropped_total", "plugin" => name.to_string())
             .increment(1);
     }
 }

@@ -98,6 +98,8 @@ pub struct Shared {
     pub(crate) pool: Option<Pool>,
     /// How long an upstream request may wait for its reply.
     pub(crate) op_timeout: Duration,
+    /// The threads of the plugins whose hooks run off the connections' threads.
+    pub(crate) workers: crate::offload::Workers,
     drain_timeout: Duration,
 }
 
@@ -129,6 +131,7 @@ impl Shared {
             list.dedup();
         }
         let upstream = upstream.with_user_timeout(options.op_timeout);
+        let workers = crate::offload::Workers::new(&plugins);
         let pool = (options.shared_connections > 0).then(|| {
             let n = options.shared_connections;
             Pool::new(n, upstream.clone(), stop, options.op_timeout)
@@ -142,6 +145,7 @@ impl Shared {
             pool,
             op_timeout: options.op_timeout,
             drain_timeout: options.drain_timeout,
+            workers,
         }
     }
 
@@ -282,14 +286,22 @@ async fn accept_loop(
                 let info = ConnInfo { id: next_id.fetch_add(1, Ordering::Relaxed), peer: Some(peer) };
                 let open = crate::metrics::connection_accepted();
                 let task = handle(client, info, shared.clone(), stop.clone());
+                let shared = shared.clone();
+                let each = move |hook: fn(&dyn Plugin, &ConnInfo)| {
+                    for p in 0..shared.plugins.len() {
+                        shared.workers.run(&shared.plugins, p, move |p| hook(p, &info));
+                    }
+                };
+                each(|p, c| p.on_connect(c));
                 tasks.spawn(async move {
                     task.await;
+                    each(|p, c| p.on_close(c));
                     drop(open);
                 });
             }
             _ = tick.tick() => {
-                for p in &shared.plugins {
-                    p.on_tick();
+                for p in 0..shared.plugins.len() {
+                    shared.workers.run(&shared.plugins, p, |p| p.on_tick());
                 }
                 while tasks.try_join_next().is_some() {}
             }
@@ -305,6 +317,17 @@ async fn accept_loop(
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     let _ = closed.send(true);
+    // The plugins' threads finish what was queued before the reports are read.
+    let _ = tokio::time::timeout(shared.drain_timeout, shared.workers.flush()).await;
+    for (p, plugin) in shared.plugins.iter().enumerate() {
+        let n = shared.workers.dropped(p);
+        if n > 0 {
+            eprintln!(
+                "lockkit proxy: plugin {}: {n} hooks dropped (its queue was full: the plugin is slower than the traffic it declared)",
+                plugin.name()
+            );
+        }
+    }
     ReportCtx {
         target: shared.upstream.shown().to_string(),
         duration: started.elapsed(),

@@ -101,12 +101,9 @@ pub async fn every(
             _ = tick.tick() => {}
             _ = &mut stop => return,
         }
-        let reports = reporter.reports();
-        if reports.is_empty() {
-            continue;
-        }
-        let files = files.clone();
-        let r = tokio::task::spawn_blocking(move || files.write(&reports)).await;
+        // A Lua plugin's report hook may take its time: off the connections' threads.
+        let (files, reporter) = (files.clone(), reporter.clone());
+        let r = tokio::task::spawn_blocking(move || files.write(&reporter.reports())).await;
         match r {
             Ok(Ok(_)) => failing = false,
             Ok(Err(e)) if !failing => {
