@@ -444,7 +444,13 @@ impl Conn {
             }
             match self.pending.pop_front() {
                 Some(Slot::Plain(n)) if n > 1 => self.pending.push_front(Slot::Plain(n - 1)),
-                Some(Slot::Tracked(t)) => self.reply_to_plugins(&t, frame),
+                Some(Slot::Tracked(t)) => {
+                    if let Some(new) = self.reply_to_plugins(&t, frame).await {
+                        cw.write_all(&buf[fwd..frame_start]).await?;
+                        cw.write_all(&new).await?;
+                        fwd = pos;
+                    }
+                }
                 Some(Slot::Lose) => {
                     // The replies before it reach the client; this one and the rest never do.
                     cw.write_all(&buf[fwd..frame_start]).await?;
@@ -516,7 +522,9 @@ impl Conn {
         }
     }
 
-    fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) {
+    /// Hands `reply` to the plugins that wait for it; the reply to send instead, if one of
+    /// them rewrote it (later plugins see the rewritten one).
+    async fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) -> Option<Vec<u8>> {
         let latency = t.sent.elapsed();
         let all_args = resp::command_args(&t.frame, t.inline);
         let cmd = Command {
@@ -525,10 +533,20 @@ impl Conn {
             index: t.index,
             arrived: t.arrived,
         };
+        let (plugins, workers) = (&self.shared.plugins, &self.shared.workers);
+        let mut rewritten: Option<Vec<u8>> = None;
         for &p in &t.plugins {
-            let plugins = &self.shared.plugins;
-            (self.shared.workers).on_reply(plugins, p, &self.info, &cmd, reply, latency);
+            let now = rewritten.as_deref().unwrap_or(reply);
+            if plugins[p].rewrites_replies() {
+                let new = workers.rewrite_reply(plugins, p, &self.info, &cmd, now, latency);
+                if let Some(new) = new.await {
+                    rewritten = Some(new);
+                }
+            } else {
+                workers.on_reply(plugins, p, &self.info, &cmd, now, latency);
+            }
         }
+        rewritten
     }
 
     /// Writes the plugin answers at the head of the queue (nothing upstream is owed before them).

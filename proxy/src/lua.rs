@@ -41,6 +41,8 @@ pub struct LuaPlugin {
     name: String,
     commands: Vec<String>,
     wants_replies: bool,
+    /// `rewrite_replies = true` in the file: `on_reply` may return `{reply = V}`.
+    rewrites: bool,
     inner: Mutex<Inner>,
     faults: AtomicU64,
 }
@@ -123,12 +125,21 @@ impl LuaPlugin {
             .get::<Table>("cjson")?
             .get("encode")?;
         let wants_replies = on_reply.is_some();
+        let rewrites = match table.raw_get::<Value>("rewrite_replies")? {
+            Value::Nil | Value::Boolean(false) => false,
+            Value::Boolean(true) => true,
+            other => anyhow::bail!(
+                "`rewrite_replies` must be true or false, not a {}",
+                other.type_name()
+            ),
+        };
         // Later calls are hooks: each gets the shorter limit.
         sandbox.set_time_limit(HOOK_TIME_LIMIT);
         Ok(LuaPlugin {
             name,
             commands,
             wants_replies,
+            rewrites,
             inner: Mutex::new(Inner {
                 on_tick: hook(&table, "on_tick")?,
                 on_connect: hook(&table, "on_connect")?,
@@ -337,27 +348,21 @@ impl Plugin for LuaPlugin {
     }
 
     fn on_reply(&self, conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
-        let inner = self.inner();
-        let Some(f) = &inner.on_reply else {
-            return;
-        };
-        let sb = &inner.sandbox;
-        let latency_us = latency.as_micros() as f64;
-        let outcome = match (
-            conn_table(sb, conn),
-            args_table(sb, cmd.args),
-            sb.reply_to_lua(decode_reply(reply)),
-        ) {
-            (Ok(c), Ok(a), Ok(r)) => sb
-                .call(f, (c, cmd.name, a, r, latency_us))
-                .map(|_| ())
-                .map_err(|e| e.message),
-            _ => Err("out of memory building its arguments".into()),
-        };
-        drop(inner);
-        if let Err(why) = outcome {
-            self.fault("on_reply", &why);
-        }
+        self.call_on_reply(conn, cmd, reply, latency, false);
+    }
+
+    fn rewrites_replies(&self) -> bool {
+        self.rewrites
+    }
+
+    fn rewrite_reply(
+        &self,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+    ) -> Option<Vec<u8>> {
+        self.call_on_reply(conn, cmd, reply, latency, true)
     }
 
     fn on_tick(&self) {
@@ -408,6 +413,47 @@ impl Plugin for LuaPlugin {
 }
 
 impl LuaPlugin {
+    /// Calls `on_reply`; with `rewrite`, what it returned as the reply to send instead (`nil`:
+    /// the server's).
+    fn call_on_reply(
+        &self,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+        rewrite: bool,
+    ) -> Option<Vec<u8>> {
+        let inner = self.inner();
+        let f = inner.on_reply.as_ref()?;
+        let sb = &inner.sandbox;
+        let latency_us = latency.as_micros() as f64;
+        let outcome = match (
+            conn_table(sb, conn),
+            args_table(sb, cmd.args),
+            sb.reply_to_lua(decode_reply(reply)),
+        ) {
+            (Ok(c), Ok(a), Ok(r)) => sb
+                .call(f, (c, cmd.name, a, r, latency_us))
+                .map_err(|e| e.message),
+            _ => Err("out of memory building its arguments".into()),
+        };
+        let outcome = match outcome {
+            Ok(v) if rewrite => match action_of(sb, &v) {
+                Ok(Action::Pass) => Ok(None),
+                Ok(Action::Reply(bytes)) => Ok(Some(bytes)),
+                Ok(_) => Err("on_reply may return nil or {reply = V}".to_string()),
+                Err(e) => Err(e),
+            },
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+        drop(inner);
+        outcome.unwrap_or_else(|why| {
+            self.fault("on_reply", &why);
+            None
+        })
+    }
+
     /// Calls the hook `pick` finds (if the file defined it) with the connection's table.
     fn conn_hook(&self, name: &str, conn: &ConnInfo, pick: impl Fn(&Inner) -> Option<&Function>) {
         let inner = self.inner();

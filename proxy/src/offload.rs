@@ -24,6 +24,20 @@ use crate::plugin::{Action, Command, ConnInfo, Plugin};
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Runs `f` on the plugin thread behind `queue` and waits for its result (`None`: the thread
+/// is gone).
+async fn ask<R: Send + 'static>(
+    queue: &mpsc::Sender<Job>,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Option<R> {
+    let (tx, rx) = oneshot::channel();
+    let job: Job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    queue.send(job).await.ok()?;
+    rx.await.ok()
+}
+
 fn plugin_name(plugins: &[Arc<dyn Plugin>], p: usize) -> &str {
     plugins[p].name()
 }
@@ -107,16 +121,7 @@ impl Workers {
     /// Waits until every hook queued so far has run (before the reports are read).
     pub async fn flush(&self) {
         for queue in self.queues.iter().flatten() {
-            let (tx, rx) = oneshot::channel::<()>();
-            if queue
-                .send(Box::new(move || {
-                    let _ = tx.send(());
-                }))
-                .await
-                .is_ok()
-            {
-                let _ = rx.await;
-            }
+            ask(queue, || ()).await;
         }
     }
 
@@ -136,15 +141,33 @@ impl Workers {
         let Some(queue) = self.queue(p) else {
             return plugin.on_command(conn, cmd);
         };
-        let (tx, rx) = oneshot::channel();
         let (plugin, conn, owned) = (plugin.clone(), *conn, OwnedCommand::of(cmd));
-        let job: Job = Box::new(move || {
-            let _ = tx.send(owned.with(|c| plugin.on_command(&conn, c)));
-        });
-        if queue.send(job).await.is_err() {
-            return Action::Pass;
-        }
-        rx.await.unwrap_or(Action::Pass)
+        ask(queue, move || owned.with(|c| plugin.on_command(&conn, c)))
+            .await
+            .unwrap_or(Action::Pass)
+    }
+
+    /// Plugin `p`'s [`Plugin::rewrite_reply`], on its thread if it has one.
+    pub async fn rewrite_reply(
+        &self,
+        plugins: &[Arc<dyn Plugin>],
+        p: usize,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+    ) -> Option<Vec<u8>> {
+        let plugin = &plugins[p];
+        let Some(queue) = self.queue(p) else {
+            return plugin.rewrite_reply(conn, cmd, reply, latency);
+        };
+        let (plugin, conn, owned, reply) =
+            (plugin.clone(), *conn, OwnedCommand::of(cmd), reply.to_vec());
+        ask(queue, move || {
+            owned.with(|c| plugin.rewrite_reply(&conn, c, &reply, latency))
+        })
+        .await
+        .flatten()
     }
 
     /// Plugin `p`'s [`Plugin::on_reply`], queued on its thread if it has one (nothing waits

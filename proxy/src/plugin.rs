@@ -91,6 +91,25 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// forwarding the command to reading its reply.
     fn on_reply(&self, _conn: &ConnInfo, _cmd: &Command<'_>, _reply: &[u8], _latency: Duration) {}
 
+    /// Whether [`Plugin::rewrite_reply`] is called in place of [`Plugin::on_reply`]: the
+    /// connection then waits for it before the reply goes on.
+    fn rewrites_replies(&self) -> bool {
+        false
+    }
+
+    /// [`Plugin::on_reply`] that may replace the reply: `Some(bytes)` (one complete RESP reply)
+    /// is sent to the client instead. Only called when [`Plugin::rewrites_replies`].
+    fn rewrite_reply(
+        &self,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+    ) -> Option<Vec<u8>> {
+        self.on_reply(conn, cmd, reply, latency);
+        None
+    }
+
     /// Called about once a second.
     fn on_tick(&self) {}
 

@@ -2,7 +2,8 @@
 //! milliseconds each (under the 50 ms hook limit), while another client's PINGs, which the
 //! plugin does not declare, keep their latency. The proxy runs on one worker thread, as
 //! `lockkit proxy` does by default. Both phases run in one test against one real server; the
-//! figures are printed (`--nocapture`) for results/.
+//! figures are printed (`--nocapture`) for results/. Also the hooks that came with the
+//! plugins' thread: connect and close, and `on_reply` replacing a reply.
 
 mod common;
 
@@ -30,6 +31,13 @@ return {
   end,
 }
 "#;
+
+/// Writes `code` as `dir/name` and loads it with `args`.
+fn load(dir: &std::path::Path, name: &str, code: &str, args: &str) -> Arc<LuaPlugin> {
+    let file = dir.join(name);
+    std::fs::write(&file, code).unwrap();
+    Arc::new(LuaPlugin::load(&file, args).unwrap())
+}
 
 /// Sends `command` and reads one reply line; how long it took.
 fn timed(c: &mut TcpStream, command: &[u8]) -> Duration {
@@ -65,9 +73,7 @@ fn ping_p99(port: u16, n: usize) -> Duration {
 async fn a_slow_plugin_on_one_client_does_not_delay_another_clients_pings() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("slow.lua");
-    std::fs::write(&file, SLOW).unwrap();
-    let plugin: Arc<dyn Plugin> = Arc::new(LuaPlugin::load(&file, "1000000").unwrap());
+    let plugin: Arc<dyn Plugin> = load(dir.path(), "slow.lua", SLOW, "1000000");
     let proxy = start_proxy(&server.url(), vec![plugin]).await;
     let port = proxy.addr().port();
     let (hook, idle, busy) = tokio::task::spawn_blocking(move || {
@@ -123,9 +129,9 @@ async fn a_slow_plugin_on_one_client_does_not_delay_another_clients_pings() {
 async fn connect_and_close_hooks_see_each_client_once_in_order() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("conns.lua");
-    std::fs::write(
-        &file,
+    let plugin = load(
+        dir.path(),
+        "conns.lua",
         r#"
 local seen = {}
 local open = 0
@@ -137,9 +143,8 @@ return {
   report = function() return { seen = seen, open = open } end,
 }
 "#,
-    )
-    .unwrap();
-    let plugin = Arc::new(LuaPlugin::load(&file, "").unwrap());
+        "",
+    );
     let proxy = start_proxy(&server.url(), vec![plugin.clone()]).await;
     let port = proxy.addr().port();
     tokio::task::spawn_blocking(move || {
@@ -173,4 +178,42 @@ return {
         })
         .collect();
     assert_eq!(seen, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_reply_may_replace_a_reply_in_its_place_in_a_pipeline() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = load(
+        dir.path(),
+        "mask.lua",
+        r#"
+return {
+  commands = { "GET" },
+  rewrite_replies = true,
+  on_reply = function(conn, cmd, args, reply)
+    if string.sub(args[1], 1, 7) == "secret:" and reply then
+      return { reply = "***" }
+    end
+  end,
+}
+"#,
+        "",
+    );
+    let proxy = start_proxy(&server.url(), vec![plugin.clone()]).await;
+    let port = proxy.addr().port();
+    tokio::task::spawn_blocking(move || {
+        let mut c = raw_conn(port);
+        let set = b"*3\r\n$3\r\nSET\r\n$8\r\nsecret:1\r\n$2\r\npw\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n";
+        let want = "+OK\r\n+OK\r\n";
+        assert_eq!(common::roundtrip(&mut c, set, want.len()).unwrap(), want.as_bytes());
+        let gets = b"*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nGET\r\n$8\r\nsecret:1\r\n*2\r\n$3\r\nGET\r\n$8\r\nsecret:2\r\n*2\r\n$3\r\nGET\r\n$1\r\na\r\n";
+        let want = "$1\r\n1\r\n$3\r\n***\r\n$-1\r\n$1\r\n1\r\n";
+        let got = common::roundtrip(&mut c, gets, want.len()).unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), want);
+    })
+    .await
+    .unwrap();
+    let ctx = proxy.stop().await;
+    assert_eq!(plugin.report(&ctx).unwrap()["faults"], 0);
 }
