@@ -243,7 +243,7 @@ fn metrics_endpoint_serves_the_proxy_families_and_the_histogram_moves() {
         &[
             "--quiet",
             "--plugin",
-            "observe",
+            "observe:top=3",
             "--metrics-listen",
             &listen,
         ],
@@ -317,6 +317,14 @@ fn metrics_endpoint_serves_the_proxy_families_and_the_histogram_moves() {
         "{seen}"
     );
     assert!(series(&seen, "lockkit_proxy_lock_recommended_ttl_seconds", pattern).unwrap() > 0.0);
+    // observe:top=3: the window's hottest key (SET and EVAL on it) and a big value.
+    let key = "key=\"order:1:lock\"";
+    assert_eq!(
+        series(&seen, "lockkit_proxy_hot_key_commands", key),
+        Some(2.0),
+        "{seen}"
+    );
+    assert!(series(&seen, "lockkit_proxy_big_value_bytes", "key=\"").is_some());
     let run = proxy.signal("TERM");
     assert!(run.success(), "{}", run.all());
 }

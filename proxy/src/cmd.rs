@@ -26,7 +26,8 @@ pub struct ProxyArgs {
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub upstream: String,
 
-    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern),
+    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern;
+    /// `observe:top=10,window=10s` also the hottest keys and biggest values per window),
     /// `faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7` (network faults, seeded) or a
     /// Lua plugin FILE.lua, optionally followed by :ARGS (docs/PROXY.md).
     #[arg(long = "plugin", value_name = "NAME[:ARGS]|FILE.lua")]
@@ -102,12 +103,9 @@ pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin
         )?));
     }
     match name {
-        "observe" => {
-            if !args.is_empty() {
-                anyhow::bail!("`observe` takes no arguments (got `{args}`)");
-            }
-            Ok(Arc::new(Observe::new(ObserveOptions { live })))
-        }
+        "observe" => Ok(Arc::new(Observe::new(
+            ObserveOptions::parse(args, live).map_err(anyhow::Error::msg)?,
+        ))),
         "faults" => Ok(Arc::new(Faults::new(
             FaultsOptions::parse(args).map_err(anyhow::Error::msg)?,
         ))),

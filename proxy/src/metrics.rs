@@ -17,10 +17,15 @@
 //! | `lockkit_proxy_lock_contended_total` | counter | `pattern` | `observe`: acquire attempts that found the lock taken |
 //! | `lockkit_proxy_lock_hold_seconds` | histogram | `pattern` | `observe`: how long locks were held |
 //! | `lockkit_proxy_lock_recommended_ttl_seconds` | gauge | `pattern` | `observe`: the TTL `lockkit ttl --observed` would recommend now |
+//! | `lockkit_proxy_hot_key_commands` | gauge | `key` | `observe:top=N`: commands on each of the window's top keys so far |
+//! | `lockkit_proxy_big_value_bytes` | gauge | `key` | `observe:top=N`: the window's largest replies, by key |
 //!
 //! Command names are labels only for the names of Redis's command table shape (letters, digits,
 //! `_`, `-`, `.`; at most 32 bytes) and at most [`MAX_COMMAND_LABELS`] distinct ones; others count
-//! under `other`. Lock patterns are bounded by `observe` (1,000, then `{other}`).
+//! under `other`. Lock patterns are bounded by `observe` (1,000, then `{other}`). Keys are labels
+//! only of the two `top` gauges: at most N each per window; a key that left the top reads 0,
+//! and its series goes after [`KEY_SERIES_KEPT`] without an update (gauges not updated for that
+//! long are dropped; the proxy's own gauges are refreshed every second).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +36,7 @@ use ::metrics::{Counter, Histogram};
 use anyhow::Context;
 use fnv::FnvHashMap;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -47,6 +53,23 @@ const BUCKETS: [f64; 17] = [
 
 static ON: AtomicBool = AtomicBool::new(false);
 
+/// How long a gauge not updated stays exported (a key's `top` series after it left the top).
+pub const KEY_SERIES_KEPT: Duration = Duration::from_secs(60);
+
+/// The keys of the `top` gauges set at the last tick.
+static TOP_KEYS: Mutex<Vec<(&'static str, String)>> = Mutex::new(Vec::new());
+
+/// Client connections open now.
+static OPEN: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// Sets the gauges that change only on events again (so they are not taken for idle).
+pub(crate) fn refresh() {
+    if on() {
+        ::metrics::gauge!("lockkit_proxy_connections_open")
+            .set(OPEN.load(Ordering::Relaxed) as f64);
+    }
+}
+
 /// Whether a recorder was installed by [`install`] (the hooks do nothing otherwise).
 pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
@@ -58,6 +81,7 @@ pub(crate) fn on() -> bool {
 /// Another recorder is installed already.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
+        .idle_timeout(MetricKindMask::GAUGE, Some(KEY_SERIES_KEPT))
         .set_buckets(&BUCKETS)
         .context("histogram buckets")?
         .install_recorder()
@@ -120,6 +144,15 @@ fn describe() {
         "lockkit_proxy_lock_hold_seconds",
         Unit::Seconds,
         "observe: how long locks were held, by key pattern"
+    );
+    describe_gauge!(
+        "lockkit_proxy_hot_key_commands",
+        "observe top=N: commands on the current window's hottest keys"
+    );
+    describe_gauge!(
+        "lockkit_proxy_big_value_bytes",
+        Unit::Bytes,
+        "observe top=N: the current window's largest replies, by key"
     );
     describe_gauge!(
         "lockkit_proxy_lock_recommended_ttl_seconds",
@@ -202,7 +235,8 @@ async fn answer(mut conn: TcpStream, handle: &PrometheusHandle) -> std::io::Resu
 pub(crate) fn connection_accepted() -> OpenConnection {
     if on() {
         ::metrics::counter!("lockkit_proxy_connections_accepted_total").increment(1);
-        ::metrics::gauge!("lockkit_proxy_connections_open").increment(1.0);
+        OPEN.fetch_add(1, Ordering::Relaxed);
+        refresh();
     }
     OpenConnection
 }
@@ -214,7 +248,8 @@ pub(crate) struct OpenConnection;
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         if on() {
-            ::metrics::gauge!("lockkit_proxy_connections_open").decrement(1.0);
+            OPEN.fetch_sub(1, Ordering::Relaxed);
+            refresh();
         }
     }
 }
@@ -270,6 +305,30 @@ pub(crate) fn lock_pattern(pattern: &str, acquired: u64, contended: u64, ttl: Op
         ::metrics::gauge!("lockkit_proxy_lock_recommended_ttl_seconds", "pattern" => p)
             .set(ttl.as_secs_f64());
     }
+}
+
+/// `observe:top=N`'s current window: its hot keys and big values as gauges; a key that left
+/// the top is set to 0 once (its series then goes after [`KEY_SERIES_KEPT`]).
+pub(crate) fn top_window(w: &crate::observe::TopWindow) {
+    if !on() {
+        return;
+    }
+    const HOT: &str = "lockkit_proxy_hot_key_commands";
+    const BIG: &str = "lockkit_proxy_big_value_bytes";
+    let mut now: Vec<(&'static str, String)> = Vec::new();
+    for h in &w.hot_keys {
+        ::metrics::gauge!(HOT, "key" => h.key.clone()).set(h.commands as f64);
+        now.push((HOT, h.key.clone()));
+    }
+    for b in &w.big_values {
+        ::metrics::gauge!(BIG, "key" => b.key.clone()).set(b.bytes as f64);
+        now.push((BIG, b.key.clone()));
+    }
+    let mut before = TOP_KEYS.lock().unwrap_or_else(PoisonError::into_inner);
+    for (name, key) in before.iter().filter(|k| !now.contains(k)) {
+        ::metrics::gauge!(*name, "key" => key.clone()).set(0.0);
+    }
+    *before = now;
 }
 
 /// One lock of `pattern` held for `hold`.

@@ -300,6 +300,7 @@ async fn accept_loop(
                 });
             }
             _ = tick.tick() => {
+                crate::metrics::refresh();
                 for p in 0..shared.plugins.len() {
                     shared.workers.run(&shared.plugins, p, |p| p.on_tick());
                 }
