@@ -156,3 +156,114 @@ fn bad_input_and_unreachable_upstream_exit_with_their_codes_without_the_password
         assert!(!run.all().contains("Pw-9xq7"), "{args:?}: {}", run.all());
     }
 }
+
+#[test]
+fn protected_mode_refuses_other_hosts_without_client_passwords() {
+    let port = free_port().unwrap().to_string();
+    let dead = format!("redis://:Pw-9xq7@127.0.0.1:{port}");
+    let open = |extra: &[&str]| {
+        Lockkit::new(&[
+            "proxy",
+            "--quiet",
+            "--listen",
+            "0.0.0.0:0",
+            "--upstream",
+            &dead,
+        ])
+        .args(extra)
+        .run()
+    };
+    let refused = open(&[]);
+    assert_eq!(refused.code, Some(2), "{}", refused.all());
+    for flag in ["--requirepass", "--user", "--no-protected-mode"] {
+        assert!(refused.stderr.contains(flag), "{}", refused.all());
+    }
+    // With a client password (or the opt-out) it goes on, to the dead upstream (exit 3).
+    for extra in [
+        &["--user", "app:Cl-5ecret"][..],
+        &["--requirepass", "Cl-5ecret"],
+        &["--no-protected-mode"],
+    ] {
+        let run = open(extra);
+        assert_eq!(run.code, Some(3), "{extra:?}: {}", run.all());
+    }
+    let bad = Lockkit::new(&["proxy", "--quiet", "--upstream", &dead])
+        .args(&["--user", "app:Cl-5ecret", "--user", "app:Cl-5ecret2"])
+        .run();
+    assert_eq!(bad.code, Some(2), "{}", bad.all());
+    assert!(
+        bad.stderr.contains("user `app` is given twice"),
+        "{}",
+        bad.all()
+    );
+    assert!(!bad.all().contains("Cl-5ecret") && !bad.all().contains("Pw-9xq7"));
+}
+
+#[test]
+fn clients_log_in_at_the_proxy_with_a_users_file() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(
+        &users,
+        "# one per application\norders:Or-5ecret\n\ncron:Cr-5ecret\n",
+    )
+    .unwrap();
+    let proxy = ProxyRun::start(
+        &server.url(),
+        &["--quiet", "--users-file", users.to_str().unwrap()],
+        dir.path(),
+    );
+    assert_eq!(
+        redis_cli(proxy.port, &["PING"]),
+        "NOAUTH Authentication required.\n\n"
+    );
+    assert_eq!(
+        redis_cli(
+            proxy.port,
+            &[
+                "--no-auth-warning",
+                "--user",
+                "cron",
+                "--pass",
+                "Cr-5ecret",
+                "PING"
+            ]
+        ),
+        "PONG\n"
+    );
+    let run = proxy.stop();
+    assert!(run.success(), "{}", run.all());
+    assert!(!run.all().contains("5ecret"), "{}", run.all());
+}
+
+#[test]
+fn tls_flags_come_together_and_bad_files_are_named() {
+    let port = free_port().unwrap().to_string();
+    let dead = format!("redis://127.0.0.1:{port}");
+    let alone = Lockkit::new(&[
+        "proxy",
+        "--quiet",
+        "--upstream",
+        &dead,
+        "--tls-cert",
+        "c.pem",
+    ])
+    .run();
+    assert_eq!(alone.code, Some(2), "{}", alone.all());
+    assert!(alone.stderr.contains("--tls-key"), "{}", alone.all());
+    let missing = Lockkit::new(&["proxy", "--quiet", "--upstream", &dead])
+        .args(&[
+            "--tls-cert",
+            "no/such/cert.pem",
+            "--tls-key",
+            "no/such/key.pem",
+        ])
+        .run();
+    assert_eq!(missing.code, Some(2), "{}", missing.all());
+    assert!(
+        missing.stderr.contains("no/such/cert.pem"),
+        "{}",
+        missing.all()
+    );
+}

@@ -26,6 +26,10 @@ pub struct ProxyArgs {
     #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
     pub upstream: String,
 
+    /// Client authentication and protected mode.
+    #[command(flatten)]
+    pub access: crate::access::AccessArgs,
+
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern;
     /// `observe:top=10,window=10s` also the hottest keys and biggest values per window),
     /// `faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7` (network faults, seeded) or a
@@ -163,6 +167,11 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
     let upstream = Upstream::from_url(&args.upstream)
         .map_err(|e| exit::lock_failure(&e, format!("--upstream: {e}")))?;
+    let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
+    let tls = args.access.listener_tls().map_err(exit::bad_input)?;
+    args.access
+        .check_protected(&args.listen, &client_auth)
+        .map_err(exit::bad_input)?;
     let live = !args.quiet && std::io::stdout().is_terminal();
     let mut plugins = Vec::new();
     for spec in &args.plugins {
@@ -215,7 +224,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
             .op_timeout(args.op_timeout)
-            .drain_timeout(args.drain_timeout);
+            .drain_timeout(args.drain_timeout)
+            .client_auth(client_auth)
+            .tls(tls);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

@@ -8,8 +8,9 @@
 //! off, each client has its own from the start.
 //!
 //! Replies stop being matched (the bytes still flow) once the connection enters a mode where
-//! they no longer pair one-to-one with commands: pub/sub, MONITOR, CLIENT REPLY OFF/SKIP, or
-//! bytes that are not RESP (all of which happen on a connection of the client's own).
+//! they no longer pair one-to-one with commands: pub/sub, MONITOR, CLIENT REPLY OFF/SKIP (all
+//! of which happen on a connection of the client's own). A malformed request is answered as
+//! Redis answers it ([`crate::protocol`]) and the connection closes.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -19,10 +20,12 @@ use fnv::FnvHashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
+use crate::auth::{Gate, Login};
 use crate::health::may_block;
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
 use crate::server::Shared;
+use crate::setup::{Setup, SetupAction};
 use crate::stateless::is_stateless;
 use crate::up::{Up, WINDOW};
 
@@ -42,6 +45,17 @@ enum Slot {
     Local(Vec<u8>),
     /// A command whose reply is lost: the connection closes when it comes.
     Lose,
+    /// A `CONFIG GET` whose reply has its secrets blanked ([`crate::auth`]).
+    Scrub,
+    /// Replies stop pairing with commands once those before this are in.
+    Unmatch,
+    /// The connection closes once the replies before this are out (after a protocol error).
+    Close,
+    /// RESET: once its reply is out, a fresh upstream connection replaces this one.
+    Reset,
+    /// A command of the proxy's own (the client's name on its new connection): its reply is
+    /// not passed on.
+    Swallow,
 }
 
 #[derive(Debug)]
@@ -55,6 +69,13 @@ struct Tracked {
     arrived: Instant,
 }
 
+impl Slot {
+    /// Whether a reply from upstream answers it.
+    fn awaits_upstream(&self) -> bool {
+        !matches!(self, Slot::Local(_) | Slot::Unmatch | Slot::Close)
+    }
+}
+
 /// The state of one proxied connection.
 struct Conn {
     shared: Arc<Shared>,
@@ -62,8 +83,6 @@ struct Conn {
     pending: VecDeque<Slot>,
     /// Replies no longer pair with commands: copy blindly.
     unmatched: bool,
-    /// Client bytes are not RESP: copy blindly.
-    raw: bool,
     in_multi: bool,
     /// A reply is being lost: nothing more is read from the client.
     losing: bool,
@@ -79,12 +98,19 @@ struct Conn {
     owed_since: Option<Instant>,
     /// A command that may block is owed a reply: no operation timeout until all are answered.
     patient: bool,
+    login: Login,
+    /// RESET went upstream: nothing more is read from the client until its reply is in.
+    resetting: bool,
+    /// What the client set up while on the shared connections.
+    setup: Setup,
 }
 
 /// What the client's bytes asked for besides forwarding.
 enum Next {
     Continue,
     Close,
+    /// RESET's reply is out: the client goes on from a fresh upstream connection.
+    Reset,
 }
 
 /// Serves one client until it or the upstream server closes, or `stop` fires: then it drains
@@ -99,12 +125,13 @@ pub async fn serve<CR, CW>(
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
 {
+    let login = Login::new(&shared.client_auth);
     let mut conn = Conn {
+        login,
         shared,
         info,
         pending: VecDeque::new(),
         unmatched: false,
-        raw: false,
         in_multi: false,
         losing: false,
         commands: 0,
@@ -113,6 +140,8 @@ pub async fn serve<CR, CW>(
         last_flush: Instant::now(),
         owed_since: None,
         patient: false,
+        resetting: false,
+        setup: Setup::default(),
     };
     let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
@@ -151,6 +180,10 @@ pub async fn serve<CR, CW>(
                 }
                 match conn.on_upstream_bytes(&mut ubuf, &mut cw).await {
                     Ok(Next::Continue) => {}
+                    Ok(Next::Reset) => match conn.reset(&mut up, &mut cw).await {
+                        Ok(Next::Continue) => ubuf.clear(),
+                        _ => break,
+                    },
                     Ok(Next::Close) | Err(_) => break,
                 }
                 if up.closing() {
@@ -160,7 +193,7 @@ pub async fn serve<CR, CW>(
                 // Replies came back: commands held by the window may go now.
                 if conn.backlog && !draining {
                     match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
-                        Ok(Next::Continue) => {}
+                        Ok(Next::Continue | Next::Reset) => {}
                         Ok(Next::Close) | Err(_) => break,
                     }
                 }
@@ -180,7 +213,7 @@ pub async fn serve<CR, CW>(
                     Ok(_) => {}
                 }
                 match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
-                    Ok(Next::Continue) => {}
+                    Ok(Next::Continue | Next::Reset) => {}
                     Ok(Next::Close) | Err(_) => break,
                 }
                 conn.track_owed(&up, false);
@@ -190,6 +223,25 @@ pub async fn serve<CR, CW>(
     conn.flush_counts();
     up.shutdown().await;
     let _ = cw.shutdown().await;
+}
+
+/// Where RESET's reply (`+RESET`) ends among the complete frames at the start of `buf`, or
+/// where those complete frames end when it is not among them (all of `buf` past bytes that are
+/// not RESP).
+fn reset_reply_end(buf: &[u8]) -> Result<usize, usize> {
+    let mut pos = 0;
+    loop {
+        match resp::frame_len(&buf[pos..]) {
+            Ok(Some(len)) => {
+                pos += len;
+                if &buf[pos - len..pos] == b"+RESET\r\n" {
+                    return Ok(pos);
+                }
+            }
+            Ok(None) => return Err(pos),
+            Err(_) => return Err(buf.len()),
+        }
+    }
 }
 
 /// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
@@ -203,7 +255,17 @@ pub(crate) fn reserve(buf: &mut Vec<u8>) {
     }
 }
 
-const UNMATCHED_MODES: [&[u8]; 4] = [b"SUBSCRIBE", b"PSUBSCRIBE", b"SSUBSCRIBE", b"MONITOR"];
+/// After these, replies no longer pair with commands: `UNSUBSCRIBE a b` gets one reply per
+/// channel, subscribed or not.
+const UNMATCHED_MODES: [&[u8]; 7] = [
+    b"SUBSCRIBE",
+    b"PSUBSCRIBE",
+    b"SSUBSCRIBE",
+    b"MONITOR",
+    b"UNSUBSCRIBE",
+    b"PUNSUBSCRIBE",
+    b"SUNSUBSCRIBE",
+];
 
 impl Conn {
     /// Splits the complete commands in `buf`, runs the plugins on the declared ones, forwards
@@ -214,13 +276,11 @@ impl Conn {
         up: &mut Up,
         cw: &mut CW,
     ) -> std::io::Result<Next> {
-        self.backlog = false;
-        if self.losing {
-            buf.clear();
+        self.backlog = self.resetting;
+        if self.resetting {
             return Ok(Next::Continue);
         }
-        if self.raw {
-            self.send(up, buf, 0).await?;
+        if self.losing {
             buf.clear();
             return Ok(Next::Continue);
         }
@@ -238,22 +298,28 @@ impl Conn {
                 self.backlog = true;
                 break;
             }
-            let frame = match resp::command_frame(&buf[pos..]) {
+            let frame = match crate::protocol::request_frame(&buf[pos..], self.login.logged_in()) {
                 Ok(Some(f)) => f,
                 Ok(None) => break,
-                Err(_) => {
-                    if up.is_shared() {
-                        let runs = (&mut plain_run, &mut sent_run);
-                        if let Next::Close = self.go_own(up, cw, &buf[fwd..pos], runs).await? {
-                            return Ok(Next::Close);
-                        }
-                        fwd = pos;
-                    }
-                    // Not RESP: pass everything on and stop reading it (Redis answers the error).
-                    self.raw = true;
-                    self.unmatched = true;
-                    self.pending.clear();
+                Err(e) => {
+                    // As Redis: the replies owed first, then the error, then the connection
+                    // closes; nothing more is read from the client.
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    self.send(up, &buf[fwd..pos], std::mem::take(&mut sent_run))
+                        .await?;
                     pos = buf.len();
+                    fwd = pos;
+                    if self.unmatched {
+                        if let Some(reply) = e.reply() {
+                            cw.write_all(&reply).await?;
+                        }
+                        return Ok(Next::Close);
+                    }
+                    if let Some(reply) = e.reply() {
+                        self.pending.push_back(Slot::Local(reply));
+                    }
+                    self.pending.push_back(Slot::Close);
+                    self.losing = true;
                     break;
                 }
             };
@@ -272,7 +338,76 @@ impl Conn {
                 // An empty inline line: Redis ignores it and answers nothing.
                 continue;
             }
-            if up.is_shared() && !is_stateless(name, &buf[start..pos], frame.inline) {
+            let answerable = !(self.unmatched || self.in_multi);
+            let gate = self.login.gate_frame(
+                &shared.client_auth,
+                name,
+                &buf[start..pos],
+                frame.inline,
+                answerable,
+            );
+            if let Gate::Answer(reply) | Gate::Close(reply) = &gate {
+                self.push_plain(std::mem::take(&mut plain_run));
+                self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                    .await?;
+                fwd = pos;
+                self.count(name);
+                self.pending.push_back(Slot::Local(reply.clone()));
+                if let Gate::Close(_) = gate {
+                    next = Next::Close;
+                    break;
+                }
+                continue;
+            }
+            if name == b"RESET" {
+                self.count(name);
+                self.commands += 1;
+                self.push_plain(std::mem::take(&mut plain_run));
+                self.setup = Setup::default();
+                if up.is_shared() {
+                    // Nothing of the client's lives upstream: the proxy answers.
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
+                    self.pending.push_back(Slot::Local(b"+RESET\r\n".to_vec()));
+                    fwd = pos;
+                    continue;
+                }
+                // The server resets the connection (and logs it out, back to database 0): once
+                // its reply is in, the client goes on from a fresh connection, as a new client.
+                self.send(up, &buf[fwd..pos], std::mem::take(&mut sent_run) + 1)
+                    .await?;
+                fwd = pos;
+                if !self.unmatched {
+                    self.pending.push_back(Slot::Reset);
+                }
+                self.resetting = true;
+                self.backlog = true;
+                break;
+            }
+            if up.is_shared() && matches!(name, b"CLIENT" | b"SELECT" | b"HELLO") {
+                let args = match &gate {
+                    Gate::Forward(instead) => resp::command_args(instead, false),
+                    _ => resp::command_args(&buf[start..pos], frame.inline),
+                };
+                if let Some(action) = self.setup.on_shared(name, &args, shared.upstream.db()) {
+                    self.count(name);
+                    self.commands += 1;
+                    self.push_plain(std::mem::take(&mut plain_run));
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
+                    fwd = pos;
+                    match action {
+                        SetupAction::Answer(reply) => self.pending.push_back(Slot::Local(reply)),
+                        SetupAction::Send(instead) => {
+                            self.send(up, &instead, 1).await?;
+                            self.push_plain(1);
+                        }
+                    }
+                    continue;
+                }
+            }
+            let forward = matches!(gate, Gate::Forward(_));
+            if up.is_shared() && (forward || !is_stateless(name, &buf[start..pos], frame.inline)) {
                 let runs = (&mut plain_run, &mut sent_run);
                 if let Next::Close = self.go_own(up, cw, &buf[fwd..start], runs).await? {
                     return Ok(Next::Close);
@@ -281,8 +416,28 @@ impl Conn {
             }
             self.count(name);
             self.commands += 1;
+            // Slots before a change of mode are queued before it.
+            self.push_plain(std::mem::take(&mut plain_run));
             self.note_mode(name, &buf[start..pos], frame.inline);
             self.patient |= may_block(name);
+            match gate {
+                Gate::Forward(instead) => {
+                    self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
+                        .await?;
+                    self.send(up, &instead, 1).await?;
+                    self.push_plain(1);
+                    fwd = pos;
+                    continue;
+                }
+                Gate::Scrub => {
+                    sent_run += 1;
+                    if !self.unmatched {
+                        self.pending.push_back(Slot::Scrub);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
             let plugins = shared.plugins_for(name);
             if plugins.is_empty() {
                 plain_run += 1;
@@ -323,7 +478,12 @@ impl Conn {
             }
             // An answer of the proxy's own is only in turn while replies pair with commands, and
             // inside MULTI the client waits for QUEUED.
-            if (self.unmatched || self.in_multi) && matches!(action, Action::Reply(_)) {
+            // Nor for the transaction's own commands: the server must see MULTI, EXEC and
+            // DISCARD, or it stays in (or never enters) the transaction the client sees.
+            let transaction = matches!(name, b"MULTI" | b"EXEC" | b"DISCARD");
+            if (!answerable || self.unmatched || self.in_multi || transaction)
+                && matches!(action, Action::Reply(_))
+            {
                 action = Action::Pass;
             }
             match action {
@@ -400,6 +560,9 @@ impl Conn {
         }
         buf.drain(..pos);
         self.send_local_replies(cw).await?;
+        if self.closes_now() {
+            return Ok(Next::Close);
+        }
         if self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush_counts();
         }
@@ -417,14 +580,28 @@ impl Conn {
             // The reply to lose can no longer be told apart: lose everything from here.
             return Ok(Next::Close);
         }
-        if self.unmatched {
-            cw.write_all(buf).await?;
-            buf.clear();
-            return Ok(Next::Continue);
-        }
         let mut pos = 0;
         let mut fwd = 0;
         loop {
+            if self.unmatched && self.pending_matched() == 0 {
+                // Every reply owed before the change of mode is in: copy blindly from here.
+                self.pending.clear();
+                if !self.resetting {
+                    pos = buf.len();
+                    break;
+                }
+                // Frames are split again to find RESET's reply among them; the complete ones
+                // go on, a partial one waits for its end.
+                match reset_reply_end(&buf[pos..]) {
+                    Ok(end) => {
+                        cw.write_all(&buf[fwd..pos + end]).await?;
+                        buf.clear();
+                        return Ok(Next::Reset);
+                    }
+                    Err(complete) => pos += complete,
+                }
+                break;
+            }
             let len = match resp::frame_len(&buf[pos..]) {
                 Ok(Some(l)) => l,
                 Ok(None) => break,
@@ -451,6 +628,21 @@ impl Conn {
                         fwd = pos;
                     }
                 }
+                Some(Slot::Scrub) => {
+                    cw.write_all(&buf[fwd..frame_start]).await?;
+                    cw.write_all(&crate::auth::scrub_config_reply(frame))
+                        .await?;
+                    fwd = pos;
+                }
+                Some(Slot::Swallow) => {
+                    cw.write_all(&buf[fwd..frame_start]).await?;
+                    fwd = pos;
+                }
+                Some(Slot::Reset) => {
+                    cw.write_all(&buf[fwd..pos]).await?;
+                    buf.clear();
+                    return Ok(Next::Reset);
+                }
                 Some(Slot::Lose) => {
                     // The replies before it reach the client; this one and the rest never do.
                     cw.write_all(&buf[fwd..frame_start]).await?;
@@ -464,10 +656,13 @@ impl Conn {
                 }
                 _ => {}
             }
-            if matches!(self.pending.front(), Some(Slot::Local(_))) {
+            if matches!(self.pending.front(), Some(Slot::Local(_) | Slot::Close)) {
                 cw.write_all(&buf[fwd..pos]).await?;
                 fwd = pos;
                 self.send_local_replies(cw).await?;
+                if self.closes_now() {
+                    return Ok(Next::Close);
+                }
             }
         }
         if fwd < pos {
@@ -507,6 +702,10 @@ impl Conn {
         match self.shared.upstream.connect().await {
             Ok(conn) => {
                 *up = Up::own(conn);
+                if let Some(name) = self.setup.replay() {
+                    self.send(up, &name, 1).await?;
+                    self.pending.push_back(Slot::Swallow);
+                }
                 Ok(Next::Continue)
             }
             Err(e) => {
@@ -562,13 +761,13 @@ impl Conn {
         Ok(())
     }
 
-    /// Whether replies to forwarded commands are still to come (unknown, so `false`, once
-    /// replies no longer pair with commands).
+    /// Whether replies to forwarded commands are still to come (unknown, so `false`, past a
+    /// change to a mode where replies no longer pair with commands).
     fn owes(&self, up: &Up) -> bool {
-        if self.unmatched {
-            return false;
-        }
-        up.owed() > 0 || self.pending.iter().any(|s| !matches!(s, Slot::Local(_)))
+        up.owed() > 0
+            || (self.pending.iter())
+                .take_while(|s| !matches!(s, Slot::Unmatch))
+                .any(Slot::awaits_upstream)
     }
 
     /// Follows the replies owed on a connection of its own (for its operation timeout):
@@ -598,11 +797,55 @@ impl Conn {
             match slot {
                 Slot::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
                 Slot::Local(bytes) => out.extend_from_slice(&bytes),
-                Slot::Tracked(_) | Slot::Lose => out.extend_from_slice(&e),
+                Slot::Unmatch | Slot::Close => break,
+                Slot::Tracked(_) | Slot::Lose | Slot::Scrub | Slot::Reset | Slot::Swallow => {
+                    out.extend_from_slice(&e)
+                }
             }
         }
         cw.write_all(&out).await?;
         cw.flush().await
+    }
+
+    /// RESET's reply is out: the client's connection is replaced by a fresh one (back on the
+    /// shared ones when there are), and the client's commands read meanwhile go on from there.
+    async fn reset<CW: AsyncWrite + Unpin>(
+        &mut self,
+        up: &mut Up,
+        cw: &mut CW,
+    ) -> std::io::Result<Next> {
+        up.shutdown().await;
+        self.resetting = false;
+        self.unmatched = false;
+        self.in_multi = false;
+        self.losing = false;
+        self.pending.clear();
+        self.setup = Setup::default();
+        // The client's commands read meanwhile are taken up once the fresh connection is in place.
+        self.backlog = true;
+        if self.shared.pool.is_some() {
+            *up = Up::shared();
+            return Ok(Next::Continue);
+        }
+        match self.shared.upstream.connect().await {
+            Ok(conn) => {
+                *up = Up::own(conn);
+                Ok(Next::Continue)
+            }
+            Err(e) => {
+                let msg = format!(
+                    "ERR lockkit proxy: upstream {} unusable: {e}",
+                    self.shared.upstream.shown()
+                );
+                cw.write_all(&resp::error_reply(&msg)).await?;
+                Ok(Next::Close)
+            }
+        }
+    }
+
+    /// Every reply owed before a protocol error is out: the connection closes.
+    fn closes_now(&self) -> bool {
+        matches!(self.pending.front(), Some(Slot::Close))
     }
 
     fn push_plain(&mut self, n: u32) {
@@ -634,9 +877,21 @@ impl Conn {
     }
 
     fn go_unmatched(&mut self) {
-        // Replies still owed keep their order on the wire; plugins just stop seeing them.
-        self.unmatched = true;
-        self.pending.retain(|s| matches!(s, Slot::Local(_)));
+        // The replies owed before are still matched (plugins see them, answers of the proxy's
+        // own keep their place among them); from the marker on, bytes are copied blindly.
+        if !self.unmatched {
+            self.unmatched = true;
+            self.pending.push_back(Slot::Unmatch);
+        }
+    }
+
+    /// Slots still waiting for a reply from upstream before the change of mode.
+    fn pending_matched(&self) -> usize {
+        self.pending
+            .iter()
+            .take_while(|s| !matches!(s, Slot::Unmatch))
+            .filter(|s| !matches!(s, Slot::Local(_)))
+            .count()
     }
 
     fn count(&mut self, name: &[u8]) {

@@ -51,12 +51,15 @@
 //!   per client), not a fixed bound. A client that does not read its replies is pushed back:
 //!   its connection reads nothing more from it (nor from its own upstream connection) until its
 //!   replies can be written (other connections go on).
-//! - A client library that sends `CLIENT SETINFO` or `HELLO` as it connects (redis-py 5,
-//!   redis-rs, go-redis 9) moves to a connection of its own at once: sharing gains it nothing.
+//! - `CLIENT SETINFO`, `CLIENT SETNAME`/`GETNAME`, `HELLO 2` and `SELECT` of the URL's database
+//!   are answered so that a client keeps sharing; a client that speaks RESP3 (`HELLO 3`:
+//!   redis-py 8 by default, go-redis 9) moves to a connection of its own at once.
 //! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
 
 #![warn(missing_docs)]
 
+pub mod access;
+mod auth;
 pub mod bench;
 pub mod cmd;
 mod conn;
@@ -68,15 +71,20 @@ pub mod metrics;
 pub mod observe;
 mod offload;
 mod plugin;
+pub mod protocol;
 pub mod resp;
 mod server;
+mod setup;
 pub mod snapshot;
 pub mod sock;
 mod stateless;
+pub mod tls;
 mod up;
 mod upstream;
 
+pub use auth::ClientAuth;
 pub use health::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_OP_TIMEOUT};
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
+pub use tls::ListenerTls;
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

@@ -6,7 +6,7 @@
 //! | --- | --- | --- | --- |
 //! | `lockkit_proxy_connections_open` | gauge | | client connections open now |
 //! | `lockkit_proxy_connections_accepted_total` | counter | | client connections accepted |
-//! | `lockkit_proxy_connections_refused_total` | counter | | client connections that could not be accepted |
+//! | `lockkit_proxy_connections_refused_total` | counter | | client connections that could not be accepted, or failed the listener's TLS handshake |
 //! | `lockkit_proxy_commands_total` | counter | `command` | commands by name |
 //! | `lockkit_proxy_command_duration_seconds` | histogram | `command` | proxy → server → proxy, from forwarding a command to its reply |
 //! | `lockkit_proxy_upstream_errors_total` | counter | `kind` (`connect`, `timeout`, `lost`) | upstream connections that failed |

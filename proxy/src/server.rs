@@ -14,10 +14,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::auth::ClientAuth;
 use crate::conn;
 use crate::link::Pool;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
 use crate::resp;
+use crate::tls::{ListenerTls, HANDSHAKE_TIMEOUT};
 use crate::up::Up;
 use crate::upstream::Upstream;
 
@@ -30,6 +32,8 @@ pub struct ProxyOptions {
     shared_connections: usize,
     op_timeout: Duration,
     drain_timeout: Duration,
+    client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
 }
 
 impl Default for ProxyOptions {
@@ -38,6 +42,8 @@ impl Default for ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
             op_timeout: crate::DEFAULT_OP_TIMEOUT,
             drain_timeout: crate::DEFAULT_DRAIN_TIMEOUT,
+            client_auth: ClientAuth::default(),
+            tls: None,
         }
     }
 }
@@ -57,6 +63,21 @@ impl ProxyOptions {
     #[must_use]
     pub fn shared_connections(mut self, n: usize) -> Self {
         self.shared_connections = n;
+        self
+    }
+
+    /// The users clients log in as at the proxy (none by default: every client is let in).
+    /// Every user reaches the upstream as the upstream URL's user.
+    #[must_use]
+    pub fn client_auth(mut self, auth: ClientAuth) -> Self {
+        self.client_auth = auth;
+        self
+    }
+
+    /// TLS on the listener (`None`, the default: plain TCP).
+    #[must_use]
+    pub fn tls(mut self, tls: Option<ListenerTls>) -> Self {
+        self.tls = tls;
         self
     }
 
@@ -101,6 +122,9 @@ pub struct Shared {
     /// The threads of the plugins whose hooks run off the connections' threads.
     pub(crate) workers: crate::offload::Workers,
     drain_timeout: Duration,
+    /// Who may log in at the proxy.
+    pub(crate) client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
 }
 
 impl Shared {
@@ -146,6 +170,8 @@ impl Shared {
             op_timeout: options.op_timeout,
             drain_timeout: options.drain_timeout,
             workers,
+            client_auth: options.client_auth.clone(),
+            tls: options.tls.clone(),
         }
     }
 
@@ -337,15 +363,37 @@ async fn accept_loop(
 }
 
 async fn handle(
-    mut client: TcpStream,
+    client: TcpStream,
     info: ConnInfo,
     shared: Arc<Shared>,
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
+    let Some(tls) = shared.tls.clone() else {
+        return serve_client(client.into_split(), info, shared, stop).await;
+    };
+    // A client that fails the handshake (no certificate, a wrong one) is simply closed.
+    if let Ok(Ok(stream)) =
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(client)).await
+    {
+        serve_client(tokio::io::split(stream), info, shared, stop).await;
+    } else {
+        crate::metrics::connection_refused();
+    }
+}
+
+async fn serve_client<CR, CW>(
+    (cr, mut cw): (CR, CW),
+    info: ConnInfo,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+) where
+    CR: tokio::io::AsyncRead + Unpin,
+    CW: tokio::io::AsyncWrite + Unpin,
+{
     if shared.pool.is_some() {
         let up = Up::shared();
-        conn::serve(shared, info, client.into_split(), up, stop).await;
+        conn::serve(shared, info, (cr, cw), up, stop).await;
         return;
     }
     let upstream = match shared.upstream.connect().await {
@@ -356,10 +404,10 @@ async fn handle(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 shared.upstream.shown()
             );
-            let _ = client.write_all(&resp::error_reply(&msg)).await;
-            let _ = client.shutdown().await;
+            let _ = cw.write_all(&resp::error_reply(&msg)).await;
+            let _ = cw.shutdown().await;
             return;
         }
     };
-    conn::serve(shared, info, client.into_split(), Up::own(upstream), stop).await;
+    conn::serve(shared, info, (cr, cw), Up::own(upstream), stop).await;
 }

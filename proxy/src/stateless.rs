@@ -220,11 +220,12 @@ pub(crate) const ALWAYS: &[&str] = &[
 
 /// Containers and the subcommands of theirs that are stateless (`SCRIPT DEBUG` is not).
 const CONTAINERS: &[(&str, &[&str])] = &[
-    ("SCRIPT", &["EXISTS", "FLUSH", "HELP", "KILL", "LOAD"]),
+    // Not `KILL`: on a shared connection it would wait behind the very script it should stop.
+    ("SCRIPT", &["EXISTS", "FLUSH", "HELP", "LOAD"]),
     (
         "FUNCTION",
         &[
-            "DELETE", "DUMP", "FLUSH", "HELP", "KILL", "LIST", "LOAD", "RESTORE", "STATS",
+            "DELETE", "DUMP", "FLUSH", "HELP", "LIST", "LOAD", "RESTORE", "STATS",
         ],
     ),
     (
@@ -443,6 +444,8 @@ mod tests {
             &["WAIT", "1", "0"],
             &["READONLY"],
             &["SCRIPT", "DEBUG", "YES"],
+            &["SCRIPT", "KILL"],
+            &["function", "kill"],
             &["CONFIG", "SET", "x", "y"],
             &["QUIT"],
             &["RESET"],

@@ -20,6 +20,7 @@ pub struct Upstream {
     shown: String,
     /// `TCP_USER_TIMEOUT` of its plain TCP connections.
     user_timeout: Duration,
+    db: i64,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -38,6 +39,7 @@ impl Upstream {
     /// with the password hidden.
     pub fn from_url(url: &str) -> lockkit::Result<Upstream> {
         let info = lockkit::parse_url(url)?;
+        let db = info.redis_settings().db();
         // The clients' traffic flows as they sent it: the proxy names no library (no
         // `CLIENT SETINFO`) and speaks RESP2 until a client's own `HELLO 3`.
         let settings = info
@@ -51,12 +53,18 @@ impl Upstream {
             connector,
             shown: lockkit::redact_url(url),
             user_timeout: crate::DEFAULT_OP_TIMEOUT,
+            db,
         })
     }
 
     /// The URL with its password hidden.
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// The URL's database, which every upstream connection is switched to.
+    pub fn db(&self) -> i64 {
+        self.db
     }
 
     /// The same upstream, its plain TCP connections failing once sent data goes unacknowledged

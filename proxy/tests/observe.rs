@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::process::Command;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -142,35 +140,6 @@ async fn lockkit_fair_locks_through_the_proxy_are_counted() {
     );
 }
 
-static PIP: Once = Once::new();
-
-/// python3 with redis-py, installed from PyPI when missing (as `.ci/run` does).
-fn python_with_redis() -> Command {
-    PIP.call_once(|| {
-        let have = Command::new("python3")
-            .args(["-c", "import redis"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !have {
-            // Debian's own python refuses a plain install (PEP 668) and needs the second form.
-            let installed = [&[][..], &["--break-system-packages"][..]]
-                .iter()
-                .any(|extra| {
-                    Command::new("python3")
-                        .args(["-m", "pip", "install", "--quiet", "redis"])
-                        .args(*extra)
-                        .status()
-                        .is_ok_and(|s| s.success())
-                });
-            assert!(
-                installed,
-                "pip install redis failed (python3 and pip are needed)"
-            );
-        }
-    });
-    Command::new("python3")
-}
-
 const REDIS_PY_LOCKS: &str = r#"
 import sys, time, redis
 port, n, hold_ms = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
@@ -197,20 +166,7 @@ async fn redis_py_locks_are_counted_with_the_hold_times_they_really_had() {
     let server = RedisServer::start();
     let (proxy, observe) = start_observed(&server.url()).await;
     let port = proxy.addr().port().to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        python_with_redis()
-            .args(["-c", REDIS_PY_LOCKS, &port, "15", "8"])
-            .output()
-            .expect("python3 runs")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = run_python(REDIS_PY_LOCKS, &[&port, "15", "8"]).await;
     let nums: Vec<u64> = text
         .split_whitespace()
         .map(|w| w.parse().unwrap())
@@ -231,7 +187,7 @@ async fn redis_py_locks_are_counted_with_the_hold_times_they_really_had() {
         p.hold_us
     );
     assert_eq!(p.ttl_ms.max, Some(10_000));
-    // redis-py sent EVALSHA for a script the proxy had not seen: NOSCRIPT once, then the body.
+    // redis-py sent EVALSHA for a script the server had not seen: its NOSCRIPT, then the body.
     assert!(
         report.commands.contains_key("SCRIPT"),
         "{:?}",

@@ -7,8 +7,10 @@
 //! - Releases: compare-and-delete scripts, Redisson's unlock, and `DEL`/`UNLINK` of a key it
 //!   saw acquired. A release that finds the lock gone (expired while held, or taken by another
 //!   holder since) counts as `released_not_held`.
-//! - An `EVALSHA` of a script it has never seen is answered `NOSCRIPT` once (outside MULTI):
-//!   every client library then sends the body (`EVAL` or `SCRIPT LOAD`), and the proxy learns it.
+//! - Scripts are known by the bodies seen in `EVAL` or `SCRIPT LOAD`; an `EVALSHA` of a body it
+//!   has never seen passes to the server untouched and is not counted (observe never answers
+//!   in the server's place: a client library sends the body after the server's own
+//!   `NOSCRIPT`, and observe learns it then).
 //!
 //! Hold time runs from the acquire's reply passing the proxy to the release command passing
 //! it: the application's critical section plus one network hop each way to the proxy.
@@ -18,7 +20,6 @@ mod scripts;
 mod table;
 mod top;
 
-use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -121,7 +122,6 @@ struct State {
     index: FnvHashMap<String, usize>,
     held: FnvHashMap<Vec<u8>, Held>,
     scripts: FnvHashMap<String, ScriptKind>,
-    noscript_sent: HashSet<String>,
 }
 
 #[derive(Debug)]
@@ -587,18 +587,6 @@ impl Plugin for Observe {
                     }
                 }
             }
-            "EVALSHA" => {
-                let Some(sha) = cmd.args.first() else {
-                    return Action::Pass;
-                };
-                let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-                let mut st = self.state();
-                if !st.scripts.contains_key(&sha) && st.noscript_sent.insert(sha) {
-                    return Action::Reply(
-                        b"-NOSCRIPT No matching script. Please use EVAL.\r\n".to_vec(),
-                    );
-                }
-            }
             _ => {}
         }
         Action::Pass
@@ -802,12 +790,9 @@ mod tests {
     }
 
     #[test]
-    fn unknown_evalsha_gets_noscript_once() {
+    fn an_unknown_evalsha_passes_to_the_server() {
         let o = Observe::new(ObserveOptions::default());
         let args: [&[u8]; 2] = [b"ABCDEF0123456789abcdef0123456789abcdef01", b"0"];
-        assert!(
-            matches!(o.on_command(&CONN, &cmd("EVALSHA", &args)), Action::Reply(r) if r.starts_with(b"-NOSCRIPT"))
-        );
         assert_eq!(o.on_command(&CONN, &cmd("EVALSHA", &args)), Action::Pass);
     }
 
