@@ -4,52 +4,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::{redis_cli, wait, Lockkit, Run};
+use common::{redis_cli, ProxyRun};
 use lockkit_test_support::RedisServer;
 
 const RELEASE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
-
-/// `lockkit proxy --listen 127.0.0.1:PORT --upstream URL extra... --out DIR`, listening.
-struct Running {
-    child: Child,
-    port: u16,
-}
-
-impl Running {
-    fn start(upstream: &str, extra: &[&str], out: &Path) -> Running {
-        let port = lockkit_test_support::free_port().unwrap();
-        let listen = format!("127.0.0.1:{port}");
-        let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", upstream])
-            .args(extra)
-            .arg("--out")
-            .arg(out)
-            .spawn();
-        let up = (0..200).any(|_| {
-            let ok = std::net::TcpStream::connect(&listen).is_ok();
-            if !ok {
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            ok
-        });
-        assert!(up, "the proxy never listened");
-        Running { child, port }
-    }
-
-    /// Sends `signal` (`KILL`, `TERM`) and waits for the process to end.
-    fn signal(self, signal: &str) -> Run {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        wait(self.child, "lockkit proxy")
-    }
-}
 
 /// The `observe-*.json` files in `dir`.
 fn observe_files(dir: &Path) -> Vec<PathBuf> {
@@ -73,7 +34,7 @@ fn read_json(path: &Path) -> serde_json::Value {
 fn sigkill_mid_run_leaves_a_snapshot_with_the_observed_locks() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Running::start(
+    let proxy = ProxyRun::start(
         &server.url(),
         &[
             "--quiet",
@@ -122,7 +83,7 @@ fn sigkill_mid_run_leaves_a_snapshot_with_the_observed_locks() {
 fn snapshots_and_the_final_report_share_one_file() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Running::start(
+    let proxy = ProxyRun::start(
         &server.url(),
         &[
             "--quiet",
@@ -173,7 +134,7 @@ fn sigterm_lets_the_replies_in_flight_arrive_then_exits_0() {
     use std::io::Write;
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let proxy = Running::start(
+    let proxy = ProxyRun::start(
         &server.url(),
         &["--quiet", "--plugin", "observe"],
         dir.path(),
@@ -193,15 +154,10 @@ fn sigterm_lets_the_replies_in_flight_arrive_then_exits_0() {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let pid = proxy.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    proxy.send("TERM");
     assert_eq!(reply_line(&mut a), "+OK", "DEBUG SLEEP's reply");
     assert_eq!(reply_line(&mut b), "+OK", "the SET NX that took the lock");
-    let run = wait(proxy.child, "lockkit proxy");
+    let run = proxy.wait();
     assert!(run.success(), "{}", run.all());
     let files = observe_files(dir.path());
     assert_eq!(files.len(), 1, "{files:?}");
@@ -238,7 +194,7 @@ fn metrics_endpoint_serves_the_proxy_families_and_the_histogram_moves() {
     let dir = tempfile::tempdir().unwrap();
     let mport = lockkit_test_support::free_port().unwrap();
     let listen = format!("127.0.0.1:{mport}");
-    let proxy = Running::start(
+    let proxy = ProxyRun::start(
         &server.url(),
         &[
             "--quiet",
