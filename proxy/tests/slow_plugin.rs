@@ -116,11 +116,12 @@ async fn a_slow_plugin_on_one_client_does_not_delay_another_clients_pings() {
         hook >= Duration::from_millis(5),
         "the hook is slow enough to tell ({hook:?})"
     );
-    // Inline hooks made b wait for a's hooks (the proxy's one thread is busy in them nearly all
-    // the time: p99 one or two hooks); off the path, b's tail stays well below one hook (what
-    // is left is the machine's noise: the plugin's thread takes a core of its own).
+    // Inline hooks made b wait for a's hooks: the proxy's one thread is in them nearly all the
+    // time, so b's wait is what is left of the hook under way, and its p99 is at least 0.99 of
+    // a hook (2.7 hooks measured). Off the path b's tail stays well below one hook (what is left
+    // is the machine's noise: the plugin's thread takes a core of its own; 0.05-0.4 measured).
     assert!(
-        busy * 2 < hook,
+        busy * 4 < hook * 3,
         "b's PING p99 {busy:?} with the plugin busy, one hook {hook:?} (idle p99 {idle:?})"
     );
 }
