@@ -192,7 +192,6 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
@@ -200,7 +199,16 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.op_timeout.is_zero() {
         return Err(exit::bad_input("--op-timeout must be more than 0"));
     }
-    builder.worker_threads(threads);
+    // One thread: a current-thread runtime, which serves the connections woken together in
+    // the order their bytes arrived. A multi-thread runtime runs the last one woken first (its
+    // LIFO slot): a command could overtake one another client sent just before it.
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
     let runtime = builder
         .enable_all()
         .build()

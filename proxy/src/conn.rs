@@ -256,8 +256,11 @@ pub(crate) fn reserve(buf: &mut Vec<u8>) {
 }
 
 /// After these, replies no longer pair with commands: `UNSUBSCRIBE a b` gets one reply per
-/// channel, subscribed or not.
-const UNMATCHED_MODES: [&[u8]; 7] = [
+/// channel, subscribed or not; `SYNC` and `PSYNC` turn the connection into the replication
+/// stream (an RDB payload that is not a RESP frame, then the writes).
+const UNMATCHED_MODES: [&[u8]; 9] = [
+    b"SYNC",
+    b"PSYNC",
     b"SUBSCRIBE",
     b"PSUBSCRIBE",
     b"SSUBSCRIBE",

@@ -7,7 +7,14 @@
 //! connection, so MULTI/EXEC, blocking commands, pub/sub, `SELECT`, `CLIENT` and `AUTH` keep
 //! their meaning. Pipelined commands stay pipelined. Commands and replies are split at frame
 //! boundaries ([`resp`]) and forwarded as the very bytes read; only the commands a plugin
-//! declared are looked at more closely.
+//! declared are looked at more closely. A malformed request gets Redis's own protocol error
+//! and the connection closes ([`protocol`]).
+//!
+//! Clients may have to log in at the proxy ([`ClientAuth`], [`ProxyOptions::client_auth`]:
+//! `-NOAUTH` before `AUTH`; every proxy user reaches the upstream as the URL's user), the
+//! listener may serve TLS ([`ListenerTls`]), and `lockkit proxy` refuses a non-loopback listener
+//! without client authentication ([`access`]). The upstream's password never reaches a client
+//! through the proxy: `CONFIG GET` replies have `requirepass` and `masterauth` blanked.
 //!
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
