@@ -1,7 +1,7 @@
 //! Plugins off the clients' path: one client's commands make a Lua plugin spend tens of
 //! milliseconds each (under the 50 ms hook limit), while another client's PINGs, which the
-//! plugin does not declare, keep their latency. The proxy runs on one worker thread, as
-//! `lockkit proxy` does by default. Both phases run in one test against one real server; the
+//! plugin does not declare, keep their latency. The proxy runs on one thread (a current-thread
+//! runtime), as `lockkit proxy` does by default. Both phases run in one test against one real server; the
 //! figures are printed (`--nocapture`) for results/. Also the hooks that came with the
 //! plugins' thread: connect and close, and `on_reply` replacing a reply.
 
@@ -69,7 +69,7 @@ fn ping_p99(port: u16, n: usize) -> Duration {
     all[(n * 99 / 100).min(n - 1)]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[tokio::test(flavor = "current_thread")]
 async fn a_slow_plugin_on_one_client_does_not_delay_another_clients_pings() {
     let server = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
