@@ -26,6 +26,14 @@
 //! The same `faults` plugin carries out `lockkit bench --faults delay=...,drop=...,blackhole=...`
 //! ([`bench::ProxyFaults`]: one proxy per node, in-process, between the load generator and it).
 //!
+//! For a proxy that runs for days: every upstream request has an operation timeout
+//! ([`ProxyOptions::op_timeout`]; a silent connection is given up and its commands answered with
+//! an error), plain TCP upstream connections have keepalive and `TCP_USER_TIMEOUT` ([`sock`]),
+//! [`Proxy::stop`] drains (every forwarded command gets its reply, up to
+//! [`ProxyOptions::drain_timeout`]), reports are written while it runs too ([`snapshot`]),
+//! [`metrics`] serves Prometheus text, and a Lua plugin's hooks run on a thread of the plugin's
+//! own ([`Plugin::offloaded`]), off the clients' path.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use lockkit_proxy::{observe::{Observe, ObserveOptions}, Plugin, Proxy, Upstream};
