@@ -190,6 +190,9 @@ pub async fn serve<CR, CW>(
                     break;
                 }
                 conn.track_owed(&up, true);
+                if !up.is_shared() {
+                    conn.shared.upstream.backoff().succeeded();
+                }
                 // Replies came back: commands held by the window may go now.
                 if conn.backlog && !draining {
                     match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
@@ -202,6 +205,7 @@ pub async fn serve<CR, CW>(
                 let since = conn.owed_since.unwrap_or_else(Instant::now);
                 if since.elapsed() >= op_timeout {
                     crate::metrics::upstream_error("timeout");
+                    conn.shared.upstream.backoff().failed();
                     let _ = conn.fail_owed(&mut cw).await;
                     break;
                 }

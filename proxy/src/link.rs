@@ -72,7 +72,6 @@ pub(crate) struct Pool {
     stop: watch::Receiver<bool>,
     /// How long a command may wait for its reply before its connection is given up.
     op_timeout: Duration,
-    backoff: Arc<Backoff>,
 }
 
 impl Pool {
@@ -88,7 +87,6 @@ impl Pool {
             upstream,
             stop,
             op_timeout,
-            backoff: Arc::new(Backoff::default()),
         }
     }
 
@@ -109,7 +107,6 @@ impl Pool {
             rx,
             self.stop.clone(),
             self.op_timeout,
-            self.backoff.clone(),
         ));
         let link = Link { tx };
         *held = Some(link.clone());
@@ -136,13 +133,9 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Request>,
     mut stop: watch::Receiver<bool>,
     op_timeout: Duration,
-    backoff: Arc<Backoff>,
 ) {
     let conn = tokio::select! {
-        c = async {
-            tokio::time::sleep(backoff.delay()).await;
-            upstream.connect().await
-        } => c,
+        c = upstream.connect() => c,
         _ = stop.changed() => Err("the proxy is stopping".to_string()),
     };
     let mut waiting = VecDeque::new();
@@ -151,7 +144,7 @@ async fn run(
             let (r, w) = conn.into_split();
             let ops = Ops {
                 timeout: op_timeout,
-                backoff: &backoff,
+                backoff: upstream.backoff(),
             };
             let e = serve(r, w, &mut rx, &mut stop, &mut waiting, ops).await;
             if !*stop.borrow() && !e.starts_with(NO_REPLY) {
@@ -164,7 +157,6 @@ async fn run(
             (text, false)
         }
         Err(e) => {
-            backoff.failed();
             crate::metrics::upstream_error("connect");
             let text = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",

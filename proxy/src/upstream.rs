@@ -8,6 +8,7 @@ use std::time::Duration;
 use lockkit::net::Connector;
 use redis::{ConnectionAddr, ProtocolVersion, RedisError};
 
+use crate::health::Backoff;
 use crate::sock::{self, UpConn};
 
 /// How long connecting (and logging in) to the upstream server may take.
@@ -21,6 +22,9 @@ pub struct Upstream {
     /// `TCP_USER_TIMEOUT` of its plain TCP connections.
     user_timeout: Duration,
     db: i64,
+    /// Failures in a row of the connections to it, shared by every clone: shared and own
+    /// connections back off together.
+    backoff: std::sync::Arc<Backoff>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -54,6 +58,7 @@ impl Upstream {
             shown: lockkit::redact_url(url),
             user_timeout: crate::DEFAULT_OP_TIMEOUT,
             db,
+            backoff: std::sync::Arc::default(),
         })
     }
 
@@ -74,8 +79,14 @@ impl Upstream {
         self
     }
 
+    /// The back-off of its connections: failures in a row, reset by a reply.
+    pub(crate) fn backoff(&self) -> &Backoff {
+        &self.backoff
+    }
+
     /// A new connection, logged in and on the URL's database. A plain TCP one has keepalive on
-    /// and, on Linux, `TCP_USER_TIMEOUT` ([`sock`]).
+    /// and, on Linux, `TCP_USER_TIMEOUT` ([`sock`]). While connections keep failing (connect
+    /// errors, operation timeouts) it first waits: 50 ms, doubling, up to 2 s.
     ///
     /// # Errors
     /// The connection failed, timed out, or the server refused the login or the database; the
@@ -94,10 +105,15 @@ impl Upstream {
                 _ => self.connector.connect().await.map(UpConn::Lib),
             }
         };
-        match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
+        tokio::time::sleep(self.backoff.delay()).await;
+        let r = match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
             Ok(r) => r.map_err(|e| why(&e)),
             Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+        };
+        if r.is_err() {
+            self.backoff.failed();
         }
+        r
     }
 }
 

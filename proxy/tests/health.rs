@@ -211,3 +211,26 @@ async fn upstream_tcp_connections_have_keepalive_and_a_user_timeout() {
         assert_eq!(user_timeout, Some(lockkit_proxy::DEFAULT_OP_TIMEOUT));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_to_an_upstream_that_refuses_back_off() {
+    // Nothing listens there: every connection is refused at once.
+    let port = lockkit_test_support::free_port().unwrap();
+    let proxy = proxy(&format!("redis://127.0.0.1:{port}"), 0).await;
+    let pport = proxy.addr().port();
+    let (waited, errors) = tokio::task::spawn_blocking(move || {
+        let start = Instant::now();
+        let errors: Vec<String> = (0..5)
+            .map(|_| ask(&mut raw_conn(pport), &["PING"]))
+            .collect();
+        (start.elapsed(), errors)
+    })
+    .await
+    .unwrap();
+    for e in &errors {
+        assert!(e.starts_with("-ERR lockkit proxy: upstream"), "{e}");
+    }
+    // Refused at once, the five attempts still took the back-off's 50 + 100 + 200 + 400 ms.
+    assert!(waited >= Duration::from_millis(750), "{waited:?}");
+    proxy.stop().await;
+}
