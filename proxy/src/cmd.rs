@@ -11,6 +11,7 @@ use lockkit_loadgen::units::parse_duration;
 
 use crate::faults::{Faults, FaultsOptions};
 use crate::observe::{Observe, ObserveOptions};
+use crate::snapshot::{self, ReportFiles};
 use crate::{Plugin, Proxy, ProxyOptions, Upstream};
 
 /// Run a pass-through proxy in front of a Redis server, with plugins.
@@ -29,7 +30,8 @@ pub struct ProxyArgs {
     #[command(flatten)]
     pub access: crate::access::AccessArgs,
 
-    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern),
+    /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern;
+    /// `observe:top=10,window=10s` also the hottest keys and biggest values per window),
     /// `faults:delay=5ms~2ms,drop=1%,blackhole=300ms/5s,seed=7` (network faults, seeded) or a
     /// Lua plugin FILE.lua, optionally followed by :ARGS (docs/PROXY.md).
     #[arg(long = "plugin", value_name = "NAME[:ARGS]|FILE.lua")]
@@ -60,6 +62,28 @@ pub struct ProxyArgs {
     /// CLIENT, HELLO, ...). 0: every client gets its own from the start.
     #[arg(long, default_value_t = crate::DEFAULT_SHARED_CONNECTIONS, value_name = "N")]
     pub shared_connections: usize,
+
+    /// Write the reports while running too, this often (same file names, replaced atomically),
+    /// so a crash or SIGKILL loses at most this much; 0: only at stop.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub snapshot_every: Duration,
+
+    /// How long an upstream request may wait for its reply: past it, the connection is given
+    /// up, the commands on it get an error reply, and the next ones go on a new connection
+    /// (blocking commands and pub/sub on a client's own connection may wait longer).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub op_timeout: Duration,
+
+    /// On SIGTERM or Ctrl-C: how long the commands already forwarded may take to get their
+    /// replies before the remaining connections are closed (no new connections meanwhile).
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub drain_timeout: Duration,
+
+    /// Serve live metrics in Prometheus text format at http://ADDR/metrics (lockkit_proxy_*:
+    /// connections, commands and their latency, upstream errors, plugin faults, observe's
+    /// figures; docs/PROXY.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -83,12 +107,9 @@ pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin
         )?));
     }
     match name {
-        "observe" => {
-            if !args.is_empty() {
-                anyhow::bail!("`observe` takes no arguments (got `{args}`)");
-            }
-            Ok(Arc::new(Observe::new(ObserveOptions { live })))
-        }
+        "observe" => Ok(Arc::new(Observe::new(
+            ObserveOptions::parse(args, live).map_err(anyhow::Error::msg)?,
+        ))),
         "faults" => Ok(Arc::new(Faults::new(
             FaultsOptions::parse(args).map_err(anyhow::Error::msg)?,
         ))),
@@ -138,15 +159,7 @@ pub fn write_reports(
     out: &Path,
     reports: &[(String, serde_json::Value)],
 ) -> anyhow::Result<Vec<PathBuf>> {
-    let (_, stamp) = lockkit_loadgen::report::utc_now();
-    let mut written = Vec::new();
-    for (name, value) in reports {
-        let path = out.join(format!("{name}-{stamp}.json"));
-        let text = serde_json::to_vec_pretty(value)?;
-        lockkit_loadgen::report::write_atomic(&path, &text)?;
-        written.push(path);
-    }
-    Ok(written)
+    ReportFiles::new(out).write(reports)
 }
 
 /// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
@@ -170,9 +183,21 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_loadgen::report::check_writable(&args.out).map_err(exit::bad_input)?;
     }
+    let metrics = match &args.metrics_listen {
+        Some(_) => {
+            let handle = crate::metrics::install()?;
+            // First: it counts every command, even one a later plugin answers itself.
+            plugins.insert(0, Arc::new(crate::metrics::CommandMetrics::default()) as _);
+            Some(handle)
+        }
+        None => None,
+    };
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
+    }
+    if args.op_timeout.is_zero() {
+        return Err(exit::bad_input("--op-timeout must be more than 0"));
     }
     // One thread: a current-thread runtime, which serves the connections woken together in
     // the order their bytes arrived. A multi-thread runtime runs the last one woken first (its
@@ -196,8 +221,18 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             ))
         })?;
         let shown = upstream.shown().to_string();
+        if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
+            let addr = crate::metrics::serve(listen, handle)
+                .await
+                .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
+            if !args.quiet {
+                eprintln!("lockkit proxy: metrics at http://{addr}/metrics");
+            }
+        }
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
+            .op_timeout(args.op_timeout)
+            .drain_timeout(args.drain_timeout)
             .client_auth(client_auth)
             .tls(tls);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
@@ -209,11 +244,23 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 proxy.addr()
             );
         }
+        let files = ReportFiles::new(&args.out);
+        let snapshots =
+            (!args.snapshot_every.is_zero() && !proxy.plugins().is_empty()).then(|| {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let task =
+                    snapshot::every(args.snapshot_every, proxy.reporter(), files.clone(), rx);
+                (tx, tokio::spawn(task))
+            });
         let how = wait_for_stop(args.duration).await;
+        if let Some((tx, task)) = snapshots {
+            let _ = tx.send(());
+            let _ = task.await;
+        }
         let plugins: Vec<Arc<dyn Plugin>> = proxy.plugins().to_vec();
         let ctx = proxy.stop().await;
         let reports = Proxy::reports(&plugins, &ctx);
-        for path in write_reports(&args.out, &reports)? {
+        for path in files.write(&reports)? {
             println!("wrote {}", path.display());
         }
         Ok(match how {

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use crate::auth::{Gate, Login};
+use crate::health::may_block;
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
 use crate::server::Shared;
@@ -68,6 +69,13 @@ struct Tracked {
     arrived: Instant,
 }
 
+impl Slot {
+    /// Whether a reply from upstream answers it.
+    fn awaits_upstream(&self) -> bool {
+        !matches!(self, Slot::Local(_) | Slot::Unmatch | Slot::Close)
+    }
+}
+
 /// The state of one proxied connection.
 struct Conn {
     shared: Arc<Shared>,
@@ -85,6 +93,11 @@ struct Conn {
     backlog: bool,
     counts: FnvHashMap<Vec<u8>, u64>,
     last_flush: Instant,
+    /// On a connection of its own: since when replies are owed with none coming back (`None`:
+    /// none owed).
+    owed_since: Option<Instant>,
+    /// A command that may block is owed a reply: no operation timeout until all are answered.
+    patient: bool,
     login: Login,
     /// RESET went upstream: nothing more is read from the client until its reply is in.
     resetting: bool,
@@ -100,7 +113,8 @@ enum Next {
     Reset,
 }
 
-/// Serves one client until it or the upstream server closes, or `stop` fires.
+/// Serves one client until it or the upstream server closes, or `stop` fires: then it drains
+/// (reads no more commands, passes on every reply owed for those forwarded) and closes.
 pub async fn serve<CR, CW>(
     shared: Arc<Shared>,
     info: ConnInfo,
@@ -124,6 +138,8 @@ pub async fn serve<CR, CW>(
         backlog: false,
         counts: FnvHashMap::default(),
         last_flush: Instant::now(),
+        owed_since: None,
+        patient: false,
         resetting: false,
         setup: Setup::default(),
     };
@@ -133,16 +149,33 @@ pub async fn serve<CR, CW>(
     // every command.
     let stopped = stop.changed();
     tokio::pin!(stopped);
+    // The operation timeout of a connection of its own; checked when it fires, not reset per
+    // reply (a shared connection has its own, in its task).
+    let op_timeout = conn.shared.op_timeout;
+    let timer = tokio::time::sleep(op_timeout);
+    tokio::pin!(timer);
+    let mut draining = false;
     loop {
+        if draining && !conn.owes(&up) {
+            let _ = conn.send_local_replies(&mut cw).await;
+            break;
+        }
         reserve(&mut cbuf);
         reserve(&mut ubuf);
+        let timed = !up.is_shared() && !conn.unmatched && !conn.patient;
+        let timed = timed && conn.owed_since.is_some();
         tokio::select! {
             // Stopping first, then replies before new commands: what is owed goes out first.
             biased;
-            _ = &mut stopped => break,
+            _ = &mut stopped, if !draining => draining = true,
             r = up.read(&mut ubuf) => {
                 match r {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) | Err(_) => {
+                        if conn.owes(&up) {
+                            crate::metrics::upstream_error("lost");
+                        }
+                        break;
+                    }
                     Ok(_) => {}
                 }
                 match conn.on_upstream_bytes(&mut ubuf, &mut cw).await {
@@ -156,15 +189,29 @@ pub async fn serve<CR, CW>(
                 if up.closing() {
                     break;
                 }
+                conn.track_owed(&up, true);
+                if !up.is_shared() {
+                    conn.shared.upstream.backoff().succeeded();
+                }
                 // Replies came back: commands held by the window may go now.
-                if conn.backlog {
+                if conn.backlog && !draining {
                     match conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await {
                         Ok(Next::Continue | Next::Reset) => {}
                         Ok(Next::Close) | Err(_) => break,
                     }
                 }
             }
-            r = cr.read_buf(&mut cbuf), if !conn.backlog => {
+            () = &mut timer, if timed => {
+                let since = conn.owed_since.unwrap_or_else(Instant::now);
+                if since.elapsed() >= op_timeout {
+                    crate::metrics::upstream_error("timeout");
+                    conn.shared.upstream.backoff().failed();
+                    let _ = conn.fail_owed(&mut cw).await;
+                    break;
+                }
+                timer.as_mut().reset((since + op_timeout).into());
+            }
+            r = cr.read_buf(&mut cbuf), if !conn.backlog && !draining => {
                 match r {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
@@ -173,6 +220,7 @@ pub async fn serve<CR, CW>(
                     Ok(Next::Continue | Next::Reset) => {}
                     Ok(Next::Close) | Err(_) => break,
                 }
+                conn.track_owed(&up, false);
             }
         }
     }
@@ -378,6 +426,7 @@ impl Conn {
             // Slots before a change of mode are queued before it.
             self.push_plain(std::mem::take(&mut plain_run));
             self.note_mode(name, &buf[start..pos], frame.inline);
+            self.patient |= may_block(name);
             match gate {
                 Gate::Forward(instead) => {
                     self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
@@ -417,7 +466,11 @@ impl Conn {
             let mut delay = Duration::ZERO;
             let mut until: Option<Instant> = None;
             for &p in plugins {
-                match shared.plugins[p].on_command(&self.info, &cmd) {
+                match shared
+                    .workers
+                    .on_command(&shared.plugins, p, &self.info, &cmd)
+                    .await
+                {
                     Action::Pass => {}
                     Action::Delay(d) => delay += d,
                     Action::Hold(t) => until = until.max(Some(t)),
@@ -575,7 +628,13 @@ impl Conn {
             }
             match self.pending.pop_front() {
                 Some(Slot::Plain(n)) if n > 1 => self.pending.push_front(Slot::Plain(n - 1)),
-                Some(Slot::Tracked(t)) => self.reply_to_plugins(&t, frame),
+                Some(Slot::Tracked(t)) => {
+                    if let Some(new) = self.reply_to_plugins(&t, frame).await {
+                        cw.write_all(&buf[fwd..frame_start]).await?;
+                        cw.write_all(&new).await?;
+                        fwd = pos;
+                    }
+                }
                 Some(Slot::Scrub) => {
                     cw.write_all(&buf[fwd..frame_start]).await?;
                     cw.write_all(&crate::auth::scrub_config_reply(frame))
@@ -657,6 +716,7 @@ impl Conn {
                 Ok(Next::Continue)
             }
             Err(e) => {
+                crate::metrics::upstream_error("connect");
                 self.send_local_replies(cw).await?;
                 let msg = format!(
                     "ERR lockkit proxy: upstream {} unusable: {e}",
@@ -668,7 +728,9 @@ impl Conn {
         }
     }
 
-    fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) {
+    /// Hands `reply` to the plugins that wait for it; the reply to send instead, if one of
+    /// them rewrote it (later plugins see the rewritten one).
+    async fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) -> Option<Vec<u8>> {
         let latency = t.sent.elapsed();
         let all_args = resp::command_args(&t.frame, t.inline);
         let cmd = Command {
@@ -677,9 +739,20 @@ impl Conn {
             index: t.index,
             arrived: t.arrived,
         };
+        let (plugins, workers) = (&self.shared.plugins, &self.shared.workers);
+        let mut rewritten: Option<Vec<u8>> = None;
         for &p in &t.plugins {
-            self.shared.plugins[p].on_reply(&self.info, &cmd, reply, latency);
+            let now = rewritten.as_deref().unwrap_or(reply);
+            if plugins[p].rewrites_replies() {
+                let new = workers.rewrite_reply(plugins, p, &self.info, &cmd, now, latency);
+                if let Some(new) = new.await {
+                    rewritten = Some(new);
+                }
+            } else {
+                workers.on_reply(plugins, p, &self.info, &cmd, now, latency);
+            }
         }
+        rewritten
     }
 
     /// Writes the plugin answers at the head of the queue (nothing upstream is owed before them).
@@ -693,6 +766,52 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Whether replies to forwarded commands are still to come (unknown, so `false`, past a
+    /// change to a mode where replies no longer pair with commands).
+    fn owes(&self, up: &Up) -> bool {
+        up.owed() > 0
+            || (self.pending.iter())
+                .take_while(|s| !matches!(s, Slot::Unmatch))
+                .any(Slot::awaits_upstream)
+    }
+
+    /// Follows the replies owed on a connection of its own (for its operation timeout):
+    /// `replied` after replies came back.
+    fn track_owed(&mut self, up: &Up, replied: bool) {
+        if up.is_shared() {
+            return;
+        }
+        if !self.owes(up) {
+            self.owed_since = None;
+            self.patient = false;
+        } else if replied || self.owed_since.is_none() {
+            self.owed_since = Some(Instant::now());
+        }
+    }
+
+    /// The connection of its own gave no reply within the operation timeout: every command owed
+    /// gets an error reply (answers of the plugins' own keep their place), then it closes.
+    async fn fail_owed<CW: AsyncWrite + Unpin>(&mut self, cw: &mut CW) -> std::io::Result<()> {
+        let e = resp::error_reply(&format!(
+            "ERR lockkit proxy: no reply from upstream {} within {}; the command may or may not have run",
+            self.shared.upstream.shown(),
+            crate::health::shown(self.shared.op_timeout)
+        ));
+        let mut out = Vec::new();
+        for slot in self.pending.drain(..) {
+            match slot {
+                Slot::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
+                Slot::Local(bytes) => out.extend_from_slice(&bytes),
+                Slot::Unmatch | Slot::Close => break,
+                Slot::Tracked(_) | Slot::Lose | Slot::Scrub | Slot::Reset | Slot::Swallow => {
+                    out.extend_from_slice(&e)
+                }
+            }
+        }
+        cw.write_all(&out).await?;
+        cw.flush().await
     }
 
     /// RESET's reply is out: the client's connection is replaced by a fresh one (back on the

@@ -26,6 +26,14 @@
 //! The same `faults` plugin carries out `lockkit bench --faults delay=...,drop=...,blackhole=...`
 //! ([`bench::ProxyFaults`]: one proxy per node, in-process, between the load generator and it).
 //!
+//! For a proxy that runs for days: every upstream request has an operation timeout
+//! ([`ProxyOptions::op_timeout`]; a silent connection is given up and its commands answered with
+//! an error), plain TCP upstream connections have keepalive and `TCP_USER_TIMEOUT` ([`sock`]),
+//! [`Proxy::stop`] drains (every forwarded command gets its reply, up to
+//! [`ProxyOptions::drain_timeout`]), reports are written while it runs too ([`snapshot`]),
+//! [`metrics`] serves Prometheus text, and a Lua plugin's hooks run on a thread of the plugin's
+//! own ([`Plugin::offloaded`]), off the clients' path.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use lockkit_proxy::{observe::{Observe, ObserveOptions}, Plugin, Proxy, Upstream};
@@ -71,20 +79,26 @@ pub mod bench;
 pub mod cmd;
 mod conn;
 pub mod faults;
+mod health;
 mod link;
 pub mod lua;
+pub mod metrics;
 pub mod observe;
+mod offload;
 mod plugin;
 pub mod protocol;
 pub mod resp;
 mod server;
 mod setup;
+pub mod snapshot;
+pub mod sock;
 mod stateless;
 pub mod tls;
 mod up;
 mod upstream;
 
 pub use auth::ClientAuth;
+pub use health::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_OP_TIMEOUT};
 pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
 pub use tls::ListenerTls;

@@ -11,13 +11,15 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use lockkit::net::{ReadHalf, WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::conn::reserve;
+use crate::health::Backoff;
 use crate::resp;
+use crate::sock::{UpRead as ReadHalf, UpWrite as WriteHalf};
 use crate::upstream::Upstream;
 
 /// What a client gets back from a shared connection, in the order of its requests.
@@ -68,15 +70,23 @@ pub(crate) struct Pool {
     links: Vec<Mutex<Option<Link>>>,
     upstream: Upstream,
     stop: watch::Receiver<bool>,
+    /// How long a command may wait for its reply before its connection is given up.
+    op_timeout: Duration,
 }
 
 impl Pool {
     /// `n` (at least 1) shared connections to `upstream`, each opened when first needed.
-    pub fn new(n: usize, upstream: Upstream, stop: watch::Receiver<bool>) -> Pool {
+    pub fn new(
+        n: usize,
+        upstream: Upstream,
+        stop: watch::Receiver<bool>,
+        op_timeout: Duration,
+    ) -> Pool {
         Pool {
             links: (0..n.max(1)).map(|_| Mutex::new(None)).collect(),
             upstream,
             stop,
+            op_timeout,
         }
     }
 
@@ -85,11 +95,19 @@ impl Pool {
     pub fn link(&self, id: u64) -> Link {
         let slot = &self.links[(id % self.links.len() as u64) as usize];
         let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(link) = held.as_ref().filter(|l| !l.is_dead()) {
-            return link.clone();
+        if let Some(link) = held.as_ref() {
+            if !link.is_dead() {
+                return link.clone();
+            }
+            crate::metrics::upstream_reconnect();
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(self.upstream.clone(), rx, self.stop.clone()));
+        tokio::spawn(run(
+            self.upstream.clone(),
+            rx,
+            self.stop.clone(),
+            self.op_timeout,
+        ));
         let link = Link { tx };
         *held = Some(link.clone());
         link
@@ -105,6 +123,8 @@ const BATCH_ANYWAY: usize = 64 * 1024;
 struct Waiting {
     n: u32,
     to: DeliveryTx,
+    /// When its commands were queued for writing.
+    since: Instant,
 }
 
 /// One shared connection, from opening it to failing what is left on it.
@@ -112,6 +132,7 @@ async fn run(
     upstream: Upstream,
     mut rx: mpsc::UnboundedReceiver<Request>,
     mut stop: watch::Receiver<bool>,
+    op_timeout: Duration,
 ) {
     let conn = tokio::select! {
         c = upstream.connect() => c,
@@ -121,7 +142,14 @@ async fn run(
     let (why, close) = match conn {
         Ok(conn) => {
             let (r, w) = conn.into_split();
-            let e = serve(r, w, &mut rx, &mut stop, &mut waiting).await;
+            let ops = Ops {
+                timeout: op_timeout,
+                backoff: upstream.backoff(),
+            };
+            let e = serve(r, w, &mut rx, &mut stop, &mut waiting, ops).await;
+            if !*stop.borrow() && !e.starts_with(NO_REPLY) {
+                crate::metrics::upstream_error("lost");
+            }
             let text = format!(
                 "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
                 upstream.shown()
@@ -129,6 +157,7 @@ async fn run(
             (text, false)
         }
         Err(e) => {
+            crate::metrics::upstream_error("connect");
             let text = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 upstream.shown()
@@ -157,14 +186,24 @@ async fn run(
     }
 }
 
-/// Writes the requests and hands out the replies until the connection fails or the proxy
-/// stops; why it ended.
+/// How the reason a shared connection was given up for its operation timeout begins.
+const NO_REPLY: &str = "no reply within";
+
+/// The operation timeout of a shared connection, and the back-off its failures feed.
+struct Ops<'a> {
+    timeout: Duration,
+    backoff: &'a Backoff,
+}
+
+/// Writes the requests and hands out the replies until the connection fails, a command waits
+/// longer than the operation timeout for its reply, or the proxy stops; why it ended.
 async fn serve(
     mut ur: ReadHalf,
     mut uw: WriteHalf,
     rx: &mut mpsc::UnboundedReceiver<Request>,
     stop: &mut watch::Receiver<bool>,
     waiting: &mut VecDeque<Waiting>,
+    ops: Ops<'_>,
 ) -> String {
     let mut wbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut wpos = 0usize;
@@ -174,6 +213,9 @@ async fn serve(
     let mut flow = Flow::default();
     let stopped = stop.changed();
     tokio::pin!(stopped);
+    // Checked when it fires, not reset per reply: the oldest command waiting decides.
+    let timer = tokio::time::sleep(ops.timeout);
+    tokio::pin!(timer);
     loop {
         // Everything queued goes out in one write: that is the batch the server reads.
         drain(rx, &mut wbuf, wpos, waiting, &mut flow);
@@ -199,7 +241,18 @@ async fn serve(
                     if let Err(e) = hand_out(&mut rbuf, waiting, &mut flow) {
                         return e;
                     }
+                    ops.backoff.succeeded();
                 }
+            },
+            () = &mut timer, if !waiting.is_empty() => {
+                let now = Instant::now();
+                let oldest = waiting.front().map_or(now, |w| w.since);
+                if now.saturating_duration_since(oldest) >= ops.timeout {
+                    ops.backoff.failed();
+                    crate::metrics::upstream_error("timeout");
+                    return format!("{NO_REPLY} {}", crate::health::shown(ops.timeout));
+                }
+                timer.as_mut().reset((oldest + ops.timeout).into());
             },
             // Writing, then flushing (TLS holds records back until flushed).
             r = write_or_flush(&mut uw, if writable { &wbuf[wpos..] } else { &[] }), if writable || unflushed => match r {
@@ -275,6 +328,7 @@ fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>, flow:
         waiting.push_back(Waiting {
             n: req.n,
             to: req.to,
+            since: Instant::now(),
         });
     }
 }

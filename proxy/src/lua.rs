@@ -41,6 +41,8 @@ pub struct LuaPlugin {
     name: String,
     commands: Vec<String>,
     wants_replies: bool,
+    /// `rewrite_replies = true` in the file: `on_reply` may return `{reply = V}`.
+    rewrites: bool,
     inner: Mutex<Inner>,
     faults: AtomicU64,
 }
@@ -51,6 +53,8 @@ struct Inner {
     on_command: Option<Function>,
     on_reply: Option<Function>,
     on_tick: Option<Function>,
+    on_connect: Option<Function>,
+    on_close: Option<Function>,
     report: Option<Function>,
     encode: Function,
 }
@@ -121,14 +125,25 @@ impl LuaPlugin {
             .get::<Table>("cjson")?
             .get("encode")?;
         let wants_replies = on_reply.is_some();
+        let rewrites = match table.raw_get::<Value>("rewrite_replies")? {
+            Value::Nil | Value::Boolean(false) => false,
+            Value::Boolean(true) => true,
+            other => anyhow::bail!(
+                "`rewrite_replies` must be true or false, not a {}",
+                other.type_name()
+            ),
+        };
         // Later calls are hooks: each gets the shorter limit.
         sandbox.set_time_limit(HOOK_TIME_LIMIT);
         Ok(LuaPlugin {
             name,
             commands,
             wants_replies,
+            rewrites,
             inner: Mutex::new(Inner {
                 on_tick: hook(&table, "on_tick")?,
+                on_connect: hook(&table, "on_connect")?,
+                on_close: hook(&table, "on_close")?,
                 report: hook(&table, "report")?,
                 on_command,
                 on_reply,
@@ -146,6 +161,7 @@ impl LuaPlugin {
 
     fn fault(&self, hook: &str, why: &str) {
         let n = self.faults.fetch_add(1, Ordering::Relaxed) + 1;
+        crate::metrics::plugin_fault(&self.name);
         if n <= LOGGED_FAULTS || n % 1000 == 0 {
             eprintln!(
                 "lockkit proxy: plugin {}: {hook} failed ({why}); the traffic passes as if the plugin were not there (fault {n})",
@@ -332,27 +348,21 @@ impl Plugin for LuaPlugin {
     }
 
     fn on_reply(&self, conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
-        let inner = self.inner();
-        let Some(f) = &inner.on_reply else {
-            return;
-        };
-        let sb = &inner.sandbox;
-        let latency_us = latency.as_micros() as f64;
-        let outcome = match (
-            conn_table(sb, conn),
-            args_table(sb, cmd.args),
-            sb.reply_to_lua(decode_reply(reply)),
-        ) {
-            (Ok(c), Ok(a), Ok(r)) => sb
-                .call(f, (c, cmd.name, a, r, latency_us))
-                .map(|_| ())
-                .map_err(|e| e.message),
-            _ => Err("out of memory building its arguments".into()),
-        };
-        drop(inner);
-        if let Err(why) = outcome {
-            self.fault("on_reply", &why);
-        }
+        self.call_on_reply(conn, cmd, reply, latency, false);
+    }
+
+    fn rewrites_replies(&self) -> bool {
+        self.rewrites
+    }
+
+    fn rewrite_reply(
+        &self,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+    ) -> Option<Vec<u8>> {
+        self.call_on_reply(conn, cmd, reply, latency, true)
     }
 
     fn on_tick(&self) {
@@ -363,6 +373,19 @@ impl Plugin for LuaPlugin {
         if let Err(e) = outcome {
             self.fault("on_tick", &e.message);
         }
+    }
+
+    fn on_connect(&self, conn: &ConnInfo) {
+        self.conn_hook("on_connect", conn, |i| i.on_connect.as_ref());
+    }
+
+    fn on_close(&self, conn: &ConnInfo) {
+        self.conn_hook("on_close", conn, |i| i.on_close.as_ref());
+    }
+
+    /// Lua hooks run on a thread of the plugin's own.
+    fn offloaded(&self) -> bool {
+        true
     }
 
     fn report(&self, ctx: &ReportCtx) -> Option<serde_json::Value> {
@@ -390,6 +413,61 @@ impl Plugin for LuaPlugin {
 }
 
 impl LuaPlugin {
+    /// Calls `on_reply`; with `rewrite`, what it returned as the reply to send instead (`nil`:
+    /// the server's).
+    fn call_on_reply(
+        &self,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+        rewrite: bool,
+    ) -> Option<Vec<u8>> {
+        let inner = self.inner();
+        let f = inner.on_reply.as_ref()?;
+        let sb = &inner.sandbox;
+        let latency_us = latency.as_micros() as f64;
+        let outcome = match (
+            conn_table(sb, conn),
+            args_table(sb, cmd.args),
+            sb.reply_to_lua(decode_reply(reply)),
+        ) {
+            (Ok(c), Ok(a), Ok(r)) => sb
+                .call(f, (c, cmd.name, a, r, latency_us))
+                .map_err(|e| e.message),
+            _ => Err("out of memory building its arguments".into()),
+        };
+        let outcome = match outcome {
+            Ok(v) if rewrite => match action_of(sb, &v) {
+                Ok(Action::Pass) => Ok(None),
+                Ok(Action::Reply(bytes)) => Ok(Some(bytes)),
+                Ok(_) => Err("on_reply may return nil or {reply = V}".to_string()),
+                Err(e) => Err(e),
+            },
+            Ok(_) => Ok(None),
+            Err(e) => Err(e),
+        };
+        drop(inner);
+        outcome.unwrap_or_else(|why| {
+            self.fault("on_reply", &why);
+            None
+        })
+    }
+
+    /// Calls the hook `pick` finds (if the file defined it) with the connection's table.
+    fn conn_hook(&self, name: &str, conn: &ConnInfo, pick: impl Fn(&Inner) -> Option<&Function>) {
+        let inner = self.inner();
+        let Some(f) = pick(&inner) else { return };
+        let outcome = match conn_table(&inner.sandbox, conn) {
+            Ok(c) => inner.sandbox.call(f, c).map(|_| ()).map_err(|e| e.message),
+            Err(_) => Err("out of memory building its arguments".to_string()),
+        };
+        drop(inner);
+        if let Err(why) = outcome {
+            self.fault(name, &why);
+        }
+    }
+
     fn wrap(&self, ctx: &ReportCtx, report: serde_json::Value) -> serde_json::Value {
         serde_json::json!({
             "schema": "lockkit.plugin/1",

@@ -2,7 +2,9 @@
 //!
 //! Built-in plugins (`observe`, `faults`) implement [`Plugin`] in Rust; a `FILE.lua` plugin is
 //! hosted by [`crate::lua::LuaPlugin`], which implements the same trait over the harness's
-//! sandbox. A hook runs on the connection's task, so it must be quick.
+//! sandbox. A hook runs on the connection's task, so it must be quick, unless the plugin is
+//! [`Plugin::offloaded`]: its hooks then run on a thread of its own while the connection that
+//! caused them waits and the others go on.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -89,8 +91,42 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// forwarding the command to reading its reply.
     fn on_reply(&self, _conn: &ConnInfo, _cmd: &Command<'_>, _reply: &[u8], _latency: Duration) {}
 
+    /// Whether [`Plugin::rewrite_reply`] is called in place of [`Plugin::on_reply`]: the
+    /// connection then waits for it before the reply goes on.
+    fn rewrites_replies(&self) -> bool {
+        false
+    }
+
+    /// [`Plugin::on_reply`] that may replace the reply: `Some(bytes)` (one complete RESP reply)
+    /// is sent to the client instead. Only called when [`Plugin::rewrites_replies`].
+    fn rewrite_reply(
+        &self,
+        conn: &ConnInfo,
+        cmd: &Command<'_>,
+        reply: &[u8],
+        latency: Duration,
+    ) -> Option<Vec<u8>> {
+        self.on_reply(conn, cmd, reply, latency);
+        None
+    }
+
     /// Called about once a second.
     fn on_tick(&self) {}
+
+    /// Called when a client connects, before its first command.
+    fn on_connect(&self, _conn: &ConnInfo) {}
+
+    /// Called when a client's connection is closed, after its last reply.
+    fn on_close(&self, _conn: &ConnInfo) {}
+
+    /// Whether its hooks may take long (a Lua plugin): they then run on a thread of the
+    /// plugin's own, one at a time in the order they were called, never on a thread serving
+    /// connections. A connection waits for the [`Plugin::on_command`] of its own command;
+    /// [`Plugin::on_reply`], [`Plugin::on_tick`], [`Plugin::on_connect`] and
+    /// [`Plugin::on_close`] are queued and nobody waits for them.
+    fn offloaded(&self) -> bool {
+        false
+    }
 
     /// The report to write when the proxy stops: a JSON value (`None`: nothing to write).
     fn report(&self, _ctx: &ReportCtx) -> Option<serde_json::Value> {

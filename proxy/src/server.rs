@@ -30,6 +30,8 @@ pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyOptions {
     shared_connections: usize,
+    op_timeout: Duration,
+    drain_timeout: Duration,
     client_auth: ClientAuth,
     tls: Option<ListenerTls>,
 }
@@ -38,6 +40,8 @@ impl Default for ProxyOptions {
     fn default() -> Self {
         ProxyOptions {
             shared_connections: DEFAULT_SHARED_CONNECTIONS,
+            op_timeout: crate::DEFAULT_OP_TIMEOUT,
+            drain_timeout: crate::DEFAULT_DRAIN_TIMEOUT,
             client_auth: ClientAuth::default(),
             tls: None,
         }
@@ -81,6 +85,24 @@ impl ProxyOptions {
     pub fn shared_connection_count(&self) -> usize {
         self.shared_connections
     }
+
+    /// How long an upstream request may wait for its reply (default
+    /// [`crate::DEFAULT_OP_TIMEOUT`]): past it, its connection is given up and the commands on
+    /// it get error replies. Blocking commands and pub/sub on a client's own connection may
+    /// wait longer. Zero is taken as one millisecond.
+    #[must_use]
+    pub fn op_timeout(mut self, d: Duration) -> Self {
+        self.op_timeout = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long [`Proxy::stop`] lets the commands already forwarded get their replies (default
+    /// [`crate::DEFAULT_DRAIN_TIMEOUT`]) before it closes what is left.
+    #[must_use]
+    pub fn drain_timeout(mut self, d: Duration) -> Self {
+        self.drain_timeout = d;
+        self
+    }
 }
 
 /// What every connection task shares.
@@ -95,6 +117,11 @@ pub struct Shared {
     commands: Mutex<FnvHashMap<Vec<u8>, u64>>,
     /// The shared upstream connections (`None`: one of its own for each client).
     pub(crate) pool: Option<Pool>,
+    /// How long an upstream request may wait for its reply.
+    pub(crate) op_timeout: Duration,
+    /// The threads of the plugins whose hooks run off the connections' threads.
+    pub(crate) workers: crate::offload::Workers,
+    drain_timeout: Duration,
     /// Who may log in at the proxy.
     pub(crate) client_auth: ClientAuth,
     tls: Option<ListenerTls>,
@@ -127,8 +154,12 @@ impl Shared {
             list.sort_unstable();
             list.dedup();
         }
-        let pool = (options.shared_connections > 0)
-            .then(|| Pool::new(options.shared_connections, upstream.clone(), stop));
+        let upstream = upstream.with_user_timeout(options.op_timeout);
+        let workers = crate::offload::Workers::new(&plugins);
+        let pool = (options.shared_connections > 0).then(|| {
+            let n = options.shared_connections;
+            Pool::new(n, upstream.clone(), stop, options.op_timeout)
+        });
         Shared {
             upstream,
             plugins,
@@ -136,6 +167,9 @@ impl Shared {
             every,
             commands: Mutex::new(FnvHashMap::default()),
             pool,
+            op_timeout: options.op_timeout,
+            drain_timeout: options.drain_timeout,
+            workers,
             client_auth: options.client_auth.clone(),
             tls: options.tls.clone(),
         }
@@ -170,6 +204,7 @@ pub struct Proxy {
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<ReportCtx>,
     shared: Arc<Shared>,
+    started: Instant,
 }
 
 impl Proxy {
@@ -198,13 +233,16 @@ impl Proxy {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stop_rx) = watch::channel(false);
-        let shared = Arc::new(Shared::new(upstream, plugins, &options, stop_rx.clone()));
-        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
+        // The shared connections close after the clients' connections drained.
+        let (closed, closed_rx) = watch::channel(false);
+        let shared = Arc::new(Shared::new(upstream, plugins, &options, closed_rx));
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, closed));
         Ok(Proxy {
             addr,
             stop,
             task,
             shared,
+            started: Instant::now(),
         })
     }
 
@@ -218,7 +256,15 @@ impl Proxy {
         &self.shared.plugins
     }
 
-    /// Closes every connection and returns what the reports are written from.
+    /// What its reports are made from while it runs (for snapshots).
+    pub fn reporter(&self) -> crate::snapshot::Reporter {
+        crate::snapshot::Reporter::new(self.shared.clone(), self.started)
+    }
+
+    /// Stops accepting, lets every command already forwarded get its reply (up to the drain
+    /// timeout, [`ProxyOptions::drain_timeout`]), closes every connection and returns what the
+    /// reports are written from. Commands a client sent that were not forwarded yet are not;
+    /// a connection in pub/sub or MONITOR mode closes at once.
     pub async fn stop(self) -> ReportCtx {
         let _ = self.stop.send(true);
         match self.task.await {
@@ -243,13 +289,11 @@ impl Proxy {
     }
 }
 
-/// How long stopping waits for connection tasks to finish.
-const STOP_GRACE: Duration = Duration::from_secs(2);
-
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
+    closed: watch::Sender<bool>,
 ) -> ReportCtx {
     let started = Instant::now();
     let next_id = AtomicU64::new(1);
@@ -261,15 +305,30 @@ async fn accept_loop(
             accepted = listener.accept() => {
                 let Ok((client, peer)) = accepted else {
                     // Out of file descriptors and the like: wait a little, keep serving.
+                    crate::metrics::connection_refused();
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
                 let info = ConnInfo { id: next_id.fetch_add(1, Ordering::Relaxed), peer: Some(peer) };
-                tasks.spawn(handle(client, info, shared.clone(), stop.clone()));
+                let open = crate::metrics::connection_accepted();
+                let task = handle(client, info, shared.clone(), stop.clone());
+                let shared = shared.clone();
+                let each = move |hook: fn(&dyn Plugin, &ConnInfo)| {
+                    for p in 0..shared.plugins.len() {
+                        shared.workers.run(&shared.plugins, p, move |p| hook(p, &info));
+                    }
+                };
+                each(|p, c| p.on_connect(c));
+                tasks.spawn(async move {
+                    task.await;
+                    each(|p, c| p.on_close(c));
+                    drop(open);
+                });
             }
             _ = tick.tick() => {
-                for p in &shared.plugins {
-                    p.on_tick();
+                crate::metrics::refresh();
+                for p in 0..shared.plugins.len() {
+                    shared.workers.run(&shared.plugins, p, |p| p.on_tick());
                 }
                 while tasks.try_join_next().is_some() {}
             }
@@ -277,11 +336,25 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    let _ = tokio::time::timeout(STOP_GRACE, async {
+    // Each connection drains: it reads no more commands, passes on the replies owed, closes.
+    let _ = tokio::time::timeout(shared.drain_timeout, async {
         while tasks.join_next().await.is_some() {}
     })
     .await;
     tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let _ = closed.send(true);
+    // The plugins' threads finish what was queued before the reports are read.
+    let _ = tokio::time::timeout(shared.drain_timeout, shared.workers.flush()).await;
+    for (p, plugin) in shared.plugins.iter().enumerate() {
+        let n = shared.workers.dropped(p);
+        if n > 0 {
+            eprintln!(
+                "lockkit proxy: plugin {}: {n} hooks dropped (its queue was full: the plugin is slower than the traffic it declared)",
+                plugin.name()
+            );
+        }
+    }
     ReportCtx {
         target: shared.upstream.shown().to_string(),
         duration: started.elapsed(),
@@ -304,6 +377,8 @@ async fn handle(
         tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(client)).await
     {
         serve_client(tokio::io::split(stream), info, shared, stop).await;
+    } else {
+        crate::metrics::connection_refused();
     }
 }
 
@@ -324,6 +399,7 @@ async fn serve_client<CR, CW>(
     let upstream = match shared.upstream.connect().await {
         Ok(u) => u,
         Err(e) => {
+            crate::metrics::upstream_error("connect");
             let msg = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 shared.upstream.shown()

@@ -23,7 +23,7 @@ enum Rule {
 /// Top-level commands of Redis 7.0 that are stateless whatever their arguments: the data types
 /// (all but the blocking ones), keys, scripts and functions (a script's `SELECT` stays inside
 /// the script), and a few server queries.
-const ALWAYS: &[&str] = &[
+pub(crate) const ALWAYS: &[&str] = &[
     // strings
     "APPEND",
     "DECR",

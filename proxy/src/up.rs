@@ -1,7 +1,7 @@
 //! Where a client's commands go: a shared upstream connection ([`crate::link`]) while every
 //! command so far was stateless, then a connection of the client's own.
 
-use lockkit::net::{ReadHalf, ServerStream, WriteHalf};
+use crate::sock::{UpConn as ServerStream, UpRead as ReadHalf, UpWrite as WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 

@@ -5,8 +5,11 @@
 
 use std::time::Duration;
 
-use lockkit::net::{Connector, ServerStream};
-use redis::{ProtocolVersion, RedisError};
+use lockkit::net::Connector;
+use redis::{ConnectionAddr, ProtocolVersion, RedisError};
+
+use crate::health::Backoff;
+use crate::sock::{self, UpConn};
 
 /// How long connecting (and logging in) to the upstream server may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -16,7 +19,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct Upstream {
     connector: Connector,
     shown: String,
+    /// `TCP_USER_TIMEOUT` of its plain TCP connections.
+    user_timeout: Duration,
     db: i64,
+    /// Failures in a row of the connections to it, shared by every clone: shared and own
+    /// connections back off together.
+    backoff: std::sync::Arc<Backoff>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -48,7 +56,9 @@ impl Upstream {
         Ok(Upstream {
             connector,
             shown: lockkit::redact_url(url),
+            user_timeout: crate::DEFAULT_OP_TIMEOUT,
             db,
+            backoff: std::sync::Arc::default(),
         })
     }
 
@@ -62,16 +72,48 @@ impl Upstream {
         self.db
     }
 
-    /// A new connection, logged in and on the URL's database.
+    /// The same upstream, its plain TCP connections failing once sent data goes unacknowledged
+    /// for `d` (at least 1 s; `TCP_USER_TIMEOUT`, Linux).
+    pub(crate) fn with_user_timeout(mut self, d: Duration) -> Upstream {
+        self.user_timeout = d.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The back-off of its connections: failures in a row, reset by a reply.
+    pub(crate) fn backoff(&self) -> &Backoff {
+        &self.backoff
+    }
+
+    /// A new connection, logged in and on the URL's database. A plain TCP one has keepalive on
+    /// and, on Linux, `TCP_USER_TIMEOUT` ([`sock`]). While connections keep failing (connect
+    /// errors, operation timeouts) it first waits: 50 ms, doubling, up to 2 s.
     ///
     /// # Errors
     /// The connection failed, timed out, or the server refused the login or the database; the
     /// text never holds the password.
-    pub async fn connect(&self) -> Result<ServerStream, String> {
-        match tokio::time::timeout(CONNECT_TIMEOUT, self.connector.connect()).await {
+    pub async fn connect(&self) -> Result<UpConn, String> {
+        let info = self.connector.info();
+        let work = async {
+            match info.addr() {
+                ConnectionAddr::Tcp(host, port) => {
+                    let mut s = sock::connect_tcp(host, *port, self.user_timeout)
+                        .await
+                        .map_err(RedisError::from)?;
+                    lockkit::net::handshake(&mut s, info.redis_settings()).await?;
+                    Ok(UpConn::Tcp(s))
+                }
+                _ => self.connector.connect().await.map(UpConn::Lib),
+            }
+        };
+        tokio::time::sleep(self.backoff.delay()).await;
+        let r = match tokio::time::timeout(CONNECT_TIMEOUT, work).await {
             Ok(r) => r.map_err(|e| why(&e)),
             Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+        };
+        if r.is_err() {
+            self.backoff.failed();
         }
+        r
     }
 }
 

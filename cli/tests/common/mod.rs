@@ -204,9 +204,27 @@ impl ProxyRun {
 
     /// Stops it with SIGTERM (it writes its reports then) and waits for it to end.
     pub fn stop(self) -> Run {
+        self.signal("TERM")
+    }
+
+    /// Sends it `signal` (`TERM`, `KILL`, ...) without waiting.
+    pub fn send(&self, signal: &str) {
         let pid = self.child.id().to_string();
-        let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(killed.success());
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    /// Sends it `signal` and waits for it to end.
+    pub fn signal(self, signal: &str) -> Run {
+        self.send(signal);
+        self.wait()
+    }
+
+    /// Waits for it to end (at most 60 s).
+    pub fn wait(self) -> Run {
         wait(self.child, "lockkit proxy")
     }
 }

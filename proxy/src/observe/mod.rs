@@ -18,6 +18,7 @@
 mod pattern;
 mod scripts;
 mod table;
+mod top;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ use crate::resp::{self, ReplyKind};
 
 pub use pattern::fold_key;
 pub use scripts::{classify_script, ScriptKind};
+pub use top::{BigValue, HotKey, TopWindow};
 
 /// The schema name of the report.
 pub use lockkit_loadgen::observe::SCHEMA;
@@ -53,6 +55,55 @@ const FORGET_UNTIMED: Duration = Duration::from_secs(3600);
 pub struct ObserveOptions {
     /// Show the live table (only ever on a terminal).
     pub live: bool,
+    /// `top=N`: the N hottest keys and biggest values per window (0: off). `observe` then
+    /// sees every command and its reply (it costs the copy of each command until its reply).
+    pub top: usize,
+    /// `window=D`: the window of `top` (default 10 s).
+    pub window: Option<Duration>,
+}
+
+/// The window of `observe:top=N` unless `window=D` says.
+pub const DEFAULT_TOP_WINDOW: Duration = Duration::from_secs(10);
+
+impl ObserveOptions {
+    /// Reads `observe`'s ARGS: `top=N[,window=D]` (empty: the defaults).
+    ///
+    /// # Errors
+    /// An unknown option or a value that does not parse.
+    pub fn parse(args: &str, live: bool) -> Result<ObserveOptions, String> {
+        let mut o = ObserveOptions {
+            live,
+            ..ObserveOptions::default()
+        };
+        for part in args.split(',').filter(|p| !p.is_empty()) {
+            match part.split_once('=') {
+                Some(("top", n)) => {
+                    o.top = n
+                        .parse()
+                        .ok()
+                        .filter(|&n| (1..=1000).contains(&n))
+                        .ok_or_else(|| format!("top={n}: give a number from 1 to 1000"))?;
+                }
+                Some(("window", d)) => {
+                    let d = lockkit_loadgen::units::parse_duration(d)
+                        .map_err(|e| format!("window={d}: {e}"))?;
+                    if d < Duration::from_millis(100) {
+                        return Err("window must be at least 100ms".into());
+                    }
+                    o.window = Some(d);
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown option `{part}`: observe takes top=N and window=D (e.g. observe:top=10,window=10s)"
+                    ))
+                }
+            }
+        }
+        if o.window.is_some() && o.top == 0 {
+            return Err("window=D goes with top=N".into());
+        }
+        Ok(o)
+    }
 }
 
 /// The `observe` plugin.
@@ -61,6 +112,8 @@ pub struct Observe {
     state: Mutex<State>,
     options: ObserveOptions,
     started: Instant,
+    /// `top=N`: hot keys and big values.
+    top: Option<Mutex<top::Top>>,
 }
 
 #[derive(Debug, Default)]
@@ -178,9 +231,9 @@ impl State {
         };
         if mine {
             if let Some(h) = self.held.remove(key) {
-                let _ = self.patterns[i]
-                    .hold
-                    .record(micros(sent.saturating_duration_since(h.since)));
+                let hold = sent.saturating_duration_since(h.since);
+                let _ = self.patterns[i].hold.record(micros(hold));
+                crate::metrics::lock_held(&self.patterns[i].pattern, hold);
             }
         }
         let s = &mut self.patterns[i];
@@ -211,15 +264,32 @@ impl State {
 impl Observe {
     /// A fresh `observe`.
     pub fn new(options: ObserveOptions) -> Self {
+        let started = Instant::now();
+        let window = options.window.unwrap_or(DEFAULT_TOP_WINDOW);
+        let top =
+            (options.top > 0).then(|| Mutex::new(top::Top::new(options.top, window, started)));
         Observe {
             state: Mutex::new(State::default()),
             options,
-            started: Instant::now(),
+            started,
+            top,
         }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// With `top=N`: every window's hot keys and big values so far (the current one last).
+    pub fn top_windows(&self) -> Option<Vec<TopWindow>> {
+        let top = self.top.as_ref()?;
+        Some(top.lock().unwrap_or_else(PoisonError::into_inner).windows())
+    }
+
+    fn with_top(&self, f: impl FnOnce(&mut top::Top)) {
+        if let Some(top) = &self.top {
+            f(&mut top.lock().unwrap_or_else(PoisonError::into_inner));
+        }
     }
 
     /// Every pattern seen so far, in first-seen order.
@@ -489,12 +559,18 @@ impl Plugin for Observe {
     }
 
     fn commands(&self) -> Vec<String> {
+        if self.top.is_some() {
+            return vec!["*".to_string()];
+        }
         ["SET", "DEL", "UNLINK", "EVAL", "EVALSHA", "SCRIPT"]
             .map(String::from)
             .to_vec()
     }
 
     fn on_command(&self, _conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+        if let Some(key) = top::key_of(cmd) {
+            self.with_top(|t| t.command(key, Instant::now()));
+        }
         match cmd.name {
             "EVAL" => {
                 if let Some(body) = cmd.args.first() {
@@ -519,6 +595,9 @@ impl Plugin for Observe {
     /// A `SET` is a lock's acquire only with `NX`: plain `SET`s (most of an application's
     /// writes) are forwarded without waiting for their reply.
     fn wants_reply(&self, cmd: &Command<'_>) -> bool {
+        if self.top.is_some() && top::key_of(cmd).is_some() {
+            return true;
+        }
         match cmd.name {
             "SET" => cmd
                 .args
@@ -529,6 +608,10 @@ impl Plugin for Observe {
     }
 
     fn on_reply(&self, _conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
+        if let Some(key) = top::key_of(cmd) {
+            let bytes = reply.len() as u64;
+            self.with_top(|t| t.reply(key, cmd.name, bytes, Instant::now()));
+        }
         let raw = reply;
         let reply = resp::reply_kind(reply);
         match cmd.name {
@@ -545,8 +628,19 @@ impl Plugin for Observe {
 
     fn on_tick(&self) {
         self.state().forget_expired(Instant::now());
-        if self.options.live {
-            table::draw(&self.patterns(), self.started.elapsed());
+        self.with_top(|t| {
+            t.roll(Instant::now());
+            crate::metrics::top_window(&t.current());
+        });
+        if self.options.live || crate::metrics::on() {
+            let patterns = self.patterns();
+            for p in &patterns {
+                let ttl = p.recommended_ttl_ms.map(Duration::from_millis);
+                crate::metrics::lock_pattern(&p.pattern, p.acquired, p.contended, ttl);
+            }
+            if self.options.live {
+                table::draw(&patterns, self.started.elapsed());
+            }
         }
     }
 
@@ -558,7 +652,12 @@ impl Plugin for Observe {
             commands: ctx.commands.clone(),
             locks: self.patterns(),
         };
-        serde_json::to_value(report).ok()
+        let mut value = serde_json::to_value(report).ok()?;
+        // Only added to lockkit.observe/1, and only with top=N.
+        if let (Some(windows), Some(obj)) = (self.top_windows(), value.as_object_mut()) {
+            obj.insert("top".into(), serde_json::to_value(windows).ok()?);
+        }
+        Some(value)
     }
 }
 
