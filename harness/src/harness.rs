@@ -214,6 +214,13 @@ impl Harness {
         self.engine.stopped()
     }
 
+    /// A handle that stops the script running in this harness from another thread (what
+    /// `SCRIPT KILL` does): the script ends with the time-limit error and
+    /// [`stopped`](Self::stopped) is true.
+    pub fn stop_handle(&self) -> crate::script::StopHandle {
+        self.engine.stop_handle()
+    }
+
     /// `EVAL script numkeys keys... args...`.
     pub fn eval(&mut self, script: &str, keys: &[&str], args: &[&str]) -> Reply {
         let mut argv: Vec<&[u8]> = vec![b"EVAL", script.as_bytes()];

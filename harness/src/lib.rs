@@ -46,6 +46,7 @@
 mod bignum;
 mod commands;
 mod decimal;
+mod function_admin;
 mod harness;
 pub mod keyspace;
 pub mod number;
@@ -54,6 +55,10 @@ mod sandbox;
 mod script;
 mod scripting;
 mod server;
+
+// The RESP server over the engine (`lockkit lua serve`), with tokio behind the `serve` feature.
+#[cfg(feature = "serve")]
+pub mod serve;
 
 // The tooling: command lines, transcripts, redis-cli output, a real server, the runner.
 pub mod tooling;
@@ -65,5 +70,5 @@ pub use commands::{command_table, is_redis_command, CommandInfo};
 pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot, DEFAULT_KEYSPACE_LIMIT};
 pub use reply::Reply;
 pub use sandbox::{Sandbox, SandboxError};
-pub use script::{sha1hex, FunctionLibrary, REDIS_VERSION};
+pub use script::{sha1hex, FunctionInfo, FunctionLibrary, StopHandle, StopRefused, REDIS_VERSION};
 pub use server::LogLine;

@@ -159,6 +159,10 @@ fn function(engine: &mut Engine, argv: &[Vec<u8>]) -> Reply {
             _ => err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
         },
         "kill" => err("NOTBUSY No scripts in execution right now."),
+        "list" => crate::function_admin::list(engine, argv),
+        "dump" => crate::function_admin::dump(engine),
+        "restore" => crate::function_admin::restore(engine, argv),
+        "stats" => crate::function_admin::stats(engine),
         _ => err(format!(
             "ERR harness: FUNCTION {} is not emulated",
             lower.to_uppercase()

@@ -16,6 +16,8 @@ mod stream;
 mod strings;
 mod zset;
 
+pub(crate) use introspect::glob_match;
+
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -265,6 +267,10 @@ static HANDLERS: &[(&str, Run)] = &[
     ("function|delete", Run::Scripting),
     ("function|flush", Run::Scripting),
     ("function|kill", Run::Scripting),
+    ("function|list", Run::Scripting),
+    ("function|dump", Run::Scripting),
+    ("function|restore", Run::Scripting),
+    ("function|stats", Run::Scripting),
     ("fcall", Run::Scripting),
     ("fcall_ro", Run::Scripting),
 ];

@@ -18,6 +18,19 @@ pub struct FunctionLibrary {
     pub code: Vec<u8>,
     /// Its functions, in registration order.
     pub functions: Vec<String>,
+    /// Each function's description and flags, in the same order (FUNCTION LIST).
+    pub details: Vec<FunctionInfo>,
+}
+
+/// A registered function as FUNCTION LIST shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// Its name as registered.
+    pub name: String,
+    /// The `description` named argument.
+    pub description: Option<String>,
+    /// The `flags` named argument, as given.
+    pub flags: Vec<String>,
 }
 
 /// A registered function's name and flags; the function itself lives in a Lua table (a
@@ -26,6 +39,8 @@ pub struct FunctionLibrary {
 struct Registered {
     name: String,
     flags: ScriptFlags,
+    description: Option<String>,
+    flag_names: Vec<String>,
 }
 
 /// Loaded libraries and their functions (names compared case-insensitively, as Redis does).
@@ -102,6 +117,8 @@ fn read_registration(args: &libargs::Args) -> Result<Registration, String> {
                 Registered {
                     name: name.to_string_lossy(),
                     flags: ScriptFlags::default(),
+                    description: None,
+                    flag_names: Vec::new(),
                 },
                 f,
             ))
@@ -118,6 +135,7 @@ fn read_registration(args: &libargs::Args) -> Result<Registration, String> {
 
 fn read_named(t: &Table) -> Result<Registration, String> {
     let (mut name, mut func, mut flags) = (None, None, ScriptFlags::default());
+    let (mut description, mut flag_names) = (None, Vec::new());
     for pair in t.pairs::<Value, Value>() {
         let (k, v) = pair.map_err(|e| e.to_string())?;
         let Value::String(k) = k else {
@@ -134,15 +152,18 @@ fn read_named(t: &Table) -> Result<Registration, String> {
             ("callback", _) => {
                 return Err("callback argument given to redis.register_function must be a function".into())
             }
-            ("description", Value::String(_)) => {}
+            ("description", Value::String(s)) => description = Some(s.to_string_lossy()),
             ("description", _) => {
                 return Err("description argument given to redis.register_function must be a string".into())
             }
             ("flags", Value::Table(list)) => {
                 for f in list.sequence_values::<Value>() {
                     match f.map_err(|e| e.to_string())? {
-                        Value::String(s) => parse_flag(&mut flags, &s.as_bytes())
-                            .map_err(|_| "unknown flag given".to_string())?,
+                        Value::String(s) => {
+                            parse_flag(&mut flags, &s.as_bytes())
+                                .map_err(|_| "unknown flag given".to_string())?;
+                            flag_names.push(s.to_string_lossy());
+                        }
                         _ => return Err("unknown flag given".into()),
                     }
                 }
@@ -157,6 +178,8 @@ fn read_named(t: &Table) -> Result<Registration, String> {
         Registered {
             name: name.ok_or("redis.register_function must get a function name argument")?,
             flags,
+            description,
+            flag_names,
         },
         func.ok_or("redis.register_function must get a callback argument")?,
     ))
@@ -276,6 +299,14 @@ impl Engine {
                 name: name.clone(),
                 code: code.to_vec(),
                 functions: registered.iter().map(|r| r.name.clone()).collect(),
+                details: registered
+                    .iter()
+                    .map(|r| FunctionInfo {
+                        name: r.name.clone(),
+                        description: r.description.clone(),
+                        flags: r.flag_names.clone(),
+                    })
+                    .collect(),
             },
         );
         Ok(name)

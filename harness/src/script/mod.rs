@@ -26,7 +26,7 @@ use crate::commands::{self, Run};
 use crate::reply::Reply;
 use crate::server::{Caller, Server};
 
-pub use functions::FunctionLibrary;
+pub use functions::{FunctionInfo, FunctionLibrary};
 pub use shebang::ScriptFlags;
 
 const PRELUDE: &str = include_str!("prelude.lua");
@@ -63,6 +63,44 @@ impl Default for RunCtx {
 struct Timer {
     deadline: Option<Instant>,
     fired: bool,
+    /// The running script wrote (SCRIPT KILL then answers UNKILLABLE, as Redis does).
+    wrote: bool,
+}
+
+/// Stops the script running in an [`Engine`] from another thread, as `SCRIPT KILL` does.
+#[derive(Debug, Clone)]
+pub struct StopHandle(Arc<Mutex<Timer>>);
+
+/// Why [`StopHandle::stop`] did not stop a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRefused {
+    /// No script is running.
+    NotRunning,
+    /// The script already wrote to the keyspace.
+    Wrote,
+}
+
+impl StopHandle {
+    /// Whether the running script wrote to the keyspace.
+    pub fn wrote(&self) -> bool {
+        self.0.lock().is_ok_and(|t| t.deadline.is_some() && t.wrote)
+    }
+
+    /// Moves the running script's deadline to now: it stops at its next hook.
+    ///
+    /// # Errors
+    /// No script runs, or it already wrote (Redis refuses to kill it then).
+    pub fn stop(&self) -> Result<(), StopRefused> {
+        let mut t = self.0.lock().map_err(|_| StopRefused::NotRunning)?;
+        match t.deadline {
+            None => Err(StopRefused::NotRunning),
+            Some(_) if t.wrote => Err(StopRefused::Wrote),
+            Some(_) => {
+                t.deadline = Some(Instant::now());
+                Ok(())
+            }
+        }
+    }
 }
 
 /// A compiled EVAL script: its flags; the function itself is in `Engine::compiled`, a Lua
@@ -395,6 +433,7 @@ impl Engine {
         let was_fired = match self.timer.lock() {
             Ok(mut t) => {
                 t.deadline = Some(Instant::now() + limit);
+                t.wrote = false;
                 std::mem::replace(&mut t.fired, false)
             }
             Err(_) => false,
@@ -421,6 +460,11 @@ impl Engine {
         let r = f();
         let _ = self.lua.set_memory_limit(0);
         r
+    }
+
+    /// A handle that stops the running script from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.timer.clone())
     }
 
     /// Whether the harness stopped the last script it ran (time limit, memory cap): a signal
@@ -627,6 +671,11 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
             if spec.write && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
                     c.wrote = true;
+                }
+                if let Some(t) = lua.app_data_ref::<Arc<Mutex<Timer>>>() {
+                    if let Ok(mut t) = t.lock() {
+                        t.wrote = true;
+                    }
                 }
             }
             reply
