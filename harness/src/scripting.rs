@@ -156,7 +156,11 @@ fn function(engine: &mut Engine, argv: &[Vec<u8>]) -> Reply {
                 engine.function_flush();
                 Reply::ok()
             }
-            _ => err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+            [_] => err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+            _ => err(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+                String::from_utf8_lossy(sub)
+            )),
         },
         "kill" => err("NOTBUSY No scripts in execution right now."),
         "list" => crate::function_admin::list(engine, argv),

@@ -1,6 +1,7 @@
 //! Redis Functions: `FUNCTION LOAD` of a `#!lua name=...` library and `FCALL` of its functions.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlua::{Function, Lua, Table, Value};
@@ -185,8 +186,21 @@ fn read_named(t: &Table) -> Result<Registration, String> {
     ))
 }
 
-fn register_fn(lua: &Lua, pending: Pending, funcs: Table) -> mlua::Result<Function> {
+/// `redis.register_function` for one FUNCTION LOAD; it refuses once `open` is cleared (a
+/// function that kept it and calls it later, as Redis's "malicious access" test does).
+fn register_fn(
+    lua: &Lua,
+    pending: Pending,
+    funcs: Table,
+    open: Arc<AtomicBool>,
+) -> mlua::Result<Function> {
     libargs::packed(lua, move |lua, args: libargs::Args| {
+        if !open.load(Ordering::Relaxed) {
+            return libargs::redis_err(
+                lua,
+                "ERR redis.register_function can only be called on FUNCTION LOAD command",
+            );
+        }
         let (reg, func) = match read_registration(&args) {
             Ok(r) => r,
             Err(e) => return libargs::redis_err(lua, format!("ERR {e}")),
@@ -222,8 +236,14 @@ impl Engine {
         }
         let pending: Pending = Arc::default();
         let pending_funcs = self.lua.create_table().map_err(|e| e.to_string())?;
-        let register = register_fn(&self.lua, pending.clone(), pending_funcs.clone())
-            .map_err(|e| e.to_string())?;
+        let open = Arc::new(AtomicBool::new(true));
+        let register = register_fn(
+            &self.lua,
+            pending.clone(),
+            pending_funcs.clone(),
+            open.clone(),
+        )
+        .map_err(|e| e.to_string())?;
         // The shared environment, as the library's functions will see it; its top level's view
         // is switched on only around running it, so no early return can leave it on.
         let env: Table = self
@@ -250,6 +270,7 @@ impl Engine {
         self.arm_timer(std::time::Duration::from_millis(500));
         let outcome = self.capped(|| self.run.call::<(bool, Value)>(chunk));
         let timed_out = self.disarm_timer();
+        open.store(false, Ordering::Relaxed);
         let _ = self.load_env.call::<Value>(Value::Nil);
         if timed_out {
             return Err("Error registering functions: ERR FUNCTION LOAD timeout".into());
