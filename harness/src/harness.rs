@@ -221,6 +221,16 @@ impl Harness {
         self.engine.stop_handle()
     }
 
+    /// Figures INFO reports: (scripts in the cache, bytes of the Lua heap, approximate bytes
+    /// of the keyspace, live keys).
+    pub fn memory_figures(&self) -> (usize, usize, usize, usize) {
+        let (scripts, lua) = self.engine.cache_figures();
+        let mut s = self.engine.server_mut();
+        let now = s.now_ms;
+        let keys = s.db.len(now);
+        (scripts, lua, s.db.used_memory(), keys)
+    }
+
     /// `EVAL script numkeys keys... args...`.
     pub fn eval(&mut self, script: &str, keys: &[&str], args: &[&str]) -> Reply {
         let mut argv: Vec<&[u8]> = vec![b"EVAL", script.as_bytes()];

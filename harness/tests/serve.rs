@@ -308,3 +308,26 @@ fn functions_list_dump_and_restore_over_the_wire() {
     let e = error_of(&mut c, "FUNCTION", &["RESTORE", "bad_payload"]);
     assert_eq!(e, "ERR payload version or checksum are wrong");
 }
+
+#[test]
+fn debug_reload_keeps_the_libraries_and_info_reports_the_script_cache() {
+    let s = Running::start(ServeOptions::new());
+    let mut c = s.client();
+    let lib = "#!lua name=lib\nredis.register_function('f', function() return 1 end)";
+    let _: String = query(&mut c, "FUNCTION", &["LOAD", lib]);
+    let _: () = query(&mut c, "DEBUG", &["RELOAD"]);
+    let one: i64 = query(&mut c, "FCALL", &["f", "0"]);
+    assert_eq!(one, 1);
+    // Loading the saved libraries over themselves fails, as in Redis, unless MERGE.
+    let e = error_of(&mut c, "DEBUG", &["RELOAD", "NOFLUSH"]);
+    assert!(e.contains("Error trying to load the RDB"), "{e}");
+    let _: () = query(&mut c, "DEBUG", &["RELOAD", "NOFLUSH", "MERGE"]);
+    let _: String = query(&mut c, "SCRIPT", &["LOAD", "return 1"]);
+    let memory: String = query(&mut c, "INFO", &["memory"]);
+    assert!(
+        memory.contains("number_of_cached_scripts:1\r\n"),
+        "{memory}"
+    );
+    let e = error_of(&mut c, "INFO", &["errorstats"]);
+    assert!(e.contains("INFO errorstats is not emulated"), "{e}");
+}

@@ -14,7 +14,17 @@ units=("$@")
 [ ${#units[@]} -eq 0 ] && units=(unit/scripting unit/functions)
 tests="${REDIS_TESTS:-$repo/../shared/redis-tests}"
 # --durable: an exception fails its test instead of ending the unit, on both servers alike.
-export SUITE_ARGS="--singledb --durable ${EXTRA_SUITE_ARGS:-}"
+# The documented exceptions (docs/HARNESS.md, "Redis's own test suite") are skipped on both:
+#   Script return recursive object   the harness refuses replies nested deeper than 200
+#                                    levels; Redis answers 7,995 levels and then an error (and
+#                                    the test, failing, leaves its client in raw mode, which
+#                                    fails every later test)
+#   Script ACL check                 ACL SETUSER / AUTH as another user are not emulated
+#   needs:config-maxmemory (tag)     CONFIG SET maxmemory is not emulated (the harness's
+#                                    keyspace limit is set at start, --maxmemory)
+EXCEPTIONS="--skiptest /Script.return.recursive.object --skiptest /Script.ACL.check --tags -needs:config-maxmemory"
+[ -n "${NO_EXCEPTIONS:-}" ] && EXCEPTIONS=""
+export SUITE_ARGS="--singledb --durable $EXCEPTIONS ${EXTRA_SUITE_ARGS:-}"
 mkdir -p "$out"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -462,6 +462,11 @@ impl Engine {
         r
     }
 
+    /// (scripts in the cache, bytes of the Lua heap).
+    pub fn cache_figures(&self) -> (usize, usize) {
+        (self.scripts.len(), self.lua.used_memory())
+    }
+
     /// A handle that stops the running script from another thread.
     pub fn stop_handle(&self) -> StopHandle {
         StopHandle(self.timer.clone())

@@ -98,6 +98,12 @@ pub(super) async fn serve(
         multi: None,
         quit: false,
     };
+    c.ctx.shared.connected(true);
+    serve_requests(&mut c, &mut socket, &mut stop).await;
+    c.ctx.shared.connected(false);
+}
+
+async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::Receiver<bool>) {
     let mut parser = Parser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -238,6 +244,19 @@ impl Conn {
                 Reply::ok()
             }
             "lockkit.clock" => self.clock(&argv).await,
+            "debug" if argv.len() >= 2 && is(&argv[1], "reload") => {
+                self.ctx.shared.debug_reload(&argv).await
+            }
+            "info" => {
+                let sections = argv[1..]
+                    .iter()
+                    .map(|s| lossy(s).to_ascii_lowercase())
+                    .collect();
+                self.ctx
+                    .shared
+                    .info(sections, self.ctx.port, self.ctx.keyspace_limit)
+                    .await
+            }
             _ => self.harness(argv).await,
         }
     }
@@ -529,7 +548,7 @@ fn is_local(argv: &[Vec<u8>]) -> bool {
     let top = name.split('|').next().unwrap_or_default();
     matches!(
         top,
-        "hello" | "auth" | "quit" | "reset" | "select" | "lockkit.clock" | "unwatch"
+        "hello" | "auth" | "quit" | "reset" | "select" | "lockkit.clock" | "unwatch" | "info"
     ) || matches!(
         name.as_str(),
         "client|id"
@@ -542,5 +561,6 @@ fn is_local(argv: &[Vec<u8>]) -> bool {
             | "config|resetstat"
             | "debug|log"
             | "debug|set-active-expire"
+            | "debug|reload"
     )
 }

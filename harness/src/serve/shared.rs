@@ -58,6 +58,8 @@ struct State {
     libraries: (usize, usize),
     /// When the harness clock was last moved to the wall clock (wall mode).
     synced: Instant,
+    /// The function libraries as the last DEBUG RELOAD saved them (FUNCTION DUMP's payload).
+    saved_functions: Option<Vec<u8>>,
 }
 
 /// The state every connection shares.
@@ -68,6 +70,8 @@ pub struct Shared {
     state: Mutex<State>,
     busy: Notify,
     clients: AtomicU64,
+    connected: AtomicU64,
+    started: Instant,
     clock: ClockMode,
 }
 
@@ -98,9 +102,12 @@ impl Shared {
                 seq: 0,
                 libraries: (0, 0),
                 synced: Instant::now(),
+                saved_functions: None,
             }),
             busy: Notify::new(),
             clients: AtomicU64::new(0),
+            connected: AtomicU64::new(0),
+            started: Instant::now(),
             clock,
         })
     }
@@ -113,6 +120,15 @@ impl Shared {
     /// A new client id (CLIENT ID), from 1 up.
     pub fn next_client_id(&self) -> u64 {
         self.clients.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A client connected (`true`) or left.
+    pub fn connected(&self, up: bool) {
+        if up {
+            self.connected.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.connected.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).
@@ -260,22 +276,136 @@ impl Shared {
         reply
     }
 
-    /// Moves the virtual clock: `advance` milliseconds forward, or to `set` Unix milliseconds.
-    /// Answers the clock afterwards (Unix milliseconds).
-    pub async fn clock(&self, advance_ms: Option<u64>, set_ms: Option<u64>) -> Result<i64, Reply> {
+    /// Runs `f` on the harness when no script of another connection is busy.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    async fn with_harness<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Harness) -> R + Send + 'static,
+    ) -> Result<R, Reply> {
         if let Some(busy) = self.busy_reply() {
             return Err(busy);
         }
-        let mut h = self.harness.lock().await;
-        if let Some(ms) = advance_ms {
-            h.advance(Duration::from_millis(ms));
+        let guard = self.harness.clone().lock_owned().await;
+        tokio::task::spawn_blocking(move || {
+            let mut h = guard;
+            f(&mut h)
+        })
+        .await
+        .map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
+    }
+
+    /// Moves the virtual clock: `advance` milliseconds forward, or to `set` Unix milliseconds.
+    /// Answers the clock afterwards (Unix milliseconds).
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn clock(&self, advance_ms: Option<u64>, set_ms: Option<u64>) -> Result<i64, Reply> {
+        self.with_harness(move |h| {
+            if let Some(ms) = advance_ms {
+                h.advance(Duration::from_millis(ms));
+            }
+            if let Some(ms) = set_ms {
+                h.set_time(std::time::UNIX_EPOCH + Duration::from_millis(ms));
+            }
+            h.now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)
+        })
+        .await
+    }
+
+    /// `DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]` for the function libraries: the keyspace
+    /// would come back as it is (nothing is lost by a save and a load), so only the libraries
+    /// move: saved (unless NOSAVE), flushed (unless NOFLUSH), loaded back (MERGE: replacing).
+    pub async fn debug_reload(self: &Arc<Self>, argv: &[Vec<u8>]) -> Reply {
+        let (mut merge, mut noflush, mut nosave) = (false, false, false);
+        for a in &argv[2..] {
+            match String::from_utf8_lossy(a).to_ascii_lowercase().as_str() {
+                "merge" => merge = true,
+                "noflush" => noflush = true,
+                "nosave" => nosave = true,
+                _ => {
+                    return Reply::err(
+                        "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+                    )
+                }
+            }
         }
-        if let Some(ms) = set_ms {
-            h.set_time(std::time::UNIX_EPOCH + Duration::from_millis(ms));
+        if nosave && !noflush {
+            return Reply::err("ERR harness: DEBUG RELOAD NOSAVE without NOFLUSH is not emulated (the keyspace is never saved)");
         }
-        let now = h.now();
-        Ok(now
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64))
+        let me = self.clone();
+        let r = self
+            .with_harness(move |h| {
+                if !nosave {
+                    if let Reply::Bulk(p) = h.call(&["FUNCTION", "DUMP"]) {
+                        me.state().saved_functions = Some(p);
+                    }
+                }
+                let Some(payload) = me.state().saved_functions.clone() else {
+                    return Reply::err("ERR Error trying to load the RDB dump, check server logs.");
+                };
+                if !noflush {
+                    h.call(&["FUNCTION", "FLUSH"]);
+                }
+                let policy: &[u8] = if merge { b"REPLACE" } else { b"APPEND" };
+                match h.call(&[b"FUNCTION".as_slice(), b"RESTORE", &payload, policy]) {
+                    Reply::Error(_) => {
+                        Reply::err("ERR Error trying to load the RDB dump, check server logs.")
+                    }
+                    _ => Reply::ok(),
+                }
+            })
+            .await;
+        r.unwrap_or_else(|busy| busy)
+    }
+
+    /// INFO for the sections the server knows (server, clients, memory); an error naming a
+    /// section it does not emulate.
+    pub async fn info(&self, sections: Vec<String>, port: u16, maxmemory: usize) -> Reply {
+        const KNOWN: [&str; 3] = ["server", "clients", "memory"];
+        let all = sections.is_empty()
+            || sections
+                .iter()
+                .any(|s| matches!(s.as_str(), "default" | "all" | "everything"));
+        if !all {
+            if let Some(other) = sections.iter().find(|s| !KNOWN.contains(&s.as_str())) {
+                return Reply::err(format!(
+                    "ERR harness: INFO {other} is not emulated (only server, clients and memory)"
+                ));
+            }
+        }
+        let want = |s: &str| all || sections.iter().any(|x| x == s);
+        let figures = match self.with_harness(|h| h.memory_figures()).await {
+            Ok(f) => f,
+            Err(busy) => return busy,
+        };
+        let (scripts, lua, keyspace, _keys) = figures;
+        let mut out = String::new();
+        if want("server") {
+            out.push_str(&format!(
+                "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nos:lockkit-harness\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\n",
+                crate::REDIS_VERSION,
+                std::process::id(),
+                self.started.elapsed().as_secs()
+            ));
+        }
+        if want("clients") {
+            out.push_str(&format!(
+                "{}# Clients\r\nconnected_clients:{}\r\n",
+                if out.is_empty() { "" } else { "\r\n" },
+                self.connected.load(Ordering::Relaxed)
+            ));
+        }
+        if want("memory") {
+            out.push_str(&format!(
+                "{}# Memory\r\nused_memory:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_policy:noeviction\r\n",
+                if out.is_empty() { "" } else { "\r\n" },
+                keyspace + lua
+            ));
+        }
+        Reply::Bulk(out.into_bytes())
     }
 }
