@@ -3,6 +3,7 @@
 
 mod bitmap;
 mod geo;
+mod getkeys;
 mod hash;
 mod hyperloglog;
 mod introspect;
@@ -252,6 +253,7 @@ static HANDLERS: &[(&str, Run)] = &[
     ("randomkey", Run::Plain(introspect::randomkey)),
     ("scan", Run::Plain(introspect::scan)),
     ("select", Run::Plain(introspect::select)),
+    ("command|getkeys", Run::Plain(getkeys::getkeys)),
     ("slowlog|get", Run::Plain(introspect::slowlog)),
     ("slowlog|len", Run::Plain(introspect::slowlog)),
     ("slowlog|reset", Run::Plain(introspect::slowlog)),
