@@ -85,7 +85,7 @@ fn positions(specs: &str, argv: &[Vec<u8>]) -> Option<Vec<usize>> {
             let n = crate::number::parse_i64(argv.get(idx as usize)?).filter(|n| *n >= 0)?;
             let first = first + num(find, "firstkey")?;
             // More keys than arguments: an invalid spec (Redis then finds none).
-            if first + n - 1 >= argc {
+            if first + n > argc {
                 return None;
             }
             (first, first + n - 1, num(find, "keystep")?)
