@@ -190,7 +190,14 @@ impl Harness {
 
     /// [`call`](Self::call) with owned arguments.
     pub fn call_argv(&mut self, argv: &[Vec<u8>]) -> Reply {
+        self.call_argv_as(argv, false)
+    }
+
+    /// [`call_argv`](Self::call_argv) for a RESP3 client (`resp3`): maps and doubles stay
+    /// [`Reply::Map`] and [`Reply::Double`] instead of being flattened for RESP2.
+    pub fn call_argv_as(&mut self, argv: &[Vec<u8>], resp3: bool) -> Reply {
         self.engine.clear_stopped();
+        self.engine.client_resp3.set(resp3);
         let spec = match commands::resolve(argv, Caller::Client) {
             Ok(s) => s,
             Err(e) => return e,
@@ -199,11 +206,19 @@ impl Harness {
             Run::Plain(f) => {
                 let mut server = self.engine.server_mut();
                 match server.db.check_memory(spec.deny_oom, spec.name, argv) {
+                    Ok(()) if resp3 => f(&mut server, argv),
                     Ok(()) => f(&mut server, argv).into_resp2(),
                     Err(e) => Reply::Error(e),
                 }
             }
-            Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.command, argv),
+            Run::Scripting => {
+                let r = crate::scripting::dispatch(&mut self.engine, spec.command, argv);
+                if resp3 {
+                    r
+                } else {
+                    r.into_resp2()
+                }
+            }
         }
     }
 

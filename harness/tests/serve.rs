@@ -331,3 +331,24 @@ fn debug_reload_keeps_the_libraries_and_info_reports_the_script_cache() {
     let e = error_of(&mut c, "INFO", &["errorstats"]);
     assert!(e.contains("INFO errorstats is not emulated"), "{e}");
 }
+
+#[test]
+fn resp3_clients_get_maps_and_doubles_and_resp2_clients_arrays() {
+    let s = Running::start(ServeOptions::new());
+    let script = b"EVAL \"redis.setresp(3) return redis.call('HGETALL', KEYS[1])\" 1 h\r\n";
+    let mut three =
+        b"HELLO 3\r\nHSET h f v\r\nHGETALL h\r\nZADD z 1.5 m\r\nZSCORE z m\r\n".to_vec();
+    three.extend_from_slice(script);
+    three.extend_from_slice(b"QUIT\r\n");
+    let out = s.raw(&three);
+    let map = "%1\r\n$1\r\nf\r\n$1\r\nv\r\n";
+    assert_eq!(out.matches(map).count(), 2, "{out}");
+    assert!(out.contains(",1.5\r\n"), "{out}");
+    let mut two = b"HGETALL h\r\nZSCORE z m\r\n".to_vec();
+    two.extend_from_slice(script);
+    two.extend_from_slice(b"QUIT\r\n");
+    let out = s.raw(&two);
+    let array = "*2\r\n$1\r\nf\r\n$1\r\nv\r\n";
+    assert_eq!(out.matches(array).count(), 2, "{out}");
+    assert!(out.contains("$3\r\n1.5\r\n"), "{out}");
+}

@@ -138,6 +138,8 @@ pub struct Engine {
     timer: Arc<Mutex<Timer>>,
     /// The last run was stopped by the harness (time limit, memory cap), not by the script.
     stopped: std::cell::Cell<bool>,
+    /// The client speaks RESP3: a script's maps and doubles reach it as such.
+    pub(crate) client_resp3: std::cell::Cell<bool>,
 }
 
 /// Where a run comes from, for error messages and write rules.
@@ -241,6 +243,7 @@ impl Engine {
             limits,
             timer,
             stopped: std::cell::Cell::new(false),
+            client_resp3: std::cell::Cell::new(false),
         })
     }
 
@@ -425,7 +428,11 @@ impl Engine {
         if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
             *c = RunCtx::default();
         }
-        reply.into_resp2()
+        if self.client_resp3.get() {
+            reply
+        } else {
+            reply.into_resp2()
+        }
     }
 
     /// Starts the clock on a run of Lua code that may take at most `limit`.

@@ -262,7 +262,7 @@ impl Conn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
-        match self.ctx.shared.execute(vec![argv]).await {
+        match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => replies.pop().unwrap_or(Reply::Nil),
             Err(busy) => busy,
         }
@@ -299,7 +299,7 @@ impl Conn {
 
     async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
         let n = run.len();
-        match self.ctx.shared.execute(run).await {
+        match self.ctx.shared.execute(run, self.resp3).await {
             Ok(r) => r,
             Err(busy) => vec![busy; n],
         }

@@ -197,7 +197,11 @@ impl Shared {
     ///
     /// # Errors
     /// The BUSY reply when a script of another connection runs past the threshold.
-    pub async fn execute(self: &Arc<Self>, batch: Vec<Vec<Vec<u8>>>) -> Result<Vec<Reply>, Reply> {
+    pub async fn execute(
+        self: &Arc<Self>,
+        batch: Vec<Vec<Vec<u8>>>,
+        resp3: bool,
+    ) -> Result<Vec<Reply>, Reply> {
         let notified = self.busy.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -216,7 +220,7 @@ impl Shared {
             let mut h = guard;
             let replies: Vec<Reply> = batch
                 .iter()
-                .map(|argv| me.run_one(&mut h, argv, &handle))
+                .map(|argv| me.run_one(&mut h, argv, resp3, &handle))
                 .collect();
             let libs = h.libraries();
             me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
@@ -230,6 +234,7 @@ impl Shared {
         self: &Arc<Self>,
         h: &mut Harness,
         argv: &[Vec<u8>],
+        resp3: bool,
         rt: &tokio::runtime::Handle,
     ) -> Reply {
         if self.clock == ClockMode::Wall {
@@ -239,7 +244,7 @@ impl Shared {
             st.synced = now;
         }
         let Some((eval, name)) = script_kind(argv) else {
-            return h.call_argv(argv);
+            return h.call_argv_as(argv, resp3);
         };
         let (seq, threshold) = {
             let mut st = self.state();
@@ -263,7 +268,7 @@ impl Shared {
             }
             me.busy.notify_waiters();
         });
-        let reply = h.call_argv(argv);
+        let reply = h.call_argv_as(argv, resp3);
         timer.abort();
         let killed = self.state().running.take().is_some_and(|r| r.killed);
         if killed && h.stopped() {
