@@ -409,6 +409,11 @@ impl Engine {
         });
         let fired = self.disarm_timer();
         self.stopped.set(fired || panicked);
+        {
+            let mut server = self.server_mut();
+            let slept = std::mem::take(&mut server.slept_in_script_us);
+            server.advance_us(slept);
+        }
         let resp = self.lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
         let reply = if fired {
             err(format!(
@@ -658,7 +663,10 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
         Ok(s) => s,
         Err(e) => return e,
     };
-    if spec.noscript {
+    let allow_noscript = lua
+        .app_data_ref::<Server>()
+        .is_some_and(|s| s.allow_noscript);
+    if spec.noscript && !allow_noscript {
         return err("ERR This Redis command is not allowed from script");
     }
     if spec.write && (ctx.no_writes || ctx.ro_call) {
