@@ -22,7 +22,12 @@ tests="${REDIS_TESTS:-$repo/../shared/redis-tests}"
 #   Script ACL check                 ACL SETUSER / AUTH as another user are not emulated
 #   needs:config-maxmemory (tag)     CONFIG SET maxmemory is not emulated (the harness's
 #                                    keyspace limit is set at start, --maxmemory)
-EXCEPTIONS="--skiptest /Script.return.recursive.object --skiptest /Script.ACL.check --tags -needs:config-maxmemory"
+#   ... protocol parsing (37 a pass)  DEBUG PROTOCOL (RESP3 sets, booleans, big numbers,
+#                                    verbatim strings, attributes) is not emulated; the block's
+#                                    first failure ends it before it turns
+#                                    DEBUG SET-DISABLE-DENY-SCRIPTS off again
+# NO_EXCEPTIONS=1 runs everything.
+EXCEPTIONS="--skiptest /Script.return.recursive.object --skiptest /Script.ACL.check --skiptest /protocol.parsing --tags -needs:config-maxmemory"
 [ -n "${NO_EXCEPTIONS:-}" ] && EXCEPTIONS=""
 export SUITE_ARGS="--singledb --durable $EXCEPTIONS ${EXTRA_SUITE_ARGS:-}"
 mkdir -p "$out"
@@ -37,7 +42,8 @@ run_unit() { # kind unit
       --enable-debug-command yes --dir "$out" --logfile "$out/redis-server.log" & pid=$!
     for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   else
-    coproc SERVE { "$bin" lua serve --port 0 2>>"$out/lockkit-serve.log"; }
+    # --clock wall: the suite waits for real time to pass (`after 2` for a key to expire).
+    coproc SERVE { "$bin" lua serve --port 0 --clock wall 2>>"$out/lockkit-serve.log"; }
     pid=$SERVE_PID
     read -r -t 20 port <&"${SERVE[0]}"
   fi
