@@ -67,7 +67,7 @@ struct Timer {
     wrote: bool,
 }
 
-/// Stops the script running in an [`Engine`] from another thread, as `SCRIPT KILL` does.
+/// Stops the script running in a harness from another thread, as `SCRIPT KILL` does.
 #[derive(Debug, Clone)]
 pub struct StopHandle(Arc<Mutex<Timer>>);
 
