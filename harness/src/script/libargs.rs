@@ -225,7 +225,7 @@ fn as_called(lua: &Lua, msg: &str) -> String {
     let Some((narg, rest)) = rest.split_once(" to '") else {
         return msg.to_string();
     };
-    let (Ok(narg), Some((_, extra))) = (narg.parse::<i64>(), rest.split_once("' ")) else {
+    let (Ok(narg), Some((given, extra))) = (narg.parse::<i64>(), rest.split_once("' ")) else {
         return msg.to_string();
     };
     let (name, method) = lua
@@ -238,6 +238,10 @@ fn as_called(lua: &Lua, msg: &str) -> String {
         })
         .unwrap_or((None, false));
     let name = name.unwrap_or_else(|| "?".to_string());
+    // Already named from this frame (the pattern functions do it themselves).
+    if name == given {
+        return msg.to_string();
+    }
     match (method, narg) {
         (true, 1) => {
             let inner = extra.trim_start_matches('(').trim_end_matches(')');
