@@ -257,6 +257,61 @@ const GROWS_BEYOND_ARGS: &[&str] = &[
     "zunionstore",
 ];
 
+/// The most bytes SETRANGE, SETBIT or BITFIELD (SET, INCRBY) could pad a string to, from their
+/// offsets; `None` for other commands, or arguments the command itself refuses (so that its
+/// own error answers, as in Redis).
+fn padding_growth(name: &str, argv: &[Vec<u8>]) -> Option<usize> {
+    const MAX_BITS: i64 = (MAX_STRING as i64) * 8;
+    let int = |i: usize| argv.get(i).and_then(|a| crate::number::parse_i64(a));
+    let bytes = |bits: i64| (bits / 8 + 1) as usize;
+    match name {
+        "setrange" => {
+            let (off, len) = (int(2)?, argv.get(3)?.len());
+            if len == 0 {
+                return Some(0);
+            }
+            (off >= 0 && off.saturating_add(len as i64) <= MAX_STRING as i64)
+                .then(|| off as usize + len)
+        }
+        "setbit" => int(2).filter(|b| (0..MAX_BITS).contains(b)).map(bytes),
+        "bitfield" => {
+            let mut most = 0;
+            let mut i = 2;
+            while i < argv.len() {
+                match argv[i].to_ascii_lowercase().as_slice() {
+                    b"overflow" => i += 2,
+                    b"get" => i += 3,
+                    b"set" | b"incrby" => {
+                        let ty = argv.get(i + 1)?.to_ascii_lowercase();
+                        let width: i64 = std::str::from_utf8(ty.get(1..)?).ok()?.parse().ok()?;
+                        let most_width = match ty.first() {
+                            Some(b'i') => 64,
+                            Some(b'u') => 63,
+                            _ => return None,
+                        };
+                        if !(1..=most_width).contains(&width) {
+                            return None;
+                        }
+                        let off = argv.get(i + 2)?;
+                        let bit = match off.strip_prefix(b"#") {
+                            Some(n) => crate::number::parse_i64(n)?.checked_mul(width)?,
+                            None => crate::number::parse_i64(off)?,
+                        };
+                        if !(0..MAX_BITS).contains(&bit) {
+                            return None;
+                        }
+                        most = most.max(bytes(bit + width));
+                        i += 4;
+                    }
+                    _ => return None,
+                }
+            }
+            Some(most)
+        }
+        _ => None,
+    }
+}
+
 /// The longest string Redis stores (`proto-max-bulk-len`, 512 MiB).
 pub const MAX_STRING: usize = 512 << 20;
 
@@ -463,14 +518,34 @@ impl Db {
         if self.counted > limit {
             return Err(OOM.to_string());
         }
-        let growth = if GROWS_BEYOND_ARGS.contains(&name) {
+        let padding = padding_growth(name, argv);
+        let grows_beyond_args = GROWS_BEYOND_ARGS.contains(&name) && padding.is_none();
+        let growth = if grows_beyond_args {
             self.max_memory
         } else {
             argv.iter()
                 .map(|a| a.len() + ELEMENT_OVERHEAD)
                 .sum::<usize>()
+                .saturating_add(padding.unwrap_or(0))
                 + KEY_OVERHEAD
         };
+        // One command must not carry the keyspace past its hard bound either (one RPUSH of
+        // 25 references to a 40 MB string stored 1 GB, one SETRANGE at offset 100,000,000):
+        // what it would add is checked first.
+        if !grows_beyond_args {
+            let bound = self.max_memory.saturating_mul(2);
+            if self
+                .counted
+                .saturating_add(self.pending)
+                .saturating_add(growth)
+                > bound
+            {
+                self.used_memory();
+            }
+            if self.counted.saturating_add(growth) > bound {
+                return Err(OOM.to_string());
+            }
+        }
         self.pending = self.pending.saturating_add(growth);
         Ok(())
     }

@@ -59,6 +59,27 @@ const FRAGMENTS: &[&str] = &[
     "pcall(string.find, string.rep('a', 3000), string.rep('a*', 20) .. 'b')",
     "for w in string.gmatch(ARGV[1], '(%w*)') do redis.pcall('RPUSH', 'l', w) end",
     "pcall(string.gsub, string.rep(ARGV[1], 100), '%w+', function(w) return w:rep(2) end)",
+    // Coroutines: a tree that catches its own stop, yields across values, errors inside.
+    "local function n(d) return function() while ARGV[1] == 'spin' do if d == 0 then while true do end end pcall(coroutine.resume, coroutine.create(n(d - 1))) end end end pcall(coroutine.wrap(n(3)))",
+    "local co = coroutine.create(function(a) local b = coroutine.yield(a) return b, ARGV[1] end) coroutine.resume(co, 1) coroutine.resume(co, KEYS)",
+    "pcall(coroutine.wrap(function() redis.call('NOPE') end))",
+    "local co = coroutine.wrap(function() for i = 1, 1e9 do coroutine.yield(i) end end) for i = 1, 3000 do co() end",
+    // Encoders on a table shared many times (a DAG), and on one string named many times.
+    "local t = {} for i = 1, 12 do t = {t, t, t} end pcall(cjson.encode, t)",
+    "local t = {} for i = 1, 12 do t = {t, t, t} end pcall(cmsgpack.pack, t)",
+    "local s = string.rep('k', 1000000) local t = {} for i = 1, 40 do t[i] = {[s] = ARGV[1]} end pcall(cjson.encode, t) pcall(cmsgpack.pack, t)",
+    "local s = string.rep('s', 1000000) local t = {} for i = 1, 40 do t[i] = s end pcall(struct.pack, string.rep('c0', 40), unpack(t)) redis.pcall('RPUSH', 'l', unpack(t)) redis.log(3, unpack(t))",
+    "for i = 1, 20 do redis.sha1hex(string.rep(ARGV[1], 100000)) end",
+    // Keyspace patterns: deep nesting, backtracking, classes.
+    "redis.pcall('KEYS', string.rep('*a', 3000))",
+    "redis.pcall('KEYS', string.rep('*' .. ARGV[1], 20) .. 'b')",
+    "redis.pcall('SCAN', 0, 'MATCH', string.rep('*[a-' .. ARGV[1], 50))",
+    // Read-only tables through the table library, huge positions, the collector.
+    "pcall(table.insert, _G, ARGV[1]) pcall(table.insert, string, 1, ARGV[1]) pcall(table.sort, redis)",
+    "local t = {ARGV[1]} pcall(table.insert, t, -2^31 + 8, 1) pcall(table.remove, t, -2^31)",
+    "collectgarbage('stop') collectgarbage('setpause', 1000)",
+    "pcall(function() for _ in string.gfind(string.rep('a', 3000), string.rep('a?', 3000)) do end end)",
+    "error(setmetatable({}, {__index = function() error(ARGV[1]) end}))",
 ];
 
 /// Arguments that reach the edges of number parsing and sizes.
@@ -100,6 +121,16 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         1 => arg().prop_map(|v| vec!["INCRBYFLOAT".into(), "f".into(), v]),
         1 => arg().prop_map(|v| vec!["RPUSH".into(), "l".into(), v]),
         1 => Just(vec!["FLUSHALL".into()]),
+        1 => glob().prop_map(|p| vec!["KEYS".into(), p]),
+        1 => glob().prop_map(|p| vec!["SCAN".into(), "0".into(), "MATCH".into(), p]),
+    ]
+}
+
+/// Keyspace patterns: stars, classes, escapes and letters of the keys, some repeated to depth.
+fn glob() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[*?ak0-9\\\\\\[\\]^-]{0,16}",
+        ("[*?ak\\[\\]]{1,4}", 1..3000usize).prop_map(|(p, n)| p.repeat(n)),
     ]
 }
 
@@ -107,7 +138,7 @@ fn command() -> impl Strategy<Value = Vec<String>> {
 /// read-only globals.
 fn assert_intact(h: &mut Harness) {
     let r = h.eval(
-        "local ok = pcall(function() undefined_global = 1 end) return {type(redis.call), ('ab'):upper(), tostring(ok), redis.call('PING')['ok']}",
+        "local ok = pcall(function() undefined_global = 1 end) return {type(redis.call), ('ab'):upper(), tostring(ok), redis.call('PING')['ok'], tostring(rawget(_G, 1))}",
         &[],
         &[],
     );
@@ -116,6 +147,7 @@ fn assert_intact(h: &mut Harness) {
         Reply::Bulk(b"AB".to_vec()),
         Reply::Bulk(b"false".to_vec()),
         Reply::Bulk(b"PONG".to_vec()),
+        Reply::Bulk(b"nil".to_vec()),
     ]);
     assert_eq!(r, want, "the environment changed");
 }

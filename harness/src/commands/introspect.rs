@@ -60,7 +60,22 @@ fn not_emulated(what: &str) -> Reply {
 }
 
 /// Redis's glob (`stringmatchlen`): `*`, `?`, `[...]` with `^` and ranges, `\` escapes.
+///
+/// As Redis 7.0 bounds it: one level of nesting per `*`, at most [`GLOB_MAX_NESTING`] (a
+/// deeper pattern does not match), and once the rest of the pattern after a `*` matches at
+/// no position of the string, no earlier `*` tries a longer match. So a pattern of 300,000
+/// stars cannot overflow the stack, and `*a*a*a...*b` answers in time linear in the key.
 pub(crate) fn glob_match(p: &[u8], s: &[u8], nocase: bool) -> bool {
+    glob_match_at(p, s, nocase, &mut false, 0)
+}
+
+/// Redis's `nesting > 1000` cut in `stringmatchlen_impl`.
+const GLOB_MAX_NESTING: usize = 1000;
+
+fn glob_match_at(p: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesting: usize) -> bool {
+    if nesting > GLOB_MAX_NESTING {
+        return false;
+    }
     let low = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
     let (mut pi, mut si) = (0usize, 0usize);
     while pi < p.len() && si < s.len() {
@@ -72,7 +87,16 @@ pub(crate) fn glob_match(p: &[u8], s: &[u8], nocase: bool) -> bool {
                 if pi + 1 == p.len() {
                     return true;
                 }
-                return (si..s.len()).any(|start| glob_match(&p[pi + 1..], &s[start..], nocase));
+                for start in si..s.len() {
+                    if glob_match_at(&p[pi + 1..], &s[start..], nocase, skip_longer, nesting + 1) {
+                        return true;
+                    }
+                    if *skip_longer {
+                        return false;
+                    }
+                }
+                *skip_longer = true;
+                return false;
             }
             b'?' => si += 1,
             b'[' => {
@@ -490,6 +514,55 @@ mod tests {
         assert!(!m("abc", "ab"));
         assert!(m("ab**", "ab"));
         assert!(glob_match(b"GET", b"get", true));
+    }
+
+    /// Glob of letters, `?` and `*` by dynamic programming: what any correct matcher answers.
+    fn glob_by_table(p: &[u8], s: &[u8]) -> bool {
+        // m[j]: the pattern so far matches s[..j].
+        let mut m = vec![false; s.len() + 1];
+        m[0] = true;
+        for &c in p {
+            let mut next = vec![false; s.len() + 1];
+            for j in 0..=s.len() {
+                next[j] = match c {
+                    b'*' => m[j] || (j > 0 && next[j - 1]),
+                    b'?' => j > 0 && m[j - 1],
+                    _ => j > 0 && m[j - 1] && s[j - 1] == c,
+                };
+            }
+            m = next;
+        }
+        m[s.len()]
+    }
+
+    proptest::proptest! {
+        // The cut on longer matches after a `*` (Redis's skipLongerMatches) changes no answer.
+        #[test]
+        fn glob_cuts_no_match_short(p in "[ab?*]{0,12}", s in "[ab]{1,14}") {
+            proptest::prop_assert_eq!(
+                glob_match(p.as_bytes(), s.as_bytes(), false),
+                glob_by_table(p.as_bytes(), s.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn deep_globs_answer_as_redis_does() {
+        // One nesting level per `*`, cut at 1000 as in Redis 7.0 (checked against 7.0.15 by
+        // cli/tests/sandbox_holds.rs): 300,000 stars neither overflow the stack nor match.
+        let key = vec![b'a'; 1100];
+        assert!(glob_match(&b"*a".repeat(1000), &key, false));
+        assert!(!glob_match(&b"*a".repeat(1001), &key, false));
+        assert!(!glob_match(&b"*a".repeat(300_000), &key, false));
+        assert!(!glob_match(
+            &(b"*a"
+                .repeat(14)
+                .into_iter()
+                .chain(*b"b")
+                .collect::<Vec<_>>()),
+            &key[..60],
+            false
+        ));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
 
+use super::budget::Budget;
 use super::libargs::{answer, bad_arg, packed, Args};
 use crate::number::format_g;
 
@@ -11,9 +12,36 @@ const MAX_DEPTH: usize = 1000;
 /// The harness recurses on the caller's stack: it stops earlier than Redis, with its own error.
 const HARNESS_MAX_DEPTH: usize = 200;
 
+/// How many bytes [`escape`] writes for byte `c`.
+fn escaped_width(c: u8) -> usize {
+    match c {
+        b'"' | b'\\' | b'/' | b'\n' | b'\r' | b'\t' | 8 | 12 => 2,
+        0..=0x1f | 0x7f => 6,
+        _ => 1,
+    }
+}
+
+/// How many bytes [`escape`] writes for `s`, quotes included.
+fn escaped_len(s: &[u8]) -> usize {
+    2 + s.iter().map(|&c| escaped_width(c)).sum::<usize>()
+}
+
+/// `s` as a JSON string, when it fits in the budget.
+fn escape_within(out: &mut Vec<u8>, s: &[u8], budget: &mut Budget) -> Result<(), String> {
+    budget.room(out, escaped_len(s))?;
+    escape(out, s);
+    Ok(())
+}
+
 fn escape(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
-    for &c in s {
+    let mut plain = 0;
+    for (i, &c) in s.iter().enumerate() {
+        if escaped_width(c) == 1 {
+            continue;
+        }
+        out.extend_from_slice(&s[plain..i]);
+        plain = i + 1;
         match c {
             b'"' => out.extend_from_slice(b"\\\""),
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -27,6 +55,7 @@ fn escape(out: &mut Vec<u8>, s: &[u8]) {
             _ => out.push(c),
         }
     }
+    out.extend_from_slice(&s[plain..]);
     out.push(b'"');
 }
 
@@ -43,7 +72,12 @@ fn type_error(v: &Value) -> String {
     format!("Cannot serialise {name}: type not supported")
 }
 
-fn encode_value(out: &mut Vec<u8>, v: &Value, depth: usize) -> Result<(), String> {
+fn encode_value(
+    out: &mut Vec<u8>,
+    v: &Value,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<(), String> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
@@ -51,13 +85,9 @@ fn encode_value(out: &mut Vec<u8>, v: &Value, depth: usize) -> Result<(), String
         Value::Integer(i) => number(out, *i as f64)?,
         Value::Number(n) => number(out, *n)?,
         Value::String(s) => {
-            let b = s.as_bytes();
-            if out.len().saturating_add(b.len()) > crate::keyspace::MAX_STRING {
-                return Err("not enough memory".into());
-            }
-            escape(out, &b);
+            escape_within(out, &s.as_bytes(), budget)?;
         }
-        Value::Table(t) => encode_table(out, t, depth + 1)?,
+        Value::Table(t) => encode_table(out, t, depth + 1, budget)?,
         other => return Err(type_error(other)),
     }
     Ok(())
@@ -86,7 +116,15 @@ fn array_length(t: &Table) -> Result<Option<usize>, String> {
     Ok(if max > 0.0 { Some(max as usize) } else { None })
 }
 
-fn encode_table(out: &mut Vec<u8>, t: &Table, depth: usize) -> Result<(), String> {
+/// One table; a table met again (a DAG: `t = {t, t}` forty times) is encoded again, as
+/// lua-cjson does, each visit counted against the time limit.
+fn encode_table(
+    out: &mut Vec<u8>,
+    t: &Table,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<(), String> {
+    budget.step()?;
     if depth > MAX_DEPTH {
         return Err(format!("Cannot serialise, excessive nesting ({depth})"));
     }
@@ -103,7 +141,7 @@ fn encode_table(out: &mut Vec<u8>, t: &Table, depth: usize) -> Result<(), String
                     out.push(b',');
                 }
                 let v: Value = t.raw_get(i).map_err(|e| e.to_string())?;
-                encode_value(out, &v, depth)?;
+                encode_value(out, &v, depth, budget)?;
             }
             out.push(b']');
         }
@@ -128,7 +166,7 @@ fn encode_table(out: &mut Vec<u8>, t: &Table, depth: usize) -> Result<(), String
                         out.extend_from_slice(b"\":");
                     }
                     Value::String(s) => {
-                        escape(out, &s.as_bytes());
+                        escape_within(out, &s.as_bytes(), budget)?;
                         out.push(b':');
                     }
                     other => {
@@ -138,7 +176,7 @@ fn encode_table(out: &mut Vec<u8>, t: &Table, depth: usize) -> Result<(), String
                         ));
                     }
                 }
-                encode_value(out, &v, depth)?;
+                encode_value(out, &v, depth, budget)?;
             }
             out.push(b'}');
         }
@@ -151,7 +189,8 @@ fn encode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
         return Err(bad_arg(1, "encode", "expected 1 argument"));
     }
     let mut out = Vec::new();
-    encode_value(&mut out, &args.get(0).unwrap_or(Value::Nil), 0)?;
+    let mut budget = Budget::new(lua);
+    encode_value(&mut out, &args.get(0).unwrap_or(Value::Nil), 0, &mut budget)?;
     let s = lua.create_string(&out).map_err(|e| e.to_string())?;
     Ok(MultiValue::from_iter([Value::String(s)]))
 }

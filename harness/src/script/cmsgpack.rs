@@ -2,6 +2,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
+use super::budget::Budget;
 use super::libargs::{answer, packed, packed_spread, Args, Results, MAX_C_STACK};
 
 const MAX_NESTING: usize = 16;
@@ -52,11 +53,8 @@ fn encode_number(out: &mut Vec<u8>, n: f64) {
     }
 }
 
-fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    // Past Redis's string limit the output is refused whole (see `pack`); stop growing it.
-    if out.len() > crate::keyspace::MAX_STRING {
-        return;
-    }
+fn encode_bytes(out: &mut Vec<u8>, b: &[u8], budget: &mut Budget) -> Result<(), String> {
+    budget.room(out, b.len().saturating_add(5))?;
     let n = b.len();
     if n < 32 {
         out.push(0xa0 | n as u8);
@@ -70,6 +68,7 @@ fn encode_bytes(out: &mut Vec<u8>, b: &[u8]) {
         out.extend_from_slice(&(n as u32).to_be_bytes());
     }
     out.extend_from_slice(b);
+    Ok(())
 }
 
 /// lua-cmsgpack's `table_is_an_array`: only positive integer keys, with no hole.
@@ -90,31 +89,36 @@ fn is_array(t: &Table) -> bool {
     max == count
 }
 
-fn encode(out: &mut Vec<u8>, v: &Value, level: usize) {
+/// One value; a table met again (a DAG) is packed again, as lua-cmsgpack does, each visit
+/// counted against the time limit.
+fn encode(out: &mut Vec<u8>, v: &Value, level: usize, budget: &mut Budget) -> Result<(), String> {
     match v {
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
         Value::Integer(i) => encode_number(out, *i as f64),
         Value::Number(n) => encode_number(out, *n),
-        Value::String(s) => encode_bytes(out, &s.as_bytes()),
+        Value::String(s) => encode_bytes(out, &s.as_bytes(), budget)?,
         Value::Table(t) if level < MAX_NESTING => {
+            budget.step()?;
+            budget.room(out, 0)?;
             if is_array(t) {
                 let len = t.raw_len();
                 header(out, len, 0x90, 0xdc, 0xdd);
                 for i in 1..=len {
                     let item: Value = t.raw_get(i).unwrap_or(Value::Nil);
-                    encode(out, &item, level + 1);
+                    encode(out, &item, level + 1, budget)?;
                 }
             } else {
                 let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().flatten().collect();
                 header(out, pairs.len(), 0x80, 0xde, 0xdf);
                 for (k, v) in &pairs {
-                    encode(out, k, level + 1);
-                    encode(out, v, level + 1);
+                    encode(out, k, level + 1, budget)?;
+                    encode(out, v, level + 1, budget)?;
                 }
             }
         }
         _ => out.push(0xc0),
     }
+    Ok(())
 }
 
 fn header(out: &mut Vec<u8>, n: usize, fix: u8, b16: u8, b32: u8) {
@@ -138,11 +142,9 @@ fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
         return Err("bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)".into());
     }
     let mut out = Vec::new();
+    let mut budget = Budget::new(lua);
     for a in args.iter() {
-        encode(&mut out, &a, 0);
-    }
-    if out.len() > crate::keyspace::MAX_STRING {
-        return Err("not enough memory".into());
+        encode(&mut out, &a, 0, &mut budget)?;
     }
     let s = lua.create_string(&out).map_err(|e| e.to_string())?;
     Ok(MultiValue::from_iter([Value::String(s)]))

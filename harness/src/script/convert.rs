@@ -200,12 +200,26 @@ pub enum ArgsError {
     Empty,
     /// An argument that is neither a string nor a number.
     BadType,
+    /// Copies of the arguments would take more than the bytes allowed.
+    TooLarge,
 }
 
-/// `redis.call`'s arguments as a command: strings as they are, numbers with `%.17g` (7.0).
-pub fn lua_args(args: &Args) -> Result<Vec<Vec<u8>>, ArgsError> {
+/// `redis.call`'s arguments as a command: strings as they are, numbers with `%.17g` (7.0);
+/// refused before any copy when the strings add up to more than `max` bytes (one string
+/// named a hundred times is a hundred copies).
+pub fn lua_args(args: &Args, max: usize) -> Result<Vec<Vec<u8>>, ArgsError> {
     if args.is_empty() {
         return Err(ArgsError::Empty);
+    }
+    let mut total = 0usize;
+    for v in args.iter() {
+        total = total.saturating_add(match v {
+            Value::String(s) => s.as_bytes().len(),
+            _ => 24,
+        });
+        if total > max {
+            return Err(ArgsError::TooLarge);
+        }
     }
     args.iter()
         .map(|v| match v {

@@ -10,7 +10,7 @@ use super::libargs::{
 };
 use super::rand48::Rand48;
 use super::RunCtx;
-use crate::server::{LogLine, Server};
+use crate::server::{LogLine, Server, MAX_LOG_LINE};
 
 /// Registers the helpers on the prelude's internals table `i`.
 pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<()> {
@@ -43,13 +43,20 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
             if args.len() != 1 {
                 return redis_err(lua, "ERR wrong number of arguments");
             }
-            let bytes = match args.get(0).unwrap_or(Value::Nil) {
-                Value::String(s) => s.as_bytes().to_vec(),
-                Value::Integer(n) => crate::number::format_g(n as f64, 14).into_bytes(),
-                Value::Number(n) => crate::number::format_g(n, 14).into_bytes(),
-                _ => Vec::new(),
-            };
-            ok(lua, sha1_smol::Sha1::from(bytes).digest().to_string())
+            let mut sha = sha1_smol::Sha1::new();
+            match args.get(0).unwrap_or(Value::Nil) {
+                // In slices, looking at the clock between them: 100 MB is a long C call.
+                Value::String(s) => {
+                    for chunk in s.as_bytes().chunks(1 << 20) {
+                        super::check_time(lua)?;
+                        sha.update(chunk);
+                    }
+                }
+                Value::Integer(n) => sha.update(crate::number::format_g(n as f64, 14).as_bytes()),
+                Value::Number(n) => sha.update(crate::number::format_g(n, 14).as_bytes()),
+                _ => {}
+            }
+            ok(lua, sha.digest().to_string())
         })?,
     )?;
     i.set(
@@ -63,21 +70,31 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
                 Some(_) => return redis_err(lua, "ERR Invalid debug level."),
                 None => return redis_err(lua, "ERR First argument must be a number (log level)."),
             };
-            let parts: Vec<String> = args
-                .iter()
-                .skip(1)
-                .filter_map(|v| match v {
-                    Value::String(s) => Some(s.to_string_lossy()),
-                    Value::Integer(n) => Some(crate::number::format_g(n as f64, 14)),
-                    Value::Number(n) => Some(crate::number::format_g(n, 14)),
-                    _ => None,
-                })
-                .collect();
+            // The log keeps the first MAX_LOG_LINE bytes of a line: build no more (a few bytes
+            // past it, so that the cut falls where it falls on the whole line).
+            let mut message = String::new();
+            let mut first = true;
+            for v in args.iter().skip(1) {
+                if message.len() > MAX_LOG_LINE {
+                    break;
+                }
+                let part = match v {
+                    Value::String(s) => {
+                        let b = s.as_bytes();
+                        String::from_utf8_lossy(&b[..b.len().min(MAX_LOG_LINE + 8)]).into_owned()
+                    }
+                    Value::Integer(n) => crate::number::format_g(n as f64, 14),
+                    Value::Number(n) => crate::number::format_g(n, 14),
+                    _ => continue,
+                };
+                if !first {
+                    message.push(' ');
+                }
+                first = false;
+                message.push_str(&part);
+            }
             if let Some(mut s) = lua.app_data_mut::<Server>() {
-                s.push_log(LogLine {
-                    level,
-                    message: parts.join(" "),
-                });
+                s.push_log(LogLine { level, message });
             }
             ok(lua, ())
         })?,
@@ -114,8 +131,11 @@ pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<(
     i.set(
         "acl_check_cmd",
         packed(lua, |lua, args: Args| {
-            let argv = match super::convert::lua_args(&args) {
+            let argv = match super::convert::lua_args(&args, super::budget::buffer_limit(lua)) {
                 Ok(a) => a,
+                Err(super::convert::ArgsError::TooLarge) => {
+                    return Err(mlua::Error::MemoryError("not enough memory".into()))
+                }
                 Err(_) => {
                     return redis_err(
                         lua,

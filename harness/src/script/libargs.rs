@@ -257,11 +257,15 @@ pub fn redis_err(_lua: &Lua, msg: impl Into<String>) -> mlua::Result<MultiValue>
     Err(mlua::Error::external(Raised::Table(msg.into())))
 }
 
-/// Success, or a Lua error at the caller's line.
+/// Success, or a Lua error at the caller's line; past the time limit, the harness's stop (a
+/// long call that gave up on the clock, see [`super::budget::Budget::step`]).
 pub fn answer(lua: &Lua, r: Result<MultiValue, String>) -> mlua::Result<MultiValue> {
     match r {
         Ok(m) => Ok(m),
-        Err(e) => lua_err(lua, e),
+        Err(e) => {
+            super::check_time(lua)?;
+            lua_err(lua, e)
+        }
     }
 }
 
@@ -342,7 +346,22 @@ pub fn packed<F>(lua: &Lua, f: F) -> mlua::Result<Function>
 where
     F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
 {
-    closure(lua, lua.create_function(f)?, false)
+    closure(lua, lua.create_function(on_the_clock(f))?, false)
+}
+
+/// `f`, refused once the time limit has passed: a script calling one long Rust function in a
+/// loop (`redis.sha1hex` of 100 MB) is stopped at the next call, not after the 1,000
+/// instructions the hook waits for.
+fn on_the_clock<F>(
+    f: F,
+) -> impl Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static
+where
+    F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
+{
+    move |lua, args| {
+        super::check_time(lua)?;
+        f(lua, args)
+    }
 }
 
 /// [`packed`] for a function with any number of results: `f` answers one table
@@ -351,7 +370,7 @@ pub fn packed_spread<F>(lua: &Lua, f: F) -> mlua::Result<Function>
 where
     F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
 {
-    closure(lua, lua.create_function(f)?, true)
+    closure(lua, lua.create_function(on_the_clock(f))?, true)
 }
 
 #[allow(unsafe_code)]

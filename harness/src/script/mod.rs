@@ -2,6 +2,7 @@
 //! cache, and running a script under the error handler, the time limit and the memory cap.
 
 mod bit;
+mod budget;
 mod cjson;
 mod cmsgpack;
 pub(crate) mod convert;
@@ -58,6 +59,15 @@ impl Default for RunCtx {
         }
     }
 }
+
+/// Whether a script has changed the collector (`collectgarbage('stop')`, `setpause`...) since
+/// the last run started.
+#[derive(Default)]
+struct CollectorChanged(std::cell::Cell<bool>);
+
+/// Lua 5.1's (and Redis's) `LUAI_GCPAUSE` and `LUAI_GCMUL`.
+const GC_PAUSE: i32 = 200;
+const GC_STEP_MULTIPLIER: i32 = 200;
 
 #[derive(Debug, Default)]
 struct Timer {
@@ -170,6 +180,7 @@ impl Engine {
         lua.set_app_data(server);
         lua.set_app_data(RunCtx::default());
         lua.set_app_data(limits);
+        lua.set_app_data(CollectorChanged::default());
         let internals = lua.create_table()?;
         internals.set("globals", lua.globals())?;
         internals.set(
@@ -194,12 +205,21 @@ impl Engine {
                         Some(libargs::Raised::Text(m)) => (Some("text"), Some(m)),
                         Some(libargs::Raised::Stop(m)) => (Some("stop"), Some(m)),
                         None if libargs::is_memory_error(&e) => {
-                            (Some("stop"), Some("not enough memory".to_string()))
+                            (Some("memory"), Some("not enough memory".to_string()))
                         }
                         None => (Some("text"), Some(e.to_string())),
                     },
                     _ => (None, None),
                 })
+            })?,
+        )?;
+        internals.set(
+            "gc_changed",
+            lua.create_function(|lua, ()| {
+                if let Some(changed) = lua.app_data_ref::<CollectorChanged>() {
+                    changed.0.set(true);
+                }
+                Ok(())
             })?,
         )?;
         let (enc, dec) = cjson::create(&lua)?;
@@ -440,8 +460,18 @@ impl Engine {
         }
     }
 
-    /// Starts the clock on a run of Lua code that may take at most `limit`.
+    /// Starts the clock on a run of Lua code that may take at most `limit`, with the
+    /// collector as Redis leaves it: a script that stopped it or slowed it down must not leave
+    /// the next one to fail at the memory cap.
     pub(crate) fn arm_timer(&self, limit: Duration) {
+        let changed = self
+            .lua
+            .app_data_ref::<CollectorChanged>()
+            .is_some_and(|c| c.0.replace(false));
+        if changed {
+            self.lua.gc_restart();
+            self.lua.gc_inc(GC_PAUSE, GC_STEP_MULTIPLIER, 0);
+        }
         let was_fired = match self.timer.lock() {
             Ok(mut t) => {
                 t.deadline = Some(Instant::now() + limit);
@@ -622,10 +652,13 @@ fn redis_call_uncapped(
     limit: usize,
 ) -> mlua::Result<MultiValue> {
     let ctx = lua.app_data_ref::<RunCtx>().map(|c| *c).unwrap_or_default();
-    let reply = match convert::lua_args(args) {
+    let reply = match convert::lua_args(args, budget::buffer_limit(lua)) {
         Ok(argv) => dispatch_from_script(lua, &argv, ctx),
         Err(e) => {
             let msg = match e {
+                convert::ArgsError::TooLarge => {
+                    return Err(mlua::Error::MemoryError("not enough memory".into()))
+                }
                 convert::ArgsError::Empty => {
                     "ERR Please specify at least one argument for this redis lib call"
                 }

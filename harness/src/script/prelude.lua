@@ -36,6 +36,9 @@ end
 -- arguments (libargs.rs, `packed`).
 local raised = I.raised
 local function wrap(f) return f end
+-- A harness stop (time limit): nothing of the script may catch it, so pcall, xpcall and
+-- coroutine.resume raise it again, and it reaches the top through every coroutine.
+local function is_stop(e) return type(e) == 'userdata' and raised(e) == 'stop' end
 
 -- The error handler Redis installs (__redis__err__handler): a table with err, source and line.
 -- A harness stop (time limit, memory cap) passes through untouched: it may arrive with hooks off,
@@ -43,7 +46,7 @@ local function wrap(f) return f end
 local function handler(err)
   if type(err) == 'userdata' then
     local kind, msg = raised(err)
-    if kind == 'stop' then return err end
+    if kind == 'stop' or kind == 'memory' then return err end
     if kind == 'table' then err = { err = msg } elseif kind == 'text' then err = msg end
   end
   local lvl = 2
@@ -70,6 +73,7 @@ local function pcall_fix(ok, ...)
   local e = ...
   if type(e) == 'userdata' then
     local kind, msg = raised(e)
+    if kind == 'stop' then error(e, 0) end
     if kind then return false, msg end
   end
   if type(e) == 'table' then
@@ -139,6 +143,8 @@ G.string.gmatch = function(...)
   end
   return function() return advance(gmatch_step(s, p, pos)) end
 end
+-- Lua 5.1's gfind is gmatch under its old name (LUA_COMPAT_GFIND), the same function.
+G.string.gfind = G.string.gmatch
 G.math.randomseed = wrap(I.randomseed)
 local bit = {}
 for _, name in pairs({ 'tobit', 'tohex', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift',
@@ -263,6 +269,7 @@ local function as_lua_error(e)
 end
 local function xpcall_done(h, ok, ...)
   if ok then return true, ... end
+  if is_stop((...)) then error((...), 0) end
   local hok, r = pcall(h, as_lua_error((...)))
   if hok then return false, r end
   return false, 'error in error handling'
@@ -296,13 +303,94 @@ G.load = function(...)
   local parts = {}
   while true do
     local ok, piece = pcall(reader)
-    if not ok then return nil, as_lua_error(piece) end
+    if not ok then
+      if is_stop(piece) then error(piece, 0) end
+      return nil, as_lua_error(piece)
+    end
     if piece == nil or piece == '' then break end
     if type(piece) == 'number' then piece = tostring(piece) end
     if type(piece) ~= 'string' then return nil, 'reader function must return a string' end
     parts[#parts + 1] = piece
   end
   return G.loadstring(concat(parts), name or '=(load)')
+end
+
+-- coroutine.resume as Lua 5.1's, but a stop inside the coroutine stops the resumer too (see
+-- is_stop), and an error raised by a Rust function arrives as Redis's (a string, or
+-- redis.call's error table).
+local resume = coroutine.resume
+local function resumed(ok, ...)
+  if ok then return true, ... end
+  if is_stop((...)) then error((...), 0) end
+  return false, as_lua_error((...))
+end
+G.coroutine.resume = function(...)
+  local co = ...
+  if type(co) ~= 'thread' then
+    error("bad argument #1 to '" .. (frame(2) == 'C' and '?' or 'resume') .. "' (coroutine expected)", 2)
+  end
+  return resumed(resume(...))
+end
+
+-- table.insert as Lua 5.1's, but it never writes into a read-only table (the C function
+-- writes raw, past the proxy's __newindex), and a position far below 1 moves only the keys
+-- that exist instead of stepping through up to 2^31 slots in one C loop the time limit
+-- cannot interrupt.
+local insert = table.insert
+G.table.insert = function(...)
+  local n = select('#', ...)
+  local t, pos, v = ...
+  if type(t) ~= 'table' then argerr(1, 'insert', 'table', n > 0, t) end
+  if n == 2 then
+    if proxies[t] then error('Attempt to modify a readonly table', 0) end
+    insert(t, pos)
+    return
+  end
+  if n ~= 3 then error("wrong number of arguments to 'insert'", 2) end
+  local p = tonumber(pos)
+  if not p then argerr(2, 'insert', 'number', true, pos) end
+  p = cint(p)
+  if proxies[t] then error('Attempt to modify a readonly table', 0) end
+  local e = #t + 1
+  if p >= 1 or e - p <= 64 then
+    insert(t, p, v)
+    return
+  end
+  -- t[i] = t[i - 1] for i from e down to p + 1: only the integer keys in [p, e] change.
+  local ks, vs = {}, {}
+  for k, x in next, t do
+    if type(k) == 'number' and k >= p and k <= e and k == floor(k) then
+      ks[#ks + 1], vs[#vs + 1] = k, x
+    end
+  end
+  for i = 1, #ks do rawset(t, ks[i], nil) end
+  for i = 1, #ks do
+    if ks[i] < e then rawset(t, ks[i] + 1, vs[i]) end
+  end
+  rawset(t, p, v)
+end
+
+-- collectgarbage as Lua 5.1's; a script that changes the collector (stop, setpause...) has it
+-- put back as Redis leaves it before the next script runs (gc_changed). Arguments are checked
+-- here, so that an error names the script's line, as the C function's does.
+local collectgarbage, gc_changed = collectgarbage, I.gc_changed
+local gc_options = { stop = true, restart = true, collect = true, count = true, step = true,
+  setpause = true, setstepmul = true }
+G.collectgarbage = function(...)
+  local opt, arg = ...
+  if opt ~= nil then
+    if type(opt) ~= 'string' and type(opt) ~= 'number' then
+      argerr(1, 'collectgarbage', 'string', true, opt)
+    end
+    if not gc_options[tostring(opt)] then
+      error("bad argument #1 to '" .. (frame(2) == 'C' and '?' or 'collectgarbage') ..
+        "' (invalid option '" .. tostring(opt) .. "')", 2)
+    end
+  end
+  if arg ~= nil and not tonumber(arg) then argerr(2, 'collectgarbage', 'number', true, arg) end
+  if opt ~= nil and opt ~= 'count' and opt ~= 'collect' and opt ~= 'step' then gc_changed() end
+  local r = collectgarbage(...)
+  return r
 end
 
 for _, lib in pairs({ 'string', 'table', 'math', 'coroutine', 'bit', 'cjson', 'struct', 'cmsgpack', 'redis' }) do
@@ -345,11 +433,18 @@ end
 -- Runs a compiled script under the handler: (true, result...) or (false, {err, source, line}).
 -- The error's fields are read here, while the time limit and memory cap still hold: a
 -- metamethod of a script's error object is script code.
+-- An error object whose metamethod raises answers with that error (a stop passes through).
+local function fields(e) return e.err, e.source, e.line end
 local function finish(ok, ...)
   if ok then return ok, ... end
   local e = ...
   if type(e) ~= 'table' then return false, e end
-  return false, { err = e.err, source = e.source, line = e.line }
+  local read, m, source, line = pcall(fields, e)
+  if not read then
+    if type(m) == 'table' then m = nil end
+    return false, m
+  end
+  return false, { err = m, source = source, line = line }
 end
 local function run(f) return finish(xpcall(f, handler)) end
 local function run_fn(f, keys, argv)

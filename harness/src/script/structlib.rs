@@ -3,6 +3,7 @@
 
 use mlua::{Lua, MultiValue, Value};
 
+use super::budget::Budget;
 use super::libargs::{
     answer, bad_arg, check_bytes, check_number, packed, packed_spread, to_number, Args, Results,
     MAX_C_STACK,
@@ -135,6 +136,7 @@ fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     let mut h = Header::default();
     let mut arg = 2;
     let mut out = Vec::new();
+    let mut budget = Budget::new(lua);
     while f.i < fmt.len() {
         let opt = fmt[f.i];
         f.i += 1;
@@ -177,6 +179,7 @@ fn pack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
                 if s.len() < size {
                     return Err(bad_arg(arg, "pack", "string too short"));
                 }
+                budget.room(&mut out, size.saturating_add(1))?;
                 out.extend_from_slice(&s[..size]);
                 if opt == b's' {
                     out.push(0);
