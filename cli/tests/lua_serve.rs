@@ -142,3 +142,15 @@ fn redis_functions_unit_passes_against_lua_serve() {
     let failed: Vec<&str> = log.lines().filter(|l| l.contains("[err]")).collect();
     assert!(err == 0 && ok >= 90, "{line}\n{failed:#?}");
 }
+
+#[test]
+fn lua_serve_refuses_a_non_loopback_address_without_a_password() {
+    let run = common::lockkit(&["lua", "serve", "--listen", "0.0.0.0:0"], None);
+    assert_eq!(run.code, Some(2), "{}", run.all());
+    assert!(
+        run.stderr.contains("not a loopback address") && run.stderr.contains("--requirepass"),
+        "{}",
+        run.all()
+    );
+    assert!(run.stdout.is_empty(), "no port printed: {}", run.all());
+}
