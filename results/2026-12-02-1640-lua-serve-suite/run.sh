@@ -43,7 +43,8 @@ run_unit() { # kind unit
     for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   else
     # --clock wall: the suite waits for real time to pass (`after 2` for a key to expire).
-    coproc SERVE { "$bin" lua serve --port 0 --clock wall 2>>"$out/lockkit-serve.log"; }
+    # exec: the coprocess is lockkit itself, so killing its pid stops the server.
+    coproc SERVE { exec "$bin" lua serve --port 0 --clock wall 2>>"$out/lockkit-serve.log"; }
     pid=$SERVE_PID
     read -r -t 20 port <&"${SERVE[0]}"
   fi
