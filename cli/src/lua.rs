@@ -67,6 +67,9 @@ enum LuaCommand {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Serve the harness as a Redis server (RESP2/RESP3): one keyspace, script cache,
+    /// function library and virtual clock for every connection, for tests in any language.
+    Serve(crate::lua_serve::ServeArgs),
 }
 
 /// Runs `lockkit lua ...`.
@@ -84,6 +87,7 @@ pub fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
             maxmemory,
             root,
         } => test(&files, url, maxmemory, root.as_deref()),
+        LuaCommand::Serve(args) => crate::lua_serve::run(args),
         LuaCommand::Record { files, url } => {
             let url = match url.or_else(|| std::env::var("REDIS_URL").ok()) {
                 Some(u) => u,
@@ -118,7 +122,7 @@ fn offline(maxmemory: Option<usize>) -> anyhow::Result<Target> {
 }
 
 /// A byte size: `1048576`, `512kb`, `256mb`, `1gb` (binary units, as Redis reads them).
-fn parse_bytes(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<usize, String> {
     let lower = s.trim().to_ascii_lowercase();
     let split = lower
         .find(|c: char| !c.is_ascii_digit())

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use lockkit_loadgen::args::{BenchArgs, MergeArgs, ReportArgs, TtlArgs};
 
 mod lua;
+mod lua_serve;
 
 // The load generator allocates per request (commands, replies, tokens); mimalloc makes that
 // cheaper than glibc's malloc, leaving more of the machine to the server being measured.

@@ -190,7 +190,14 @@ impl Harness {
 
     /// [`call`](Self::call) with owned arguments.
     pub fn call_argv(&mut self, argv: &[Vec<u8>]) -> Reply {
+        self.call_argv_as(argv, false)
+    }
+
+    /// [`call_argv`](Self::call_argv) for a RESP3 client (`resp3`): maps and doubles stay
+    /// [`Reply::Map`] and [`Reply::Double`] instead of being flattened for RESP2.
+    pub fn call_argv_as(&mut self, argv: &[Vec<u8>], resp3: bool) -> Reply {
         self.engine.clear_stopped();
+        self.engine.client_resp3.set(resp3);
         let spec = match commands::resolve(argv, Caller::Client) {
             Ok(s) => s,
             Err(e) => return e,
@@ -199,11 +206,19 @@ impl Harness {
             Run::Plain(f) => {
                 let mut server = self.engine.server_mut();
                 match server.db.check_memory(spec.deny_oom, spec.name, argv) {
+                    Ok(()) if resp3 => f(&mut server, argv),
                     Ok(()) => f(&mut server, argv).into_resp2(),
                     Err(e) => Reply::Error(e),
                 }
             }
-            Run::Scripting => crate::scripting::dispatch(&mut self.engine, spec.command, argv),
+            Run::Scripting => {
+                let r = crate::scripting::dispatch(&mut self.engine, spec.command, argv);
+                if resp3 {
+                    r
+                } else {
+                    r.into_resp2()
+                }
+            }
         }
     }
 
@@ -212,6 +227,23 @@ impl Harness {
     /// error reply never sets this, whatever its text.
     pub fn stopped(&self) -> bool {
         self.engine.stopped()
+    }
+
+    /// A handle that stops the script running in this harness from another thread (what
+    /// `SCRIPT KILL` does): the script ends with the time-limit error and
+    /// [`stopped`](Self::stopped) is true.
+    pub fn stop_handle(&self) -> crate::script::StopHandle {
+        self.engine.stop_handle()
+    }
+
+    /// Figures INFO reports: (scripts in the cache, bytes of the Lua heap, approximate bytes
+    /// of the keyspace, live keys).
+    pub fn memory_figures(&self) -> (usize, usize, usize, usize) {
+        let (scripts, lua) = self.engine.cache_figures();
+        let mut s = self.engine.server_mut();
+        let now = s.now_ms;
+        let keys = s.db.len(now);
+        (scripts, lua, s.db.used_memory(), keys)
     }
 
     /// `EVAL script numkeys keys... args...`.

@@ -23,6 +23,8 @@
 //!   terminal or a network.
 //! - **The tooling** ([`tooling`]): redis-cli command lines and output, transcript files, a
 //!   real server as a reply source, and the runner behind `lockkit lua`.
+//! - **The server** (`serve`, feature `serve`, on tokio): the engine as a RESP2/RESP3 server,
+//!   `lockkit lua serve`; in-process users build the crate without tokio.
 //!
 //! # Errors
 //! Commands and scripts never fail in Rust: they answer a [`Reply::Error`] with Redis's exact
@@ -39,13 +41,15 @@
 //! - Hashes keep insertion order (Redis's listpack encoding, up to 128 fields); larger Redis
 //!   hashes switch to an unordered dict and HGETALL order then differs.
 //! - The time limit stops a runaway script with an error; Redis would keep it running and
-//!   answer BUSY until `SCRIPT KILL`.
+//!   answer BUSY until `SCRIPT KILL` (the `serve` server answers BUSY and SCRIPT KILL, and
+//!   stops the script at its own longer limit).
 
 #![warn(missing_docs)]
 // The engine: Redis's scripting environment, its commands and its keyspace.
 mod bignum;
 mod commands;
 mod decimal;
+mod function_admin;
 mod harness;
 pub mod keyspace;
 pub mod number;
@@ -54,6 +58,10 @@ mod sandbox;
 mod script;
 mod scripting;
 mod server;
+
+// The RESP server over the engine (`lockkit lua serve`), with tokio behind the `serve` feature.
+#[cfg(feature = "serve")]
+pub mod serve;
 
 // The tooling: command lines, transcripts, redis-cli output, a real server, the runner.
 pub mod tooling;
@@ -65,5 +73,5 @@ pub use commands::{command_table, is_redis_command, CommandInfo};
 pub use harness::{Harness, HarnessError, HarnessOptions, KeySnapshot, DEFAULT_KEYSPACE_LIMIT};
 pub use reply::Reply;
 pub use sandbox::{Sandbox, SandboxError};
-pub use script::{sha1hex, FunctionLibrary, REDIS_VERSION};
+pub use script::{sha1hex, FunctionInfo, FunctionLibrary, StopHandle, StopRefused, REDIS_VERSION};
 pub use server::LogLine;

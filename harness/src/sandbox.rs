@@ -165,7 +165,7 @@ impl Sandbox {
     /// A Lua value read with the rules of a script's return value (`{ok=...}` a status,
     /// `{err=...}` an error, a number an integer, `false` nil, a sequence an array).
     pub fn to_reply(&self, v: &Value) -> Option<Reply> {
-        convert::lua_to_reply(v, 2, self.limits.memory_limit)
+        convert::lua_to_reply(v, 2, self.limits.memory_limit).map(convert::flatten_maps)
     }
 
     /// A reply as `redis.call` would hand it to Lua.

@@ -156,9 +156,17 @@ fn function(engine: &mut Engine, argv: &[Vec<u8>]) -> Reply {
                 engine.function_flush();
                 Reply::ok()
             }
-            _ => err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+            [_] => err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+            _ => err(format!(
+                "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+                String::from_utf8_lossy(sub)
+            )),
         },
         "kill" => err("NOTBUSY No scripts in execution right now."),
+        "list" => crate::function_admin::list(engine, argv),
+        "dump" => crate::function_admin::dump(engine),
+        "restore" => crate::function_admin::restore(engine, argv),
+        "stats" => crate::function_admin::stats(engine),
         _ => err(format!(
             "ERR harness: FUNCTION {} is not emulated",
             lower.to_uppercase()

@@ -26,6 +26,11 @@ pub struct Server {
     pub in_script: bool,
     /// Microseconds past `now_ms` (DEBUG SLEEP and TIME have microsecond resolution).
     pub sub_ms_us: i64,
+    /// `DEBUG SET-DISABLE-DENY-SCRIPTS 1`: scripts may call `noscript` commands.
+    pub allow_noscript: bool,
+    /// What `DEBUG SLEEP` inside the running script slept: the script's time is frozen, so
+    /// the clock moves when it ends.
+    pub slept_in_script_us: i64,
     /// Lines written by `redis.log`: the last [`MAX_LOG_LINES`], each cut at
     /// [`MAX_LOG_LINE`] bytes.
     pub log: Vec<LogLine>,

@@ -310,8 +310,9 @@ pub fn memory(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// OBJECT FREQ / IDLETIME / REFCOUNT: nil for a missing key; FREQ's error for an existing one
-/// (the offline server has no LFU policy). IDLETIME and REFCOUNT of an existing key are not
-/// emulated (no LRU clock, no shared objects).
+/// (the offline server has no LFU policy); REFCOUNT as Redis's shared integers make it
+/// (`int`-encoded 0..9999: `INT_MAX`, anything else 1). IDLETIME of an existing key is not
+/// emulated (no LRU clock).
 pub fn object(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     if !s.db.exists(&a[2], s.now_ms) {
@@ -323,9 +324,22 @@ pub fn object(s: &mut Server, a: &[Vec<u8>]) -> Reply {
              note that when switching between policies at runtime LRU and LFU data will take \
              some time to adjust.",
         ),
+        "refcount" => {
+            let shared = match s.db.peek(&a[2], s.now_ms).map(|e| &e.value) {
+                Some(crate::keyspace::Value::Str(v)) if v.len() <= 20 => {
+                    crate::number::parse_i64(v)
+                        .is_some_and(|n| (0..OBJ_SHARED_INTEGERS).contains(&n))
+                }
+                _ => false,
+            };
+            Reply::Int(if shared { i64::from(i32::MAX) } else { 1 })
+        }
         other => not_emulated(&format!("object|{other}")),
     }
 }
+
+/// Redis's shared integer objects: 0 up to this, exclusive (`OBJ_SHARED_INTEGERS`).
+const OBJ_SHARED_INTEGERS: i64 = 10_000;
 
 /// DUMP: nil for a missing key; the serialisation of an existing one is not emulated.
 pub fn dump(s: &mut Server, a: &[Vec<u8>]) -> Reply {

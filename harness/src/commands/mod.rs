@@ -3,6 +3,7 @@
 
 mod bitmap;
 mod geo;
+mod getkeys;
 mod hash;
 mod hyperloglog;
 mod introspect;
@@ -15,6 +16,8 @@ mod sort;
 mod stream;
 mod strings;
 mod zset;
+
+pub(crate) use introspect::glob_match;
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -250,6 +253,7 @@ static HANDLERS: &[(&str, Run)] = &[
     ("randomkey", Run::Plain(introspect::randomkey)),
     ("scan", Run::Plain(introspect::scan)),
     ("select", Run::Plain(introspect::select)),
+    ("command|getkeys", Run::Plain(getkeys::getkeys)),
     ("slowlog|get", Run::Plain(introspect::slowlog)),
     ("slowlog|len", Run::Plain(introspect::slowlog)),
     ("slowlog|reset", Run::Plain(introspect::slowlog)),
@@ -265,6 +269,10 @@ static HANDLERS: &[(&str, Run)] = &[
     ("function|delete", Run::Scripting),
     ("function|flush", Run::Scripting),
     ("function|kill", Run::Scripting),
+    ("function|list", Run::Scripting),
+    ("function|dump", Run::Scripting),
+    ("function|restore", Run::Scripting),
+    ("function|stats", Run::Scripting),
     ("fcall", Run::Scripting),
     ("fcall_ro", Run::Scripting),
 ];

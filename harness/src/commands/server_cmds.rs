@@ -57,17 +57,28 @@ pub fn pubsub(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// `DEBUG SLEEP seconds` advances the virtual clock (Redis really sleeps). Other DEBUG
-/// subcommands are not emulated.
+/// `DEBUG SLEEP seconds` advances the virtual clock (Redis really sleeps; inside a script,
+/// whose time is frozen, when the script ends). `DEBUG SET-DISABLE-DENY-SCRIPTS n` lets
+/// scripts call `noscript` commands. Other DEBUG subcommands are not emulated.
 pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if is(&a[1], "sleep") && a.len() == 3 {
         let text = String::from_utf8_lossy(&a[2]);
         let secs = strtod_prefix(text.trim_start());
         let us = (secs * 1_000_000.0) as i64;
-        s.advance_us(us.max(0));
+        if s.in_script {
+            s.slept_in_script_us = s.slept_in_script_us.saturating_add(us.max(0));
+        } else {
+            s.advance_us(us.max(0));
+        }
         return Reply::ok();
     }
-    if is(&a[1], "sleep") {
+    if is(&a[1], "set-disable-deny-scripts") && a.len() == 3 {
+        // C's atoi: any leading integer other than 0 turns it on.
+        let text = String::from_utf8_lossy(&a[2]);
+        s.allow_noscript = strtod_prefix(text.trim_start()).trunc() != 0.0;
+        return Reply::ok();
+    }
+    if is(&a[1], "sleep") || is(&a[1], "set-disable-deny-scripts") {
         return Reply::err(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             String::from_utf8_lossy(&a[1])

@@ -73,6 +73,21 @@ pub fn lua_to_reply(v: &Value, resp: u8, budget: usize) -> Option<Reply> {
     }
 }
 
+/// `r` with every map flattened into an array, as scripts' maps reached a client before
+/// RESP3 clients were served (doubles stay doubles).
+pub fn flatten_maps(r: Reply) -> Reply {
+    match r {
+        Reply::Map(pairs) => Reply::Array(
+            pairs
+                .into_iter()
+                .flat_map(|(k, v)| [flatten_maps(k), flatten_maps(v)])
+                .collect(),
+        ),
+        Reply::Array(items) => Reply::Array(items.into_iter().map(flatten_maps).collect()),
+        other => other,
+    }
+}
+
 /// Why a reply could not be built.
 enum Stop {
     /// The whole reply becomes this error (nesting limit).
@@ -151,12 +166,15 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result
         }
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
+        // A RESP2 client gets it flattened (`into_resp2`), a RESP3 client as a map.
         let mut out = Vec::new();
         for (k, v) in m.pairs::<Value, Value>().flatten() {
-            out.push(to_reply(&k, resp, depth + 1, left)?);
-            out.push(to_reply(&v, resp, depth + 1, left)?);
+            out.push((
+                to_reply(&k, resp, depth + 1, left)?,
+                to_reply(&v, resp, depth + 1, left)?,
+            ));
         }
-        return Ok(Reply::Array(out));
+        return Ok(Reply::Map(out));
     }
     if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
         let mut out = Vec::new();

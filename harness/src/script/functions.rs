@@ -1,6 +1,7 @@
 //! Redis Functions: `FUNCTION LOAD` of a `#!lua name=...` library and `FCALL` of its functions.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlua::{Function, Lua, Table, Value};
@@ -18,6 +19,19 @@ pub struct FunctionLibrary {
     pub code: Vec<u8>,
     /// Its functions, in registration order.
     pub functions: Vec<String>,
+    /// Each function's description and flags, in the same order (FUNCTION LIST).
+    pub details: Vec<FunctionInfo>,
+}
+
+/// A registered function as FUNCTION LIST shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// Its name as registered.
+    pub name: String,
+    /// The `description` named argument.
+    pub description: Option<String>,
+    /// The `flags` named argument, as given.
+    pub flags: Vec<String>,
 }
 
 /// A registered function's name and flags; the function itself lives in a Lua table (a
@@ -26,6 +40,8 @@ pub struct FunctionLibrary {
 struct Registered {
     name: String,
     flags: ScriptFlags,
+    description: Option<String>,
+    flag_names: Vec<String>,
 }
 
 /// Loaded libraries and their functions (names compared case-insensitively, as Redis does).
@@ -102,6 +118,8 @@ fn read_registration(args: &libargs::Args) -> Result<Registration, String> {
                 Registered {
                     name: name.to_string_lossy(),
                     flags: ScriptFlags::default(),
+                    description: None,
+                    flag_names: Vec::new(),
                 },
                 f,
             ))
@@ -118,6 +136,7 @@ fn read_registration(args: &libargs::Args) -> Result<Registration, String> {
 
 fn read_named(t: &Table) -> Result<Registration, String> {
     let (mut name, mut func, mut flags) = (None, None, ScriptFlags::default());
+    let (mut description, mut flag_names) = (None, Vec::new());
     for pair in t.pairs::<Value, Value>() {
         let (k, v) = pair.map_err(|e| e.to_string())?;
         let Value::String(k) = k else {
@@ -134,15 +153,18 @@ fn read_named(t: &Table) -> Result<Registration, String> {
             ("callback", _) => {
                 return Err("callback argument given to redis.register_function must be a function".into())
             }
-            ("description", Value::String(_)) => {}
+            ("description", Value::String(s)) => description = Some(s.to_string_lossy()),
             ("description", _) => {
                 return Err("description argument given to redis.register_function must be a string".into())
             }
             ("flags", Value::Table(list)) => {
                 for f in list.sequence_values::<Value>() {
                     match f.map_err(|e| e.to_string())? {
-                        Value::String(s) => parse_flag(&mut flags, &s.as_bytes())
-                            .map_err(|_| "unknown flag given".to_string())?,
+                        Value::String(s) => {
+                            parse_flag(&mut flags, &s.as_bytes())
+                                .map_err(|_| "unknown flag given".to_string())?;
+                            flag_names.push(s.to_string_lossy());
+                        }
                         _ => return Err("unknown flag given".into()),
                     }
                 }
@@ -157,13 +179,28 @@ fn read_named(t: &Table) -> Result<Registration, String> {
         Registered {
             name: name.ok_or("redis.register_function must get a function name argument")?,
             flags,
+            description,
+            flag_names,
         },
         func.ok_or("redis.register_function must get a callback argument")?,
     ))
 }
 
-fn register_fn(lua: &Lua, pending: Pending, funcs: Table) -> mlua::Result<Function> {
+/// `redis.register_function` for one FUNCTION LOAD; it refuses once `open` is cleared (a
+/// function that kept it and calls it later, as Redis's "malicious access" test does).
+fn register_fn(
+    lua: &Lua,
+    pending: Pending,
+    funcs: Table,
+    open: Arc<AtomicBool>,
+) -> mlua::Result<Function> {
     libargs::packed(lua, move |lua, args: libargs::Args| {
+        if !open.load(Ordering::Relaxed) {
+            return libargs::redis_err(
+                lua,
+                "ERR redis.register_function can only be called on FUNCTION LOAD command",
+            );
+        }
         let (reg, func) = match read_registration(&args) {
             Ok(r) => r,
             Err(e) => return libargs::redis_err(lua, format!("ERR {e}")),
@@ -199,8 +236,14 @@ impl Engine {
         }
         let pending: Pending = Arc::default();
         let pending_funcs = self.lua.create_table().map_err(|e| e.to_string())?;
-        let register = register_fn(&self.lua, pending.clone(), pending_funcs.clone())
-            .map_err(|e| e.to_string())?;
+        let open = Arc::new(AtomicBool::new(true));
+        let register = register_fn(
+            &self.lua,
+            pending.clone(),
+            pending_funcs.clone(),
+            open.clone(),
+        )
+        .map_err(|e| e.to_string())?;
         // The shared environment, as the library's functions will see it; its top level's view
         // is switched on only around running it, so no early return can leave it on.
         let env: Table = self
@@ -227,6 +270,7 @@ impl Engine {
         self.arm_timer(std::time::Duration::from_millis(500));
         let outcome = self.capped(|| self.run.call::<(bool, Value)>(chunk));
         let timed_out = self.disarm_timer();
+        open.store(false, Ordering::Relaxed);
         let _ = self.load_env.call::<Value>(Value::Nil);
         if timed_out {
             return Err("Error registering functions: ERR FUNCTION LOAD timeout".into());
@@ -276,6 +320,14 @@ impl Engine {
                 name: name.clone(),
                 code: code.to_vec(),
                 functions: registered.iter().map(|r| r.name.clone()).collect(),
+                details: registered
+                    .iter()
+                    .map(|r| FunctionInfo {
+                        name: r.name.clone(),
+                        description: r.description.clone(),
+                        flags: r.flag_names.clone(),
+                    })
+                    .collect(),
             },
         );
         Ok(name)

@@ -211,8 +211,45 @@ pub fn lua_err(lua: &Lua, msg: impl AsRef<str>) -> mlua::Result<MultiValue> {
     Err(mlua::Error::external(Raised::Text(format!(
         "{}{}",
         where_(lua),
-        msg.as_ref()
+        as_called(lua, msg.as_ref())
     ))))
+}
+
+/// `bad argument #n to 'f' (...)` with `f` named as `luaL_argerror` names it: as the caller
+/// called it (`pack` for `struct.pack(...)`, `f` for a local `f`, `?` through `pcall`), `self`
+/// not counted in a method call. Level 1 is [`packed`]'s C closure, as the script called it.
+fn as_called(lua: &Lua, msg: &str) -> String {
+    let Some(rest) = msg.strip_prefix("bad argument #") else {
+        return msg.to_string();
+    };
+    let Some((narg, rest)) = rest.split_once(" to '") else {
+        return msg.to_string();
+    };
+    let (Ok(narg), Some((given, extra))) = (narg.parse::<i64>(), rest.split_once("' ")) else {
+        return msg.to_string();
+    };
+    let (name, method) = lua
+        .inspect_stack(1, |d| {
+            let n = d.names();
+            (
+                n.name.map(|s| s.into_owned()),
+                n.name_what == Some("method"),
+            )
+        })
+        .unwrap_or((None, false));
+    let name = name.unwrap_or_else(|| "?".to_string());
+    // Already named from this frame (the pattern functions do it themselves).
+    if name == given {
+        return msg.to_string();
+    }
+    match (method, narg) {
+        (true, 1) => {
+            let inner = extra.trim_start_matches('(').trim_end_matches(')');
+            format!("calling '{name}' on bad self ({inner})")
+        }
+        (true, n) => format!("bad argument #{} to '{name}' {extra}", n - 1),
+        (false, n) => format!("bad argument #{n} to '{name}' {extra}"),
+    }
 }
 
 /// Raises a Redis error table `{err = msg}`.

@@ -27,7 +27,7 @@ use crate::commands::{self, Run};
 use crate::reply::Reply;
 use crate::server::{Caller, Server};
 
-pub use functions::FunctionLibrary;
+pub use functions::{FunctionInfo, FunctionLibrary};
 pub use shebang::ScriptFlags;
 
 const PRELUDE: &str = include_str!("prelude.lua");
@@ -73,6 +73,44 @@ const GC_STEP_MULTIPLIER: i32 = 200;
 struct Timer {
     deadline: Option<Instant>,
     fired: bool,
+    /// The running script wrote (SCRIPT KILL then answers UNKILLABLE, as Redis does).
+    wrote: bool,
+}
+
+/// Stops the script running in a harness from another thread, as `SCRIPT KILL` does.
+#[derive(Debug, Clone)]
+pub struct StopHandle(Arc<Mutex<Timer>>);
+
+/// Why [`StopHandle::stop`] did not stop a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRefused {
+    /// No script is running.
+    NotRunning,
+    /// The script already wrote to the keyspace.
+    Wrote,
+}
+
+impl StopHandle {
+    /// Whether the running script wrote to the keyspace.
+    pub fn wrote(&self) -> bool {
+        self.0.lock().is_ok_and(|t| t.deadline.is_some() && t.wrote)
+    }
+
+    /// Moves the running script's deadline to now: it stops at its next hook.
+    ///
+    /// # Errors
+    /// No script runs, or it already wrote (Redis refuses to kill it then).
+    pub fn stop(&self) -> Result<(), StopRefused> {
+        let mut t = self.0.lock().map_err(|_| StopRefused::NotRunning)?;
+        match t.deadline {
+            None => Err(StopRefused::NotRunning),
+            Some(_) if t.wrote => Err(StopRefused::Wrote),
+            Some(_) => {
+                t.deadline = Some(Instant::now());
+                Ok(())
+            }
+        }
+    }
 }
 
 /// A compiled EVAL script: its flags; the function itself is in `Engine::compiled`, a Lua
@@ -110,6 +148,8 @@ pub struct Engine {
     timer: Arc<Mutex<Timer>>,
     /// The last run was stopped by the harness (time limit, memory cap), not by the script.
     stopped: std::cell::Cell<bool>,
+    /// The client speaks RESP3: a script's maps and doubles reach it as such.
+    pub(crate) client_resp3: std::cell::Cell<bool>,
 }
 
 /// Where a run comes from, for error messages and write rules.
@@ -223,6 +263,7 @@ impl Engine {
             limits,
             timer,
             stopped: std::cell::Cell::new(false),
+            client_resp3: std::cell::Cell::new(false),
         })
     }
 
@@ -388,6 +429,11 @@ impl Engine {
         });
         let fired = self.disarm_timer();
         self.stopped.set(fired || panicked);
+        {
+            let mut server = self.server_mut();
+            let slept = std::mem::take(&mut server.slept_in_script_us);
+            server.advance_us(slept);
+        }
         let resp = self.lua.app_data_ref::<RunCtx>().map_or(2, |c| c.resp);
         let reply = if fired {
             err(format!(
@@ -407,7 +453,11 @@ impl Engine {
         if let Some(mut c) = self.lua.app_data_mut::<RunCtx>() {
             *c = RunCtx::default();
         }
-        reply.into_resp2()
+        if self.client_resp3.get() {
+            reply
+        } else {
+            reply.into_resp2()
+        }
     }
 
     /// Starts the clock on a run of Lua code that may take at most `limit`, with the
@@ -425,6 +475,7 @@ impl Engine {
         let was_fired = match self.timer.lock() {
             Ok(mut t) => {
                 t.deadline = Some(Instant::now() + limit);
+                t.wrote = false;
                 std::mem::replace(&mut t.fired, false)
             }
             Err(_) => false,
@@ -451,6 +502,16 @@ impl Engine {
         let r = f();
         let _ = self.lua.set_memory_limit(0);
         r
+    }
+
+    /// (scripts in the cache, bytes of the Lua heap).
+    pub fn cache_figures(&self) -> (usize, usize) {
+        (self.scripts.len(), self.lua.used_memory())
+    }
+
+    /// A handle that stops the running script from another thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.timer.clone())
     }
 
     /// Whether the harness stopped the last script it ran (time limit, memory cap): a signal
@@ -635,7 +696,10 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
         Ok(s) => s,
         Err(e) => return e,
     };
-    if spec.noscript {
+    let allow_noscript = lua
+        .app_data_ref::<Server>()
+        .is_some_and(|s| s.allow_noscript);
+    if spec.noscript && !allow_noscript {
         return err("ERR This Redis command is not allowed from script");
     }
     if spec.write && (ctx.no_writes || ctx.ro_call) {
@@ -660,6 +724,11 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
             if spec.write && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
                     c.wrote = true;
+                }
+                if let Some(t) = lua.app_data_ref::<Arc<Mutex<Timer>>>() {
+                    if let Ok(mut t) = t.lock() {
+                        t.wrote = true;
+                    }
                 }
             }
             reply

@@ -7,11 +7,13 @@
 
 #![warn(missing_docs)]
 
+mod python;
 mod relay;
 
 pub use lockkit_redis_proc::{
     free_port, Nutcracker, RedisCluster, RedisServer, ServerOptions, StartError,
 };
+pub use python::python_with_redis;
 pub use relay::DelayRelay;
 
 /// How many connections `server` has accepted since it started, from `INFO stats`

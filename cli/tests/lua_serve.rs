@@ -1,0 +1,156 @@
+//! `lockkit lua serve` as users start it: the built binary on a free port, driven by a foreign
+//! client (redis-py's `Lock`) and by a part of Redis's own Tcl suite.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use common::repo;
+use lockkit_test_support::python_with_redis;
+
+/// `lockkit lua serve --port 0`, killed and reaped on drop.
+struct Serve {
+    child: Child,
+    port: u16,
+}
+
+impl Serve {
+    fn start(extra: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
+            .args(["lua", "serve", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("lockkit starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        // The port is the first line, printed once the socket is bound.
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("lockkit prints its port");
+        let port = line.trim().parse().unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("the first line is the port, got {line:?}")
+        });
+        Serve { child, port }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// redis-py's Lock through the server: taken, refused to a second holder, expired by moving
+/// the virtual clock (no sleeping), then released by its new holder only.
+const REDIS_PY_LOCK: &str = r#"
+import sys, redis
+from redis.exceptions import LockNotOwnedError
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]))
+a = r.lock("lock:orders:42", timeout=5, blocking=False)
+b = r.lock("lock:orders:42", timeout=5, blocking=False)
+assert a.acquire(), "first acquire"
+assert not b.acquire(), "second holder refused"
+assert 4900 <= r.pttl("lock:orders:42") <= 5000, r.pttl("lock:orders:42")
+assert a.extend(5), "extend by its holder"
+r.execute_command("LOCKKIT.CLOCK", "ADVANCE", 10001)
+assert r.get("lock:orders:42") is None, "expired on the virtual clock"
+assert b.acquire(), "taken after expiry"
+try:
+    a.release()
+    raise SystemExit("the old holder released a lock it no longer owns")
+except LockNotOwnedError:
+    pass
+b.release()
+assert r.exists("lock:orders:42") == 0
+print("ok")
+"#;
+
+#[test]
+fn redis_py_takes_and_releases_a_lock_through_lua_serve() {
+    let serve = Serve::start(&[]);
+    let out = python_with_redis()
+        .args(["-c", REDIS_PY_LOCK, &serve.port.to_string()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn redis_tests() -> Option<PathBuf> {
+    let dir = repo().join("../shared/redis-tests");
+    if !dir.join("run-external.sh").exists() {
+        println!(
+            "skipped: no {} (CI keeps shared/ beside the checkout)",
+            dir.display()
+        );
+        return None;
+    }
+    if Command::new("tclsh")
+        .arg("/dev/null")
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        println!("skipped: tclsh is not installed (apt-get install tcl)");
+        return None;
+    }
+    Some(dir)
+}
+
+/// Redis's own unit/functions, run against `lockkit lua serve` the way
+/// `results/2026-12-02-1640-lua-serve-suite/run.sh` runs it (that script compares it with
+/// redis-server): every test passes but the documented exceptions.
+#[test]
+fn redis_functions_unit_passes_against_lua_serve() {
+    let Some(tests) = redis_tests() else { return };
+    let serve = Serve::start(&[]);
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = Command::new("bash")
+        .arg(tests.join("run-external.sh"))
+        .arg(serve.port.to_string())
+        .arg(out_dir.path())
+        .arg("unit/functions")
+        .env(
+            "SUITE_ARGS",
+            "--singledb --durable --tags -needs:config-maxmemory",
+        )
+        .output()
+        .expect("bash runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let log =
+        std::fs::read_to_string(out_dir.path().join("unit_functions.log")).unwrap_or_default();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("TOTAL"))
+        .unwrap_or_else(|| panic!("no TOTAL line:\n{text}\n{log}"));
+    let nums: Vec<u32> = line
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [ok, err] = nums[..] else {
+        panic!("{line}")
+    };
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("[err]")).collect();
+    assert!(err == 0 && ok >= 90, "{line}\n{failed:#?}");
+}
+
+#[test]
+fn lua_serve_refuses_a_non_loopback_address_without_a_password() {
+    let run = common::lockkit(&["lua", "serve", "--listen", "0.0.0.0:0"], None);
+    assert_eq!(run.code, Some(2), "{}", run.all());
+    assert!(
+        run.stderr.contains("not a loopback address") && run.stderr.contains("--requirepass"),
+        "{}",
+        run.all()
+    );
+    assert!(run.stdout.is_empty(), "no port printed: {}", run.all());
+}

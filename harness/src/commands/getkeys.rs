@@ -1,0 +1,134 @@
+//! COMMAND GETKEYS: the keys of a command line, found from the command table's key specs as
+//! Redis 7.0's `getKeysUsingKeySpecs` finds them. Commands whose specs Redis completes with
+//! code of its own (`unknown()` or `incomplete` specs: SORT, MIGRATE...) are not emulated.
+
+use super::{arity_ok, lookup_argv, TABLE_TSV};
+use crate::reply::Reply;
+use crate::server::Server;
+
+/// The key-spec column of `name`'s row, and whether it is flagged `no_mandatory_keys`.
+fn row(name: &str) -> Option<(&'static str, bool)> {
+    TABLE_TSV.lines().find_map(|line| {
+        let cols: Vec<&str> = line.split('\t').collect();
+        (cols.first() == Some(&name)).then(|| {
+            let flags = cols.get(2).copied().unwrap_or_default();
+            (
+                cols.get(6).copied().unwrap_or("-"),
+                flags.split(',').any(|f| f == "no_mandatory_keys"),
+            )
+        })
+    })
+}
+
+/// `name(a=1,b=x)` → the value of `key`.
+fn param<'a>(part: &'a str, key: &str) -> Option<&'a str> {
+    let inner = part.split_once('(')?.1.strip_suffix(')')?;
+    inner.split(',').find_map(|kv| {
+        kv.split_once('=')
+            .filter(|(k, _)| *k == key)
+            .map(|(_, v)| v)
+    })
+}
+
+fn num(part: &str, key: &str) -> Option<i64> {
+    param(part, key)?.parse().ok()
+}
+
+/// The positions of the keys in `argv` (the command line without COMMAND GETKEYS), or
+/// `None` when a spec cannot be followed (Redis then finds no keys).
+fn positions(specs: &str, argv: &[Vec<u8>]) -> Option<Vec<usize>> {
+    let argc = argv.len() as i64;
+    let mut keys = Vec::new();
+    for spec in specs.split(';') {
+        let mut parts = spec.split('/');
+        let (_flags, begin, find) = (parts.next()?, parts.next()?, parts.next()?);
+        let first = if begin.starts_with("index") {
+            num(begin, "index")?
+        } else {
+            let word = param(begin, "keyword")?;
+            let from = num(begin, "startfrom")?;
+            let (start, end) = if from > 0 {
+                (from, argc - 1)
+            } else {
+                (argc + from, 0)
+            };
+            let mut found = 0;
+            let mut i = start;
+            while i != end {
+                if i >= argc || i < 1 {
+                    break;
+                }
+                if argv[i as usize].eq_ignore_ascii_case(word.as_bytes()) {
+                    found = i + 1;
+                    break;
+                }
+                i += if start <= end { 1 } else { -1 };
+            }
+            if found == 0 {
+                continue;
+            }
+            found
+        };
+        let (first, last, step) = if find.starts_with("range") {
+            let lastkey = num(find, "lastkey")?;
+            let limit = num(find, "limit")?;
+            let last = if lastkey >= 0 {
+                first + lastkey
+            } else if limit == 0 {
+                argc + lastkey
+            } else {
+                first + ((argc - first) / limit + lastkey)
+            };
+            (first, last, num(find, "keystep")?)
+        } else {
+            let idx = first + num(find, "keynumidx")?;
+            let n = crate::number::parse_i64(argv.get(idx as usize)?).filter(|n| *n >= 0)?;
+            let first = first + num(find, "firstkey")?;
+            // More keys than arguments: an invalid spec (Redis then finds none).
+            if first + n > argc {
+                return None;
+            }
+            (first, first + n - 1, num(find, "keystep")?)
+        };
+        let mut i = first;
+        while i <= last && step > 0 {
+            if i < argc {
+                keys.push(i as usize);
+            }
+            i += step;
+        }
+    }
+    Some(keys)
+}
+
+/// `COMMAND GETKEYS command arg...`.
+pub fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    let argv = &a[2..];
+    let Ok(spec) = lookup_argv(argv) else {
+        return Reply::err("ERR Invalid command specified");
+    };
+    let Some((specs, no_mandatory)) = row(spec.name) else {
+        return Reply::err("ERR Invalid command specified");
+    };
+    if specs == "-" {
+        return Reply::err("ERR The command has no key arguments");
+    }
+    if specs.contains("unknown()") || specs.contains("incomplete") {
+        return Reply::err(format!(
+            "ERR harness: COMMAND GETKEYS of '{}' is not emulated",
+            spec.name
+        ));
+    }
+    if !arity_ok(spec.arity, argv.len()) {
+        return Reply::err("ERR Invalid number of arguments specified for command");
+    }
+    match positions(specs, argv) {
+        Some(keys) if !keys.is_empty() => Reply::Array(
+            keys.into_iter()
+                .map(|i| Reply::Bulk(argv[i].clone()))
+                .collect(),
+        ),
+        _ if no_mandatory => Reply::Array(Vec::new()),
+        _ => Reply::err("ERR Invalid arguments specified for command"),
+    }
+}

@@ -1,0 +1,566 @@
+//! One client connection: its requests in order, what belongs to the connection (protocol,
+//! name, authentication, transaction) answered here, everything else sent to the harness.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::resp::{self, Parser};
+use super::Ctx;
+use crate::commands::{glob_match, is, resolve};
+use crate::reply::Reply;
+use crate::server::Caller;
+
+/// Bytes a client may have sent and not yet had answered (Redis's
+/// `client-query-buffer-limit`, 1 GiB).
+const MAX_QUERY: usize = 1 << 30;
+/// Commands Redis runs while a script is busy (flagged `allow_busy`).
+const ALLOW_BUSY: [&str; 13] = [
+    "auth",
+    "discard",
+    "function|kill",
+    "function|stats",
+    "hello",
+    "multi",
+    "quit",
+    "replconf",
+    "reset",
+    "script|kill",
+    "shutdown",
+    "unwatch",
+    "watch",
+];
+
+fn err(m: impl Into<String>) -> Reply {
+    Reply::Error(m.into())
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// What Redis calls the command for its flags: `parent|sub` for a container.
+fn full_name(argv: &[Vec<u8>]) -> String {
+    let top = lossy(&argv[0]).to_ascii_lowercase();
+    match (top.as_str(), argv.get(1)) {
+        ("script" | "function" | "client" | "config" | "debug", Some(sub)) => {
+            format!("{top}|{}", lossy(sub).to_ascii_lowercase())
+        }
+        _ => top,
+    }
+}
+
+struct Conn {
+    ctx: Arc<Ctx>,
+    id: u64,
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
+    created: Instant,
+    name: Option<Vec<u8>>,
+    lib: (Option<Vec<u8>>, Option<Vec<u8>>),
+    resp3: bool,
+    authed: bool,
+    /// Inside MULTI: the queued commands, and whether one was refused.
+    multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
+    quit: bool,
+}
+
+/// Serves one client until it quits, breaks the protocol or the server stops. `admitted`:
+/// false when the server is full (the client is told so and closed, as Redis does).
+pub(super) async fn serve(
+    mut socket: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<Ctx>,
+    admitted: bool,
+    mut stop: watch::Receiver<bool>,
+) {
+    if !admitted {
+        let _ = socket
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let _ = socket.set_nodelay(true);
+    let mut c = Conn {
+        id: ctx.shared.next_client_id(),
+        authed: ctx.requirepass.is_none(),
+        ctx,
+        peer,
+        local: socket.local_addr().ok(),
+        created: Instant::now(),
+        name: None,
+        lib: (None, None),
+        resp3: false,
+        multi: None,
+        quit: false,
+    };
+    c.ctx.shared.connected(true);
+    serve_requests(&mut c, &mut socket, &mut stop).await;
+    c.ctx.shared.connected(false);
+}
+
+async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::Receiver<bool>) {
+    let mut parser = Parser::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut out = Vec::new();
+    loop {
+        let n = tokio::select! {
+            _ = stop.changed() => return,
+            r = socket.read(&mut chunk) => match r {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        loop {
+            match parser.next(&mut buf) {
+                Ok(Some(argv)) if argv.is_empty() => continue,
+                Ok(Some(argv)) => {
+                    let reply = c.handle(argv).await;
+                    resp::encode(&reply, c.resp3, &mut out);
+                    if c.quit {
+                        let _ = socket.write_all(&out).await;
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(resp::ProtocolError(text)) => {
+                    resp::encode(&Reply::Error(text), c.resp3, &mut out);
+                    let _ = socket.write_all(&out).await;
+                    return;
+                }
+            }
+        }
+        if buf.len() > MAX_QUERY {
+            return;
+        }
+        if !out.is_empty() {
+            if socket.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+        }
+    }
+}
+
+impl Conn {
+    async fn handle(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        let name = full_name(&argv);
+        let top = name.split('|').next().unwrap_or_default().to_string();
+        if !self.authed && !matches!(top.as_str(), "auth" | "hello" | "quit" | "reset") {
+            return err("NOAUTH Authentication required.");
+        }
+        if !ALLOW_BUSY.contains(&name.as_str()) {
+            if let Some(busy) = self.ctx.shared.busy_reply() {
+                if let Some((_, refused)) = self.multi.as_mut() {
+                    *refused = true;
+                }
+                return busy;
+            }
+        }
+        if self.multi.is_some()
+            && !matches!(
+                top.as_str(),
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+            )
+        {
+            return self.queue(argv);
+        }
+        self.run(&top, &name, argv).await
+    }
+
+    fn queue(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        let known = is_local(&argv) || resolve(&argv, Caller::Client).is_ok();
+        let Some((queued, refused)) = self.multi.as_mut() else {
+            return err("ERR harness: not in a transaction");
+        };
+        if !known {
+            *refused = true;
+            return resolve(&argv, Caller::Client)
+                .err()
+                .unwrap_or_else(|| err("ERR syntax error"));
+        }
+        queued.push(argv);
+        Reply::Status("QUEUED".into())
+    }
+
+    async fn run(&mut self, top: &str, name: &str, argv: Vec<Vec<u8>>) -> Reply {
+        match name {
+            "script|kill" if argv.len() == 2 => return self.ctx.shared.kill(true),
+            "function|kill" if argv.len() == 2 => return self.ctx.shared.kill(false),
+            "function|stats" if argv.len() == 2 && self.ctx.shared.busy_reply().is_some() => {
+                return self.ctx.shared.function_stats_busy()
+            }
+            _ => {}
+        }
+        match top {
+            "hello" => self.hello(&argv),
+            "auth" => self.auth(&argv),
+            "quit" => {
+                self.quit = true;
+                Reply::ok()
+            }
+            "reset" => {
+                self.multi = None;
+                self.name = None;
+                self.resp3 = false;
+                self.authed = self.ctx.requirepass.is_none();
+                Reply::Status("RESET".into())
+            }
+            "multi" if self.multi.is_some() => err("ERR MULTI calls can not be nested"),
+            "multi" => {
+                self.multi = Some((Vec::new(), false));
+                Reply::ok()
+            }
+            "discard" => match self.multi.take() {
+                Some(_) => Reply::ok(),
+                None => err("ERR DISCARD without MULTI"),
+            },
+            "exec" => self.exec().await,
+            "watch" if self.multi.is_some() => err("ERR WATCH inside MULTI is not allowed"),
+            "unwatch" => Reply::ok(),
+            "select" if argv.len() == 2 => match crate::number::parse_i64(&argv[1]) {
+                Some(0) => Reply::ok(),
+                Some(_) => err("ERR DB index is out of range"),
+                None => err("ERR value is not an integer or out of range"),
+            },
+            "client" => match self.client(&argv) {
+                Some(r) => r,
+                None => self.harness(argv).await,
+            },
+            "config" => match self.config(&argv) {
+                Some(r) => r,
+                None => self.harness(argv).await,
+            },
+            "debug"
+                if argv.len() >= 2
+                    && (is(&argv[1], "log") || is(&argv[1], "set-active-expire")) =>
+            {
+                Reply::ok()
+            }
+            "lockkit.clock" => self.clock(&argv).await,
+            "debug" if argv.len() >= 2 && is(&argv[1], "reload") => {
+                self.ctx.shared.debug_reload(&argv).await
+            }
+            "info" => {
+                let sections = argv[1..]
+                    .iter()
+                    .map(|s| lossy(s).to_ascii_lowercase())
+                    .collect();
+                self.ctx
+                    .shared
+                    .info(sections, self.ctx.port, self.ctx.keyspace_limit)
+                    .await
+            }
+            _ => self.harness(argv).await,
+        }
+    }
+
+    async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        match self.ctx.shared.execute(vec![argv], self.resp3).await {
+            Ok(mut replies) => replies.pop().unwrap_or(Reply::Nil),
+            Err(busy) => busy,
+        }
+    }
+
+    async fn exec(&mut self) -> Reply {
+        let Some((queued, refused)) = self.multi.take() else {
+            return err("ERR EXEC without MULTI");
+        };
+        if refused {
+            return err("EXECABORT Transaction discarded because of previous errors.");
+        }
+        // Runs of harness commands go to the harness at once (atomically); the connection's
+        // own commands (CLIENT SETNAME...) are answered in between.
+        let mut replies = Vec::with_capacity(queued.len());
+        let mut run: Vec<Vec<Vec<u8>>> = Vec::new();
+        for argv in queued {
+            if is_local(&argv) {
+                if !run.is_empty() {
+                    replies.extend(self.batch(std::mem::take(&mut run)).await);
+                }
+                let name = full_name(&argv);
+                let top = name.split('|').next().unwrap_or_default().to_string();
+                replies.push(Box::pin(self.run(&top, &name, argv)).await);
+            } else {
+                run.push(argv);
+            }
+        }
+        if !run.is_empty() {
+            replies.extend(self.batch(run).await);
+        }
+        Reply::Array(replies)
+    }
+
+    async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
+        let n = run.len();
+        match self.ctx.shared.execute(run, self.resp3).await {
+            Ok(r) => r,
+            Err(busy) => vec![busy; n],
+        }
+    }
+
+    fn hello(&mut self, argv: &[Vec<u8>]) -> Reply {
+        let mut proto = if self.resp3 { 3 } else { 2 };
+        let mut i = 1;
+        if let Some(v) = argv.get(1) {
+            match crate::number::parse_i64(v) {
+                Some(2) => proto = 2,
+                Some(3) => proto = 3,
+                Some(_) => return err("NOPROTO unsupported protocol version"),
+                None => return err("ERR Protocol version is not an integer or out of range"),
+            }
+            i = 2;
+        }
+        let mut setname = None;
+        while i < argv.len() {
+            let left = argv.len() - i - 1;
+            if is(&argv[i], "auth") && left >= 2 {
+                if let Err(e) = self.check_password(Some(&argv[i + 1]), &argv[i + 2]) {
+                    return e;
+                }
+                i += 3;
+            } else if is(&argv[i], "setname") && left >= 1 {
+                setname = Some(argv[i + 1].clone());
+                i += 2;
+            } else {
+                return err(format!(
+                    "ERR Syntax error in HELLO option '{}'",
+                    lossy(&argv[i])
+                ));
+            }
+        }
+        if !self.authed {
+            return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        }
+        if let Some(n) = setname {
+            if let Err(e) = self.set_name(n) {
+                return e;
+            }
+        }
+        self.resp3 = proto == 3;
+        let pairs = vec![
+            (Reply::bulk("server"), Reply::bulk("redis")),
+            (Reply::bulk("version"), Reply::bulk(crate::REDIS_VERSION)),
+            (Reply::bulk("proto"), Reply::Int(proto)),
+            (Reply::bulk("id"), Reply::Int(self.id as i64)),
+            (Reply::bulk("mode"), Reply::bulk("standalone")),
+            (Reply::bulk("role"), Reply::bulk("master")),
+            (Reply::bulk("modules"), Reply::Array(Vec::new())),
+        ];
+        Reply::Map(pairs)
+    }
+
+    fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
+        let wrong = || err("WRONGPASS invalid username-password pair or user is disabled.");
+        if user.is_some_and(|u| u != b"default") {
+            return Err(wrong());
+        }
+        match &self.ctx.requirepass {
+            Some(pw) if pw.as_bytes() == pass => {
+                self.authed = true;
+                Ok(())
+            }
+            Some(_) => Err(wrong()),
+            // The default user has no password: any password opens it (Redis's `nopass`).
+            None => Ok(()),
+        }
+    }
+
+    fn auth(&mut self, argv: &[Vec<u8>]) -> Reply {
+        match argv.len() {
+            2 if self.ctx.requirepass.is_none() => err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
+            2 => self.check_password(None, &argv[1]).map_or_else(|e| e, |()| Reply::ok()),
+            3 => self
+                .check_password(Some(&argv[1]), &argv[2])
+                .map_or_else(|e| e, |()| Reply::ok()),
+            _ => err("ERR syntax error"),
+        }
+    }
+
+    fn set_name(&mut self, name: Vec<u8>) -> Result<(), Reply> {
+        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+            return Err(err(
+                "ERR Client names cannot contain spaces, newlines or special characters.",
+            ));
+        }
+        self.name = (!name.is_empty()).then_some(name);
+        Ok(())
+    }
+
+    /// The CLIENT subcommands of one connection; `None`: the harness answers.
+    fn client(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
+        let sub = lossy(argv.get(1)?).to_ascii_lowercase();
+        Some(match (sub.as_str(), argv.len()) {
+            ("id", 2) => Reply::Int(self.id as i64),
+            ("getname", 2) => self.name.clone().map_or(Reply::Nil, Reply::Bulk),
+            ("setname", 3) => match self.set_name(argv[2].clone()) {
+                Ok(()) => Reply::ok(),
+                Err(e) => e,
+            },
+            // CLIENT SETINFO is Redis 7.2's; clients send it on connect and 7.2 answers OK.
+            ("setinfo", 4) => {
+                let value = argv[3].clone();
+                if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                    return Some(err(format!(
+                        "ERR {} cannot contain spaces, newlines or special characters.",
+                        lossy(&argv[2])
+                    )));
+                }
+                if is(&argv[2], "lib-name") {
+                    self.lib.0 = Some(value);
+                } else if is(&argv[2], "lib-ver") {
+                    self.lib.1 = Some(value);
+                } else {
+                    return Some(err(format!(
+                        "ERR Unrecognized option '{}'",
+                        lossy(&argv[2])
+                    )));
+                }
+                Reply::ok()
+            }
+            ("info", 2) => Reply::Bulk(self.info_line().into_bytes()),
+            ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
+            ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
+            _ => return None,
+        })
+    }
+
+    fn info_line(&self) -> String {
+        let name = self.name.as_deref().map(lossy).unwrap_or_default();
+        let laddr = self.local.map(|a| a.to_string()).unwrap_or_default();
+        format!(
+            "id={} addr={} laddr={laddr} fd=8 name={name} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user=default redir=-1 resp={}\n",
+            self.id,
+            self.peer,
+            self.created.elapsed().as_secs(),
+            self.multi.as_ref().map_or(-1, |(q, _)| q.len() as i64),
+            if self.resp3 { 3 } else { 2 },
+        )
+    }
+
+    /// CONFIG GET / SET / RESETSTAT for the settings the server has; `None`: the harness
+    /// answers (HELP, and `not emulated` for the rest).
+    fn config(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
+        let sub = lossy(argv.get(1)?).to_ascii_lowercase();
+        match sub.as_str() {
+            "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..])),
+            "set" if argv.len() >= 4 && argv.len() % 2 == 0 => Some(self.config_set(&argv[2..])),
+            "resetstat" if argv.len() == 2 => Some(Reply::ok()),
+            _ => None,
+        }
+    }
+
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        let ms = self.ctx.shared.busy_threshold().as_millis().to_string();
+        vec![
+            ("busy-reply-threshold", ms.clone()),
+            ("lua-time-limit", ms),
+            ("databases", "1".into()),
+            ("maxmemory", self.ctx.keyspace_limit.to_string()),
+            ("maxmemory-policy", "noeviction".into()),
+            ("port", self.ctx.port.to_string()),
+            ("save", String::new()),
+            ("appendonly", "no".into()),
+        ]
+    }
+
+    fn config_get(&self, patterns: &[Vec<u8>]) -> Reply {
+        let pairs: Vec<(Reply, Reply)> = self
+            .settings()
+            .into_iter()
+            .filter(|(k, _)| patterns.iter().any(|p| glob_match(p, k.as_bytes(), true)))
+            .map(|(k, v)| (Reply::bulk(k), Reply::bulk(v)))
+            .collect();
+        Reply::Map(pairs)
+    }
+
+    fn config_set(&mut self, pairs: &[Vec<u8>]) -> Reply {
+        let mut threshold = None;
+        for kv in pairs.chunks(2) {
+            let key = lossy(&kv[0]).to_ascii_lowercase();
+            match key.as_str() {
+                "busy-reply-threshold" | "lua-time-limit" => {
+                    match crate::number::parse_i64(&kv[1]).filter(|v| *v >= 0) {
+                        Some(v) => threshold = Some(Duration::from_millis(v as u64)),
+                        None => {
+                            return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
+                        }
+                    }
+                }
+                _ => {
+                    // Setting what the server already is changes nothing.
+                    let same = self
+                        .settings()
+                        .iter()
+                        .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
+                    if !same {
+                        return err(format!(
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold and lua-time-limit)"
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(t) = threshold {
+            self.ctx.shared.set_busy_threshold(t);
+        }
+        Reply::ok()
+    }
+
+    /// `LOCKKIT.CLOCK GET | ADVANCE ms | SET unix-ms`: the virtual clock without sleeping.
+    async fn clock(&mut self, argv: &[Vec<u8>]) -> Reply {
+        let usage = || {
+            err("ERR usage: LOCKKIT.CLOCK GET | LOCKKIT.CLOCK ADVANCE <milliseconds> | LOCKKIT.CLOCK SET <unix-milliseconds>")
+        };
+        let ms = |b: &[u8]| {
+            crate::number::parse_i64(b)
+                .filter(|v| *v >= 0)
+                .map(|v| v as u64)
+        };
+        let (advance, set) = match argv {
+            [_, sub] if is(sub, "get") => (None, None),
+            [_, sub, v] if is(sub, "advance") => match ms(v) {
+                Some(v) => (Some(v), None),
+                None => return usage(),
+            },
+            [_, sub, v] if is(sub, "set") => match ms(v) {
+                Some(v) => (None, Some(v)),
+                None => return usage(),
+            },
+            _ => return usage(),
+        };
+        match self.ctx.shared.clock(advance, set).await {
+            Ok(now) => Reply::Int(now),
+            Err(busy) => busy,
+        }
+    }
+}
+
+/// Whether the connection answers `argv` itself (not the harness).
+fn is_local(argv: &[Vec<u8>]) -> bool {
+    let name = full_name(argv);
+    let top = name.split('|').next().unwrap_or_default();
+    matches!(
+        top,
+        "hello" | "auth" | "quit" | "reset" | "select" | "lockkit.clock" | "unwatch" | "info"
+    ) || matches!(
+        name.as_str(),
+        "client|id"
+            | "client|getname"
+            | "client|setname"
+            | "client|setinfo"
+            | "client|info"
+            | "config|get"
+            | "config|set"
+            | "config|resetstat"
+            | "debug|log"
+            | "debug|set-active-expire"
+            | "debug|reload"
+    )
+}

@@ -1,0 +1,197 @@
+//! The harness as a RESP server (`lockkit lua serve`): many connections, one keyspace, one
+//! script cache, one function library and one virtual clock.
+//!
+//! Each connection is a task (`conn`) that reads requests ([`resp`]), answers what belongs
+//! to a connection itself (HELLO, AUTH, CLIENT, MULTI/EXEC, CONFIG, the kill commands) and
+//! sends the rest to the one shared [`Harness`] (`shared`).
+//!
+//! ```no_run
+//! # async fn f() -> std::io::Result<()> {
+//! use lockkit_harness::serve::{ServeOptions, Server};
+//! let server = Server::start(ServeOptions::new().listen("127.0.0.1:0")).await?;
+//! println!("{}", server.addr().port());
+//! server.stop().await;
+//! # Ok(()) }
+//! ```
+
+mod conn;
+pub mod resp;
+mod shared;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+pub use shared::ClockMode;
+
+use crate::harness::{Harness, HarnessOptions};
+
+/// What `lockkit lua serve` starts with.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    listen: String,
+    busy_threshold: Duration,
+    time_limit: Duration,
+    clock: ClockMode,
+    requirepass: Option<String>,
+    max_clients: usize,
+    keyspace_limit: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            listen: "127.0.0.1:6379".into(),
+            busy_threshold: Duration::from_secs(5),
+            time_limit: Duration::from_secs(60),
+            clock: ClockMode::Frozen,
+            requirepass: None,
+            max_clients: 1000,
+            keyspace_limit: crate::DEFAULT_KEYSPACE_LIMIT,
+        }
+    }
+}
+
+impl ServeOptions {
+    /// The defaults: `127.0.0.1:6379`, Redis's 5 s `busy-reply-threshold`, scripts stopped
+    /// after 60 s, a frozen clock, no password, 1,000 connections, a 256 MiB keyspace.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Where to listen (`host:port`; port 0 picks a free one).
+    #[must_use]
+    pub fn listen(mut self, addr: impl Into<String>) -> Self {
+        self.listen = addr.into();
+        self
+    }
+
+    /// After how long a running script makes other connections answer `-BUSY`
+    /// (`busy-reply-threshold`, also `CONFIG SET lua-time-limit`).
+    #[must_use]
+    pub fn busy_threshold(mut self, d: Duration) -> Self {
+        self.busy_threshold = d;
+        self
+    }
+
+    /// After how long the harness stops a script nobody killed (Redis would run it forever).
+    #[must_use]
+    pub fn time_limit(mut self, d: Duration) -> Self {
+        self.time_limit = d;
+        self
+    }
+
+    /// How the virtual clock moves between commands.
+    #[must_use]
+    pub fn clock(mut self, c: ClockMode) -> Self {
+        self.clock = c;
+        self
+    }
+
+    /// The password clients must give with AUTH or HELLO (Redis's `requirepass`).
+    #[must_use]
+    pub fn requirepass(mut self, pw: Option<String>) -> Self {
+        self.requirepass = pw;
+        self
+    }
+
+    /// How many connections at once (Redis's `maxclients`).
+    #[must_use]
+    pub fn max_clients(mut self, n: usize) -> Self {
+        self.max_clients = n;
+        self
+    }
+
+    /// Bytes the keyspace may use (`maxmemory` with `noeviction`; 0 for none).
+    #[must_use]
+    pub fn keyspace_limit(mut self, bytes: usize) -> Self {
+        self.keyspace_limit = bytes;
+        self
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What every connection task reads: the shared harness and the server's settings.
+#[derive(Debug)]
+struct Ctx {
+    shared: Arc<shared::Shared>,
+    requirepass: Option<String>,
+    keyspace_limit: usize,
+    port: u16,
+}
+
+impl Server {
+    /// Binds and starts serving.
+    ///
+    /// # Errors
+    /// The address cannot be bound, an option is out of range, or Lua cannot start.
+    pub async fn start(options: ServeOptions) -> std::io::Result<Server> {
+        let invalid = |e: crate::HarnessError| std::io::Error::other(e.to_string());
+        let harness = Harness::with_options(
+            HarnessOptions::new()
+                .time_limit(options.time_limit)
+                .keyspace_limit(options.keyspace_limit),
+        )
+        .map_err(invalid)?;
+        let listener = TcpListener::bind(&options.listen).await?;
+        let addr = listener.local_addr()?;
+        let ctx = Arc::new(Ctx {
+            shared: shared::Shared::new(harness, options.busy_threshold, options.clock),
+            requirepass: options.requirepass,
+            keyspace_limit: options.keyspace_limit,
+            port: addr.port(),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let slots = Arc::new(Semaphore::new(options.max_clients.max(1)));
+        let task = tokio::spawn(accept_loop(listener, ctx, slots, stop_rx));
+        Ok(Server { addr, stop, task })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Closes the listener and every connection.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    ctx: Arc<Ctx>,
+    slots: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => {
+                let Ok((socket, peer)) = accepted else { continue };
+                let permit = slots.clone().try_acquire_owned().ok();
+                let ctx = ctx.clone();
+                let stop = stop.clone();
+                conns.spawn(async move {
+                    conn::serve(socket, peer, ctx, permit.is_some(), stop).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+    conns.shutdown().await;
+}

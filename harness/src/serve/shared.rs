@@ -1,0 +1,416 @@
+//! What every connection shares: one [`Harness`] (keyspace, script cache, function library,
+//! virtual clock) behind an async mutex, the running script, the scripting settings.
+//!
+//! A script runs on a blocking thread while its connection holds the harness. Other
+//! connections wait for the harness; once the script has run past `busy-reply-threshold`
+//! they are answered `-BUSY` instead (what Redis does from its script-timeout hook), except
+//! for the commands Redis allows then (`SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS`...).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::harness::Harness;
+use crate::reply::Reply;
+use crate::script::{StopHandle, StopRefused};
+
+const BUSY_EVAL: &str =
+    "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+
+/// How the virtual clock moves between commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Frozen: only `DEBUG SLEEP` and `LOCKKIT.CLOCK` move it.
+    Frozen,
+    /// Follows the wall clock (plus whatever `DEBUG SLEEP` and `LOCKKIT.CLOCK` added).
+    Wall,
+}
+
+/// The script a connection is running.
+#[derive(Debug, Clone)]
+struct Running {
+    seq: u64,
+    /// EVAL-family (else FCALL).
+    eval: bool,
+    /// The SHA or the function name, for the kill message.
+    name: String,
+    /// The command, for FUNCTION STATS.
+    argv: Vec<Vec<u8>>,
+    started: Instant,
+    /// Past the threshold: other connections are answered BUSY.
+    busy: bool,
+    /// SCRIPT KILL / FUNCTION KILL stopped it.
+    killed: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    busy_threshold: Duration,
+    running: Option<Running>,
+    seq: u64,
+    /// Libraries and functions loaded, for FUNCTION STATS while a script runs.
+    libraries: (usize, usize),
+    /// When the harness clock was last moved to the wall clock (wall mode).
+    synced: Instant,
+    /// The function libraries as the last DEBUG RELOAD saved them (FUNCTION DUMP's payload).
+    saved_functions: Option<Vec<u8>>,
+}
+
+/// The state every connection shares.
+#[derive(Debug)]
+pub struct Shared {
+    harness: Arc<tokio::sync::Mutex<Harness>>,
+    stop: StopHandle,
+    state: Mutex<State>,
+    busy: Notify,
+    clients: AtomicU64,
+    connected: AtomicU64,
+    started: Instant,
+    clock: ClockMode,
+}
+
+/// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
+fn script_kind(argv: &[Vec<u8>]) -> Option<(bool, String)> {
+    let name = String::from_utf8_lossy(argv.first()?).to_ascii_lowercase();
+    let target = argv.get(1)?;
+    match name.as_str() {
+        "eval" | "eval_ro" => Some((true, crate::sha1hex(target))),
+        "evalsha" | "evalsha_ro" => {
+            Some((true, String::from_utf8_lossy(target).to_ascii_lowercase()))
+        }
+        "fcall" | "fcall_ro" => Some((false, String::from_utf8_lossy(target).into_owned())),
+        _ => None,
+    }
+}
+
+impl Shared {
+    /// The shared state over `harness`.
+    pub fn new(harness: Harness, busy_threshold: Duration, clock: ClockMode) -> Arc<Shared> {
+        let stop = harness.stop_handle();
+        Arc::new(Shared {
+            harness: Arc::new(tokio::sync::Mutex::new(harness)),
+            stop,
+            state: Mutex::new(State {
+                busy_threshold,
+                running: None,
+                seq: 0,
+                libraries: (0, 0),
+                synced: Instant::now(),
+                saved_functions: None,
+            }),
+            busy: Notify::new(),
+            clients: AtomicU64::new(0),
+            connected: AtomicU64::new(0),
+            started: Instant::now(),
+            clock,
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic never happens while the lock is held; recover the data if one did.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new client id (CLIENT ID), from 1 up.
+    pub fn next_client_id(&self) -> u64 {
+        self.clients.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A client connected (`true`) or left.
+    pub fn connected(&self, up: bool) {
+        if up {
+            self.connected.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.connected.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `busy-reply-threshold` (alias `lua-time-limit`).
+    pub fn busy_threshold(&self) -> Duration {
+        self.state().busy_threshold
+    }
+
+    /// Sets `busy-reply-threshold`.
+    pub fn set_busy_threshold(&self, d: Duration) {
+        self.state().busy_threshold = d;
+    }
+
+    /// The BUSY error to answer now, if a script runs past the threshold.
+    pub fn busy_reply(&self) -> Option<Reply> {
+        let st = self.state();
+        match &st.running {
+            Some(r) if r.busy => Some(Reply::err(if r.eval { BUSY_EVAL } else { BUSY_FUNCTION })),
+            _ => None,
+        }
+    }
+
+    /// SCRIPT KILL (`eval`) or FUNCTION KILL, with Redis's checks in Redis's order.
+    pub fn kill(&self, eval: bool) -> Reply {
+        let mut st = self.state();
+        let Some(r) = st.running.as_mut().filter(|r| r.busy) else {
+            return Reply::err(NOTBUSY);
+        };
+        if self.stop.wrote() {
+            return Reply::err(UNKILLABLE);
+        }
+        if r.eval != eval {
+            return Reply::err(if r.eval { BUSY_EVAL } else { BUSY_FUNCTION });
+        }
+        match self.stop.stop() {
+            Err(StopRefused::Wrote) => Reply::err(UNKILLABLE),
+            Err(StopRefused::NotRunning) => Reply::err(NOTBUSY),
+            Ok(()) => {
+                r.killed = true;
+                Reply::ok()
+            }
+        }
+    }
+
+    /// FUNCTION STATS while a script runs (the harness is held by it).
+    pub fn function_stats_busy(&self) -> Reply {
+        let st = self.state();
+        let running = match &st.running {
+            Some(r) if !r.eval => Reply::Map(vec![
+                (Reply::bulk("name"), Reply::bulk(&r.name)),
+                (
+                    Reply::bulk("command"),
+                    Reply::Array(r.argv.iter().map(Reply::bulk).collect()),
+                ),
+                (
+                    Reply::bulk("duration_ms"),
+                    Reply::Int(r.started.elapsed().as_millis() as i64),
+                ),
+            ]),
+            _ => Reply::Nil,
+        };
+        let (libs, funcs) = st.libraries;
+        crate::function_admin::stats_reply(running, libs, funcs)
+    }
+
+    /// Runs `batch` (one command, or a transaction's) on the harness, atomically.
+    ///
+    /// # Errors
+    /// The BUSY reply when a script of another connection runs past the threshold.
+    pub async fn execute(
+        self: &Arc<Self>,
+        batch: Vec<Vec<Vec<u8>>>,
+        resp3: bool,
+    ) -> Result<Vec<Reply>, Reply> {
+        let notified = self.busy.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if let Some(busy) = self.busy_reply() {
+            return Err(busy);
+        }
+        let guard = tokio::select! {
+            g = self.harness.clone().lock_owned() => g,
+            _ = notified => {
+                return Err(self.busy_reply().unwrap_or_else(|| Reply::err(BUSY_EVAL)));
+            }
+        };
+        let me = self.clone();
+        let handle = tokio::runtime::Handle::current();
+        let joined = tokio::task::spawn_blocking(move || {
+            let mut h = guard;
+            let replies: Vec<Reply> = batch
+                .iter()
+                .map(|argv| me.run_one(&mut h, argv, resp3, &handle))
+                .collect();
+            let libs = h.libraries();
+            me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
+            replies
+        })
+        .await;
+        joined.map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
+    }
+
+    fn run_one(
+        self: &Arc<Self>,
+        h: &mut Harness,
+        argv: &[Vec<u8>],
+        resp3: bool,
+        rt: &tokio::runtime::Handle,
+    ) -> Reply {
+        if self.clock == ClockMode::Wall {
+            let mut st = self.state();
+            let now = Instant::now();
+            h.advance(now.duration_since(st.synced));
+            st.synced = now;
+        }
+        let Some((eval, name)) = script_kind(argv) else {
+            return h.call_argv_as(argv, resp3);
+        };
+        let (seq, threshold) = {
+            let mut st = self.state();
+            st.seq += 1;
+            st.running = Some(Running {
+                seq: st.seq,
+                eval,
+                name: name.clone(),
+                argv: argv.to_vec(),
+                started: Instant::now(),
+                busy: false,
+                killed: false,
+            });
+            (st.seq, st.busy_threshold)
+        };
+        let me = self.clone();
+        let timer = rt.spawn(async move {
+            tokio::time::sleep(threshold).await;
+            if let Some(r) = me.state().running.as_mut().filter(|r| r.seq == seq) {
+                r.busy = true;
+            }
+            me.busy.notify_waiters();
+        });
+        let reply = h.call_argv_as(argv, resp3);
+        timer.abort();
+        let killed = self.state().running.take().is_some_and(|r| r.killed);
+        if killed && h.stopped() {
+            // Redis adds `, on @user_script:LINE.`: the line where the hook stopped it,
+            // which the harness does not know.
+            return Reply::err(format!(
+                "ERR Script killed by user with SCRIPT KILL... script: {name}."
+            ));
+        }
+        reply
+    }
+
+    /// Runs `f` on the harness when no script of another connection is busy.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    async fn with_harness<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Harness) -> R + Send + 'static,
+    ) -> Result<R, Reply> {
+        if let Some(busy) = self.busy_reply() {
+            return Err(busy);
+        }
+        let guard = self.harness.clone().lock_owned().await;
+        tokio::task::spawn_blocking(move || {
+            let mut h = guard;
+            f(&mut h)
+        })
+        .await
+        .map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
+    }
+
+    /// Moves the virtual clock: `advance` milliseconds forward, or to `set` Unix milliseconds.
+    /// Answers the clock afterwards (Unix milliseconds).
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn clock(&self, advance_ms: Option<u64>, set_ms: Option<u64>) -> Result<i64, Reply> {
+        self.with_harness(move |h| {
+            if let Some(ms) = advance_ms {
+                h.advance(Duration::from_millis(ms));
+            }
+            if let Some(ms) = set_ms {
+                h.set_time(std::time::UNIX_EPOCH + Duration::from_millis(ms));
+            }
+            h.now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64)
+        })
+        .await
+    }
+
+    /// `DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]` for the function libraries: the keyspace
+    /// would come back as it is (nothing is lost by a save and a load), so only the libraries
+    /// move: saved (unless NOSAVE), flushed (unless NOFLUSH), loaded back (MERGE: replacing).
+    pub async fn debug_reload(self: &Arc<Self>, argv: &[Vec<u8>]) -> Reply {
+        let (mut merge, mut noflush, mut nosave) = (false, false, false);
+        for a in &argv[2..] {
+            match String::from_utf8_lossy(a).to_ascii_lowercase().as_str() {
+                "merge" => merge = true,
+                "noflush" => noflush = true,
+                "nosave" => nosave = true,
+                _ => {
+                    return Reply::err(
+                        "ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+                    )
+                }
+            }
+        }
+        if nosave && !noflush {
+            return Reply::err("ERR harness: DEBUG RELOAD NOSAVE without NOFLUSH is not emulated (the keyspace is never saved)");
+        }
+        let me = self.clone();
+        let r = self
+            .with_harness(move |h| {
+                if !nosave {
+                    if let Reply::Bulk(p) = h.call(&["FUNCTION", "DUMP"]) {
+                        me.state().saved_functions = Some(p);
+                    }
+                }
+                let Some(payload) = me.state().saved_functions.clone() else {
+                    return Reply::err("ERR Error trying to load the RDB dump, check server logs.");
+                };
+                if !noflush {
+                    h.call(&["FUNCTION", "FLUSH"]);
+                }
+                let policy: &[u8] = if merge { b"REPLACE" } else { b"APPEND" };
+                match h.call(&[b"FUNCTION".as_slice(), b"RESTORE", &payload, policy]) {
+                    Reply::Error(_) => {
+                        Reply::err("ERR Error trying to load the RDB dump, check server logs.")
+                    }
+                    _ => Reply::ok(),
+                }
+            })
+            .await;
+        r.unwrap_or_else(|busy| busy)
+    }
+
+    /// INFO for the sections the server knows (server, clients, memory); an error naming a
+    /// section it does not emulate.
+    pub async fn info(&self, sections: Vec<String>, port: u16, maxmemory: usize) -> Reply {
+        const KNOWN: [&str; 3] = ["server", "clients", "memory"];
+        let all = sections.is_empty()
+            || sections
+                .iter()
+                .any(|s| matches!(s.as_str(), "default" | "all" | "everything"));
+        if !all {
+            if let Some(other) = sections.iter().find(|s| !KNOWN.contains(&s.as_str())) {
+                return Reply::err(format!(
+                    "ERR harness: INFO {other} is not emulated (only server, clients and memory)"
+                ));
+            }
+        }
+        let want = |s: &str| all || sections.iter().any(|x| x == s);
+        let figures = match self.with_harness(|h| h.memory_figures()).await {
+            Ok(f) => f,
+            Err(busy) => return busy,
+        };
+        let (scripts, lua, keyspace, _keys) = figures;
+        let mut out = String::new();
+        if want("server") {
+            out.push_str(&format!(
+                "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nos:lockkit-harness\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\n",
+                crate::REDIS_VERSION,
+                std::process::id(),
+                self.started.elapsed().as_secs()
+            ));
+        }
+        if want("clients") {
+            out.push_str(&format!(
+                "{}# Clients\r\nconnected_clients:{}\r\n",
+                if out.is_empty() { "" } else { "\r\n" },
+                self.connected.load(Ordering::Relaxed)
+            ));
+        }
+        if want("memory") {
+            out.push_str(&format!(
+                "{}# Memory\r\nused_memory:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_policy:noeviction\r\n",
+                if out.is_empty() { "" } else { "\r\n" },
+                keyspace + lua
+            ));
+        }
+        Reply::Bulk(out.into_bytes())
+    }
+}
