@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lockkit_proxy::observe::{Observe, ObserveOptions, ObserveReport};
@@ -81,34 +81,7 @@ pub fn roundtrip(s: &mut TcpStream, bytes: &[u8], want: usize) -> std::io::Resul
     Ok(got)
 }
 
-static PIP: Once = Once::new();
-
-/// python3 with redis-py, installed from PyPI when missing (as `.ci/run` does).
-pub fn python_with_redis() -> Command {
-    PIP.call_once(|| {
-        let have = Command::new("python3")
-            .args(["-c", "import redis"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !have {
-            // Debian's own python refuses a plain install (PEP 668) and needs the second form.
-            let installed = [&[][..], &["--break-system-packages"][..]]
-                .iter()
-                .any(|extra| {
-                    Command::new("python3")
-                        .args(["-m", "pip", "install", "--quiet", "redis"])
-                        .args(*extra)
-                        .status()
-                        .is_ok_and(|s| s.success())
-                });
-            assert!(
-                installed,
-                "pip install redis failed (python3 and pip are needed)"
-            );
-        }
-    });
-    Command::new("python3")
-}
+pub use lockkit_test_support::python_with_redis;
 
 /// Runs the Python `script` with redis-py and `args` (off the async runtime); its stdout.
 ///
