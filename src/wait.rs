@@ -17,6 +17,17 @@
 //! say, and [`LockClient::wait_mode`](crate::LockClient::wait_mode) says why. A lost
 //! subscription connection degrades to polling until it is back: waiting can be slower, never
 //! less safe, since every wake-up only leads to one more ordinary acquire attempt.
+//!
+//! Beyond 256 idle channels (no waiters), the idle ones leave the hub's map and are
+//! unsubscribed in the background. A key among them may be waited on again before that
+//! `UNSUBSCRIBE` is sent; its new waiter subscribes anew, and an `UNSUBSCRIBE` arriving at the
+//! server after that `SUBSCRIBE` would drop a subscription the hub counts as live (the waiter
+//! would then sleep until the holder's TTL). So the two are ordered: every `SUBSCRIBE` holds a
+//! shared lock of the hub while it is sent, the `UNSUBSCRIBE` holds it alone and, under it,
+//! leaves out every channel back in the map by then. Either the `SUBSCRIBE` was sent first, and
+//! the channel is left out of the `UNSUBSCRIBE`; or the `UNSUBSCRIBE` was, and the `SUBSCRIBE`
+//! comes after it on the same connection. Commands on one connection reach the server in the
+//! order they were queued, so queueing in this order is enough.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -84,6 +95,9 @@ struct HubInner {
     /// `None` while the connection is down (waiters poll meanwhile).
     sink: Mutex<Option<PubSubSink>>,
     channels: Mutex<HashMap<String, Arc<Channel>>>,
+    /// Orders an eviction's `UNSUBSCRIBE` against `SUBSCRIBE`s: these share it, the
+    /// `UNSUBSCRIBE` holds it alone (see the module docs).
+    order: tokio::sync::RwLock<()>,
     /// Bumped on every (re)connect: a channel subscribed in an older generation is not anymore.
     generation: AtomicU64,
     alive: AtomicBool,
@@ -151,6 +165,7 @@ impl Hub {
         let inner = Arc::new(HubInner {
             sink: Mutex::new(Some(sink)),
             channels: Mutex::new(HashMap::new()),
+            order: tokio::sync::RwLock::new(()),
             generation: AtomicU64::new(1),
             alive: AtomicBool::new(true),
             response_timeout,
@@ -179,11 +194,8 @@ impl Hub {
             for n in &idle {
                 channels.remove(n);
             }
-            if let Some(mut sink) = lock(&self.0.sink).clone() {
-                // Sent in order on the one connection, before any later SUBSCRIBE of ours.
-                tokio::spawn(async move {
-                    let _ = sink.unsubscribe(idle).await;
-                });
+            if !idle.is_empty() {
+                tokio::spawn(unsubscribe_evicted(Arc::downgrade(&self.0), idle));
             }
         }
         let c = Arc::new(Channel {
@@ -234,6 +246,7 @@ impl Hub {
         if *at == generation {
             return self.alive();
         }
+        let _order = self.0.order.read().await;
         let Some(mut sink) = lock(&self.0.sink).clone() else {
             return false;
         };
@@ -248,6 +261,25 @@ impl Hub {
             }
         }
     }
+}
+
+/// Unsubscribes channels evicted as idle, except those waited on again meanwhile (back in the
+/// map: subscribed anew, or about to be). Holds the hub's order alone until the command is
+/// queued, so no `SUBSCRIBE` of those channels can be overtaken by it.
+async fn unsubscribe_evicted(hub: Weak<HubInner>, mut names: Vec<String>) {
+    let Some(inner) = hub.upgrade() else { return };
+    let _alone = inner.order.write().await;
+    names.retain(|n| !lock(&inner.channels).contains_key(n));
+    let Some(mut sink) = lock(&inner.sink).clone() else {
+        return;
+    };
+    if names.is_empty() {
+        return;
+    }
+    // Queued on the first poll; a server that does not answer in time only delays the reply,
+    // the command stays ahead of any later SUBSCRIBE.
+    let limit = inner.response_timeout.unwrap_or(Duration::from_secs(5));
+    let _ = tokio::time::timeout(limit, sink.unsubscribe(names)).await;
 }
 
 /// Opens the release notifications of a client on `url`, a target of this `topology`;
@@ -349,7 +381,9 @@ async fn run(
             // The keys waited on before stay subscribed across the reconnect.
             let channels: Vec<Arc<Channel>> = lock(&inner.channels).values().cloned().collect();
             for c in channels {
+                // The locks in the order `subscribe_once` takes them.
                 let mut at = c.subscribed.lock().await;
+                let _order = inner.order.read().await;
                 if sink.subscribe(&c.name).await.is_ok() {
                     *at = generation;
                 }
@@ -652,6 +686,8 @@ impl Drop for NotifyWaiter {
 mod tests {
     use super::*;
 
+    use crate::Locker;
+
     #[test]
     fn release_channel_is_prefix_and_key() {
         assert_eq!(release_channel("order:42"), "lockkit:released:order:42");
@@ -660,5 +696,80 @@ mod tests {
     #[test]
     fn poll_waiter_is_not_notified() {
         assert!(!Waiter::poll().is_notified());
+    }
+
+    /// How many clients the server has subscribed to `channel`.
+    async fn subscribers(conn: &mut Conn, channel: &str) -> i64 {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query_async(conn)
+            .await
+            .unwrap();
+        n
+    }
+
+    /// A key whose channel was just evicted as idle (its UNSUBSCRIBE not sent yet) is waited on
+    /// again at once: the waiter's SUBSCRIBE goes out first. The eviction's UNSUBSCRIBE must not
+    /// undo it: the server keeps the channel subscribed and the waiter wakes on the release.
+    /// (It used to be sent by a spawned task, after the SUBSCRIBE, and drop the subscription
+    /// while the hub counted it as live: the waiter then slept until the holder's TTL.)
+    #[tokio::test]
+    async fn an_evicted_channel_waited_on_again_stays_subscribed() {
+        let server = lockkit_test_support::RedisServer::start();
+        let conns = crate::connections::Connections::connect(&server.url(), ClientOptions::new())
+            .await
+            .unwrap();
+        let hub = conns.hub().expect("notification on a plain server").clone();
+        let mut conn = conns.conn();
+        let wait = Duration::from_secs(60);
+        // As many idle subscribed channels as are kept; the next new one evicts them all.
+        for i in 0..IDLE_CHANNELS {
+            let c = hub.channel(&format!("idle:{i}"));
+            assert!(hub.ensure_subscribed(&c, wait).await);
+        }
+        let holder = crate::LockClient::connect(&server.url()).await.unwrap();
+        let held = holder.try_acquire("idle:0", wait).await.unwrap().unwrap();
+        let _evicting = hub.channel("other");
+        // No await since the eviction: the waiter subscribes before anything spawned runs.
+        let mut waiter = hub.waiter("idle:0", conns.conn());
+        let channel = waiter.channel.clone();
+        // The bound only ends a failing test early: the holder's TTL and the deadline are a
+        // minute, a release wakes the waiter in a round trip.
+        let waiting = tokio::time::timeout(
+            Duration::from_secs(30),
+            waiter.wait(Duration::from_millis(10), wait),
+        );
+        let check = async {
+            // Until the hub counts the waiter's channel as subscribed and the server has
+            // processed the eviction (another evicted channel is gone).
+            let mut settled = false;
+            for _ in 0..500 {
+                let confirmed = channel
+                    .subscribed
+                    .try_lock()
+                    .is_ok_and(|g| *g == hub.0.generation.load(Ordering::Acquire));
+                if confirmed && subscribers(&mut conn, &release_channel("idle:1")).await == 0 {
+                    settled = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(
+                settled,
+                "the waiter never subscribed, or the eviction never ran"
+            );
+            assert_eq!(
+                subscribers(&mut conn, &release_channel("idle:0")).await,
+                1,
+                "the server dropped the channel of a key with a live waiter"
+            );
+            assert_eq!(
+                holder.release(&held).await.unwrap(),
+                crate::ReleaseOutcome::Released
+            );
+        };
+        let (woken, ()) = tokio::join!(waiting, check);
+        assert!(woken.is_ok(), "the waiter was not woken by the release");
     }
 }
