@@ -498,16 +498,17 @@ async fn idempotency_key_replays_the_first_response() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_response_is_never_overwritten() {
     let server = RedisServer::start();
-    // No watchdog and a short TTL: the first request outlives its claim.
-    let opts = DuplicateSubmitOptions::new()
-        .ttl(Duration::from_millis(300))
-        .idempotency(Some(IdempotencyOptions::new()));
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
     let (app, probe) = app_with(&server, opts).await;
 
     let slow = spawn_send(&app, idem_order("rae", "k-2", r#"{"sku":"D4"}"#, true));
     probe.wait_entered().await;
-    until_no_keys(&server, "lockkit:submit:*").await;
-    // The claim has expired: a retry runs, and its response is stored first.
+    // The first request outlives its claim: the claim is renewed while the handler runs, so it
+    // is lost here by deleting it (as when Redis was frozen past its TTL, or failed over).
+    let claims = keys(&server, "lockkit:submit:claim:*");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    server.inline(&format!("DEL {}", claims[0])).unwrap();
+    // The claim is gone: a retry runs, and its response is stored first.
     let retry = send(&app, idem_order("rae", "k-2", r#"{"sku":"D4"}"#, false)).await;
     assert_eq!(retry.status, StatusCode::CREATED);
     assert_eq!(retry.headers["x-order"], "2");
@@ -564,28 +565,118 @@ async fn a_response_that_cannot_be_stored_keeps_the_key_claimed() {
     );
 }
 
+/// With `free_on_server_error`, a 5xx, a panic and a client that went away free the key at
+/// once: nothing is stored, and a retry runs the handler again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_errors_are_not_stored_for_replay() {
     let server = RedisServer::start();
-    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let idem = IdempotencyOptions::new().free_on_server_error(true);
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(idem));
     let (app, probe) = app_with(&server, opts).await;
-    let failing = || {
-        req("/orders", "olga")
-            .header("idempotency-key", "k-9")
-            .header("x-fail", "1")
-            .body(Body::from("{}"))
-            .unwrap()
-    };
+    for how in ["x-fail", "x-panic"] {
+        let first = send(&app, failing_idem_order("olga", "k-9", how)).await;
+        assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR, "{how}");
+        assert!(keys(&server, "lockkit:submit:idem:*").is_empty());
+        assert!(keys(&server, "lockkit:submit:claim:*").is_empty());
+        let again = send(&app, failing_idem_order("olga", "k-9", how)).await;
+        assert_eq!(again.status, StatusCode::INTERNAL_SERVER_ERROR, "{how}");
+    }
+    assert_eq!(probe.runs(), 4);
+    // The client goes away mid-handler: the claim is freed in the background.
+    let gone = spawn_send(&app, idem_order("olga", "k-10", "{}", true));
+    probe.wait_entered().await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    until_no_keys(&server, "lockkit:submit:claim:*").await;
+    let retry = send(&app, idem_order("olga", "k-10", "{}", false)).await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.text());
+    assert_eq!(probe.runs(), 6);
+}
+
+/// Idempotency on, no watchdog, locks and claims with this TTL.
+fn idempotent_with_ttl(ttl: Duration) -> DuplicateSubmitOptions {
+    DuplicateSubmitOptions::new()
+        .ttl(ttl)
+        .idempotency(Some(IdempotencyOptions::new()))
+}
+
+/// No watchdog configured, a handler slower than the claim's TTL (1 s): the claim is renewed
+/// while the handler runs, so a retry meanwhile gets 409 and the handler runs once. (The claim
+/// used to be renewed only when a watchdog was configured: it expired under the running
+/// handler, and the retry ran it a second time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_claim_is_renewed_while_a_slow_handler_runs() {
+    let server = RedisServer::start();
+    let (app, probe) = app_with(&server, idempotent_with_ttl(Duration::from_secs(1))).await;
+    let slow = spawn_send(&app, idem_order("vic", "k-6", r#"{"sku":"F6"}"#, true));
+    probe.wait_entered().await;
+    // Several TTLs pass while the handler works.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let retry = send(&app, idem_order("vic", "k-6", r#"{"sku":"F6"}"#, false)).await;
+    assert_eq!(retry.status, StatusCode::CONFLICT, "{}", retry.text());
+    assert_eq!(probe.runs(), 1, "the retry ran the handler a second time");
+
+    probe.let_one_finish();
+    assert_eq!(slow.await.unwrap().status, StatusCode::CREATED);
+    // The claim is freed when the handler has answered and its response is stored.
+    assert!(keys(&server, "lockkit:submit:claim:*").is_empty());
+    let replay = send(&app, idem_order("vic", "k-6", r#"{"sku":"F6"}"#, false)).await;
+    assert_eq!(replay.headers["idempotency-replayed"], "true");
+    assert_eq!(replay.headers["x-order"], "1");
+    assert_eq!(probe.runs(), 1);
+}
+
+/// A request with an idempotency key that fails in the handler: `x-fail` (500) or `x-panic`.
+fn failing_idem_order(user: &str, key: &str, how: &str) -> Request<Body> {
+    req("/orders", user)
+        .header("idempotency-key", key)
+        .header(how, "1")
+        .body(Body::from("{}"))
+        .unwrap()
+}
+
+/// A handler that answered 5xx, panicked, or whose client went away mid-handler may have done
+/// its side effect: by default the key stays claimed until the claim's TTL runs out, so a
+/// retry meanwhile gets 409 instead of running it again; nothing is stored, and after the TTL
+/// a retry runs. (A 5xx and a panic used to free the key at once, and the retry ran the handler
+/// again; so did a client that went away.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_server_error_the_key_stays_claimed_until_the_claim_ttl() {
+    let server = RedisServer::start();
+    let (app, probe) = app_with(&server, idempotent_with_ttl(Duration::from_secs(1))).await;
+    for (key, how) in [("k-500", "x-fail"), ("k-panic", "x-panic")] {
+        let first = send(&app, failing_idem_order("wes", key, how)).await;
+        assert_eq!(first.status, StatusCode::INTERNAL_SERVER_ERROR, "{how}");
+        let retry = send(&app, idem_order("wes", key, "{}", false)).await;
+        assert_eq!(
+            retry.status,
+            StatusCode::CONFLICT,
+            "after {how}: {}",
+            retry.text()
+        );
+    }
+    // The client goes away while the handler runs: the request future is dropped.
+    let gone = spawn_send(&app, idem_order("wes", "k-gone", "{}", true));
+    probe.wait_entered().await;
+    gone.abort();
+    assert!(gone.await.unwrap_err().is_cancelled());
+    let retry = send(&app, idem_order("wes", "k-gone", "{}", false)).await;
     assert_eq!(
-        send(&app, failing()).await.status,
-        StatusCode::INTERNAL_SERVER_ERROR
+        retry.status,
+        StatusCode::CONFLICT,
+        "after a disconnect: {}",
+        retry.text()
     );
+    assert_eq!(probe.runs(), 3, "a retry ran the handler again");
     assert!(keys(&server, "lockkit:submit:idem:*").is_empty());
-    assert_eq!(
-        send(&app, failing()).await.status,
-        StatusCode::INTERNAL_SERVER_ERROR
-    );
-    assert_eq!(probe.runs(), 2);
+
+    // Once the claims have run out their TTL, a retry runs the handler.
+    until_no_keys(&server, "lockkit:submit:claim:*").await;
+    for key in ["k-500", "k-panic", "k-gone"] {
+        let retry = send(&app, idem_order("wes", key, "{}", false)).await;
+        assert_eq!(retry.status, StatusCode::CREATED, "{key}: {}", retry.text());
+    }
+    assert_eq!(probe.runs(), 6);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

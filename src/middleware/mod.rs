@@ -32,7 +32,8 @@
 //! 2. The user comes from the [`UserExtractor`] (default [`HeaderUser`]: the `x-user-id`
 //!    header, then the client address), the key from the [`KeyBuilder`] (default
 //!    [`DefaultKeyBuilder`], see [`request_key`]), over the full original path and the host.
-//! 3. One `SET key token NX PX ttl` (TTL 5 s by default; optionally renewed by the watchdog).
+//! 3. One `SET key token NX PX ttl` (TTL 5 s by default; optionally renewed by the watchdog;
+//!    an idempotency claim is always renewed, see below).
 //!    Taken by someone else: the busy response (429). Redis unavailable: fail-closed (503, the
 //!    default) or fail-open (run unguarded), logged with `tracing` either way.
 //! 4. The handler runs. When it answers, fails or panics (the panic is caught and answered with
@@ -40,10 +41,12 @@
 //!    that follows the response is admitted. If the client disconnects, the request future is
 //!    dropped, and the [`LockGuard`](crate::LockGuard)'s drop releases the lock in the background.
 //!    A request only ever releases the lock it took itself (its own random token), never one
-//!    taken by another request. While it runs, the handler finds the lock's
-//!    [`LossSignal`](crate::LossSignal) in the request's extensions (also for an idempotency
-//!    claim): with the watchdog on, it resolves the moment the lock is found lost, so a long
-//!    handler can stop before a duplicate runs beside it; without the watchdog it never resolves.
+//!    taken by another request. (An idempotency claim is freed or kept as the table below says.)
+//!    While it runs, the handler finds the lock's [`LossSignal`](crate::LossSignal) in the
+//!    request's extensions (also for an idempotency claim): with the watchdog on, it resolves
+//!    the moment the lock is found lost, so a long handler can stop before a duplicate runs
+//!    beside it; without the watchdog it resolves when the lock's validity ends. A claim is
+//!    always renewed, so its signal resolves when a renewal finds it lost.
 //!
 //! # Idempotent replay
 //! With [`IdempotencyOptions`] on, a request carrying an `Idempotency-Key` header follows the
@@ -52,19 +55,29 @@
 //!
 //! | the key is | the answer |
 //! | --- | --- |
-//! | new | the key is *claimed* in Redis (`SET NX`, a lock with the layer's TTL, renewed by the watchdog) **before** the handler runs; the handler runs |
+//! | new | the key is *claimed* in Redis (`SET NX`, a lock with the layer's TTL) **before** the handler runs; the handler runs, and the claim is renewed every third of its TTL for as long as it does, with or without a watchdog |
 //! | claimed by a request in flight | **409 Conflict**, whatever the body ([`IdempotencyOptions::in_flight_response`]) |
 //! | answered, same request | the stored status, headers and body, with `idempotency-replayed: true`; the handler does not run |
 //! | answered, another method, path, query or body | **422** ([`IdempotencyOptions::mismatch_response`]) |
 //!
 //! The response is written once with `SET NX` (never over another request's record), kept for
 //! 24 h, and only then is the claim released. Only 2xx responses are stored by default
-//! ([`IdempotencyOptions::also_store`] adds others): any other status frees the key, so a client
-//! that fixes a refused request (400, 401, 408, 409, 429) and retries with the same key is
-//! served afresh, and a 5xx is retried.
-//! A response that should be stored but cannot be (Redis refused the write or did not answer, a
-//! body of unknown size or over 1 MiB) leaves the claim in place until its TTL runs out, so a
-//! retry meanwhile gets 409 rather than running the handler a second time. Records are scoped by
+//! ([`IdempotencyOptions::also_store`] adds others). How the handler ended decides whether the
+//! key is freed for a retry, or stays claimed until the claim's TTL (the layer's, 5 s by
+//! default) runs out, retries meanwhile getting 409:
+//!
+//! | the handler | stored | the claim | a retry with the same key |
+//! | --- | --- | --- | --- |
+//! | answered 2xx (or a status chosen with `also_store`), and the record was written | yes, 24 h | freed | the stored response |
+//! | answered another status below 500 (a refusal: 400, 401, 408, 409, 429, …) | no | freed | runs the handler (the corrected request is served afresh) |
+//! | answered 5xx, panicked (answered 500), or the inner service returned an error | no | kept until its TTL: the side effect may have happened | 409 until then, afterwards runs the handler; with [`IdempotencyOptions::free_on_server_error`] the claim is freed at once and the retry runs |
+//! | was cancelled: the client went away, the request future was dropped | no | kept until its TTL, as after a 5xx (freed with `free_on_server_error`) | as after a 5xx |
+//! | answered something to store, but it could not be (Redis refused or did not answer the write, a body of unknown size or over 1 MiB) | no | kept until its TTL | 409 until then, afterwards runs the handler |
+//!
+//! The claim is renewed while the handler runs, so a slow handler is not run a second time by a
+//! retry that arrives after one TTL; a claim that is lost all the same (Redis frozen past its
+//! TTL, a failover) is told to the handler through the [`LossSignal`](crate::LossSignal).
+//! Records are scoped by
 //! host and user: another user's identical key is a different key. A request whose user is
 //! unknown (no user header, no client address) is served as if it carried no key: it is never
 //! answered with a stored response, which could be another client's. Hop-by-hop headers,
@@ -84,10 +97,12 @@
 //!   runs again unless it carries an idempotency key.
 //! - The TTL bounds how long a crashed instance blocks duplicates, and also how long a handler
 //!   is protected: a handler that outlives the TTL without the watchdog loses its lock (logged
-//!   at release). The same holds for an idempotency claim: once it has expired, a retry runs
-//!   the handler again; of the two responses, the one stored first is kept and replayed.
-//! - A client that disconnects while the handler runs frees its key (lock or claim) in the
-//!   background: the handler was cancelled, and a retry runs it again.
+//!   at release). An idempotency claim is renewed while its handler runs; if it is lost all
+//!   the same, a retry runs the handler again, and of the two responses the one stored first is
+//!   kept and replayed.
+//! - A client that disconnects while the handler runs frees its lock in the background: the
+//!   handler was cancelled, and a duplicate runs it again. An idempotency claim is kept until
+//!   its TTL instead (see the table above).
 //! - If the future is dropped while the `SET` is in flight, the `SET` may still land: a
 //!   compare-and-delete with its token follows in the background, so the key is not left held
 //!   for its TTL (unless Redis stays unreachable for the few seconds that clean-up keeps trying).

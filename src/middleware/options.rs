@@ -55,10 +55,11 @@ impl Rejection {
 /// Optional replay of a stored response to retries that carry the same `Idempotency-Key`.
 ///
 /// A request with the header first *claims* its key in Redis (a lock on
-/// `{prefix}:claim:{user}:{digest of the key}`, taken with `SET NX` before the handler runs and
-/// renewed by the watchdog when one is configured). While the claim is held, every other
-/// request with that key gets [`in_flight_response`](Self::in_flight_response) (409), whatever
-/// its body. When the handler has answered, the response is written once, with `SET NX`, to
+/// `{prefix}:claim:{user}:{digest of the key}` with the layer's TTL, taken with `SET NX` before
+/// the handler runs). The claim is renewed every third of its TTL for as long as the handler
+/// runs, whether or not the layer has a watchdog (a configured watchdog's interval and
+/// `max_hold` apply to it). While the claim is held, every other request with that key gets
+/// [`in_flight_response`](Self::in_flight_response) (409), whatever its body. When the handler has answered, the response is written once, with `SET NX`, to
 /// `{prefix}:idem:{user}:{digest of the key}` for [`ttl`](Self::ttl) (24 h by default), and only
 /// then is the claim released: a later retry with the same request gets the stored response, a
 /// retry with another method, path, query or body gets
@@ -66,13 +67,19 @@ impl Rejection {
 ///
 /// What is stored: the status, the headers (without hop-by-hop ones, `content-length` and
 /// `set-cookie`) and the whole body, plus a digest of the request as its fingerprint. Only 2xx
-/// responses are stored by default ([`also_store`](Self::also_store) adds others); any other
-/// status frees the key, so a client that fixes a refused request (400, 401, 408, 409, 429) and
-/// retries with the same key is served afresh, and a 5xx is retried. A response that
-/// should be stored but cannot be (Redis refused or did not answer the write, a body of unknown
-/// size or over [`max_response_bytes`](Self::max_response_bytes)) keeps the key claimed until
-/// the claim's TTL runs out, so a retry in that time gets 409 instead of running the handler
-/// again.
+/// responses are stored by default ([`also_store`](Self::also_store) adds others).
+///
+/// Which outcomes free the key (the module docs have the whole table):
+/// - a stored response: the record is kept, the claim freed;
+/// - any other status below 500 (a refusal: 400, 401, 408, 409, 429, …): the claim is freed,
+///   so a client that fixes its request and retries with the same key is served afresh;
+/// - a 5xx, a panic (answered 500), an error of the inner service, a client that went away
+///   while the handler ran: the side effect may have happened, so the claim is kept until its
+///   TTL runs out (retries meanwhile get 409), then a retry runs the handler again;
+///   [`free_on_server_error`](Self::free_on_server_error) frees it at once instead;
+/// - a response that should be stored but cannot be (Redis refused or did not answer the
+///   write, a body of unknown size or over [`max_response_bytes`](Self::max_response_bytes)):
+///   the claim is kept until its TTL runs out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct IdempotencyOptions {
@@ -82,6 +89,7 @@ pub struct IdempotencyOptions {
     pub(crate) in_flight: Rejection,
     pub(crate) mismatch: Rejection,
     pub(crate) also_stored: Vec<StatusCode>,
+    pub(crate) free_on_server_error: bool,
 }
 
 impl Default for IdempotencyOptions {
@@ -100,6 +108,7 @@ impl Default for IdempotencyOptions {
                 "This Idempotency-Key was already used for a different request.\n",
             ),
             also_stored: Vec::new(),
+            free_on_server_error: false,
         }
     }
 }
@@ -141,6 +150,12 @@ impl IdempotencyOptions {
     }
 
     setters! {
+        /// Free the key at once when the handler answers 5xx, panics, fails, or its client goes
+        /// away (default `false`: the claim is kept until its TTL runs out, since the side effect
+        /// may have happened, and retries meanwhile get 409). Turn it on for handlers that undo
+        /// their side effects before they fail, so a retry runs them again at once.
+        free_on_server_error: bool => free_on_server_error;
+
         /// The answer to a request whose key is claimed by a request still in flight (default
         /// 409 Conflict, plain text).
         in_flight_response: Rejection => in_flight;

@@ -1,5 +1,6 @@
-//! The `Idempotency-Key` flow: claim the key, look for a stored response, run the handler,
-//! store its response with `SET NX`, free the claim.
+//! The `Idempotency-Key` flow: claim the key, look for a stored response, run the handler
+//! (the claim renewed meanwhile), store its response with `SET NX`, then free the claim or keep
+//! it until its TTL, as the outcome says (see [`IdempotencyOptions`]).
 
 use bytes::Bytes;
 use http::request::Parts;
@@ -14,6 +15,7 @@ use super::options::{DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejec
 use super::service::{
     admit, rejection, release, run, tell_handler, Admission, BoxError, Config, Ran,
 };
+use crate::guard::LockGuard;
 
 /// The response header set on a replayed response.
 pub const REPLAYED_HEADER: &str = "idempotency-replayed";
@@ -110,7 +112,10 @@ where
     ResBody: Body<Data = Bytes> + From<Bytes>,
     ResBody::Error: Into<BoxError>,
 {
-    let claim = match admit(config, &idem.claim).await {
+    // Renewed while the handler runs, with or without a watchdog for the layer's locks: a claim
+    // that expired under a running handler would let a retry run it a second time.
+    let watchdog = config.options.watchdog.unwrap_or_default();
+    let claim = match admit(config, &idem.claim, Some(watchdog)).await {
         Admission::Guarded(g) => Some(g),
         // Fail-open with Redis unavailable: run unguarded, nothing stored.
         Admission::Unguarded => None,
@@ -138,32 +143,85 @@ where
 
     let mut parts = parts;
     tell_handler(&mut parts, claim.as_ref());
+    // From here on the handler may act; if the client goes away, this future is dropped.
+    let claim = Claim {
+        guard: claim,
+        key: &idem.claim,
+        keep_if_dropped: !idem.opts.free_on_server_error,
+    };
     let req = Request::from_parts(parts, ReqBody::from(body));
     let response = match run(inner, req, &idem.claim).await {
-        Ran::Answered(r) => r,
+        Ran::Answered(r) if idem.opts.stores(r.status()) => r,
+        Ran::Answered(r) if !r.status().is_server_error() => {
+            // A refusal: nothing to replay; the corrected retry may run.
+            claim.free().await;
+            return Ok(r);
+        }
         other => {
-            // The handler failed: nothing to replay, the key is free for a retry.
-            release(claim, &idem.claim).await;
+            // A 5xx, a panic, a failed service: the side effect may have happened.
+            claim.after_failure(idem.opts).await;
             return other.into_result();
         }
     };
-    let Some(claim) = claim else {
-        return Ok(response);
-    };
-    if !idem.opts.stores(response.status()) {
-        // A refusal (or a server error): nothing to replay; the corrected retry may run.
-        release(Some(claim), &idem.claim).await;
+    if claim.guard.is_none() {
+        // Fail-open, unguarded: nothing is stored.
         return Ok(response);
     }
     let (response, stored) = store(config, &idem, response).await;
     if stored {
-        release(Some(claim), &idem.claim).await;
+        claim.free().await;
     } else {
         // The handler ran but its response is not kept: a retry must not run it again, so the
         // claim stays until its TTL runs out (retries meanwhile get 409).
-        let _ = claim.into_lock();
+        claim.keep();
     }
     Ok(response)
+}
+
+/// The claim of an idempotency key while its handler runs, until the outcome says whether to
+/// free it or keep it until its TTL. `guard` is `None` when running unguarded (fail-open).
+struct Claim<'a> {
+    guard: Option<LockGuard>,
+    key: &'a str,
+    /// Dropped before an outcome (the client went away mid-handler): keep the key claimed
+    /// instead of freeing it, as after a 5xx.
+    keep_if_dropped: bool,
+}
+
+impl Claim<'_> {
+    /// Releases the claim: a retry may run the handler.
+    async fn free(mut self) {
+        release(self.guard.take(), self.key).await;
+    }
+
+    /// Stops renewing and leaves the claim to run out its TTL: retries meanwhile get 409.
+    fn keep(mut self) {
+        if let Some(g) = self.guard.take() {
+            let _ = g.into_lock();
+        }
+    }
+
+    /// After a 5xx, a panic or a failed service: kept, unless the options free it.
+    async fn after_failure(self, opts: &IdempotencyOptions) {
+        if opts.free_on_server_error {
+            self.free().await;
+        } else {
+            tracing::debug!(claim = %self.key, "the handler failed after it may have acted; the key stays claimed until its TTL");
+            self.keep();
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.guard.take() {
+            if self.keep_if_dropped {
+                tracing::debug!(claim = %self.key, "the request was dropped mid-handler; the key stays claimed until its TTL");
+                let _ = g.into_lock();
+            }
+            // Otherwise the guard's own drop frees the key in the background.
+        }
+    }
 }
 
 /// The answer to a request whose key is claimed: the stored response if the claim holder has

@@ -24,7 +24,7 @@ use super::options::{DuplicateSubmitOptions, FailMode, Rejection};
 use super::replay::{idempotent, IdemRequest};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::{LockClient, LockOptions, Locker};
+use crate::{LockClient, LockOptions, Locker, WatchdogOptions};
 
 pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -256,7 +256,7 @@ where
         Ok(None) => {}
     }
 
-    let guard = match admit(&config, &key).await {
+    let guard = match admit(&config, &key, opts.watchdog).await {
         Admission::Guarded(g) => Some(g),
         Admission::Unguarded => None,
         Admission::Busy => {
@@ -274,8 +274,12 @@ where
     ran.into_result()
 }
 
-/// Takes the lock on `key`, or says why not.
-pub(super) async fn admit(config: &Config, key: &str) -> Admission {
+/// Takes the lock on `key`, renewed by `watchdog` if any, or says why not.
+pub(super) async fn admit(
+    config: &Config,
+    key: &str,
+    watchdog: Option<WatchdogOptions>,
+) -> Admission {
     let opts = &config.options;
     let unavailable = |e: &Error| match opts.fail_mode {
         FailMode::Closed => {
@@ -288,7 +292,7 @@ pub(super) async fn admit(config: &Config, key: &str) -> Admission {
         }
     };
     match config.client.attempt(key, &config.lock).await {
-        Ok(Some(lock)) => match config.client.guard(lock.clone(), opts.watchdog) {
+        Ok(Some(lock)) => match config.client.guard(lock.clone(), watchdog) {
             Ok(g) => Admission::Guarded(g),
             Err(e) => {
                 // Options were validated up front, so this is not expected; do not leak the lock.
