@@ -18,7 +18,7 @@ use lockkit::middleware::{
     DuplicateSubmitLayer, DuplicateSubmitOptions, FailMode, IdempotencyOptions, Rejection,
 };
 use lockkit::{ClientOptions, LockClient, WatchdogOptions};
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{DelayRelay, RedisServer};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tower::{Layer, ServiceExt};
@@ -406,6 +406,51 @@ async fn redis_down_fails_open_when_configured() {
     server.kill();
     assert_eq!(
         send(&app, order("lee", "{}")).await.status,
+        StatusCode::CREATED
+    );
+    assert_eq!(probe.runs(), 1);
+}
+
+/// An attempt that took the lock but came back with too little validity (a 100 ms TTL over a
+/// link with a 200 ms round trip) is a lock not obtained from a Redis that answers: the
+/// duplicate answer (429), in either failure mode; never a request run unguarded (fail-open)
+/// nor a 503 (fail-closed). (It used to count as "Redis unavailable": fail-open ran the handler
+/// without a lock.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_with_too_little_validity_is_busy_not_unavailable() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect(&relay.url()).await.unwrap();
+    let probe = Probe::new();
+    let mut apps = Vec::new();
+    for mode in [FailMode::Open, FailMode::Closed] {
+        let opts = DuplicateSubmitOptions::new()
+            .ttl(Duration::from_millis(100))
+            .fail_mode(mode);
+        let layer = DuplicateSubmitLayer::new(client.clone(), opts).unwrap();
+        let app = Router::new()
+            .route("/orders", post(create))
+            .route_layer(layer)
+            .with_state(probe.clone());
+        apps.push((mode, app));
+    }
+    relay.set_delay(Duration::from_millis(100));
+    for (mode, app) in &apps {
+        let answer = send(app, order("yan", "{}")).await;
+        assert_eq!(
+            answer.status,
+            StatusCode::TOO_MANY_REQUESTS,
+            "{mode:?}: {}",
+            answer.text()
+        );
+    }
+    assert_eq!(probe.runs(), 0, "a request ran without a lock");
+    // The spent attempts gave their locks back; Redis answers as soon as the link is fast.
+    until_no_keys(&server, "lockkit:submit:*").await;
+    relay.set_delay(Duration::ZERO);
+    let (_, app) = &apps[0];
+    assert_eq!(
+        send(app, order("yan", "{}")).await.status,
         StatusCode::CREATED
     );
     assert_eq!(probe.runs(), 1);

@@ -34,8 +34,10 @@
 //!    [`DefaultKeyBuilder`], see [`request_key`]), over the full original path and the host.
 //! 3. One `SET key token NX PX ttl` (TTL 5 s by default; optionally renewed by the watchdog;
 //!    an idempotency claim is always renewed, see below).
-//!    Taken by someone else: the busy response (429). Redis unavailable: fail-closed (503, the
-//!    default) or fail-open (run unguarded), logged with `tracing` either way.
+//!    Taken by someone else: the busy response (429). Taken, but back with too little validity
+//!    left (a TTL not much longer than the round trip to Redis; the lock is given back at once):
+//!    also the busy response, logged, since Redis answered. Redis unavailable: fail-closed (503,
+//!    the default) or fail-open (run unguarded), logged with `tracing` either way.
 //! 4. The handler runs. When it answers, fails or panics (the panic is caught and answered with
 //!    500), the lock is released by compare-and-delete *before* the response goes out, so a retry
 //!    that follows the response is admitted. If the client disconnects, the request future is

@@ -22,7 +22,7 @@ use super::key::ANONYMOUS;
 use super::key::{DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput, Target, UserExtractor};
 use super::options::{DuplicateSubmitOptions, FailMode, Rejection};
 use super::replay::{idempotent, IdemRequest};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::guard::LockGuard;
 use crate::{LockClient, LockOptions, Locker, WatchdogOptions};
 
@@ -201,7 +201,7 @@ pub(super) enum Admission {
     Guarded(LockGuard),
     /// Redis unavailable and the mode is fail-open.
     Unguarded,
-    /// Someone else holds the key.
+    /// Someone else holds the key, or the lock came back with too little validity left.
     Busy,
     Refused(Rejection),
 }
@@ -301,6 +301,13 @@ pub(super) async fn admit(
             }
         },
         Ok(None) => Admission::Busy,
+        // Redis answered, but the lock came back with too little validity (given back at once):
+        // not obtained, as when busy. Counting it as Redis unavailable would run the handler
+        // without a lock under fail-open.
+        Err(e) if e.kind() == ErrorKind::TooLittleValidity => {
+            tracing::warn!(%key, error = %e, "the lock came back with too little validity; answering as busy (raise the TTL above the round trip to Redis)");
+            Admission::Busy
+        }
         Err(e) => unavailable(&e),
     }
 }
