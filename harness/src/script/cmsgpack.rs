@@ -108,11 +108,13 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize, budget: &mut Budget) -> Re
                     encode(out, &item, level + 1, budget)?;
                 }
             } else {
-                let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().flatten().collect();
-                header(out, pairs.len(), 0x80, 0xde, 0xdf);
-                for (k, v) in &pairs {
-                    encode(out, k, level + 1, budget)?;
-                    encode(out, v, level + 1, budget)?;
+                // Counted, then walked again as lua-cmsgpack does: collecting the pairs
+                // would hold every key and value at once (mlua's ~8,000 reference slots).
+                let count = t.pairs::<Value, Value>().count();
+                header(out, count, 0x80, 0xde, 0xdf);
+                for (k, v) in t.pairs::<Value, Value>().flatten() {
+                    encode(out, &k, level + 1, budget)?;
+                    encode(out, &v, level + 1, budget)?;
                 }
             }
         }

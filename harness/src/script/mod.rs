@@ -222,9 +222,10 @@ impl Engine {
                 Ok(())
             })?,
         )?;
-        let (enc, dec) = cjson::create(&lua)?;
+        let (enc, dec, cjson_settings) = cjson::create(&lua)?;
         internals.set("cjson_encode", enc)?;
         internals.set("cjson_decode", dec)?;
+        internals.set("cjson_settings", cjson_settings)?;
         internals.set("null", LightUserData(std::ptr::null_mut()))?;
         internals.set("version", REDIS_VERSION)?;
         internals.set("version_num", REDIS_VERSION_NUM)?;
@@ -336,6 +337,8 @@ impl Engine {
     /// Empties the script cache (SCRIPT FLUSH).
     pub fn flush(&mut self) {
         self.scripts.clear();
+        // Redis starts a new Lua state: lua-cjson's settings go back to their defaults.
+        cjson::reset_config(&self.lua);
         if let Ok(t) = self.lua.create_table() {
             self.compiled = t;
         }

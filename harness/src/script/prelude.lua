@@ -158,7 +158,9 @@ cjson.decode = wrap(I.cjson_decode)
 cjson.null = I.null
 for _, name in pairs({ 'decode_invalid_numbers', 'decode_max_depth', 'encode_invalid_numbers',
   'encode_keep_buffer', 'encode_max_depth', 'encode_number_precision', 'encode_sparse_array', 'new' }) do
-  cjson[name] = function() error('harness: cjson.' .. name .. ' is not emulated', 2) end
+  local setting = I.cjson_settings[name]
+  cjson[name] = setting and wrap(setting)
+    or function() error('harness: cjson.' .. name .. ' is not emulated', 2) end
 end
 G.cjson = cjson
 local struct = {}
