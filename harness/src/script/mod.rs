@@ -239,9 +239,11 @@ impl Engine {
         internals.set("struct_pack", pack)?;
         internals.set("struct_unpack", unpack)?;
         internals.set("struct_size", size)?;
-        let (pack, unpack) = cmsgpack::create(&lua)?;
+        let [pack, unpack, unpack_one, unpack_limit] = cmsgpack::create(&lua)?;
         internals.set("msgpack_pack", pack)?;
         internals.set("msgpack_unpack", unpack)?;
+        internals.set("msgpack_unpack_one", unpack_one)?;
+        internals.set("msgpack_unpack_limit", unpack_limit)?;
         let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
         let timer = Arc::new(Mutex::new(Timer::default()));
