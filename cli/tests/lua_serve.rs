@@ -107,7 +107,7 @@ fn redis_tests() -> Option<PathBuf> {
 }
 
 /// Redis's own unit/functions, run against `lockkit lua serve` the way
-/// `results/2026-12-02-1640-lua-serve-suite/run.sh` runs it (that script compares it with
+/// `results/2026-12-03-0600-lua-serve-suite/run.sh` runs it (that script compares it with
 /// redis-server): every test passes but the documented exceptions.
 #[test]
 fn redis_functions_unit_passes_against_lua_serve() {

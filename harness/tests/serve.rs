@@ -328,8 +328,73 @@ fn debug_reload_keeps_the_libraries_and_info_reports_the_script_cache() {
         memory.contains("number_of_cached_scripts:1\r\n"),
         "{memory}"
     );
-    let e = error_of(&mut c, "INFO", &["errorstats"]);
-    assert!(e.contains("INFO errorstats is not emulated"), "{e}");
+    let e = error_of(&mut c, "INFO", &["latencystats"]);
+    assert!(e.contains("INFO latencystats is not emulated"), "{e}");
+}
+
+/// The same commands, with errors of every kind, to a real redis-server and to the harness's
+/// server: INFO errorstats and `total_error_replies` must read the same.
+#[test]
+fn info_errorstats_counts_error_replies_as_redis_does() {
+    let real = lockkit_test_support::RedisServer::start();
+    let s = Running::start(ServeOptions::new());
+    let mut conns = [
+        redis::Client::open(real.url())
+            .unwrap()
+            .get_connection()
+            .unwrap(),
+        s.client(),
+    ];
+    let scripts = [
+        "return redis.error_reply('MY_ERR_CODE custom msg')",
+        "return redis.error_reply('')",
+        "return redis.status_reply('MY_OK_CODE custom msg')",
+        "return {redis.error_reply('A x'), 1, {redis.error_reply('B y')}}",
+        "return redis.call('select', 99)",
+        "return {err = 'abcdefghijabcdefghijabcdefghijabcdefghij rest'}",
+        "return {err = 'abcdefghijabcdefghijabcdefghija rest'}",
+        "return {err = '-x'}",
+        "error('boom')",
+        "return 1",
+    ];
+    let mut stats = Vec::new();
+    for c in &mut conns {
+        let _: () = query(c, "CONFIG", &["RESETSTAT"]);
+        let _: () = query(c, "SET", &["k", "v"]);
+        for script in scripts {
+            let _ = cmd("EVAL", &[script, "0"]).query::<redis::Value>(c);
+        }
+        let _ = cmd("LPUSH", &["k", "x"]).query::<redis::Value>(c);
+        let _ = cmd("NOSUCHCOMMAND", &[]).query::<redis::Value>(c);
+        let _ = redis::pipe()
+            .cmd("MULTI")
+            .cmd("LPUSH")
+            .arg("k")
+            .arg("x")
+            .cmd("EVAL")
+            .arg("return redis.error_reply('C z')")
+            .arg(0)
+            .cmd("EXEC")
+            .query::<redis::Value>(c);
+        let _ = redis::pipe()
+            .cmd("MULTI")
+            .cmd("NOSUCHCOMMAND")
+            .cmd("EXEC")
+            .query::<redis::Value>(c);
+        let errors: String = query(c, "INFO", &["errorstats"]);
+        let total = query::<String>(c, "INFO", &["stats"])
+            .lines()
+            .find(|l| l.starts_with("total_error_replies:"))
+            .map(str::to_string);
+        let _: () = query(c, "CONFIG", &["RESETSTAT"]);
+        let reset: String = query(c, "INFO", &["errorstats"]);
+        stats.push((errors, total, reset));
+    }
+    assert!(
+        stats[0].0.contains("errorstat_MY_ERR_CODE:count=1"),
+        "{stats:?}"
+    );
+    assert_eq!(stats[0], stats[1], "redis-server, then the harness");
 }
 
 #[test]

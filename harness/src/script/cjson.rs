@@ -9,6 +9,40 @@ use crate::number::format_g;
 
 /// lua-cjson's default depth limit (`encode_max_depth`, `decode_max_depth`).
 const MAX_DEPTH: usize = 1000;
+
+/// lua-cjson's settings (`cjson.encode_max_depth(n)`...): kept in the Lua state's app data,
+/// so they last from script to script until SCRIPT FLUSH, as Redis keeps them in its VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    encode_max_depth: usize,
+    decode_max_depth: usize,
+    /// 0 refuse (`off`), 1 encode as `nan`/`inf` (`on`), 2 encode as `null`.
+    encode_invalid_numbers: usize,
+    encode_number_precision: usize,
+    /// 1: lua-cjson keeps its encoding buffer between calls (no effect on the output).
+    encode_keep_buffer: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            encode_max_depth: MAX_DEPTH,
+            decode_max_depth: MAX_DEPTH,
+            encode_invalid_numbers: 0,
+            encode_number_precision: 14,
+            encode_keep_buffer: 1,
+        }
+    }
+}
+
+fn config(lua: &Lua) -> Config {
+    lua.app_data_ref::<Config>().map(|c| *c).unwrap_or_default()
+}
+
+/// Puts the settings back to lua-cjson's defaults (a new Lua state, as SCRIPT FLUSH makes).
+pub fn reset_config(lua: &Lua) {
+    lua.set_app_data(Config::default());
+}
 /// The harness recurses on the caller's stack: it stops earlier than Redis, with its own error.
 const HARNESS_MAX_DEPTH: usize = 200;
 
@@ -59,11 +93,18 @@ fn escape(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
-fn number(out: &mut Vec<u8>, n: f64) -> Result<(), String> {
+fn number(out: &mut Vec<u8>, n: f64, cfg: &Config) -> Result<(), String> {
     if !n.is_finite() {
-        return Err("Cannot serialise number: must not be NaN or Inf".into());
+        match cfg.encode_invalid_numbers {
+            0 => return Err("Cannot serialise number: must not be NaN or Inf".into()),
+            2 => out.extend_from_slice(b"null"),
+            // `nan` whatever its sign, as lua-cjson writes it; infinities as `%g` does.
+            _ if n.is_nan() => out.extend_from_slice(b"nan"),
+            _ => out.extend_from_slice(if n > 0.0 { b"inf" } else { b"-inf" }),
+        }
+        return Ok(());
     }
-    out.extend_from_slice(format_g(n, 14).as_bytes());
+    out.extend_from_slice(format_g(n, cfg.encode_number_precision).as_bytes());
     Ok(())
 }
 
@@ -77,17 +118,18 @@ fn encode_value(
     v: &Value,
     depth: usize,
     budget: &mut Budget,
+    cfg: &Config,
 ) -> Result<(), String> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
-        Value::Integer(i) => number(out, *i as f64)?,
-        Value::Number(n) => number(out, *n)?,
+        Value::Integer(i) => number(out, *i as f64, cfg)?,
+        Value::Number(n) => number(out, *n, cfg)?,
         Value::String(s) => {
             escape_within(out, &s.as_bytes(), budget)?;
         }
-        Value::Table(t) => encode_table(out, t, depth + 1, budget)?,
+        Value::Table(t) => encode_table(out, t, depth + 1, budget, cfg)?,
         other => return Err(type_error(other)),
     }
     Ok(())
@@ -123,14 +165,16 @@ fn encode_table(
     t: &Table,
     depth: usize,
     budget: &mut Budget,
+    cfg: &Config,
 ) -> Result<(), String> {
     budget.step()?;
-    if depth > MAX_DEPTH {
+    if depth > cfg.encode_max_depth {
         return Err(format!("Cannot serialise, excessive nesting ({depth})"));
     }
     if depth > HARNESS_MAX_DEPTH {
         return Err(format!(
-            "harness: cannot serialise tables nested deeper than {HARNESS_MAX_DEPTH} levels (Redis allows {MAX_DEPTH})"
+            "harness: cannot serialise tables nested deeper than {HARNESS_MAX_DEPTH} levels (Redis allows {})",
+            cfg.encode_max_depth
         ));
     }
     match array_length(t)? {
@@ -141,7 +185,7 @@ fn encode_table(
                     out.push(b',');
                 }
                 let v: Value = t.raw_get(i).map_err(|e| e.to_string())?;
-                encode_value(out, &v, depth, budget)?;
+                encode_value(out, &v, depth, budget, cfg)?;
             }
             out.push(b']');
         }
@@ -157,12 +201,12 @@ fn encode_table(
                 match &k {
                     Value::Integer(i) => {
                         out.push(b'"');
-                        number(out, *i as f64)?;
+                        number(out, *i as f64, cfg)?;
                         out.extend_from_slice(b"\":");
                     }
                     Value::Number(n) => {
                         out.push(b'"');
-                        number(out, *n)?;
+                        number(out, *n, cfg)?;
                         out.extend_from_slice(b"\":");
                     }
                     Value::String(s) => {
@@ -176,7 +220,7 @@ fn encode_table(
                         ));
                     }
                 }
-                encode_value(out, &v, depth, budget)?;
+                encode_value(out, &v, depth, budget, cfg)?;
             }
             out.push(b'}');
         }
@@ -190,7 +234,14 @@ fn encode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     }
     let mut out = Vec::new();
     let mut budget = Budget::new(lua);
-    encode_value(&mut out, &args.get(0).unwrap_or(Value::Nil), 0, &mut budget)?;
+    let cfg = config(lua);
+    encode_value(
+        &mut out,
+        &args.get(0).unwrap_or(Value::Nil),
+        0,
+        &mut budget,
+        &cfg,
+    )?;
     let s = lua.create_string(&out).map_err(|e| e.to_string())?;
     Ok(MultiValue::from_iter([Value::String(s)]))
 }
@@ -201,6 +252,7 @@ struct Parser<'a> {
     i: usize,
     lua: &'a Lua,
     depth: usize,
+    max_depth: usize,
 }
 
 impl Parser<'_> {
@@ -328,12 +380,13 @@ impl Parser<'_> {
 
     fn nest(&mut self) -> Result<(), String> {
         self.depth += 1;
-        if self.depth > HARNESS_MAX_DEPTH && self.depth <= MAX_DEPTH {
+        if self.depth > HARNESS_MAX_DEPTH && self.depth <= self.max_depth {
             return Err(format!(
-                "harness: JSON nested deeper than {HARNESS_MAX_DEPTH} levels (Redis allows {MAX_DEPTH})"
+                "harness: JSON nested deeper than {HARNESS_MAX_DEPTH} levels (Redis allows {})",
+                self.max_depth
             ));
         }
-        if self.depth > MAX_DEPTH {
+        if self.depth > self.max_depth {
             return Err(format!(
                 "Found too many nested data structures ({}) at character {}",
                 self.depth,
@@ -437,6 +490,7 @@ fn decode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
         i: 0,
         lua,
         depth: 0,
+        max_depth: config(lua).decode_max_depth,
     };
     let v = p.value()?;
     p.ws();
@@ -446,9 +500,114 @@ fn decode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
     Ok(MultiValue::from_iter([v]))
 }
 
-/// `cjson.encode` and `cjson.decode` for the prelude, answering `(ok, ...)`.
-pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
+/// lua-cjson's `json_arg_init`: at most `max` arguments.
+fn at_most(args: &Args, max: usize, f: &str) -> Result<(), String> {
+    if args.len() > max {
+        return Err(bad_arg(max + 1, f, "found too many arguments"));
+    }
+    Ok(())
+}
+
+/// lua-cjson's `json_integer_option`: nil (or nothing) leaves the setting; answers it.
+fn integer_option(
+    lua: &Lua,
+    args: &Args,
+    f: &str,
+    range: (i64, i64),
+    setting: impl Fn(&mut Config) -> &mut usize,
+) -> Result<MultiValue, String> {
+    at_most(args, 1, f)?;
+    let mut cfg = config(lua);
+    if !matches!(args.get(0), None | Some(Value::Nil)) {
+        let v = super::libargs::c_int(super::libargs::check_number(args, 1, f)?);
+        let v = i64::from(v);
+        if v < range.0 || v > range.1 {
+            let msg = format!("expected integer between {} and {}", range.0, range.1);
+            return Err(bad_arg(1, f, &msg));
+        }
+        *setting(&mut cfg) = v as usize;
+        lua.set_app_data(cfg);
+    }
+    Ok(MultiValue::from_iter([Value::Integer(
+        *setting(&mut cfg) as _
+    )]))
+}
+
+/// lua-cjson's `json_enum_option`: a boolean (when the option has one) or one of `names`;
+/// answers the setting as a boolean where it is one, else by name.
+fn enum_option(
+    lua: &Lua,
+    args: &Args,
+    f: &str,
+    names: &[&str],
+    setting: impl Fn(&mut Config) -> &mut usize,
+) -> Result<MultiValue, String> {
+    at_most(args, 1, f)?;
+    let mut cfg = config(lua);
+    if let Some(v) = args.get(0) {
+        *setting(&mut cfg) = match v {
+            Value::Boolean(b) => usize::from(b),
+            _ => {
+                let name = super::libargs::check_bytes(args, 1, f)?;
+                let Some(i) = names.iter().position(|n| n.as_bytes() == name) else {
+                    let name = String::from_utf8_lossy(&name);
+                    return Err(bad_arg(1, f, &format!("invalid option '{name}'")));
+                };
+                i
+            }
+        };
+        lua.set_app_data(cfg);
+    }
+    let now = *setting(&mut cfg);
+    let v = match now {
+        0 | 1 => Value::Boolean(now == 1),
+        _ => Value::String(lua.create_string(names[now]).map_err(|e| e.to_string())?),
+    };
+    Ok(MultiValue::from_iter([v]))
+}
+
+fn settings(lua: &Lua, name: &str, args: &Args) -> Result<MultiValue, String> {
+    const INT_MAX: i64 = i32::MAX as i64;
+    match name {
+        "encode_max_depth" => {
+            integer_option(lua, args, name, (1, INT_MAX), |c| &mut c.encode_max_depth)
+        }
+        "decode_max_depth" => {
+            integer_option(lua, args, name, (1, INT_MAX), |c| &mut c.decode_max_depth)
+        }
+        "encode_number_precision" => {
+            integer_option(lua, args, name, (1, 14), |c| &mut c.encode_number_precision)
+        }
+        "encode_invalid_numbers" => enum_option(lua, args, name, &["off", "on", "null"], |c| {
+            &mut c.encode_invalid_numbers
+        }),
+        // A buffer kept or not: the same output either way.
+        _ => enum_option(lua, args, name, &["off", "on"], |c| {
+            &mut c.encode_keep_buffer
+        }),
+    }
+}
+
+/// The setting functions the harness emulates (the others answer `not emulated`).
+pub const SETTINGS: [&str; 5] = [
+    "encode_max_depth",
+    "decode_max_depth",
+    "encode_number_precision",
+    "encode_invalid_numbers",
+    "encode_keep_buffer",
+];
+
+/// `cjson.encode`, `cjson.decode` and the [`SETTINGS`] functions for the prelude, answering
+/// `(ok, ...)`.
+pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function, Table)> {
     let enc = packed(lua, |lua, args: Args| answer(lua, encode(lua, &args)))?;
     let dec = packed(lua, |lua, args: Args| answer(lua, decode(lua, &args)))?;
-    Ok((enc, dec))
+    let table = lua.create_table()?;
+    for name in SETTINGS {
+        let f = packed(lua, move |lua, args: Args| {
+            answer(lua, settings(lua, name, &args))
+        })?;
+        table.set(name, f)?;
+    }
+    Ok((enc, dec, table))
 }

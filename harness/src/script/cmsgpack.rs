@@ -108,11 +108,13 @@ fn encode(out: &mut Vec<u8>, v: &Value, level: usize, budget: &mut Budget) -> Re
                     encode(out, &item, level + 1, budget)?;
                 }
             } else {
-                let pairs: Vec<(Value, Value)> = t.pairs::<Value, Value>().flatten().collect();
-                header(out, pairs.len(), 0x80, 0xde, 0xdf);
-                for (k, v) in &pairs {
-                    encode(out, k, level + 1, budget)?;
-                    encode(out, v, level + 1, budget)?;
+                // Counted, then walked again as lua-cmsgpack does: collecting the pairs
+                // would hold every key and value at once (mlua's ~8,000 reference slots).
+                let count = t.pairs::<Value, Value>().count();
+                header(out, count, 0x80, 0xde, 0xdf);
+                for (k, v) in t.pairs::<Value, Value>().flatten() {
+                    encode(out, &k, level + 1, budget)?;
+                    encode(out, &v, level + 1, budget)?;
                 }
             }
         }
@@ -249,18 +251,48 @@ impl Reader<'_> {
     }
 }
 
-fn unpack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
-    let b = super::libargs::check_bytes(args, 1, "unpack")?;
+/// lua-cmsgpack's `mp_unpack_full`: up to `limit` objects of `b` from `offset` (`limit` and
+/// `offset` both 0: every object, and no offset answered); else the offset after them (-1
+/// at the end of the input), then the objects. `stacked`: the values on the C function's
+/// stack besides the results.
+fn unpack_full(
+    lua: &Lua,
+    b: &[u8],
+    limit: i32,
+    offset: i32,
+    stacked: usize,
+) -> Result<MultiValue, String> {
+    let all = limit == 0 && offset == 0;
+    if offset < 0 || limit < 0 {
+        // lua-cmsgpack prints the input's length where it means the limit.
+        return Err(format!(
+            "Invalid request to unpack with offset of {offset} and limit of {}.",
+            b.len() as i32
+        ));
+    }
+    let start = offset as usize;
+    if start > b.len() {
+        return Err(format!(
+            "Start offset {offset} greater than input length {}.",
+            b.len() as i32
+        ));
+    }
+    let limit = if all { usize::MAX } else { limit as usize };
     let mut r = Reader {
-        b: &b,
-        i: 0,
+        b,
+        i: start,
         depth: 0,
     };
     let lerr = |e: mlua::Error| e.to_string();
     let mut out = Results::new(lua).map_err(lerr)?;
-    while r.i < b.len() {
+    if !all {
+        // The offset goes first; its slot is filled once the objects are read.
+        out.push(Value::Nil).map_err(lerr)?;
+    }
+    let mut objects = 0;
+    while r.i < b.len() && objects < limit {
         // Each object needs a free C stack slot beside the arguments (luaL_checkstack).
-        if args.len() + out.len() + 1 > MAX_C_STACK {
+        if stacked + objects + 1 > MAX_C_STACK {
             return Err(
                 "stack overflow (too many return values at once; use unpack_one or \
                         unpack_limit instead.)"
@@ -268,14 +300,52 @@ fn unpack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
             );
         }
         out.push(r.value(lua)?).map_err(lerr)?;
+        objects += 1;
+    }
+    if !all {
+        let next = if r.i == b.len() { -1 } else { r.i as i64 };
+        out.set(1, Value::Integer(next as _)).map_err(lerr)?;
     }
     out.into_multi().map_err(lerr)
 }
 
-/// `pack` and `unpack` for the prelude.
-pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function)> {
-    Ok((
+/// `luaL_optinteger(L, n, 0)` as lua-cmsgpack reads it into a C `int`.
+fn opt_int(args: &Args, n: usize, f: &str) -> Result<i32, String> {
+    match args.get(n - 1) {
+        None | Some(Value::Nil) => Ok(0),
+        Some(_) => Ok(super::libargs::c_int(super::libargs::check_number(
+            args, n, f,
+        )?)),
+    }
+}
+
+fn unpack(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
+    let b = super::libargs::check_bytes(args, 1, "unpack")?;
+    unpack_full(lua, &b, 0, 0, args.len())
+}
+
+/// `cmsgpack.unpack_one(s [, offset])`: the offset after one object, then the object.
+fn unpack_one(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
+    let offset = opt_int(args, 2, "unpack_one")?;
+    let b = super::libargs::check_bytes(args, 1, "unpack_one")?;
+    unpack_full(lua, &b, 1, offset, 1)
+}
+
+/// `cmsgpack.unpack_limit(s, limit [, offset])`.
+fn unpack_limit(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
+    let f = "unpack_limit";
+    let limit = super::libargs::c_int(super::libargs::check_number(args, 2, f)?);
+    let offset = opt_int(args, 3, f)?;
+    let b = super::libargs::check_bytes(args, 1, f)?;
+    unpack_full(lua, &b, limit, offset, 1)
+}
+
+/// `pack`, `unpack`, `unpack_one` and `unpack_limit` for the prelude.
+pub fn create(lua: &Lua) -> mlua::Result<[mlua::Function; 4]> {
+    Ok([
         packed(lua, |lua, a: Args| answer(lua, pack(lua, &a)))?,
         packed_spread(lua, |lua, a: Args| answer(lua, unpack(lua, &a)))?,
-    ))
+        packed_spread(lua, |lua, a: Args| answer(lua, unpack_one(lua, &a)))?,
+        packed_spread(lua, |lua, a: Args| answer(lua, unpack_limit(lua, &a)))?,
+    ])
 }

@@ -411,6 +411,12 @@ impl Results {
         self.t.raw_set(self.n, v)
     }
 
+    /// Replaces result `i` (from 1, at most [`Results::len`]).
+    pub fn set(&mut self, i: usize, v: Value) -> mlua::Result<()> {
+        debug_assert!((1..=self.n).contains(&i));
+        self.t.raw_set(i, v)
+    }
+
     /// Removes the last result.
     pub fn pop(&mut self) -> mlua::Result<Value> {
         if self.n == 0 {

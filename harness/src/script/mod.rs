@@ -222,9 +222,10 @@ impl Engine {
                 Ok(())
             })?,
         )?;
-        let (enc, dec) = cjson::create(&lua)?;
+        let (enc, dec, cjson_settings) = cjson::create(&lua)?;
         internals.set("cjson_encode", enc)?;
         internals.set("cjson_decode", dec)?;
+        internals.set("cjson_settings", cjson_settings)?;
         internals.set("null", LightUserData(std::ptr::null_mut()))?;
         internals.set("version", REDIS_VERSION)?;
         internals.set("version_num", REDIS_VERSION_NUM)?;
@@ -238,9 +239,11 @@ impl Engine {
         internals.set("struct_pack", pack)?;
         internals.set("struct_unpack", unpack)?;
         internals.set("struct_size", size)?;
-        let (pack, unpack) = cmsgpack::create(&lua)?;
+        let [pack, unpack, unpack_one, unpack_limit] = cmsgpack::create(&lua)?;
         internals.set("msgpack_pack", pack)?;
         internals.set("msgpack_unpack", unpack)?;
+        internals.set("msgpack_unpack_one", unpack_one)?;
+        internals.set("msgpack_unpack_limit", unpack_limit)?;
         let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
         let timer = Arc::new(Mutex::new(Timer::default()));
@@ -336,6 +339,8 @@ impl Engine {
     /// Empties the script cache (SCRIPT FLUSH).
     pub fn flush(&mut self) {
         self.scripts.clear();
+        // Redis starts a new Lua state: lua-cjson's settings go back to their defaults.
+        cjson::reset_config(&self.lua);
         if let Ok(t) = self.lua.create_table() {
             self.compiled = t;
         }

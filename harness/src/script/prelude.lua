@@ -158,7 +158,9 @@ cjson.decode = wrap(I.cjson_decode)
 cjson.null = I.null
 for _, name in pairs({ 'decode_invalid_numbers', 'decode_max_depth', 'encode_invalid_numbers',
   'encode_keep_buffer', 'encode_max_depth', 'encode_number_precision', 'encode_sparse_array', 'new' }) do
-  cjson[name] = function() error('harness: cjson.' .. name .. ' is not emulated', 2) end
+  local setting = I.cjson_settings[name]
+  cjson[name] = setting and wrap(setting)
+    or function() error('harness: cjson.' .. name .. ' is not emulated', 2) end
 end
 G.cjson = cjson
 local struct = {}
@@ -171,8 +173,8 @@ local cmsgpack = { _NAME = 'lua-cmsgpack', _VERSION = 'lua-cmsgpack 0.4.0',
   _DESCRIPTION = 'MessagePack C implementation for Lua' }
 cmsgpack.pack = wrap(I.msgpack_pack)
 cmsgpack.unpack = wrap(I.msgpack_unpack)
-cmsgpack.unpack_one = function() error('harness: cmsgpack.unpack_one is not emulated', 2) end
-cmsgpack.unpack_limit = function() error('harness: cmsgpack.unpack_limit is not emulated', 2) end
+cmsgpack.unpack_one = wrap(I.msgpack_unpack_one)
+cmsgpack.unpack_limit = wrap(I.msgpack_unpack_limit)
 G.cmsgpack = cmsgpack
 
 -- Read-only tables. Redis patches Lua to mark tables read-only; stock Lua 5.1 needs proxies:

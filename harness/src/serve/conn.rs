@@ -122,6 +122,7 @@ async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::
                 Ok(Some(argv)) if argv.is_empty() => continue,
                 Ok(Some(argv)) => {
                     let reply = c.handle(argv).await;
+                    c.ctx.shared.count_errors(&reply);
                     resp::encode(&reply, c.resp3, &mut out);
                     if c.quit {
                         let _ = socket.write_all(&out).await;
@@ -130,7 +131,9 @@ async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::
                 }
                 Ok(None) => break,
                 Err(resp::ProtocolError(text)) => {
-                    resp::encode(&Reply::Error(text), c.resp3, &mut out);
+                    let reply = Reply::Error(text);
+                    c.ctx.shared.count_errors(&reply);
+                    resp::encode(&reply, c.resp3, &mut out);
                     let _ = socket.write_all(&out).await;
                     return;
                 }
@@ -451,7 +454,10 @@ impl Conn {
         match sub.as_str() {
             "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..])),
             "set" if argv.len() >= 4 && argv.len() % 2 == 0 => Some(self.config_set(&argv[2..])),
-            "resetstat" if argv.len() == 2 => Some(Reply::ok()),
+            "resetstat" if argv.len() == 2 => {
+                self.ctx.shared.reset_stats();
+                Some(Reply::ok())
+            }
             _ => None,
         }
     }

@@ -6,6 +6,7 @@
 //! they are answered `-BUSY` instead (what Redis does from its script-timeout hook), except
 //! for the commands Redis allows then (`SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS`...).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -62,6 +63,51 @@ struct State {
     saved_functions: Option<Vec<u8>>,
 }
 
+/// Distinct error codes INFO errorstats keeps at most; errors with other codes are still
+/// counted in the total (Redis 7.0.15 keeps every code).
+const MAX_ERROR_CODES: usize = 10_000;
+
+/// Error replies sent to clients, by code (INFO errorstats, `total_error_replies`).
+#[derive(Debug, Default)]
+struct ErrorStats {
+    by_code: BTreeMap<Vec<u8>, u64>,
+    total: u64,
+}
+
+impl ErrorStats {
+    /// Counts every error in `reply`, nested ones too (a script's `{redis.error_reply(...)}`,
+    /// EXEC's replies), as Redis counts each error it writes to a client.
+    fn count(&mut self, reply: &Reply) {
+        match reply {
+            Reply::Error(text) => {
+                self.total += 1;
+                let code = error_code(text.as_bytes());
+                if let Some(n) = self.by_code.get_mut(code) {
+                    *n += 1;
+                } else if self.by_code.len() < MAX_ERROR_CODES {
+                    self.by_code.insert(code.to_vec(), 1);
+                }
+            }
+            Reply::Array(items) => items.iter().for_each(|r| self.count(r)),
+            Reply::Map(pairs) => pairs.iter().for_each(|(k, v)| {
+                self.count(k);
+                self.count(v);
+            }),
+            _ => {}
+        }
+    }
+}
+
+/// The code Redis files an error under: what precedes the first space within the first 32
+/// bytes of the reply as sent (`-` and the text), else `ERR`.
+fn error_code(text: &[u8]) -> &[u8] {
+    // The space is looked for among the 31 bytes after the `-` Redis counts in its 32.
+    match text.iter().take(31).position(|&b| b == b' ') {
+        Some(end) => &text[..end],
+        None => b"ERR",
+    }
+}
+
 /// The state every connection shares.
 #[derive(Debug)]
 pub struct Shared {
@@ -73,6 +119,7 @@ pub struct Shared {
     connected: AtomicU64,
     started: Instant,
     clock: ClockMode,
+    errors: Mutex<ErrorStats>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -109,12 +156,29 @@ impl Shared {
             connected: AtomicU64::new(0),
             started: Instant::now(),
             clock,
+            errors: Mutex::new(ErrorStats::default()),
         })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic never happens while the lock is held; recover the data if one did.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn errors(&self) -> MutexGuard<'_, ErrorStats> {
+        self.errors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts the errors of a reply sent to a client (INFO errorstats).
+    pub fn count_errors(&self, reply: &Reply) {
+        if matches!(reply, Reply::Error(_) | Reply::Array(_) | Reply::Map(_)) {
+            self.errors().count(reply);
+        }
+    }
+
+    /// CONFIG RESETSTAT: the error counts start again from nothing.
+    pub fn reset_stats(&self) {
+        *self.errors() = ErrorStats::default();
     }
 
     /// A new client id (CLIENT ID), from 1 up.
@@ -370,7 +434,7 @@ impl Shared {
     /// INFO for the sections the server knows (server, clients, memory); an error naming a
     /// section it does not emulate.
     pub async fn info(&self, sections: Vec<String>, port: u16, maxmemory: usize) -> Reply {
-        const KNOWN: [&str; 3] = ["server", "clients", "memory"];
+        const KNOWN: [&str; 5] = ["server", "clients", "memory", "stats", "errorstats"];
         let all = sections.is_empty()
             || sections
                 .iter()
@@ -378,7 +442,7 @@ impl Shared {
         if !all {
             if let Some(other) = sections.iter().find(|s| !KNOWN.contains(&s.as_str())) {
                 return Reply::err(format!(
-                    "ERR harness: INFO {other} is not emulated (only server, clients and memory)"
+                    "ERR harness: INFO {other} is not emulated (only server, clients, memory, stats and errorstats)"
                 ));
             }
         }
@@ -410,6 +474,26 @@ impl Shared {
                 if out.is_empty() { "" } else { "\r\n" },
                 keyspace + lua
             ));
+        }
+        let errors = self.errors();
+        if want("stats") {
+            out.push_str(&format!(
+                "{}# Stats\r\ntotal_error_replies:{}\r\n",
+                if out.is_empty() { "" } else { "\r\n" },
+                errors.total
+            ));
+        }
+        if want("errorstats") {
+            if !out.is_empty() {
+                out.push_str("\r\n");
+            }
+            out.push_str("# Errorstats\r\n");
+            for (code, n) in &errors.by_code {
+                out.push_str(&format!(
+                    "errorstat_{}:count={n}\r\n",
+                    String::from_utf8_lossy(code)
+                ));
+            }
         }
         Reply::Bulk(out.into_bytes())
     }
