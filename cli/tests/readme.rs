@@ -25,9 +25,16 @@ use std::time::{Duration, Instant};
 use common::repo;
 use lockkit_test_support::free_port;
 
-/// The documents whose ```bash blocks run, in this order: later ones may use what earlier ones
-/// left.
-const DOCUMENTS: &[&str] = &["README.md"];
+/// The documents whose ```bash blocks run, in this order: later ones use what earlier ones left
+/// (`docs/BENCH.md` sizes a TTL from the files `docs/EXAMPLES.md`'s cron run wrote).
+const DOCUMENTS: &[&str] = &[
+    "README.md",
+    "docs/EXAMPLES.md",
+    "docs/LIBRARY.md",
+    "docs/PROXY.md",
+    "docs/BENCH.md",
+    "docs/HARNESS.md",
+];
 
 /// Document lines (trimmed) and what runs instead; `{examples}` is the built examples' folder.
 const REWRITES: &[(&str, &str)] = &[
@@ -40,7 +47,7 @@ const REWRITES: &[(&str, &str)] = &[
     ("cargo test --workspace --all-features", ""),
     // The release binary: here the debug build under test is already first on PATH.
     (r#"export PATH="${CARGO_TARGET_DIR:-$PWD/target}/release:$PATH""#, ""),
-    // The two commands that open the proxy section, for the reader's own application: the
+    // The two commands that open docs/PROXY.md's first run, for the reader's own application: the
     // block right after runs the same two against a throwaway Redis with redis-cli traffic.
     (
         "lockkit proxy --listen 127.0.0.1:7000 --upstream redis://127.0.0.1:6380 --plugin observe --out /tmp/lockkit-observed &",
