@@ -7,7 +7,7 @@
 //! - `lockkit` is this build's debug binary, first on `PATH`;
 //! - every `lockkit bench` line runs 1 s with no warm-up (`--duration`, `--warmup` replaced or
 //!   added), so the whole run takes about two minutes;
-//! - the fixed ports (6379, 6380, ..., 3001, 3002, 7000, 7100) become free loopback ports;
+//! - the fixed ports (6379, 6380, ..., 6390, 3001, 3002, 7000, 7100) become free loopback ports;
 //! - the lines in [`REWRITES`] (installing packages, the test suite itself, the release build,
 //!   the proxy section's two commands for the reader's own application)
 //!   are replaced as listed; a rewrite that no longer matches a line fails the test, so the
@@ -67,7 +67,7 @@ const EXAMPLE_FEATURES: &str = "tower,metrics";
 
 /// Ports the documents name; each becomes a free loopback port.
 const PORTS: &[&str] = &[
-    "6379", "6380", "6381", "6382", "7000", "7100", "3001", "3002",
+    "6379", "6380", "6381", "6382", "6390", "7000", "7100", "3001", "3002",
 ];
 
 /// A document's ```bash blocks (fences may be indented, as inside a list item), in order.
@@ -364,6 +364,10 @@ fn every_documented_shell_block_runs_as_written_and_leaves_git_status_clean() {
     assert!(
         stdout.contains("recorded lockkit-results/mine.txt"),
         "lua record\n{all}"
+    );
+    assert!(
+        stdout.contains("lock:order:{id}"),
+        "the README's proxy example folds its key into a pattern\n{all}"
     );
     assert_eq!(
         git_status(),
