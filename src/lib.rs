@@ -134,3 +134,14 @@ pub use wait::{WaitMode, Waiter};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of the README's chapters in `docs/` compile as doctests too (the chapters of
+/// other crates, `docs/HARNESS.md` and `docs/PROXY.md`, are not the library's).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/LIBRARY.md")]
+#[doc = include_str!("../docs/MIDDLEWARE.md")]
+#[doc = include_str!("../docs/SECURITY.md")]
+#[doc = include_str!("../docs/METRICS.md")]
+#[doc = include_str!("../docs/EXAMPLES.md")]
+#[doc = include_str!("../docs/BENCH.md")]
+pub struct ChapterDoctests;
