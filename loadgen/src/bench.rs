@@ -109,7 +109,7 @@ async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> any
     let refused = |e: lockkit::Error| {
         exit::unreachable(format!(
             "{target} refused a lock on {key:?}: {e}; the user needs the lock commands on keys \
-             {:?} (README: Security, the minimal ACL rule), or pick another --key-prefix",
+             {:?} (docs/SECURITY.md: the minimal ACL rule), or pick another --key-prefix",
             format!("{}*", args.key_prefix)
         ))
     };
