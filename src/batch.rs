@@ -8,8 +8,9 @@ use crate::client::Unheard;
 use crate::conn::Conn;
 use crate::connections::ScriptCall;
 use crate::error::{Error, Result};
+use crate::keys::check_key;
 use crate::lock::{
-    check_key, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
+    release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
 };
 use crate::options::LockOptions;
 use crate::scripts;

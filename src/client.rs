@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use crate::conn::Conn;
 use crate::connections::{ClientStats, Connections};
 use crate::error::{unknown_outcome, Result};
+use crate::keys::check_key;
 use crate::lock::{
-    check_key, extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
+    extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
     ExtendOutcome, Lock, ReleaseOutcome, SetNx,
 };
 use crate::locker::Locker;

@@ -11,6 +11,7 @@ use redis::{Cmd, Value};
 
 use crate::conn::{self, Command, Conn, Topology};
 use crate::error::{Error, Result};
+use crate::keys;
 use crate::lock::new_token;
 use crate::options::{ClientOptions, ScriptMode};
 use crate::scripts::{self, LuaScript};
@@ -156,8 +157,8 @@ impl Connections {
         if self.0.topology != Topology::Cluster {
             return None;
         }
-        let marker = crate::fair::companion_key(key, "released");
-        (conn::key_slot(marker.as_bytes()) == conn::key_slot(key.as_bytes())).then_some(marker)
+        let marker = crate::keys::companion_key(key, "released");
+        (keys::key_slot(marker.as_bytes()) == keys::key_slot(key.as_bytes())).then_some(marker)
     }
 
     /// A releasing script's keys and arguments: `keys`, then the marker; the token, the
@@ -449,7 +450,7 @@ impl Connections {
         let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
         for (i, key) in keys.iter().enumerate() {
             groups
-                .entry(conn::key_slot(key.as_bytes()))
+                .entry(keys::key_slot(key.as_bytes()))
                 .or_default()
                 .push(i);
         }

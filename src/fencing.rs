@@ -6,7 +6,8 @@ use redis::Value;
 
 use crate::client::Unheard;
 use crate::error::{Error, Result};
-use crate::lock::{check_key, ttl_ms, Lock};
+use crate::keys::check_key;
+use crate::lock::{ttl_ms, Lock};
 use crate::options::LockOptions;
 use crate::scripts;
 use crate::{LockClient, Locker};

@@ -94,6 +94,7 @@ mod error;
 mod fair;
 mod fencing;
 mod guard;
+mod keys;
 mod link;
 mod lock;
 mod locker;
@@ -112,12 +113,13 @@ mod url;
 pub mod wait;
 
 pub use client::LockClient;
-pub use conn::{key_slot, Topology};
+pub use conn::Topology;
 pub use connections::ClientStats;
 pub use error::{Error, ErrorKind, NodeError, Result};
-pub use fair::{fair_queue_keys, FairAttempt};
+pub use fair::FairAttempt;
 pub use guard::{LockGuard, LossReason, LossSignal};
-pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
+pub use keys::{fair_queue_keys, key_slot, MAX_KEY_LEN};
+pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome};
 pub use locker::Locker;
 pub use net::tls_config;
 pub use options::{

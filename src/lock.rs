@@ -8,9 +8,6 @@ use redis::Value;
 use crate::error::{Error, Result};
 use crate::options::LockOptions;
 
-/// Redis refuses keys longer than 512 MB; lockkit keeps lock keys to a sane size.
-pub const MAX_KEY_LEN: usize = 64 * 1024;
-
 /// A held lock: the key, the token that proves it is ours, and how long it is valid for.
 ///
 /// A `Lock` is plain data; it does not release itself. Use [`LockGuard`](crate::LockGuard) for that.
@@ -267,23 +264,6 @@ pub fn new_token() -> String {
     token.to_owned()
 }
 
-pub(crate) fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return Err(Error::InvalidKey {
-            reason: "the key is empty; give every lock a name, e.g. `lock:orders:42`".into(),
-        });
-    }
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::InvalidKey {
-            reason: format!(
-                "the key is {} bytes; lock keys are limited to {MAX_KEY_LEN} bytes (hash long names first)",
-                key.len()
-            ),
-        });
-    }
-    Ok(())
-}
-
 pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
     ttl.as_millis().min(u128::from(u64::MAX)) as u64
 }
@@ -389,15 +369,5 @@ mod tests {
         );
         assert!(release_outcome(&Value::Int(7)).is_err());
         assert!(release_outcome(&Value::Nil).is_err());
-    }
-
-    #[test]
-    fn empty_and_huge_keys_are_rejected() {
-        assert!(matches!(check_key(""), Err(Error::InvalidKey { .. })));
-        assert!(matches!(
-            check_key(&"x".repeat(MAX_KEY_LEN + 1)),
-            Err(Error::InvalidKey { .. })
-        ));
-        assert!(check_key("lock:a\nb\0c").is_ok());
     }
 }

@@ -57,7 +57,8 @@ use futures_util::future::join_all;
 
 use crate::connections::Connections;
 use crate::error::{Error, NodeError, Result};
-use crate::lock::{check_key, new_token, ExtendOutcome, Lock, ReleaseOutcome};
+use crate::keys::check_key;
+use crate::lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
 use crate::quorum::{count, settled, Node, NodeReply, Nodes, Tally};
