@@ -6,8 +6,10 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use crate::command::Command;
 use crate::error::Result;
 use crate::link::{Endpoint, Link};
+use crate::net::ensure_crypto_provider;
 use crate::options::ClientOptions;
 use crate::url::redact_url;
 
@@ -116,26 +118,6 @@ impl Conn {
     }
 }
 
-/// A command lockkit encodes itself: as RESP into a write buffer (the same bytes redis-rs
-/// packs), or as redis-rs's `Cmd` where redis-rs sends it.
-pub(crate) trait Command {
-    /// Appends the command, encoded, to `out`.
-    fn write(&self, out: &mut Vec<u8>);
-    /// The command as redis-rs builds it.
-    fn cmd(&self) -> Cmd;
-}
-
-/// Any other command: redis-rs packs it.
-impl Command for Cmd {
-    fn write(&self, out: &mut Vec<u8>) {
-        self.write_packed_command(out);
-    }
-
-    fn cmd(&self) -> Cmd {
-        self.clone()
-    }
-}
-
 /// A command over a cluster connection, boxed: it stays out of the futures of the one-server
 /// path, which carry only the pointer.
 fn cluster_query(
@@ -150,14 +132,6 @@ fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: None,
         root_cert: Some(ca.to_vec()),
-    }
-}
-
-/// rustls needs a process-wide crypto provider; pick ring unless the application already
-/// installed one (then that one is used).
-pub(crate) fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 

@@ -9,7 +9,8 @@ use futures_util::future::join_all;
 
 use redis::{Cmd, Value};
 
-use crate::conn::{self, Command, Conn, Topology};
+use crate::command::Command;
+use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::new_token;

@@ -17,25 +17,9 @@ use crate::client::Unheard;
 use crate::connections::with_channel;
 use crate::error::{Error, Result};
 use crate::keys::{check_key, fair_queue_keys};
-use crate::lock::{ttl_ms, Lock};
+use crate::lock::{ttl_ms, FairAttempt, Lock};
 use crate::options::LockOptions;
 use crate::{scripts, LockClient, Locker, Topology};
-
-/// What one attempt in a fair queue came to.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum FairAttempt {
-    /// Taken: it was free and this ticket's turn.
-    Acquired(Box<Lock>),
-    /// Busy, or another waiter's turn: the ticket waits in the queue.
-    Queued {
-        /// The ticket's place in the queue, 1 for the next to take the lock (0 when the locker
-        /// keeps no queue).
-        place: u64,
-        /// The holder's remaining TTL, when the lock is held and has one.
-        holder_ttl: Option<Duration>,
-    },
-}
 
 /// What acquire_fair.lua answered.
 #[derive(Debug, PartialEq)]

@@ -88,6 +88,7 @@ macro_rules! setters {
 
 mod batch;
 mod client;
+mod command;
 mod conn;
 mod connections;
 mod error;
@@ -116,19 +117,19 @@ pub use client::LockClient;
 pub use conn::Topology;
 pub use connections::ClientStats;
 pub use error::{Error, ErrorKind, NodeError, Result};
-pub use fair::FairAttempt;
-pub use guard::{LockGuard, LossReason, LossSignal};
+pub use guard::{LockGuard, LossSignal};
 pub use keys::{fair_queue_keys, key_slot, MAX_KEY_LEN};
-pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome};
+pub use lock::{new_token, ExtendOutcome, FairAttempt, Lock, LossReason, ReleaseOutcome};
 pub use locker::Locker;
 pub use net::tls_config;
 pub use options::{
-    ClientOptions, LockOptions, LockOptionsBuilder, ScriptMode, WatchdogOptions,
+    ClientOptions, LockOptions, LockOptionsBuilder, RetryOptions, ScriptMode, WatchdogOptions,
     DEFAULT_QUEUE_LEASE, MAX_TTL,
 };
 pub use probe::{probe, ProbeReport, Support};
-pub use redlock::{quorum_of, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
-pub use retry::{AcquireObserver, AttemptOutcome, NoObserver, RetryOptions};
+pub use quorum::quorum_of;
+pub use redlock::{Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
+pub use retry::{AcquireObserver, AttemptOutcome, NoObserver};
 pub use url::{parse_url, redact_url};
 pub use wait::{WaitMode, Waiter};
 

@@ -213,7 +213,7 @@ pub(crate) struct SetNx<'a> {
     pub(crate) get: bool,
 }
 
-impl crate::conn::Command for SetNx<'_> {
+impl crate::command::Command for SetNx<'_> {
     fn write(&self, out: &mut Vec<u8>) {
         use crate::resp::{write_array_len, write_bulk, write_bulk_uint};
         write_array_len(out, if self.get { 7 } else { 6 });
@@ -247,6 +247,36 @@ pub(crate) fn set_nx_taken(v: &Value, token: &str, get: bool) -> Result<bool> {
             reply: format!("{other:?}"),
         }),
     }
+}
+
+/// What one attempt in a fair queue came to.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum FairAttempt {
+    /// Taken: it was free and this ticket's turn.
+    Acquired(Box<Lock>),
+    /// Busy, or another waiter's turn: the ticket waits in the queue.
+    Queued {
+        /// The ticket's place in the queue, 1 for the next to take the lock (0 when the locker
+        /// keeps no queue).
+        place: u64,
+        /// The holder's remaining TTL, when the lock is held and has one.
+        holder_ttl: Option<Duration>,
+    },
+}
+
+/// Why a guarded lock was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// An extend found the key gone (it expired, or was deleted behind our back).
+    Expired,
+    /// An extend found another token in the key.
+    Stolen,
+    /// Renewals kept failing (server unreachable) until the lock's validity ran out.
+    Unreachable,
+    /// The watchdog stopped renewing at `max_hold` and the lock ran out its TTL.
+    MaxHoldReached,
 }
 
 /// A fresh token: UUID v4 as 32 lowercase hex digits.
@@ -293,7 +323,7 @@ mod tests {
         for get in [false, true] {
             for (key, ttl) in [("k", 5u64), ("lock:orders:42", 30_000), ("", 1)] {
                 let ttl = Duration::from_millis(ttl);
-                use crate::conn::Command;
+                use crate::command::Command;
                 let mut out = b"before".to_vec();
                 let set = SetNx {
                     key,

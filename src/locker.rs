@@ -12,9 +12,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::fair::FairAttempt;
 use crate::guard::LockGuard;
-use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
+use crate::lock::{ExtendOutcome, FairAttempt, Lock, ReleaseOutcome};
 use crate::options::{LockOptions, WatchdogOptions};
 use crate::retry::{self, AcquireObserver, NoObserver};
 use crate::wait::Waiter;

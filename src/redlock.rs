@@ -61,7 +61,7 @@ use crate::keys::check_key;
 use crate::lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
-use crate::quorum::{count, settled, Node, NodeReply, Nodes, Tally};
+use crate::quorum::{count, quorum_of, settled, Node, NodeReply, Nodes, Tally};
 use crate::{ClientStats, LockClient};
 
 /// Options for a [`Redlock`].
@@ -741,29 +741,5 @@ impl Locker for Redlock {
                         + s.unknown_outcome_cleanups,
                 }
             })
-    }
-}
-
-/// The majority of `n` nodes.
-///
-/// ```
-/// assert_eq!(lockkit::quorum_of(3), 2);
-/// assert_eq!(lockkit::quorum_of(5), 3);
-/// ```
-pub fn quorum_of(n: usize) -> usize {
-    n / 2 + 1
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quorum_of;
-
-    #[test]
-    fn quorum_is_strict_majority() {
-        for (n, q) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
-            assert_eq!(quorum_of(n), q, "n = {n}");
-            // Two disjoint quorums cannot exist.
-            assert!(2 * quorum_of(n) > n);
-        }
     }
 }
