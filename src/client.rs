@@ -12,9 +12,9 @@ use crate::lock::{
     ExtendOutcome, Lock, ReleaseOutcome, SetNx,
 };
 use crate::locker::Locker;
-use crate::options::{validate_ttl, ClientOptions, LockOptions};
+use crate::options::{validate_ttl, ClientOptions, LockOptions, WaitMode};
 use crate::scripts;
-use crate::wait::{WaitMode, Waiter};
+use crate::wait::Waiter;
 
 /// A Redis lock client: acquire, release, extend, pipelined batches, guards with a watchdog.
 ///

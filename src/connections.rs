@@ -14,9 +14,9 @@ use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::new_token;
-use crate::options::{ClientOptions, ScriptMode};
+use crate::options::{ClientOptions, ScriptMode, WaitMode};
 use crate::scripts::{self, LuaScript};
-use crate::wait::{open_hub, Hub, WaitMode};
+use crate::wait::{open_hub, Hub};
 
 /// Counters of what the client did, for tests, benchmarks and reports.
 #[derive(Debug, Default)]

@@ -123,15 +123,15 @@ pub use lock::{new_token, ExtendOutcome, FairAttempt, Lock, LossReason, ReleaseO
 pub use locker::Locker;
 pub use net::tls_config;
 pub use options::{
-    ClientOptions, LockOptions, LockOptionsBuilder, RetryOptions, ScriptMode, WatchdogOptions,
-    DEFAULT_QUEUE_LEASE, MAX_TTL,
+    ClientOptions, LockOptions, LockOptionsBuilder, RetryOptions, ScriptMode, WaitMode,
+    WatchdogOptions, DEFAULT_QUEUE_LEASE, MAX_TTL,
 };
 pub use probe::{probe, ProbeReport, Support};
 pub use quorum::quorum_of;
 pub use redlock::{Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
 pub use retry::{AcquireObserver, AttemptOutcome, NoObserver};
 pub use url::{parse_url, redact_url};
-pub use wait::{WaitMode, Waiter};
+pub use wait::Waiter;
 
 /// The README's examples compile as doctests.
 #[cfg(doctest)]

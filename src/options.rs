@@ -33,6 +33,36 @@ impl ScriptMode {
     }
 }
 
+/// How a [`LockClient`](crate::LockClient) waits between attempts on a busy lock.
+///
+/// ```
+/// use lockkit::{ClientOptions, WaitMode};
+/// let opts = ClientOptions::new().wait(WaitMode::Poll);
+/// # let _ = opts;
+/// assert_eq!(WaitMode::default(), WaitMode::Notify);
+/// assert_eq!(WaitMode::Notify.name(), "notify");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WaitMode {
+    /// Woken by the release (one subscribed connection per client), with polling as the fallback
+    /// where the target can not notify.
+    #[default]
+    Notify,
+    /// Sleep the retry options' delay plus jitter between attempts.
+    Poll,
+}
+
+impl WaitMode {
+    /// `notify` or `poll`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitMode::Notify => "notify",
+            WaitMode::Poll => "poll",
+        }
+    }
+}
+
 /// Options for a [`LockClient`](crate::LockClient)'s connections.
 ///
 /// ```
@@ -60,7 +90,7 @@ pub struct ClientOptions {
     pub(crate) reconnect_retries: usize,
     pub(crate) proxy: Option<bool>,
     pub(crate) tls_root_ca: Option<Vec<u8>>,
-    pub(crate) wait: crate::wait::WaitMode,
+    pub(crate) wait: WaitMode,
 }
 
 impl Default for ClientOptions {
@@ -74,7 +104,7 @@ impl Default for ClientOptions {
             reconnect_retries: 3,
             proxy: None,
             tls_root_ca: None,
-            wait: crate::wait::WaitMode::Notify,
+            wait: WaitMode::Notify,
         }
     }
 }
@@ -131,7 +161,7 @@ impl ClientOptions {
         /// How an acquire with retries waits for a busy lock (default
         /// [`WaitMode::Notify`](crate::WaitMode::Notify): woken by the release on one server,
         /// polling elsewhere).
-        wait: crate::wait::WaitMode => wait;
+        wait: WaitMode => wait;
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
