@@ -205,7 +205,7 @@ pub(crate) fn set_nx_cmd(key: &str, token: &str, ttl: Duration, get: bool) -> re
 }
 
 /// `SET key token NX PX ttl [GET]`, encoded by lockkit itself on the hot path
-/// ([`Command`](crate::conn::Command)): the bytes of [`set_nx_cmd`], without building it.
+/// ([`Command`](crate::command::Command)): the bytes of [`set_nx_cmd`], without building it.
 pub(crate) struct SetNx<'a> {
     pub(crate) key: &'a str,
     pub(crate) token: &'a str,

@@ -8,12 +8,12 @@
 
 use std::time::{Duration, Instant};
 
+use crate::connection::notify::Waiter;
 use crate::error::{Error, Result};
 use crate::lock::{FairAttempt, Lock};
 use crate::locker::Locker;
 use crate::options::LockOptions;
 pub use crate::options::RetryOptions;
-use crate::wait::Waiter;
 
 /// What one acquire attempt came to, as the retry loop reports it to an [`AcquireObserver`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,14 +9,14 @@ use futures_util::future::join_all;
 
 use redis::{Cmd, Value};
 
+use super::notify::{open_hub, Hub};
+use super::{self as conn, Conn, Topology};
 use crate::command::Command;
-use crate::conn::{self, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::new_token;
 use crate::options::{ClientOptions, ScriptMode, WaitMode};
 use crate::scripts::{self, LuaScript};
-use crate::wait::{open_hub, Hub};
 
 /// Counters of what the client did, for tests, benchmarks and reports.
 #[derive(Debug, Default)]
@@ -146,7 +146,7 @@ impl Connections {
     /// The channel a release of `key` publishes on: on one server only (a cluster would
     /// broadcast every release to all its nodes; a proxy does not carry pub/sub).
     pub(crate) fn release_channel(&self, key: &str) -> Option<String> {
-        (self.0.topology == Topology::Standalone).then(|| crate::wait::release_channel(key))
+        (self.0.topology == Topology::Standalone).then(|| super::notify::release_channel(key))
     }
 
     /// Where a release of `key` leaves its "released" marker: in a cluster only, whose client

@@ -27,7 +27,7 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{oneshot, Notify};
 
-use crate::conn::{Conn, Topology};
+use super::{Conn, Topology};
 use crate::options::ClientOptions;
 pub use crate::options::WaitMode;
 

@@ -49,20 +49,23 @@
 //! across independent nodes without consensus: where a stale write must be impossible, keep a
 //! fencing check in a store that is itself consistent (see `LockClient::try_acquire_fenced`).
 
+mod quorum;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::connections::Connections;
+use crate::connection::pool::Connections;
 use crate::error::{Error, NodeError, Result};
 use crate::keys::check_key;
 use crate::lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
-use crate::quorum::{count, quorum_of, settled, Node, NodeReply, Nodes, Tally};
 use crate::{ClientStats, LockClient};
+pub use quorum::quorum_of;
+use quorum::{count, settled, Node, NodeReply, Nodes, Tally};
 
 /// Options for a [`Redlock`].
 ///

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::Unheard;
+use super::Unheard;
 use crate::error::{Error, Result};
 use crate::keys::check_key;
 use crate::lock::{ttl_ms, Lock};

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::Unheard;
-use crate::connections::with_channel;
+use super::Unheard;
+use crate::connection::pool::with_channel;
 use crate::error::{Error, Result};
 use crate::keys::{check_key, fair_queue_keys};
 use crate::lock::{ttl_ms, FairAttempt, Lock};

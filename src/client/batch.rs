@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::Unheard;
-use crate::conn::Conn;
-use crate::connections::ScriptCall;
+use super::Unheard;
+use crate::connection::pool::ScriptCall;
+use crate::connection::Conn;
 use crate::error::{Error, Result};
 use crate::keys::check_key;
 use crate::lock::{

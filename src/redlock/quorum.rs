@@ -133,7 +133,7 @@ pub(crate) struct Node {
     /// costs a clone (its error is shared), not a formatted message.
     skipped: NodeError,
     /// When the node started (as of an `INFO server`), by the number of the connection that
-    /// asked ([`crate::link::Link::query_on`]): a start time holds for that connection only. A
+    /// asked ([`crate::connection::link::Link::query_on`]): a start time holds for that connection only. A
     /// connection re-established (silently, at the next call) may reach a new process that has
     /// forgotten every lock, so its start is read again. Emptied after an error too.
     starts: Mutex<Vec<(u64, Instant)>>,

@@ -1,15 +1,25 @@
 //! Opening connections: one server, a proxy in front of servers, or a Redis Cluster, told
 //! apart by asking the target itself.
+//!
+//! The connection layer, one folder: `Conn` and opening it (this file); [`link`], lockkit's own
+//! pipelined connection to one server; [`connector`], opening a socket and logging in
+//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`notify`],
+//! release notifications and the waiters they wake (`lockkit::wait`).
+
+pub mod connector;
+pub(crate) mod link;
+pub mod notify;
+pub(crate) mod pool;
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use self::connector::ensure_crypto_provider;
+use self::link::{Endpoint, Link};
 use crate::command::Command;
 use crate::error::Result;
-use crate::link::{Endpoint, Link};
-use crate::net::ensure_crypto_provider;
 use crate::options::ClientOptions;
 use crate::url::redact_url;
 
