@@ -207,6 +207,20 @@ fn resolve(
             }
             here[..here.len() - ups].to_vec()
         }
+        // `self::child` and a bare `child::...` (a `use` relative to the module) name a child
+        // module of the file's own module; anything else (`std::`, `redis::`) is not ours.
+        Some(&first) if path.inline_depth == 0 => {
+            if first == "self" {
+                segs.next();
+            }
+            let child = segs.peek().copied().unwrap_or_default();
+            let mut next = here.clone();
+            next.push(child.to_string());
+            if !modules.contains_key(&next) {
+                return None;
+            }
+            here.clone()
+        }
         _ => return None,
     };
     let rest: Vec<&str> = segs.filter(|s| *s != "self" && *s != "*").collect();
@@ -249,8 +263,9 @@ impl Path2 {
     }
 }
 
-/// Every `crate::`/`super::` path of a file with its line number: from `use` statements (groups
-/// spread over lines expanded) and from inline paths in code. Comments are skipped.
+/// Every path of a file that may name a module of the crate, with its line number: from `use`
+/// statements (groups spread over lines expanded; `crate::`, `super::`, `self::` and relative
+/// ones) and `crate::`/`super::` paths inline in code. Comments are skipped.
 fn crate_paths(text: &str) -> Vec<(usize, Path2)> {
     let depths = inline_depths(text);
     let mut out = Vec::new();
@@ -259,7 +274,7 @@ fn crate_paths(text: &str) -> Vec<(usize, Path2)> {
     for (line, _, stmt) in &uses {
         for segs in expand_use(stmt) {
             let segs: Vec<String> = segs.into_iter().take_while(|s| s != "as").collect();
-            if matches!(segs.first().map(String::as_str), Some("crate" | "super")) {
+            if segs.first().is_some_and(|s| s != "std" && s != "core") {
                 let inline_depth = depths[*line - 1];
                 out.push((*line, Path2 { segs, inline_depth }));
             }
@@ -503,6 +518,9 @@ fn use_trees_expand_and_paths_resolve() {
         Some("x/mod.rs")
     );
     assert_eq!(r("a.rs", p("crate::x::y::f", 0)).as_deref(), Some("x/y.rs"));
+    assert_eq!(r("x/mod.rs", p("self::y::f", 0)).as_deref(), Some("x/y.rs"));
+    assert_eq!(r("x/mod.rs", p("y::f", 0)).as_deref(), Some("x/y.rs"));
+    assert_eq!(r("x/mod.rs", p("redis::Cmd", 0)), None);
     let graph: BTreeMap<String, BTreeSet<String>> =
         [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]
             .iter()
