@@ -2,6 +2,7 @@
 //! every file of `src/` in one layer, and a file names (in `use` lines, multi-line groups
 //! included, and in inline paths) only `crate::`/`super::` items of its own layer or a lower
 //! one, but for the exception the list names. No import circle spans more than 3 files.
+//! Unit-test modules (`#[cfg(test)] mod tests`) may use the whole crate: they are not counted.
 //!
 //! `LOCKKIT_LAYERS_SRC=<dir>` checks another `src/` (e.g. an older checkout) instead.
 
@@ -265,7 +266,8 @@ impl Path2 {
 
 /// Every path of a file that may name a module of the crate, with its line number: from `use`
 /// statements (groups spread over lines expanded; `crate::`, `super::`, `self::` and relative
-/// ones) and `crate::`/`super::` paths inline in code. Comments are skipped.
+/// ones) and `crate::`/`super::` paths inline in code. Comments are skipped, and so are
+/// `#[cfg(test)]` modules: unit tests may drive the whole crate, as the tests in `tests/` do.
 fn crate_paths(text: &str) -> Vec<(usize, Path2)> {
     let depths = inline_depths(text);
     let mut out = Vec::new();
@@ -275,12 +277,17 @@ fn crate_paths(text: &str) -> Vec<(usize, Path2)> {
         for segs in expand_use(stmt) {
             let segs: Vec<String> = segs.into_iter().take_while(|s| s != "as").collect();
             if segs.first().is_some_and(|s| s != "std" && s != "core") {
-                let inline_depth = depths[*line - 1];
+                let Some(inline_depth) = depths[*line - 1] else {
+                    continue;
+                };
                 out.push((*line, Path2 { segs, inline_depth }));
             }
         }
     }
     for (i, raw) in text.lines().enumerate() {
+        let Some(inline_depth) = depths[i] else {
+            continue;
+        };
         if in_use.contains(&(i + 1)) {
             continue;
         }
@@ -306,13 +313,7 @@ fn crate_paths(text: &str) -> Vec<(usize, Path2)> {
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
                     .collect();
-                out.push((
-                    i + 1,
-                    Path2 {
-                        segs,
-                        inline_depth: depths[i],
-                    },
-                ));
+                out.push((i + 1, Path2 { segs, inline_depth }));
             }
         }
     }
@@ -326,23 +327,32 @@ fn strip_comment(line: &str) -> &str {
 }
 
 /// For every line, how many inline `mod name {` blocks it stands in (rustfmt layout: the block
-/// ends at a `}` with the `mod` line's indent).
-fn inline_depths(text: &str) -> Vec<usize> {
-    let mut open: Vec<usize> = Vec::new();
+/// ends at a `}` with the `mod` line's indent), or `None` inside a `#[cfg(test)]` one.
+fn inline_depths(text: &str) -> Vec<Option<usize>> {
+    // (indent, a #[cfg(test)] module) of each open block.
+    let mut open: Vec<(usize, bool)> = Vec::new();
     let mut out = Vec::new();
+    let mut cfg_test = false;
     for line in text.lines() {
         let indent = line.len() - line.trim_start().len();
         let code = strip_comment(line).trim();
-        if code == "}" && open.last() == Some(&indent) {
+        if code == "}" && open.last().is_some_and(|(i, _)| *i == indent) {
             open.pop();
         }
-        out.push(open.len());
         let is_mod = code
             .trim_start_matches("pub(crate) ")
             .trim_start_matches("pub ")
             .starts_with("mod ");
+        let test = open.iter().any(|(_, t)| *t) || (cfg_test && is_mod);
+        out.push((!test).then_some(open.len()));
         if is_mod && code.ends_with('{') {
-            open.push(indent);
+            open.push((indent, cfg_test));
+        }
+        if !code.starts_with("#[") {
+            cfg_test = false;
+        }
+        if code == "#[cfg(test)]" {
+            cfg_test = true;
         }
     }
     out
@@ -481,7 +491,7 @@ fn use_trees_expand_and_paths_resolve() {
             vec!["crate", "lock", "x", "B", "as", "C"],
         ]
     );
-    let text = "use crate::a::{\n    B,\n    C,\n};\nfn f() { crate::b::g(); }\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::c::D;\n}\n";
+    let text = "use crate::a::{\n    B,\n    C,\n};\nfn f() { crate::b::g(); }\n\nmod inner {\n    use super::*;\n    use super::super::c::D;\n}\n#[cfg(test)]\nmod tests {\n    use crate::Top;\n    fn t() { crate::top::f(); }\n}\n";
     let paths: Vec<(usize, String)> = crate_paths(text)
         .into_iter()
         .map(|(l, p)| (l, format!("{}@{}", p.join("::"), p.inline_depth)))
