@@ -8,24 +8,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::Result;
-use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
+use crate::lock::{ExtendOutcome, Lock, LossReason, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::WatchdogOptions;
 use crate::LockClient;
-
-/// Why a guarded lock was lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LossReason {
-    /// An extend found the key gone (it expired, or was deleted behind our back).
-    Expired,
-    /// An extend found another token in the key.
-    Stolen,
-    /// Renewals kept failing (server unreachable) until the lock's validity ran out.
-    Unreachable,
-    /// The watchdog stopped renewing at `max_hold` and the lock ran out its TTL.
-    MaxHoldReached,
-}
 
 /// A clonable handle that resolves when the guarded lock is lost; hand it to the guarded work
 /// and `select!` on it to stop writing the moment the lock is gone.

@@ -8,22 +8,27 @@
 //! - one [`Locker`] trait over one server ([`LockClient`]) and a Redlock quorum ([`Redlock`]),
 //!   with one retry loop ([`retry`]) that every acquire goes through.
 //!
-//! # Module map
-//! | module | one job |
-//! | --- | --- |
-//! | `conn`, `connections` | opening connections (server, proxy, cluster); the script cache and `EVALSHA`/`NOSCRIPT` |
-//! | `url` | parsing and redacting Redis URLs ([`parse_url`], [`redact_url`]) |
-//! | `lock` | the [`Lock`] data, tokens, release/extend outcomes |
-//! | `locker` | the [`Locker`] trait |
-//! | `client` | [`LockClient`]: one server, proxy or cluster |
-//! | `batch` | pipelined `acquire_many` / `release_many` |
-//! | [`retry`] | [`RetryOptions`] and the one retry loop |
-//! | [`wait`] | waiting for a busy lock: woken by its release ([`WaitMode`]), polling as the fallback; fair mode ([`LockOptionsBuilder::fair`]) takes turns through a queue in Redis |
-//! | `guard` | [`LockGuard`] and its watchdog |
-//! | `redlock`, `quorum` | [`Redlock`]: a quorum over independent masters; votes decided at quorum, per-node circuit breakers |
-//! | `fencing` | fencing tokens ([`LockClient::try_acquire_fenced`]) |
-//! | `link`, [`net`], [`resp`] | lockkit's own pipelined connection to one server; opening a connection and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); where a RESP reply ends ([`resp::frame_len`]) |
-//! | `options`, `error`, [`scripts`], `probe` | options, [`Error`]/[`ErrorKind`], the Lua scripts, target probing |
+//! # Layers
+//! `src/` is built in layers, bottom to top: a file imports from its own layer and the ones
+//! below it, never from above, but for the one import upward named below the table. Read it
+//! bottom first. `tests/layers.rs` reads this table and every `crate::`/`super::` path in
+//! `src/` (unit-test modules aside: they may use the whole crate), and fails on an import
+//! against it, on a file in no layer, or on an import circle of more than 3 files.
+//!
+//! | layer | files | one job |
+//! | --- | --- | --- |
+//! | 1 base | `error.rs`, `keys.rs`, `scripts.rs`, `url.rs` | [`Error`]/[`ErrorKind`]; key rules ([`key_slot`], [`fair_queue_keys`], [`MAX_KEY_LEN`]); the Lua scripts ([`scripts`]); parsing and redacting Redis URLs ([`parse_url`], [`redact_url`]) |
+//! | 2 wire | `resp.rs`, `command.rs` | RESP: where a reply ends ([`resp::frame_len`]), writing commands; a command lockkit encodes itself |
+//! | 3 data | `options.rs`, `lock.rs` | options ([`ClientOptions`] with its [`WaitMode`], [`LockOptions`] with its [`RetryOptions`], [`WatchdogOptions`]); the [`Lock`] data, tokens, the `SET NX PX` command and its reply, the outcomes of release, extend and fair attempts, [`LossReason`] |
+//! | 4 metrics | `metrics.rs` | [`metrics`]: what every path reports |
+//! | 5 connection | `connection/` | `mod.rs`: opening connections (server, proxy, cluster), [`Topology`]; `link.rs`: lockkit's own pipelined connection to one server; `connector.rs` ([`net`]): opening a socket and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); `pool.rs`: a client's connections, the script cache and `EVALSHA`/`NOSCRIPT`; `notify.rs` ([`wait`]): waiting for a busy lock, woken by its release, polling as the fallback, fair mode's turns |
+//! | 6 lockers | `locker.rs`, `client/`, `redlock/` | the [`Locker`] trait; [`LockClient`] (`client/mod.rs`) with pipelined `acquire_many`/`release_many` (`batch.rs`), fair mode (`fair.rs`, [`LockOptionsBuilder::fair`]) and fencing tokens (`fencing.rs`, [`LockClient::try_acquire_fenced`]); [`Redlock`] (`redlock/mod.rs`): a quorum over independent masters, votes decided at quorum, per-node circuit breakers (`quorum.rs`) |
+//! | 7 policies | `retry.rs`, `guard.rs` | [`retry`]: the one retry loop; [`LockGuard`] and its watchdog |
+//! | 8 top | `probe.rs`, `middleware/`, `lib.rs` | target probing ([`probe()`]); the `tower` layer (feature `tower`); this crate root |
+//!
+//! The one import upward: `locker.rs` → `retry.rs`, `guard.rs` (the [`Locker`] trait's
+//! provided methods, `acquire` and `lock`, run the retry loop and start a guard, as std's
+//! `Iterator` reaches its adapters). They form the one import circle, of 3 files.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -86,49 +91,56 @@ macro_rules! setters {
     };
 }
 
-mod batch;
-mod client;
-mod conn;
-mod connections;
+// The modules, bottom layer first (see "# Layers" above).
 mod error;
-mod fair;
-mod fencing;
-mod guard;
-mod link;
-mod lock;
-mod locker;
-pub mod metrics;
-#[cfg(feature = "tower")]
-pub mod middleware;
-pub mod net;
-mod options;
-mod probe;
-mod quorum;
-mod redlock;
-pub mod resp;
-pub mod retry;
+mod keys;
 pub mod scripts;
 mod url;
-pub mod wait;
+
+mod command;
+pub mod resp;
+
+mod lock;
+mod options;
+
+pub mod metrics;
+
+mod connection;
+pub use connection::connector as net;
+pub use connection::notify as wait;
+// `crate::conn::...`, the path src/connection/notify.rs (src/wait.rs before) names inline:
+// kept so that file's move changed only its `use` lines.
+use connection as conn;
+
+mod client;
+mod locker;
+mod redlock;
+
+mod guard;
+pub mod retry;
+
+#[cfg(feature = "tower")]
+pub mod middleware;
+mod probe;
 
 pub use client::LockClient;
-pub use conn::{key_slot, Topology};
-pub use connections::ClientStats;
+pub use connection::pool::ClientStats;
+pub use connection::Topology;
 pub use error::{Error, ErrorKind, NodeError, Result};
-pub use fair::{fair_queue_keys, FairAttempt};
-pub use guard::{LockGuard, LossReason, LossSignal};
-pub use lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome, MAX_KEY_LEN};
+pub use guard::{LockGuard, LossSignal};
+pub use keys::{fair_queue_keys, key_slot, MAX_KEY_LEN};
+pub use lock::{new_token, ExtendOutcome, FairAttempt, Lock, LossReason, ReleaseOutcome};
 pub use locker::Locker;
 pub use net::tls_config;
 pub use options::{
-    ClientOptions, LockOptions, LockOptionsBuilder, ScriptMode, WatchdogOptions,
-    DEFAULT_QUEUE_LEASE, MAX_TTL,
+    ClientOptions, LockOptions, LockOptionsBuilder, RetryOptions, ScriptMode, WaitMode,
+    WatchdogOptions, DEFAULT_QUEUE_LEASE, MAX_TTL,
 };
 pub use probe::{probe, ProbeReport, Support};
 pub use redlock::{quorum_of, Redlock, RedlockAttempt, RedlockOptions, RedlockRelease};
-pub use retry::{AcquireObserver, AttemptOutcome, NoObserver, RetryOptions};
+pub use retry::{AcquireObserver, AttemptOutcome, NoObserver};
 pub use url::{parse_url, redact_url};
-pub use wait::{WaitMode, Waiter};
+pub use wait::Waiter;
 
 /// The README's examples compile as doctests.
 #[cfg(doctest)]

@@ -8,9 +8,6 @@ use redis::Value;
 use crate::error::{Error, Result};
 use crate::options::LockOptions;
 
-/// Redis refuses keys longer than 512 MB; lockkit keeps lock keys to a sane size.
-pub const MAX_KEY_LEN: usize = 64 * 1024;
-
 /// A held lock: the key, the token that proves it is ours, and how long it is valid for.
 ///
 /// A `Lock` is plain data; it does not release itself. Use [`LockGuard`](crate::LockGuard) for that.
@@ -208,7 +205,7 @@ pub(crate) fn set_nx_cmd(key: &str, token: &str, ttl: Duration, get: bool) -> re
 }
 
 /// `SET key token NX PX ttl [GET]`, encoded by lockkit itself on the hot path
-/// ([`Command`](crate::conn::Command)): the bytes of [`set_nx_cmd`], without building it.
+/// ([`Command`](crate::command::Command)): the bytes of [`set_nx_cmd`], without building it.
 pub(crate) struct SetNx<'a> {
     pub(crate) key: &'a str,
     pub(crate) token: &'a str,
@@ -216,7 +213,7 @@ pub(crate) struct SetNx<'a> {
     pub(crate) get: bool,
 }
 
-impl crate::conn::Command for SetNx<'_> {
+impl crate::command::Command for SetNx<'_> {
     fn write(&self, out: &mut Vec<u8>) {
         use crate::resp::{write_array_len, write_bulk, write_bulk_uint};
         write_array_len(out, if self.get { 7 } else { 6 });
@@ -252,6 +249,36 @@ pub(crate) fn set_nx_taken(v: &Value, token: &str, get: bool) -> Result<bool> {
     }
 }
 
+/// What one attempt in a fair queue came to.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum FairAttempt {
+    /// Taken: it was free and this ticket's turn.
+    Acquired(Box<Lock>),
+    /// Busy, or another waiter's turn: the ticket waits in the queue.
+    Queued {
+        /// The ticket's place in the queue, 1 for the next to take the lock (0 when the locker
+        /// keeps no queue).
+        place: u64,
+        /// The holder's remaining TTL, when the lock is held and has one.
+        holder_ttl: Option<Duration>,
+    },
+}
+
+/// Why a guarded lock was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LossReason {
+    /// An extend found the key gone (it expired, or was deleted behind our back).
+    Expired,
+    /// An extend found another token in the key.
+    Stolen,
+    /// Renewals kept failing (server unreachable) until the lock's validity ran out.
+    Unreachable,
+    /// The watchdog stopped renewing at `max_hold` and the lock ran out its TTL.
+    MaxHoldReached,
+}
+
 /// A fresh token: UUID v4 as 32 lowercase hex digits.
 ///
 /// ```
@@ -265,23 +292,6 @@ pub fn new_token() -> String {
     let mut buf = [0u8; uuid::fmt::Simple::LENGTH];
     let token: &str = uuid::Uuid::new_v4().simple().encode_lower(&mut buf);
     token.to_owned()
-}
-
-pub(crate) fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return Err(Error::InvalidKey {
-            reason: "the key is empty; give every lock a name, e.g. `lock:orders:42`".into(),
-        });
-    }
-    if key.len() > MAX_KEY_LEN {
-        return Err(Error::InvalidKey {
-            reason: format!(
-                "the key is {} bytes; lock keys are limited to {MAX_KEY_LEN} bytes (hash long names first)",
-                key.len()
-            ),
-        });
-    }
-    Ok(())
 }
 
 pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
@@ -313,7 +323,7 @@ mod tests {
         for get in [false, true] {
             for (key, ttl) in [("k", 5u64), ("lock:orders:42", 30_000), ("", 1)] {
                 let ttl = Duration::from_millis(ttl);
-                use crate::conn::Command;
+                use crate::command::Command;
                 let mut out = b"before".to_vec();
                 let set = SetNx {
                     key,
@@ -389,15 +399,5 @@ mod tests {
         );
         assert!(release_outcome(&Value::Int(7)).is_err());
         assert!(release_outcome(&Value::Nil).is_err());
-    }
-
-    #[test]
-    fn empty_and_huge_keys_are_rejected() {
-        assert!(matches!(check_key(""), Err(Error::InvalidKey { .. })));
-        assert!(matches!(
-            check_key(&"x".repeat(MAX_KEY_LEN + 1)),
-            Err(Error::InvalidKey { .. })
-        ));
-        assert!(check_key("lock:a\nb\0c").is_ok());
     }
 }

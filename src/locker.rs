@@ -11,13 +11,12 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::connection::notify::Waiter;
 use crate::error::Result;
-use crate::fair::FairAttempt;
 use crate::guard::LockGuard;
-use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
+use crate::lock::{ExtendOutcome, FairAttempt, Lock, ReleaseOutcome};
 use crate::options::{LockOptions, WatchdogOptions};
 use crate::retry::{self, AcquireObserver, NoObserver};
-use crate::wait::Waiter;
 use crate::ClientStats;
 
 /// Takes, renews and gives back locks. Implemented by [`LockClient`](crate::LockClient) (one

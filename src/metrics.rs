@@ -38,8 +38,7 @@ use tracing::Instrument;
 #[cfg(feature = "metrics")]
 use crate::error::Error;
 use crate::error::Result;
-use crate::guard::LossReason;
-use crate::lock::{ExtendOutcome, Lock, ReleaseOutcome};
+use crate::lock::{ExtendOutcome, Lock, LossReason, ReleaseOutcome};
 
 /// Registers the descriptions and units of every lockkit metric with the installed recorder
 /// (optional: metrics are recorded without it; exporters then show no `# HELP` lines).

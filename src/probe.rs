@@ -4,8 +4,8 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::conn::{self, Conn, Topology};
-use crate::connections::script_cmd;
+use crate::connection::pool::script_cmd;
+use crate::connection::{self as conn, Conn, Topology};
 use crate::error::Result;
 use crate::lock::new_token;
 use crate::options::{ClientOptions, ScriptMode};
@@ -172,10 +172,11 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
         "none: this target cannot run lockkit's scripts"
     };
 
-    let release_notify = match crate::wait::open_hub(url, &opts, topology, main.clone()).await? {
-        Ok(_) => Support::Yes,
-        Err(why) => Support::No(why),
-    };
+    let release_notify =
+        match crate::connection::notify::open_hub(url, &opts, topology, main.clone()).await? {
+            Ok(_) => Support::Yes,
+            Err(why) => Support::No(why),
+        };
 
     Ok(ProbeReport {
         target: crate::redact_url(url),

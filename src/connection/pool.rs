@@ -9,12 +9,14 @@ use futures_util::future::join_all;
 
 use redis::{Cmd, Value};
 
-use crate::conn::{self, Command, Conn, Topology};
+use super::notify::{open_hub, Hub};
+use super::{self as conn, Conn, Topology};
+use crate::command::Command;
 use crate::error::{Error, Result};
+use crate::keys;
 use crate::lock::new_token;
-use crate::options::{ClientOptions, ScriptMode};
+use crate::options::{ClientOptions, ScriptMode, WaitMode};
 use crate::scripts::{self, LuaScript};
-use crate::wait::{open_hub, Hub, WaitMode};
 
 /// Counters of what the client did, for tests, benchmarks and reports.
 #[derive(Debug, Default)]
@@ -144,7 +146,7 @@ impl Connections {
     /// The channel a release of `key` publishes on: on one server only (a cluster would
     /// broadcast every release to all its nodes; a proxy does not carry pub/sub).
     pub(crate) fn release_channel(&self, key: &str) -> Option<String> {
-        (self.0.topology == Topology::Standalone).then(|| crate::wait::release_channel(key))
+        (self.0.topology == Topology::Standalone).then(|| super::notify::release_channel(key))
     }
 
     /// Where a release of `key` leaves its "released" marker: in a cluster only, whose client
@@ -156,8 +158,8 @@ impl Connections {
         if self.0.topology != Topology::Cluster {
             return None;
         }
-        let marker = crate::fair::companion_key(key, "released");
-        (conn::key_slot(marker.as_bytes()) == conn::key_slot(key.as_bytes())).then_some(marker)
+        let marker = crate::keys::companion_key(key, "released");
+        (keys::key_slot(marker.as_bytes()) == keys::key_slot(key.as_bytes())).then_some(marker)
     }
 
     /// A releasing script's keys and arguments: `keys`, then the marker; the token, the
@@ -449,7 +451,7 @@ impl Connections {
         let mut groups: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
         for (i, key) in keys.iter().enumerate() {
             groups
-                .entry(conn::key_slot(key.as_bytes()))
+                .entry(keys::key_slot(key.as_bytes()))
                 .or_default()
                 .push(i);
         }

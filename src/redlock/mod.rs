@@ -49,19 +49,23 @@
 //! across independent nodes without consensus: where a stale write must be impossible, keep a
 //! fencing check in a store that is itself consistent (see `LockClient::try_acquire_fenced`).
 
+mod quorum;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::connections::Connections;
+use crate::connection::pool::Connections;
 use crate::error::{Error, NodeError, Result};
-use crate::lock::{check_key, new_token, ExtendOutcome, Lock, ReleaseOutcome};
+use crate::keys::check_key;
+use crate::lock::{new_token, ExtendOutcome, Lock, ReleaseOutcome};
 use crate::locker::Locker;
 use crate::options::{validate_ttl, ClientOptions, LockOptions};
-use crate::quorum::{count, settled, Node, NodeReply, Nodes, Tally};
 use crate::{ClientStats, LockClient};
+pub use quorum::quorum_of;
+use quorum::{count, settled, Node, NodeReply, Nodes, Tally};
 
 /// Options for a [`Redlock`].
 ///
@@ -740,29 +744,5 @@ impl Locker for Redlock {
                         + s.unknown_outcome_cleanups,
                 }
             })
-    }
-}
-
-/// The majority of `n` nodes.
-///
-/// ```
-/// assert_eq!(lockkit::quorum_of(3), 2);
-/// assert_eq!(lockkit::quorum_of(5), 3);
-/// ```
-pub fn quorum_of(n: usize) -> usize {
-    n / 2 + 1
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quorum_of;
-
-    #[test]
-    fn quorum_is_strict_majority() {
-        for (n, q) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
-            assert_eq!(quorum_of(n), q, "n = {n}");
-            // Two disjoint quorums cannot exist.
-            assert!(2 * quorum_of(n) > n);
-        }
     }
 }

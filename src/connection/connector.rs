@@ -120,7 +120,7 @@ impl Connector {
 /// How long a TCP connection may be idle before the kernel probes the peer, how far apart
 /// the probes are, and how many may go unanswered: a peer gone without a reset (a host that
 /// died, a dropped NAT or load-balancer entry) is found within about 30 s even while no call is
-/// made. With calls in flight, the connection's own silence rule is faster (`src/link.rs`).
+/// made. With calls in flight, the connection's own silence rule is faster (`src/connection/link.rs`).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(15);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 #[cfg(any(
@@ -280,7 +280,7 @@ fn server_reply(e: &RedisError) -> String {
 /// assert!(config.alpn_protocols.is_empty());
 /// ```
 pub fn tls_config(insecure: bool, root_ca: Option<&[u8]>) -> RedisResult<rustls::ClientConfig> {
-    crate::conn::ensure_crypto_provider();
+    ensure_crypto_provider();
     let provider = rustls::crypto::CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
@@ -470,6 +470,14 @@ impl_read!(ServerStream, Transport);
 impl_write!(ServerStream, Transport);
 impl_read!(ReadHalf, ReadInner);
 impl_write!(WriteHalf, WriteInner);
+
+/// rustls needs a process-wide crypto provider; pick ring unless the application already
+/// installed one (then that one is used).
+pub(crate) fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
 
 #[cfg(test)]
 mod tests {

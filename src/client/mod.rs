@@ -1,19 +1,23 @@
 //! [`LockClient`]: locks on one server, a proxy in front of servers, or a Redis Cluster.
 //! Acquire is one `SET NX PX`; release and extend run the scripts.
 
+mod batch;
+mod fair;
+mod fencing;
+mod locker_impl;
+
 use std::time::{Duration, Instant};
 
-use crate::conn::Conn;
-use crate::connections::{ClientStats, Connections};
+use crate::connection::pool::{ClientStats, Connections};
+use crate::connection::Conn;
 use crate::error::{unknown_outcome, Result};
+use crate::keys::check_key;
 use crate::lock::{
-    check_key, extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
+    extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
     ExtendOutcome, Lock, ReleaseOutcome, SetNx,
 };
-use crate::locker::Locker;
-use crate::options::{validate_ttl, ClientOptions, LockOptions};
+use crate::options::{validate_ttl, ClientOptions, LockOptions, WaitMode};
 use crate::scripts;
-use crate::wait::{WaitMode, Waiter};
 
 /// A Redis lock client: acquire, release, extend, pipelined batches, guards with a watchdog.
 ///
@@ -99,55 +103,6 @@ impl LockClient {
             Some(_) => (WaitMode::Notify, None),
             None => (WaitMode::Poll, self.conns.polling_because()),
         }
-    }
-
-    /// One attempt: `SET key token NX PX ttl`. `Ok(None)` when the lock is held by someone else.
-    ///
-    /// The returned lock is valid until request start + TTL − drift (0.01 × TTL + 2 ms).
-    ///
-    /// If the reply is lost (timeout, dropped connection) the SET may or may not have landed;
-    /// lockkit then runs a compare-and-delete with this attempt's token before returning the
-    /// error, so no ghost lock is left held for a whole TTL. An acquire dropped while the SET is
-    /// on the wire gets the same compare-and-delete, in the background.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use lockkit::{LockClient, Locker};
-    /// # async fn demo() -> lockkit::Result<()> {
-    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
-    /// match client.try_acquire("lock:order:42", Duration::from_secs(5)).await? {
-    ///     Some(lock) => { /* ... */ client.release(&lock).await?; }
-    ///     None => println!("someone else holds it"),
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// A bad key or TTL ([`Error::InvalidKey`](crate::Error::InvalidKey), [`Error::InvalidOptions`](crate::Error::InvalidOptions)), a Redis error or a
-    /// timeout.
-    pub async fn try_acquire(&self, key: &str, ttl: Duration) -> Result<Option<Lock>> {
-        self.try_acquire_with(key, &LockOptions::new(ttl)?).await
-    }
-
-    /// [`try_acquire`](Self::try_acquire) with full options (drift allowance, min validity); the
-    /// retry policy is not used (one attempt).
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use lockkit::{LockClient, LockOptions};
-    /// # async fn demo() -> lockkit::Result<()> {
-    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
-    /// let opts = LockOptions::builder(Duration::from_secs(5))
-    ///     .drift_fixed(Duration::from_millis(50))
-    ///     .build()?;
-    /// let lock = client.try_acquire_with("lock:order:42", &opts).await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// As [`try_acquire`](Self::try_acquire).
-    pub async fn try_acquire_with(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        self.attempt(key, opts).await
     }
 
     async fn attempt_once(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
@@ -451,66 +406,6 @@ impl LockClient {
             lock.extended(ttl, start);
         }
         Ok(outcome)
-    }
-}
-
-impl Locker for LockClient {
-    /// One attempt, timed and counted (metrics) inside a `lockkit.attempt` span.
-    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        crate::metrics::observe_attempt(self.mode(), key, self.attempt_once(key, opts)).await
-    }
-
-    /// Compare-and-delete, counted in the metrics (feature `metrics`).
-    async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
-        crate::metrics::observe_release(self.mode(), lock, self.release_node(lock)).await
-    }
-
-    async fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<ExtendOutcome> {
-        let key = lock.key.clone();
-        crate::metrics::observe_extend(self.mode(), &key, self.extend_node(lock, ttl)).await
-    }
-
-    /// One pipelined round trip ([`LockClient::acquire_many`]).
-    async fn acquire_many(&self, keys: &[&str], ttl: Duration) -> Result<Vec<Option<Lock>>> {
-        LockClient::acquire_many(self, keys, ttl).await
-    }
-
-    /// One pipelined round trip ([`LockClient::release_many`]).
-    async fn release_many(&self, locks: &[Lock]) -> Result<Vec<ReleaseOutcome>> {
-        LockClient::release_many(self, locks).await
-    }
-
-    fn mode(&self) -> &'static str {
-        self.topology().name()
-    }
-
-    /// One server, a proxy or a cluster keep the queue beside the key: `None`.
-    fn fair_unavailable(&self) -> Option<&'static str> {
-        None
-    }
-
-    async fn attempt_fair(
-        &self,
-        key: &str,
-        opts: &LockOptions,
-        ticket: &str,
-    ) -> Result<crate::FairAttempt> {
-        self.attempt_fair_counted(key, opts, ticket).await
-    }
-
-    async fn leave_queue(&self, key: &str, ticket: &str) -> Result<()> {
-        self.leave_queue_once(key, ticket).await
-    }
-
-    fn waiter(&self, key: &str) -> Waiter {
-        match self.conns.hub() {
-            Some(hub) => Waiter::notify(hub.waiter(key, self.conns.conn())),
-            None => Waiter::poll(),
-        }
-    }
-
-    fn stats(&self) -> ClientStats {
-        self.conns.stats()
     }
 }
 

@@ -4,9 +4,10 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::Unheard;
+use super::Unheard;
 use crate::error::{Error, Result};
-use crate::lock::{check_key, ttl_ms, Lock};
+use crate::keys::check_key;
+use crate::lock::{ttl_ms, Lock};
 use crate::options::LockOptions;
 use crate::scripts;
 use crate::{LockClient, Locker};

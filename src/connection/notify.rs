@@ -38,8 +38,9 @@ use futures_util::StreamExt;
 use redis::aio::{PubSubSink, PubSubStream};
 use tokio::sync::{oneshot, Notify};
 
-use crate::conn::{Conn, Topology};
+use super::{Conn, Topology};
 use crate::options::ClientOptions;
+pub use crate::options::WaitMode;
 
 /// The prefix of the channel a release publishes on: `lockkit:released:<key>`.
 pub const RELEASE_CHANNEL_PREFIX: &str = "lockkit:released:";
@@ -51,36 +52,6 @@ pub fn release_channel(key: &str) -> String {
     channel.push_str(RELEASE_CHANNEL_PREFIX);
     channel.push_str(key);
     channel
-}
-
-/// How a [`LockClient`](crate::LockClient) waits between attempts on a busy lock.
-///
-/// ```
-/// use lockkit::{ClientOptions, WaitMode};
-/// let opts = ClientOptions::new().wait(WaitMode::Poll);
-/// # let _ = opts;
-/// assert_eq!(WaitMode::default(), WaitMode::Notify);
-/// assert_eq!(WaitMode::Notify.name(), "notify");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum WaitMode {
-    /// Woken by the release (one subscribed connection per client), with polling as the fallback
-    /// where the target can not notify.
-    #[default]
-    Notify,
-    /// Sleep the retry options' delay plus jitter between attempts.
-    Poll,
-}
-
-impl WaitMode {
-    /// `notify` or `poll`.
-    pub fn name(self) -> &'static str {
-        match self {
-            WaitMode::Notify => "notify",
-            WaitMode::Poll => "poll",
-        }
-    }
 }
 
 /// Idle channels (no waiters) kept subscribed, so a hot key does not subscribe again on every

@@ -13,61 +13,13 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
-use crate::client::Unheard;
-use crate::connections::with_channel;
+use super::Unheard;
+use crate::connection::pool::with_channel;
 use crate::error::{Error, Result};
-use crate::lock::{check_key, ttl_ms, Lock};
+use crate::keys::{check_key, fair_queue_keys};
+use crate::lock::{ttl_ms, FairAttempt, Lock};
 use crate::options::LockOptions;
 use crate::{scripts, LockClient, Locker, Topology};
-
-/// What one attempt in a fair queue came to.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum FairAttempt {
-    /// Taken: it was free and this ticket's turn.
-    Acquired(Box<Lock>),
-    /// Busy, or another waiter's turn: the ticket waits in the queue.
-    Queued {
-        /// The ticket's place in the queue, 1 for the next to take the lock (0 when the locker
-        /// keeps no queue).
-        place: u64,
-        /// The holder's remaining TTL, when the lock is held and has one.
-        holder_ttl: Option<Duration>,
-    },
-}
-
-/// The two keys of `key`'s fair queue: the queue itself and the leases of its waiters, in the
-/// lock key's hash slot (Redis Cluster): `KEY:lockkit-queue` when the key has a hash tag,
-/// `{KEY}:lockkit-queue` when it has none.
-///
-/// ```
-/// assert_eq!(
-///     lockkit::fair_queue_keys("order:42"),
-///     ["{order:42}:lockkit-queue", "{order:42}:lockkit-leases"]
-/// );
-/// assert_eq!(
-///     lockkit::fair_queue_keys("{order:42}:lock"),
-///     ["{order:42}:lock:lockkit-queue", "{order:42}:lock:lockkit-leases"]
-/// );
-/// ```
-pub fn fair_queue_keys(key: &str) -> [String; 2] {
-    ["queue", "leases"].map(|what| companion_key(key, what))
-}
-
-/// A key lockkit keeps beside `key`, in its hash slot: `KEY:lockkit-WHAT` when the key has a
-/// hash tag, `{KEY}:lockkit-WHAT` when it has none. A key whose braces make no tag (`a}b`)
-/// gets a name in another slot: callers in a cluster check.
-pub(crate) fn companion_key(key: &str, what: &str) -> String {
-    let tagged = key
-        .find('{')
-        .and_then(|open| key[open + 1..].find('}'))
-        .is_some_and(|len| len > 0);
-    if tagged {
-        format!("{key}:lockkit-{what}")
-    } else {
-        format!("{{{key}}}:lockkit-{what}")
-    }
-}
 
 /// What acquire_fair.lua answered.
 #[derive(Debug, PartialEq)]
@@ -218,27 +170,6 @@ impl LockClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn queue_keys_share_the_lock_keys_slot() {
-        for key in ["a", "order:42", "{order:42}:lock", "x{y}z", "a{b"] {
-            for k in fair_queue_keys(key) {
-                assert_eq!(
-                    crate::key_slot(k.as_bytes()),
-                    crate::key_slot(key.as_bytes())
-                );
-                assert_ne!(k, key);
-            }
-        }
-        // Braces that make no tag: `{a}b}` would hash `a`; the cluster check refuses these.
-        for key in ["a}b", "{}a"] {
-            let [q, _] = fair_queue_keys(key);
-            assert_ne!(
-                crate::key_slot(q.as_bytes()),
-                crate::key_slot(key.as_bytes())
-            );
-        }
-    }
 
     #[test]
     fn fair_replies_are_read_strictly() {

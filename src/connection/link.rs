@@ -42,8 +42,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, Sleep};
 
+use super::connector::{invalid, Connector, ServerStream};
 use crate::error::{not_sent, unsent};
-use crate::net::{invalid, Connector, ServerStream};
 use crate::resp::{frame_len, parse_frame};
 
 /// Numbers every connection this process makes, so that a number names one connection (and so

@@ -4,12 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::Unheard;
-use crate::conn::Conn;
-use crate::connections::ScriptCall;
+use super::Unheard;
+use crate::connection::pool::ScriptCall;
+use crate::connection::Conn;
 use crate::error::{Error, Result};
+use crate::keys::check_key;
 use crate::lock::{
-    check_key, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
+    release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
 };
 use crate::options::LockOptions;
 use crate::scripts;

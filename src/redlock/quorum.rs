@@ -133,7 +133,7 @@ pub(crate) struct Node {
     /// costs a clone (its error is shared), not a formatted message.
     skipped: NodeError,
     /// When the node started (as of an `INFO server`), by the number of the connection that
-    /// asked ([`crate::link::Link::query_on`]): a start time holds for that connection only. A
+    /// asked ([`crate::connection::link::Link::query_on`]): a start time holds for that connection only. A
     /// connection re-established (silently, at the next call) may reach a new process that has
     /// forgotten every lock, so its start is read again. Emptied after an error too.
     starts: Mutex<Vec<(u64, Instant)>>,
@@ -419,7 +419,7 @@ pub(crate) fn settled<T>(
     yes: impl Fn(&T) -> bool,
 ) -> Option<bool> {
     let n = replies.len();
-    let quorum = crate::redlock::quorum_of(n);
+    let quorum = quorum_of(n);
     let (ayes, noes) = count(replies, yes);
     if ayes >= quorum {
         Some(true)
@@ -428,6 +428,16 @@ pub(crate) fn settled<T>(
     } else {
         None
     }
+}
+
+/// The majority of `n` nodes.
+///
+/// ```
+/// assert_eq!(lockkit::quorum_of(3), 2);
+/// assert_eq!(lockkit::quorum_of(5), 3);
+/// ```
+pub fn quorum_of(n: usize) -> usize {
+    n / 2 + 1
 }
 
 #[cfg(test)]
@@ -526,5 +536,14 @@ mod tests {
         assert!(b.admit());
         b.record(&NodeReply::Ok(()));
         assert!(b.admit() && b.admit());
+    }
+
+    #[test]
+    fn quorum_is_strict_majority() {
+        for (n, q) in [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)] {
+            assert_eq!(quorum_of(n), q, "n = {n}");
+            // Two disjoint quorums cannot exist.
+            assert!(2 * quorum_of(n) > n);
+        }
     }
 }

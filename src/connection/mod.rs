@@ -1,13 +1,25 @@
 //! Opening connections: one server, a proxy in front of servers, or a Redis Cluster, told
 //! apart by asking the target itself.
+//!
+//! The connection layer, one folder: `Conn` and opening it (this file); [`link`], lockkit's own
+//! pipelined connection to one server; [`connector`], opening a socket and logging in
+//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`notify`],
+//! release notifications and the waiters they wake (`lockkit::wait`).
+
+pub mod connector;
+pub(crate) mod link;
+pub mod notify;
+pub(crate) mod pool;
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use self::connector::ensure_crypto_provider;
+use self::link::{Endpoint, Link};
+use crate::command::Command;
 use crate::error::Result;
-use crate::link::{Endpoint, Link};
 use crate::options::ClientOptions;
 use crate::url::redact_url;
 
@@ -116,26 +128,6 @@ impl Conn {
     }
 }
 
-/// A command lockkit encodes itself: as RESP into a write buffer (the same bytes redis-rs
-/// packs), or as redis-rs's `Cmd` where redis-rs sends it.
-pub(crate) trait Command {
-    /// Appends the command, encoded, to `out`.
-    fn write(&self, out: &mut Vec<u8>);
-    /// The command as redis-rs builds it.
-    fn cmd(&self) -> Cmd;
-}
-
-/// Any other command: redis-rs packs it.
-impl Command for Cmd {
-    fn write(&self, out: &mut Vec<u8>) {
-        self.write_packed_command(out);
-    }
-
-    fn cmd(&self) -> Cmd {
-        self.clone()
-    }
-}
-
 /// A command over a cluster connection, boxed: it stays out of the futures of the one-server
 /// path, which carry only the pointer.
 fn cluster_query(
@@ -150,14 +142,6 @@ fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
     redis::TlsCertificates {
         client_tls: None,
         root_cert: Some(ca.to_vec()),
-    }
-}
-
-/// rustls needs a process-wide crypto provider; pick ring unless the application already
-/// installed one (then that one is used).
-pub(crate) fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::ring::default_provider().install_default();
     }
 }
 
@@ -306,59 +290,4 @@ pub(crate) fn open_lazy(url: &str, options: &ClientOptions) -> Result<Vec<Conn>>
     Ok((0..options.connections)
         .map(|_| Conn::Single(Link::lazy(endpoint.clone())))
         .collect())
-}
-
-/// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of the key, or of the part inside the
-/// first non-empty `{...}` hash tag, modulo 16384.
-///
-/// ```
-/// assert_eq!(lockkit::key_slot(b"foo"), 12182);
-/// assert_eq!(lockkit::key_slot(b"{user1000}.following"), lockkit::key_slot(b"{user1000}.followers"));
-/// ```
-pub fn key_slot(key: &[u8]) -> u16 {
-    let hashed = match key.iter().position(|&b| b == b'{') {
-        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
-            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
-            _ => key,
-        },
-        None => key,
-    };
-    crc16_xmodem(hashed) % 16384
-}
-
-fn crc16_xmodem(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc16_matches_the_cluster_spec_check_value() {
-        // The Redis Cluster spec's reference: CRC16 of "123456789" is 0x31C3.
-        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
-    }
-
-    #[test]
-    fn hash_tags_follow_the_cluster_spec() {
-        assert_eq!(key_slot(b"bar"), 5061);
-        assert_eq!(key_slot(b"{user1000}.a"), key_slot(b"user1000"));
-        // Empty tag `{}`: the whole key is hashed.
-        assert_eq!(key_slot(b"foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % 16384);
-        // Only the first `{` counts, up to the first `}` after it.
-        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
-        assert_eq!(key_slot(b"foo{bar}{zap}"), key_slot(b"bar"));
-    }
 }
