@@ -108,9 +108,6 @@ pub mod metrics;
 mod connection;
 pub use connection::connector as net;
 pub use connection::notify as wait;
-// `crate::conn::...`, the path src/connection/notify.rs (src/wait.rs before) names inline:
-// kept so that file's move changed only its `use` lines.
-use connection as conn;
 
 mod client;
 mod locker;

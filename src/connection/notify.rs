@@ -271,7 +271,7 @@ pub(crate) async fn open_hub(
             topology.name()
         )));
     }
-    let client = crate::conn::single_client(url, options, false)?;
+    let client = crate::connection::single_client(url, options, false)?;
     Ok(Hub::open(client, conn, options.response_timeout).await)
 }
 
@@ -688,9 +688,10 @@ mod tests {
     #[tokio::test]
     async fn an_evicted_channel_waited_on_again_stays_subscribed() {
         let server = lockkit_test_support::RedisServer::start();
-        let conns = crate::connections::Connections::connect(&server.url(), ClientOptions::new())
-            .await
-            .unwrap();
+        let conns =
+            crate::connection::pool::Connections::connect(&server.url(), ClientOptions::new())
+                .await
+                .unwrap();
         let hub = conns.hub().expect("notification on a plain server").clone();
         let mut conn = conns.conn();
         let wait = Duration::from_secs(60);
