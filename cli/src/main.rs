@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use lockkit_loadgen::args::{BenchArgs, MergeArgs, ReportArgs, TtlArgs};
 
+mod bench_faults;
 mod lua;
 mod lua_serve;
 
@@ -14,6 +15,7 @@ mod lua_serve;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod probe;
+mod proxy;
 
 /// Redis distributed locks, measured and tested: benchmark a target, size TTLs, test Lua offline.
 #[derive(Debug, Parser)]
@@ -28,7 +30,7 @@ struct Opts {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure lock throughput and latency on a target (no --url: a throwaway local server).
-    #[command(after_help = lockkit_loadgen::exit::HELP)]
+    #[command(after_help = lockkit_report::exit::HELP)]
     Bench(BenchArgs),
     /// Recommend a TTL, watchdog interval and retry policy from a bench report.
     Ttl(TtlArgs),
@@ -43,8 +45,8 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// A pass-through proxy in front of a Redis server; `--plugin observe` measures how long
     /// the application really holds its locks.
-    #[command(after_help = lockkit_proxy::cmd::EXIT_HELP)]
-    Proxy(lockkit_proxy::cmd::ProxyArgs),
+    #[command(after_help = proxy::EXIT_HELP)]
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,20 +55,20 @@ fn main() -> ExitCode {
         // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
         Command::Bench(args) => lockkit_loadgen::bench::run_with(
             args,
-            Some(std::sync::Arc::new(lockkit_proxy::bench::ProxyFaults)),
+            Some(std::sync::Arc::new(bench_faults::ProxyFaults)),
         ),
         Command::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
         Command::Merge(args) => lockkit_loadgen::merge::run(args),
-        Command::Report(args) => lockkit_loadgen::html::run(args),
+        Command::Report(args) => lockkit_report::html::run(&args.inputs, args.out.as_deref()),
         Command::Lua(args) => lua::run(args),
         Command::Probe(args) => probe::run(args),
-        Command::Proxy(args) => lockkit_proxy::cmd::run(args),
+        Command::Proxy(args) => proxy::run(args),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(lockkit_loadgen::exit::code(&e))
+            ExitCode::from(lockkit_report::exit::code(&e))
         }
     }
 }

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::faults::{parse_faults, FaultKind, FaultList};
-use crate::units::{parse_count, parse_duration};
+use lockkit_report::units::{parse_count, parse_duration};
 
 /// Which keys the clients lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -278,7 +278,7 @@ pub struct BenchArgs {
 }
 
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::units::format_duration(*d))
+    s.serialize_str(&lockkit_report::units::format_duration(*d))
 }
 
 /// Where `lockkit bench` writes its reports without `--out` or `--json`.

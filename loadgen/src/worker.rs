@@ -18,7 +18,7 @@ use crate::faults::{FaultKind, FaultLog, HolderPause};
 use crate::fencing::FencedResource;
 use crate::keys::{KeyChoice, KeyPicker};
 use crate::locker::BenchLocker;
-use crate::stats::{lock, Op, SharedStats};
+use lockkit_report::stats::{lock, Op, SharedStats};
 
 /// A late start: the cycle began more than this after its scheduled time.
 const LATE: Duration = Duration::from_millis(1);

@@ -22,20 +22,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockkit_loadgen::faults::NetworkFaultCounts;
+use lockkit_report::faults::NetworkFaultCounts;
 use serde::{Deserialize, Serialize};
 
 use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 
 /// What `faults` does, as parsed from its arguments: the very type (and parser) behind
 /// `lockkit bench --faults delay=...,drop=...,blackhole=...`.
-pub use lockkit_loadgen::faults::FaultsOptions;
+pub use lockkit_report::faults::FaultsOptions;
 
 /// The schema name of the report.
 pub const SCHEMA: &str = "lockkit.faults/1";
 
 /// SplitMix64's finaliser: a well-mixed 64-bit value from a few words.
-pub(crate) fn mix(words: &[u64]) -> u64 {
+pub fn mix(words: &[u64]) -> u64 {
     let mut z: u64 = 0x9E37_79B9_7F4A_7C15;
     for &w in words {
         z = (z ^ w).wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -24,7 +24,8 @@
 //! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua::LuaPlugin`]).
 //!
 //! The same `faults` plugin carries out `lockkit bench --faults delay=...,drop=...,blackhole=...`
-//! ([`bench::ProxyFaults`]: one proxy per node, in-process, between the load generator and it).
+//! (the `lockkit` binary starts one proxy per node, in-process, between the load generator and
+//! it).
 //!
 //! For a proxy that runs for days: every upstream request has an operation timeout
 //! ([`ProxyOptions::op_timeout`]; a silent connection is given up and its commands answered with
@@ -75,8 +76,6 @@
 
 pub mod access;
 mod auth;
-pub mod bench;
-pub mod cmd;
 mod conn;
 pub mod faults;
 mod health;

@@ -23,7 +23,7 @@ pub struct ReportFiles {
 impl ReportFiles {
     /// The files of a run that begins now, in `out`.
     pub fn new(out: &Path) -> ReportFiles {
-        let (_, stamp) = lockkit_loadgen::report::utc_now();
+        let (_, stamp) = lockkit_report::bench::utc_now();
         ReportFiles {
             out: out.to_path_buf(),
             stamp,
@@ -44,7 +44,7 @@ impl ReportFiles {
         for (name, value) in reports {
             let path = self.path(name);
             let text = serde_json::to_vec_pretty(value)?;
-            lockkit_loadgen::report::write_atomic(&path, &text)?;
+            lockkit_report::files::write_atomic(&path, &text)?;
             written.push(path);
         }
         Ok(written)

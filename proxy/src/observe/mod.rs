@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use fnv::FnvHashMap;
 use hdrhistogram::Histogram;
-use lockkit_loadgen::stats::{new_histogram, LatencySummary};
-use lockkit_loadgen::ttl_cmd::recommend_observed;
+use lockkit_report::stats::{new_histogram, LatencySummary};
+use lockkit_report::ttl::recommend_observed;
 
 use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
 use crate::resp::{self, ReplyKind};
@@ -36,10 +36,10 @@ pub use scripts::{classify_script, ScriptKind};
 pub use top::{BigValue, HotKey, TopWindow};
 
 /// The schema name of the report.
-pub use lockkit_loadgen::observe::SCHEMA;
+pub use lockkit_report::observe::SCHEMA;
 /// The report's JSON types live beside the code that reads them (`lockkit ttl --observed`,
 /// `lockkit report`).
-pub use lockkit_loadgen::observe::{LockPatternReport, ObserveReport, TtlRange};
+pub use lockkit_report::observe::{LockPatternReport, ObserveReport, TtlRange};
 
 /// Distinct patterns kept; keys of further patterns count under [`OTHER_PATTERN`].
 const MAX_PATTERNS: usize = 1_000;
@@ -85,7 +85,7 @@ impl ObserveOptions {
                         .ok_or_else(|| format!("top={n}: give a number from 1 to 1000"))?;
                 }
                 Some(("window", d)) => {
-                    let d = lockkit_loadgen::units::parse_duration(d)
+                    let d = lockkit_report::units::parse_duration(d)
                         .map_err(|e| format!("window={d}: {e}"))?;
                     if d < Duration::from_millis(100) {
                         return Err("window must be at least 100ms".into());

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 
-use crate::merge::{read_intervals, LogInterval};
-use crate::report::{read_report, Report, TimelinePoint, SCHEMA};
+use crate::bench::{Report, TimelinePoint, SCHEMA};
+use crate::files::{read_intervals, read_report, LogInterval};
 use crate::stats::{new_histogram, LatencySummary};
 
 /// Points per power of ten along the percentile axis.
