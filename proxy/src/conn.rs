@@ -2,7 +2,7 @@
 //! as the very bytes read, replies are split and matched to their commands in order, so
 //! plugins see each declared command with its reply.
 //!
-//! Commands go to a shared upstream connection ([`crate::link`]) while every one so far was
+//! Commands go to a shared upstream connection ([`crate::upstream::link`]) while every one so far was
 //! stateless ([`crate::stateless`]); the first that is not moves the client to a connection of
 //! its own, for good, once every reply owed on the shared one has reached it. With sharing
 //! off, each client has its own from the start.
@@ -24,13 +24,11 @@ use crate::auth::{Gate, Login};
 use crate::health::may_block;
 use crate::plugin::{Action, Command, ConnInfo};
 use crate::resp;
-use crate::server::Shared;
 use crate::setup::{Setup, SetupAction};
+use crate::shared::Shared;
 use crate::stateless::is_stateless;
-use crate::up::{Up, WINDOW};
+use crate::upstream::route::{Up, WINDOW};
 
-/// Bytes read at a time; a buffer grows past this only to hold one larger frame.
-const READ_CHUNK: usize = 16 * 1024;
 /// Command counts are handed to the shared table at least this often.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 
@@ -143,8 +141,8 @@ pub async fn serve<CR, CW>(
         resetting: false,
         setup: Setup::default(),
     };
-    let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut cbuf: Vec<u8> = Vec::with_capacity(resp::READ_CHUNK);
+    let mut ubuf: Vec<u8> = Vec::with_capacity(resp::READ_CHUNK);
     // Made once: a new `changed()` each turn of the loop registers with the watch again, on
     // every command.
     let stopped = stop.changed();
@@ -160,8 +158,8 @@ pub async fn serve<CR, CW>(
             let _ = conn.send_local_replies(&mut cw).await;
             break;
         }
-        reserve(&mut cbuf);
-        reserve(&mut ubuf);
+        resp::reserve(&mut cbuf);
+        resp::reserve(&mut ubuf);
         let timed = !up.is_shared() && !conn.unmatched && !conn.patient;
         let timed = timed && conn.owed_since.is_some();
         tokio::select! {
@@ -245,17 +243,6 @@ fn reset_reply_end(buf: &[u8]) -> Result<usize, usize> {
             Ok(None) => return Err(pos),
             Err(_) => return Err(buf.len()),
         }
-    }
-}
-
-/// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
-pub(crate) fn reserve(buf: &mut Vec<u8>) {
-    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-        buf.reserve(READ_CHUNK);
-    }
-    // A buffer grown for one huge frame is given back once that frame is gone.
-    if buf.is_empty() && buf.capacity() > 8 * READ_CHUNK {
-        *buf = Vec::with_capacity(READ_CHUNK);
     }
 }
 

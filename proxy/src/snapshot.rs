@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plugin::{Plugin, ReportCtx};
-use crate::server::{Proxy, Shared};
+use crate::server::Proxy;
+use crate::shared::Shared;
 
 /// How often the reports are written while the proxy runs, by default.
 pub const DEFAULT_SNAPSHOT_EVERY: Duration = Duration::from_secs(10);

@@ -2,7 +2,7 @@
 //! `lockkit.bench/1`, the proxy that writes `lockkit.observe/1` and the `lockkit` binary that
 //! reads both. No tokio, no redis.
 //!
-//! - [`bench`]: the JSON types of `lockkit.bench/1` and the terminal summary;
+//! - [`bench`](mod@bench): the JSON types of `lockkit.bench/1` and the terminal summary;
 //! - [`observe`]: the JSON types of `lockkit.observe/1`;
 //! - [`files`]: whole-or-nothing writes, reading reports, HdrHistogram interval logs;
 //! - [`html`]: the self-contained HTML pages (`lockkit report`);

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use crate::conn::reserve;
 use crate::health::Backoff;
 use crate::resp;
 use crate::sock::{UpRead as ReadHalf, UpWrite as WriteHalf};
@@ -230,7 +229,7 @@ async fn serve(
         if senders_gone && waiting.is_empty() && wpos == wbuf.len() {
             return "the proxy is stopping".into();
         }
-        reserve(&mut rbuf);
+        resp::reserve(&mut rbuf);
         tokio::select! {
             biased;
             _ = &mut stopped => return "the proxy is stopping".into(),

@@ -1,13 +1,13 @@
-//! Where a client's commands go: a shared upstream connection ([`crate::link`]) while every
+//! Where a client's commands go: a shared upstream connection ([`crate::upstream::link`]) while every
 //! command so far was stateless, then a connection of the client's own.
 
 use crate::sock::{UpConn as ServerStream, UpRead as ReadHalf, UpWrite as WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::link::{Delivery, DeliveryTx, Link, Request};
 use crate::resp;
-use crate::server::Shared;
+use crate::shared::Shared;
+use crate::upstream::link::{Delivery, DeliveryTx, Link, Request};
 
 /// Commands of one client in flight on a shared connection at most: a client that does not read
 /// its replies holds at most this many in the proxy's memory.
