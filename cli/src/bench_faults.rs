@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use lockkit_proxy::faults::{mix, Faults};
-use lockkit_proxy::{Action, Command, ConnInfo, Plugin, Proxy, Upstream};
+use lockkit_proxy::{Action, ConnInfo, Plugin, PluginCommand, Proxy, Upstream};
 
 /// How long disarming waits for the blackhole events under way to be recorded.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
@@ -47,7 +47,7 @@ impl NetworkFaultInjector for ProxyFaults {
                     })?;
                 let node = lockkit_loadgen::target::host_port(url)
                     .map_or_else(|| lockkit::redact_url(url), |(h, p)| format!("{h}:{p}"));
-                nodes.push(Node {
+                nodes.push(FaultNode {
                     proxy,
                     switch,
                     node,
@@ -63,7 +63,7 @@ impl NetworkFaultInjector for ProxyFaults {
 
 /// One node's proxy.
 #[derive(Debug)]
-struct Node {
+struct FaultNode {
     proxy: Proxy,
     switch: Arc<Switch>,
     /// `host:port` of the node, for the events.
@@ -72,7 +72,7 @@ struct Node {
 
 #[derive(Debug)]
 struct Path {
-    nodes: Vec<Node>,
+    nodes: Vec<FaultNode>,
     recorders: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -206,11 +206,11 @@ impl Plugin for Switch {
         vec!["*".to_string()]
     }
 
-    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, _cmd: &PluginCommand<'_>) -> bool {
         false
     }
 
-    fn on_command(&self, conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+    fn on_command(&self, conn: &ConnInfo, cmd: &PluginCommand<'_>) -> Action {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
         match current.as_ref() {
             Some(f) => f.on_command(conn, cmd),

@@ -22,13 +22,13 @@ mod proxy;
 #[command(name = "lockkit", version, about, long_about = None)]
 struct Opts {
     #[command(subcommand)]
-    command: Command,
+    command: CliCommand,
 }
 
 // Parsed once per process: the size of the bench variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-enum Command {
+enum CliCommand {
     /// Measure lock throughput and latency on a target (no --url: a throwaway local server).
     #[command(after_help = lockkit_report::exit::HELP)]
     Bench(BenchArgs),
@@ -53,16 +53,16 @@ fn main() -> ExitCode {
     let opts = Opts::parse();
     let result = match opts.command {
         // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
-        Command::Bench(args) => lockkit_loadgen::bench::run_with(
+        CliCommand::Bench(args) => lockkit_loadgen::bench::run_with(
             args,
             Some(std::sync::Arc::new(bench_faults::ProxyFaults)),
         ),
-        Command::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
-        Command::Merge(args) => lockkit_loadgen::merge::run(args),
-        Command::Report(args) => lockkit_report::html::run(&args.inputs, args.out.as_deref()),
-        Command::Lua(args) => lua::run(args),
-        Command::Probe(args) => probe::run(args),
-        Command::Proxy(args) => proxy::run(args),
+        CliCommand::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
+        CliCommand::Merge(args) => lockkit_loadgen::merge::run(args),
+        CliCommand::Report(args) => lockkit_report::html::run(&args.inputs, args.out.as_deref()),
+        CliCommand::Lua(args) => lua::run(args),
+        CliCommand::Probe(args) => probe::run(args),
+        CliCommand::Proxy(args) => proxy::run(args),
     };
     match result {
         Ok(code) => code,
@@ -80,15 +80,15 @@ mod tests {
     #[test]
     fn subcommands_parse_in_process() {
         let o = Opts::parse_from(["lockkit", "bench", "--duration", "2s", "--keys", "10k"]);
-        assert!(matches!(o.command, Command::Bench(ref b) if b.keys == 10_000));
+        assert!(matches!(o.command, CliCommand::Bench(ref b) if b.keys == 10_000));
         let o = Opts::parse_from(["lockkit", "ttl", "r.json", "--work-p99", "120ms"]);
-        assert!(matches!(o.command, Command::Ttl(_)));
+        assert!(matches!(o.command, CliCommand::Ttl(_)));
         let o = Opts::parse_from(["lockkit", "merge", "a.hlog", "b.hlog", "--json", "m.json"]);
-        assert!(matches!(o.command, Command::Merge(ref m) if m.logs.len() == 2));
+        assert!(matches!(o.command, CliCommand::Merge(ref m) if m.logs.len() == 2));
         assert!(Opts::try_parse_from(["lockkit", "bench", "--duration", "10x"]).is_err());
         assert!(Opts::try_parse_from(["lockkit", "merge"]).is_err());
         let o = Opts::parse_from(["lockkit", "report", "a.json", "b.json", "-o", "c.html"]);
-        assert!(matches!(o.command, Command::Report(ref r) if r.inputs.len() == 2));
+        assert!(matches!(o.command, CliCommand::Report(ref r) if r.inputs.len() == 2));
         assert!(Opts::try_parse_from(["lockkit", "report"]).is_err());
         let o = Opts::parse_from([
             "lockkit",
@@ -102,6 +102,6 @@ mod tests {
             "--duration",
             "2s",
         ]);
-        assert!(matches!(o.command, Command::Proxy(ref p) if p.plugins == ["observe"]));
+        assert!(matches!(o.command, CliCommand::Proxy(ref p) if p.plugins == ["observe"]));
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::args::BenchArgs;
 use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
-use crate::run::{round3, Run};
+use crate::run::{round3, BenchRun};
 use crate::target::{self, connect_hint, throwaway_hint};
 use lockkit::Locker;
 use lockkit_report::bench::{self as report, Report};
@@ -310,7 +310,7 @@ async fn bench_into(
             }
             crate::exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
         };
-        let mut run = Run {
+        let mut run = BenchRun {
             args: &args,
             info: &info,
             redacted: &redacted,

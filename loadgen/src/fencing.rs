@@ -20,7 +20,7 @@ use lockkit_report::bench::FencingReport;
 const SHARDS: usize = 64;
 
 #[derive(Debug, Default, Clone, Copy)]
-struct Slot {
+struct FenceSlot {
     /// The highest token accepted.
     highest: u64,
     /// The highest token of any holder that has entered.
@@ -30,7 +30,7 @@ struct Slot {
 /// The fenced resource shared by every holder of the run.
 #[derive(Debug)]
 pub struct FencedResource {
-    shards: Vec<Mutex<HashMap<u64, Slot>>>,
+    shards: Vec<Mutex<HashMap<u64, FenceSlot>>>,
     writes: AtomicU64,
     refused: AtomicU64,
     unsafe_writes: AtomicU64,

@@ -20,7 +20,7 @@ use crate::locker::BenchLocker;
 use crate::progress::Progress;
 use crate::target::{self, ServerInfo};
 use crate::ttl_cmd::work_from_config;
-use crate::worker::{run_worker, Shared, WorkerPlan};
+use crate::worker::{run_worker, WorkerPlan, WorkerShared};
 use lockkit::Locker;
 use lockkit_report::bench::{self as report, Report, TimelinePoint};
 use lockkit_report::faults::{FaultsOptions, FaultsReport};
@@ -101,7 +101,7 @@ async fn servers_cpu(conns: &mut [redis::aio::MultiplexedConnection]) -> Option<
 type CpuSnapshot = (Option<f64>, Option<f64>);
 
 /// What one run measures and how it is labelled in the report.
-pub(crate) struct Run<'a> {
+pub(crate) struct BenchRun<'a> {
     pub(crate) args: &'a BenchArgs,
     pub(crate) info: &'a ServerInfo,
     pub(crate) redacted: &'a str,
@@ -117,7 +117,7 @@ pub(crate) struct Run<'a> {
     pub(crate) wait: String,
 }
 
-impl Run<'_> {
+impl BenchRun<'_> {
     /// Runs the workload on `locker` until the duration, the cycle budget or `stop_rx`; with
     /// `fenced` (`--fencing`), every acquire draws a fencing token from that client.
     pub(crate) async fn execute<L: Locker>(
@@ -130,7 +130,7 @@ impl Run<'_> {
     ) -> anyhow::Result<(Report, Vec<IntervalLog>)> {
         let a = self.args;
         let (run_stop_tx, run_stop_rx) = watch::channel(false);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WorkerShared {
             stop: AtomicBool::new(false),
             stop_rx: run_stop_rx,
             measuring: AtomicBool::new(a.warmup.is_zero()),

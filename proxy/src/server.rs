@@ -16,7 +16,7 @@ use crate::conn;
 use crate::options::ProxyOptions;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
 use crate::resp;
-use crate::shared::Shared;
+use crate::shared::ProxyShared;
 use crate::tls::HANDSHAKE_TIMEOUT;
 use crate::upstream::route::Up;
 use crate::upstream::Upstream;
@@ -27,7 +27,7 @@ pub struct Proxy {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<ReportCtx>,
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     started: Instant,
 }
 
@@ -59,7 +59,7 @@ impl Proxy {
         let (stop, stop_rx) = watch::channel(false);
         // The shared connections close after the clients' connections drained.
         let (closed, closed_rx) = watch::channel(false);
-        let shared = Arc::new(Shared::new(upstream, plugins, &options, closed_rx));
+        let shared = Arc::new(ProxyShared::new(upstream, plugins, &options, closed_rx));
         let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, closed));
         Ok(Proxy {
             addr,
@@ -115,7 +115,7 @@ impl Proxy {
 
 async fn accept_loop(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     mut stop: watch::Receiver<bool>,
     closed: watch::Sender<bool>,
 ) -> ReportCtx {
@@ -189,7 +189,7 @@ async fn accept_loop(
 async fn handle(
     client: TcpStream,
     info: ConnInfo,
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
@@ -209,7 +209,7 @@ async fn handle(
 async fn serve_client<CR, CW>(
     (cr, mut cw): (CR, CW),
     info: ConnInfo,
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     stop: watch::Receiver<bool>,
 ) where
     CR: tokio::io::AsyncRead + Unpin,

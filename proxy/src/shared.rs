@@ -17,7 +17,7 @@ use crate::upstream::Upstream;
 
 /// What every connection task shares.
 #[derive(Debug)]
-pub struct Shared {
+pub struct ProxyShared {
     pub(crate) upstream: Upstream,
     pub(crate) plugins: Vec<Arc<dyn Plugin>>,
     /// Upper-case command name → the plugins that declared it, in `--plugin` order.
@@ -37,13 +37,13 @@ pub struct Shared {
     pub(crate) tls: Option<ListenerTls>,
 }
 
-impl Shared {
+impl ProxyShared {
     pub(crate) fn new(
         upstream: Upstream,
         plugins: Vec<Arc<dyn Plugin>>,
         options: &ProxyOptions,
         stop: watch::Receiver<bool>,
-    ) -> Shared {
+    ) -> ProxyShared {
         let mut routes: FnvHashMap<Vec<u8>, Vec<usize>> = FnvHashMap::default();
         let mut every = Vec::new();
         for (i, p) in plugins.iter().enumerate() {
@@ -70,7 +70,7 @@ impl Shared {
             let n = options.shared_connections;
             Pool::new(n, upstream.clone(), stop, options.op_timeout)
         });
-        Shared {
+        ProxyShared {
             upstream,
             plugins,
             routes,

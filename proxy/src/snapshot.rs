@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::plugin::{Plugin, ReportCtx};
 use crate::server::Proxy;
-use crate::shared::Shared;
+use crate::shared::ProxyShared;
 
 /// How often the reports are written while the proxy runs, by default.
 pub const DEFAULT_SNAPSHOT_EVERY: Duration = Duration::from_secs(10);
@@ -55,12 +55,12 @@ impl ReportFiles {
 /// What a running proxy's reports are made from, readable while it serves.
 #[derive(Debug, Clone)]
 pub struct Reporter {
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     started: Instant,
 }
 
 impl Reporter {
-    pub(crate) fn new(shared: Arc<Shared>, started: Instant) -> Reporter {
+    pub(crate) fn new(shared: Arc<ProxyShared>, started: Instant) -> Reporter {
         Reporter { shared, started }
     }
 
