@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use lockkit_loadgen::args::{BenchArgs, MergeArgs, ReportArgs, TtlArgs};
+use lockkit_loadgen::args::{BenchArgs, MergeArgs, TtlArgs};
 
 mod bench_faults;
 mod lua;
@@ -16,6 +16,8 @@ mod lua_serve;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod probe;
 mod proxy;
+mod proxy_access;
+mod report;
 
 /// Redis distributed locks, measured and tested: benchmark a target, size TTLs, test Lua offline.
 #[derive(Debug, Parser)]
@@ -38,7 +40,7 @@ enum CliCommand {
     Merge(MergeArgs),
     /// One self-contained HTML page (SVG plots) for one bench run or several side by side, or
     /// for the observe reports of `lockkit proxy`.
-    Report(ReportArgs),
+    Report(report::ReportArgs),
     /// Run Redis scripting offline (exec, test, record transcripts).
     Lua(lua::LuaArgs),
     /// What a target supports (SCRIPT LOAD, EVALSHA, FUNCTION, cluster, proxy) and its round trip.

@@ -28,7 +28,7 @@ pub struct ProxyArgs {
 
     /// Client authentication and protected mode.
     #[command(flatten)]
-    pub access: lockkit_proxy::access::AccessArgs,
+    pub access: crate::proxy_access::AccessArgs,
 
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern;
     /// `observe:top=10,window=10s` also the hottest keys and biggest values per window),

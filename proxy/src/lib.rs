@@ -13,8 +13,9 @@
 //! Clients may have to log in at the proxy ([`ClientAuth`], [`ProxyOptions::client_auth`]:
 //! `-NOAUTH` before `AUTH`; every proxy user reaches the upstream as the URL's user), the
 //! listener may serve TLS ([`ListenerTls`]), and `lockkit proxy` refuses a non-loopback listener
-//! without client authentication ([`access`]). The upstream's password never reaches a client
-//! through the proxy: `CONFIG GET` replies have `requirepass` and `masterauth` blanked.
+//! without client authentication (protected mode, checked by the binary). The upstream's
+//! password never reaches a client through the proxy: `CONFIG GET` replies have `requirepass`
+//! and `masterauth` blanked.
 //!
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
@@ -74,7 +75,6 @@
 
 #![warn(missing_docs)]
 
-pub mod access;
 mod auth;
 mod conn;
 pub mod faults;
