@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::Subcommand;
 use lockkit_harness::tooling::remote::Remote;
-use lockkit_harness::tooling::run::{self, Target};
+use lockkit_harness::tooling::run::{self, CommandTarget};
 use lockkit_harness::tooling::transcript::Transcript;
 use lockkit_harness::{Harness, HarnessOptions};
 
@@ -113,10 +113,10 @@ fn connect(url: &str) -> anyhow::Result<Remote> {
     })
 }
 
-fn offline(maxmemory: Option<usize>) -> anyhow::Result<Target> {
+fn offline(maxmemory: Option<usize>) -> anyhow::Result<CommandTarget> {
     let options = HarnessOptions::new()
         .keyspace_limit(maxmemory.unwrap_or(lockkit_harness::DEFAULT_KEYSPACE_LIMIT));
-    Ok(Target::Offline(Box::new(
+    Ok(CommandTarget::Offline(Box::new(
         Harness::with_options(options).context("starting the offline harness")?,
     )))
 }
@@ -162,7 +162,7 @@ fn exec(
         ),
     };
     let mut target = match url {
-        Some(u) => Target::Server(connect(&u)?),
+        Some(u) => CommandTarget::Server(connect(&u)?),
         None => offline(maxmemory)?,
     };
     let stdout = std::io::stdout();
@@ -226,12 +226,12 @@ fn test(
             Some(u) => {
                 let mut r = connect(u)?;
                 require_empty(&mut r, u)?;
-                Target::Server(r)
+                CommandTarget::Server(r)
             }
             None => offline(maxmemory)?,
         };
         let mismatches = run::check(&mut target, t).map_err(anyhow::Error::msg)?;
-        if let Target::Server(r) = &mut target {
+        if let CommandTarget::Server(r) = &mut target {
             cleanup(r)?;
         }
         let n = t.cases().count();
@@ -275,9 +275,9 @@ fn record(files: &[PathBuf], url: &str) -> anyhow::Result<ExitCode> {
     for t in &transcripts {
         let mut remote = connect(url)?;
         require_empty(&mut remote, url)?;
-        let mut target = Target::Server(remote);
+        let mut target = CommandTarget::Server(remote);
         let replies = run::replies(&mut target, t).map_err(anyhow::Error::msg);
-        if let Target::Server(r) = &mut target {
+        if let CommandTarget::Server(r) = &mut target {
             cleanup(r)?;
         }
         let replies = replies?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lockkit_harness::serve::{ClockMode, ServeOptions, Server};
-use lockkit_loadgen::exit::bad_input;
-use lockkit_loadgen::units::parse_duration;
+use lockkit_report::exit::bad_input;
+use lockkit_report::units::parse_duration;
 
 /// `lockkit lua serve` flags.
 #[derive(Debug, clap::Args)]

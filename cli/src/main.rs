@@ -4,8 +4,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use lockkit_loadgen::args::{BenchArgs, MergeArgs, ReportArgs, TtlArgs};
+use lockkit_loadgen::args::{BenchArgs, MergeArgs, TtlArgs};
 
+mod bench_faults;
 mod lua;
 mod lua_serve;
 
@@ -14,21 +15,24 @@ mod lua_serve;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod probe;
+mod proxy;
+mod proxy_access;
+mod report;
 
 /// Redis distributed locks, measured and tested: benchmark a target, size TTLs, test Lua offline.
 #[derive(Debug, Parser)]
 #[command(name = "lockkit", version, about, long_about = None)]
 struct Opts {
     #[command(subcommand)]
-    command: Command,
+    command: CliCommand,
 }
 
 // Parsed once per process: the size of the bench variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-enum Command {
+enum CliCommand {
     /// Measure lock throughput and latency on a target (no --url: a throwaway local server).
-    #[command(after_help = lockkit_loadgen::exit::HELP)]
+    #[command(after_help = lockkit_report::exit::HELP)]
     Bench(BenchArgs),
     /// Recommend a TTL, watchdog interval and retry policy from a bench report.
     Ttl(TtlArgs),
@@ -36,37 +40,37 @@ enum Command {
     Merge(MergeArgs),
     /// One self-contained HTML page (SVG plots) for one bench run or several side by side, or
     /// for the observe reports of `lockkit proxy`.
-    Report(ReportArgs),
+    Report(report::ReportArgs),
     /// Run Redis scripting offline (exec, test, record transcripts).
     Lua(lua::LuaArgs),
     /// What a target supports (SCRIPT LOAD, EVALSHA, FUNCTION, cluster, proxy) and its round trip.
     Probe(probe::ProbeArgs),
     /// A pass-through proxy in front of a Redis server; `--plugin observe` measures how long
     /// the application really holds its locks.
-    #[command(after_help = lockkit_proxy::cmd::EXIT_HELP)]
-    Proxy(lockkit_proxy::cmd::ProxyArgs),
+    #[command(after_help = proxy::EXIT_HELP)]
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() -> ExitCode {
     let opts = Opts::parse();
     let result = match opts.command {
         // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
-        Command::Bench(args) => lockkit_loadgen::bench::run_with(
+        CliCommand::Bench(args) => lockkit_loadgen::bench::run_with(
             args,
-            Some(std::sync::Arc::new(lockkit_proxy::bench::ProxyFaults)),
+            Some(std::sync::Arc::new(bench_faults::ProxyFaults)),
         ),
-        Command::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
-        Command::Merge(args) => lockkit_loadgen::merge::run(args),
-        Command::Report(args) => lockkit_loadgen::html::run(args),
-        Command::Lua(args) => lua::run(args),
-        Command::Probe(args) => probe::run(args),
-        Command::Proxy(args) => lockkit_proxy::cmd::run(args),
+        CliCommand::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
+        CliCommand::Merge(args) => lockkit_loadgen::merge::run(args),
+        CliCommand::Report(args) => lockkit_report::html::run(&args.inputs, args.out.as_deref()),
+        CliCommand::Lua(args) => lua::run(args),
+        CliCommand::Probe(args) => probe::run(args),
+        CliCommand::Proxy(args) => proxy::run(args),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(lockkit_loadgen::exit::code(&e))
+            ExitCode::from(lockkit_report::exit::code(&e))
         }
     }
 }
@@ -78,15 +82,15 @@ mod tests {
     #[test]
     fn subcommands_parse_in_process() {
         let o = Opts::parse_from(["lockkit", "bench", "--duration", "2s", "--keys", "10k"]);
-        assert!(matches!(o.command, Command::Bench(ref b) if b.keys == 10_000));
+        assert!(matches!(o.command, CliCommand::Bench(ref b) if b.keys == 10_000));
         let o = Opts::parse_from(["lockkit", "ttl", "r.json", "--work-p99", "120ms"]);
-        assert!(matches!(o.command, Command::Ttl(_)));
+        assert!(matches!(o.command, CliCommand::Ttl(_)));
         let o = Opts::parse_from(["lockkit", "merge", "a.hlog", "b.hlog", "--json", "m.json"]);
-        assert!(matches!(o.command, Command::Merge(ref m) if m.logs.len() == 2));
+        assert!(matches!(o.command, CliCommand::Merge(ref m) if m.logs.len() == 2));
         assert!(Opts::try_parse_from(["lockkit", "bench", "--duration", "10x"]).is_err());
         assert!(Opts::try_parse_from(["lockkit", "merge"]).is_err());
         let o = Opts::parse_from(["lockkit", "report", "a.json", "b.json", "-o", "c.html"]);
-        assert!(matches!(o.command, Command::Report(ref r) if r.inputs.len() == 2));
+        assert!(matches!(o.command, CliCommand::Report(ref r) if r.inputs.len() == 2));
         assert!(Opts::try_parse_from(["lockkit", "report"]).is_err());
         let o = Opts::parse_from([
             "lockkit",
@@ -100,6 +104,6 @@ mod tests {
             "--duration",
             "2s",
         ]);
-        assert!(matches!(o.command, Command::Proxy(ref p) if p.plugins == ["observe"]));
+        assert!(matches!(o.command, CliCommand::Proxy(ref p) if p.plugins == ["observe"]));
     }
 }

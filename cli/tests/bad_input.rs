@@ -442,9 +442,9 @@ fn an_unwritable_results_folder_fails_before_the_run_and_damages_nothing() {
 
 /// A good interval log, written the way `lockkit bench` writes one (tagged `cycle`).
 fn good_log() -> Vec<u8> {
-    let mut log = lockkit_loadgen::report::IntervalLog::starting(std::time::SystemTime::now());
+    let mut log = lockkit_report::files::IntervalLog::starting(std::time::SystemTime::now());
     for second in 0..3u64 {
-        let mut h = lockkit_loadgen::stats::new_histogram();
+        let mut h = lockkit_report::stats::new_histogram();
         for us in 1..=500 {
             h.record(us * (second + 1)).unwrap();
         }

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lockkit_harness::tooling::run::{exec, Target};
+use lockkit_harness::tooling::run::{exec, CommandTarget};
 use lockkit_harness::{Harness, HarnessOptions, Reply};
 use proptest::prelude::*;
 
@@ -185,7 +185,7 @@ fn kept_corpus_of_attacks_replays_without_harm() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        let mut target = Target::Offline(Box::new(harness()));
+        let mut target = CommandTarget::Offline(Box::new(harness()));
         let mut out = Vec::new();
         // A harness stop is an Err from exec: fine; a panic is not.
         let _ = exec(
@@ -195,7 +195,7 @@ fn kept_corpus_of_attacks_replays_without_harm() {
             &dir,
             &mut out,
         );
-        if let Target::Offline(h) = &mut target {
+        if let CommandTarget::Offline(h) = &mut target {
             assert_intact(h);
         }
         seen += 1;

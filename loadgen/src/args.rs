@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::faults::{parse_faults, FaultKind, FaultList};
-use crate::units::{parse_count, parse_duration};
+use lockkit_report::units::{parse_count, parse_duration};
 
 /// Which keys the clients lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
@@ -278,7 +278,7 @@ pub struct BenchArgs {
 }
 
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::units::format_duration(*d))
+    s.serialize_str(&lockkit_report::units::format_duration(*d))
 }
 
 /// Where `lockkit bench` writes its reports without `--out` or `--json`.
@@ -502,21 +502,6 @@ pub struct MergeArgs {
     /// Write the merged latencies as JSON to this path.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-}
-
-/// Render one or several bench reports as one self-contained HTML page.
-#[derive(Debug, Clone, Args)]
-pub struct ReportArgs {
-    /// JSON reports written by `lockkit bench` (their interval logs are read from beside them),
-    /// or by `lockkit proxy --plugin observe`; one kind per page. Several reports share every
-    /// plot: before/after, two servers, script modes.
-    #[arg(required = true, value_name = "JSON")]
-    pub inputs: Vec<PathBuf>,
-
-    /// The HTML file to write (written whole or not at all). With one input it defaults to the
-    /// JSON's path with `.html`; with several it is required.
-    #[arg(short = 'o', long = "out", value_name = "FILE.html")]
-    pub out: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -13,14 +13,15 @@ use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
 use crate::args::BenchArgs;
-use crate::exit;
 use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
-use crate::report::{self, IntervalLog, Report};
-use crate::run::{round3, Run};
-use crate::stats::Op;
+use crate::run::{round3, BenchRun};
 use crate::target::{self, connect_hint, throwaway_hint};
-use crate::units::{format_duration, format_rate};
 use lockkit::Locker;
+use lockkit_report::bench::{self as report, Report};
+use lockkit_report::exit;
+use lockkit_report::files::{self, IntervalLog};
+use lockkit_report::stats::Op;
+use lockkit_report::units::{format_duration, format_rate};
 
 /// One finished run (one script mode) and where its report went.
 #[derive(Debug)]
@@ -184,11 +185,11 @@ pub async fn run_async_with(
             .map_or_else(|| PathBuf::from("."), PathBuf::from),
         None => args.out.clone(),
     };
-    let created = report::check_writable(&out_dir).map_err(exit::bad_input)?;
+    let created = files::check_writable(&out_dir).map_err(exit::bad_input)?;
     if created && args.json.is_none() && args.out == std::path::Path::new(crate::args::DEFAULT_OUT)
     {
         // The default folder holds runs, not sources: keep it out of any git repository.
-        report::write_atomic(&out_dir.join(".gitignore"), b"# lockkit bench runs\n*\n")?;
+        files::write_atomic(&out_dir.join(".gitignore"), b"# lockkit bench runs\n*\n")?;
     }
     let result = bench_into(args, urls, network).await;
     if result.is_err() && created {
@@ -307,9 +308,9 @@ async fn bench_into(
             if *mode == ScriptMode::Function {
                 msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
             }
-            exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
+            crate::exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
         };
-        let mut run = Run {
+        let mut run = BenchRun {
             args: &args,
             info: &info,
             redacted: &redacted,
@@ -427,7 +428,7 @@ fn write_run(
     stamp: &str,
     suffix: &str,
 ) -> anyhow::Result<RunResult> {
-    let (json_path, stem) = report::paths(&args.out, args.json.as_ref(), stamp, suffix);
+    let (json_path, stem) = files::paths(&args.out, args.json.as_ref(), stamp, suffix);
     for (op, log) in Op::ALL.iter().zip(logs) {
         if report
             .latency_us
@@ -437,19 +438,19 @@ fn write_run(
             continue;
         }
         let path = PathBuf::from(format!("{}.{}.hlog", stem.display(), op.name()));
-        report::write_atomic(&path, &log.render(op.name())?)?;
+        files::write_atomic(&path, &log.render(op.name())?)?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         report.histogram_logs.insert(op.name().to_string(), name);
     }
-    report::write_atomic(
+    files::write_atomic(
         &json_path,
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )?;
-    let html = crate::html::html_path(&json_path);
-    crate::html::write_for_run(&json_path, &html)?;
+    let html = lockkit_report::html::html_path(&json_path);
+    lockkit_report::html::write_for_run(&json_path, &html)?;
     if !args.quiet {
         print!("{}", report::summary(&report));
     }

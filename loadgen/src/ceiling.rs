@@ -5,8 +5,8 @@ use std::process::Command;
 
 use anyhow::Context;
 
-use crate::report::Ceiling;
 use crate::target::{host_port, password};
+use lockkit_report::bench::Ceiling;
 
 /// Requests per redis-benchmark run (bounded: about a second each on a local server).
 pub const REQUESTS: u64 = 1_000_000;

@@ -14,13 +14,13 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use serde::{Deserialize, Serialize};
+use lockkit_report::bench::FencingReport;
 
 /// Shards of the key space (one mutex each).
 const SHARDS: usize = 64;
 
 #[derive(Debug, Default, Clone, Copy)]
-struct Slot {
+struct FenceSlot {
     /// The highest token accepted.
     highest: u64,
     /// The highest token of any holder that has entered.
@@ -30,7 +30,7 @@ struct Slot {
 /// The fenced resource shared by every holder of the run.
 #[derive(Debug)]
 pub struct FencedResource {
-    shards: Vec<Mutex<HashMap<u64, Slot>>>,
+    shards: Vec<Mutex<HashMap<u64, FenceSlot>>>,
     writes: AtomicU64,
     refused: AtomicU64,
     unsafe_writes: AtomicU64,
@@ -48,17 +48,6 @@ impl Default for FencedResource {
             checked: true,
         }
     }
-}
-
-/// `safety.fencing` in the report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FencingReport {
-    /// Writes presented to the resource (two per critical section: on entering and at the end).
-    pub writes: u64,
-    /// Writes refused because a newer token had been accepted.
-    pub refused: u64,
-    /// Writes accepted although a holder with a newer token had already entered.
-    pub unsafe_writes: u64,
 }
 
 impl FencedResource {

@@ -5,8 +5,8 @@
 //! merged once a second into interval logs), errors by kind, lost locks, and mutual-exclusion
 //! violations found by an exact in-process checker. It writes a JSON report (schema
 //! `lockkit.bench/1`), one HdrHistogram interval log per operation and a self-contained HTML
-//! report with SVG plots ([`html`], also `lockkit report` for several runs), and sizes TTLs from
-//! the measured timings ([`ttl`]).
+//! report with SVG plots ([`lockkit_report::html`], also `lockkit report` for several runs), and
+//! sizes TTLs from the measured timings ([`lockkit_report::ttl`]).
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -50,17 +50,11 @@ pub mod checker;
 pub mod exit;
 pub mod faults;
 pub mod fencing;
-pub mod html;
 pub mod keys;
 pub mod locker;
 pub mod merge;
-pub mod observe;
 pub mod progress;
-pub mod report;
 mod run;
-pub mod stats;
 pub mod target;
-pub mod ttl;
 pub mod ttl_cmd;
-pub mod units;
 pub mod worker;

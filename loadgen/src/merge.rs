@@ -5,79 +5,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use base64::Engine as _;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry, LogIteratorError};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+use lockkit_report::files::{read_log, write_atomic};
+use lockkit_report::stats::{new_histogram, LatencySummary};
+use lockkit_report::units::format_duration;
 use serde::Serialize;
 
 use crate::args::MergeArgs;
-use crate::report::write_atomic;
-use crate::stats::{new_histogram, LatencySummary};
-use crate::units::format_duration;
-
-/// One interval of a log, as written.
-#[derive(Debug)]
-pub struct LogInterval {
-    /// Its start, as the log gives it (`lockkit bench`: since measuring began).
-    pub start: Duration,
-    /// Its length.
-    pub len: Duration,
-    /// Its tag (`untagged` for none).
-    pub tag: String,
-    /// Its histogram.
-    pub hist: Histogram<u64>,
-}
-
-/// Reads every interval of an interval log, in order.
-///
-/// # Errors
-/// A line that is neither a comment nor an interval, or a histogram that does not decode.
-pub fn read_intervals(bytes: &[u8]) -> anyhow::Result<Vec<LogInterval>> {
-    let mut out = Vec::new();
-    let mut de = Deserializer::new();
-    for entry in IntervalLogIterator::new(bytes) {
-        let entry = entry.map_err(|LogIteratorError::ParseError { offset }| {
-            anyhow::anyhow!(
-                "not an HdrHistogram interval log (the line at byte {offset} does not parse); \
-                 pass a .hlog written by lockkit bench or another HdrHistogram tool"
-            )
-        })?;
-        let LogEntry::Interval(i) = entry else {
-            continue;
-        };
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(i.encoded_histogram())
-            .context("an interval's histogram is not valid base64")?;
-        let hist: Histogram<u64> = de
-            .deserialize(&mut raw.as_slice())
-            .map_err(|e| anyhow::anyhow!("an interval's histogram does not decode: {e:?}"))?;
-        out.push(LogInterval {
-            start: i.start_timestamp(),
-            len: i.duration(),
-            tag: i.tag().map_or("untagged", |t| t.as_str()).to_string(),
-            hist,
-        });
-    }
-    if out.is_empty() && !bytes.is_empty() && !bytes.starts_with(b"#") {
-        anyhow::bail!("not an HdrHistogram interval log (no intervals found)");
-    }
-    Ok(out)
-}
-
-/// Reads an interval log and merges its intervals by tag (`untagged` for none).
-///
-/// # Errors
-/// As [`read_intervals`].
-pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>> {
-    let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-    for i in read_intervals(bytes)? {
-        let slot = out.entry(i.tag).or_insert_with(new_histogram);
-        slot.add(&i.hist)
-            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
-    }
-    Ok(out)
-}
 
 #[derive(Debug, Serialize)]
 struct MergeReport {
@@ -144,7 +78,7 @@ pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::IntervalLog;
+    use lockkit_report::files::IntervalLog;
     use std::time::{Duration, SystemTime};
 
     fn log_with(tag: &str, values: &[u64]) -> Vec<u8> {

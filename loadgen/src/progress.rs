@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
-use crate::units::format_duration;
+use lockkit_report::units::format_duration;
 
 /// A run's progress display.
 #[derive(Debug)]

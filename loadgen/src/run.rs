@@ -12,20 +12,22 @@ use tokio::task::JoinSet;
 use crate::args::{BenchArgs, KeyDist};
 use crate::checker::SafetyChecker;
 use crate::faults::{
-    run_schedule, FaultLog, FaultTargets, FaultsOptions, FaultsReport, HolderPause, LinePrinter,
-    NetworkFaultPath,
+    run_schedule, FaultLog, FaultTargets, HolderPause, LinePrinter, NetworkFaultPath,
 };
 use crate::fencing::FencedResource;
 use crate::keys::KeyPicker;
 use crate::locker::BenchLocker;
 use crate::progress::Progress;
-use crate::report::{self, IntervalLog, Report, TimelinePoint};
-use crate::stats::{lock, Interval, Op, SharedStats, TaskStats};
 use crate::target::{self, ServerInfo};
-use crate::ttl_cmd::{recommend_from_latency, work_from_config};
-use crate::units::{format_duration, format_rate};
-use crate::worker::{run_worker, Shared, WorkerPlan};
+use crate::ttl_cmd::work_from_config;
+use crate::worker::{run_worker, WorkerPlan, WorkerShared};
 use lockkit::Locker;
+use lockkit_report::bench::{self as report, Report, TimelinePoint};
+use lockkit_report::faults::{FaultsOptions, FaultsReport};
+use lockkit_report::files::IntervalLog;
+use lockkit_report::stats::{lock, Interval, Op, SharedStats, TaskStats};
+use lockkit_report::ttl::recommend_from_latency;
+use lockkit_report::units::{format_duration, format_rate};
 
 /// How long workers get to finish their cycle after the run ends before they are aborted.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -99,7 +101,7 @@ async fn servers_cpu(conns: &mut [redis::aio::MultiplexedConnection]) -> Option<
 type CpuSnapshot = (Option<f64>, Option<f64>);
 
 /// What one run measures and how it is labelled in the report.
-pub(crate) struct Run<'a> {
+pub(crate) struct BenchRun<'a> {
     pub(crate) args: &'a BenchArgs,
     pub(crate) info: &'a ServerInfo,
     pub(crate) redacted: &'a str,
@@ -115,7 +117,7 @@ pub(crate) struct Run<'a> {
     pub(crate) wait: String,
 }
 
-impl Run<'_> {
+impl BenchRun<'_> {
     /// Runs the workload on `locker` until the duration, the cycle budget or `stop_rx`; with
     /// `fenced` (`--fencing`), every acquire draws a fencing token from that client.
     pub(crate) async fn execute<L: Locker>(
@@ -128,7 +130,7 @@ impl Run<'_> {
     ) -> anyhow::Result<(Report, Vec<IntervalLog>)> {
         let a = self.args;
         let (run_stop_tx, run_stop_rx) = watch::channel(false);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WorkerShared {
             stop: AtomicBool::new(false),
             stop_rx: run_stop_rx,
             measuring: AtomicBool::new(a.warmup.is_zero()),
@@ -167,7 +169,7 @@ impl Run<'_> {
             .retry(retry)
             .fair(a.wait.is_fair())
             .build()
-            .map_err(crate::exit::bad_input)?;
+            .map_err(lockkit_report::exit::bad_input)?;
         let t0 = Instant::now();
         // One set of histograms per runtime thread, shared by the tasks it runs, not one per
         // task: 50 tasks' histograms do not stay in the CPU's caches, and recording into them
@@ -387,7 +389,7 @@ impl Run<'_> {
             .map(|op| {
                 (
                     op.name().to_string(),
-                    crate::stats::LatencySummary::of(total.hist(*op)),
+                    lockkit_report::stats::LatencySummary::of(total.hist(*op)),
                 )
             })
             .collect();

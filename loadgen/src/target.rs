@@ -19,11 +19,11 @@ pub struct ServerInfo {
 /// A plain connection for metadata (the measured calls all go through the lock library).
 pub async fn info_connection(url: &str) -> anyhow::Result<MultiplexedConnection> {
     let redacted = lockkit::redact_url(url);
-    let info = lockkit::parse_url(url).map_err(crate::exit::bad_input)?;
+    let info = lockkit::parse_url(url).map_err(lockkit_report::exit::bad_input)?;
     // No CLIENT SETINFO: a proxy such as twemproxy closes the connection on it.
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     let client = redis::Client::open(info.set_redis_settings(settings)).map_err(|e| {
-        crate::exit::bad_input(format!("`{redacted}` is not a valid Redis URL: {e}"))
+        lockkit_report::exit::bad_input(format!("`{redacted}` is not a valid Redis URL: {e}"))
     })?;
     let cfg = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(Duration::from_secs(2)))
@@ -32,7 +32,7 @@ pub async fn info_connection(url: &str) -> anyhow::Result<MultiplexedConnection>
         .get_multiplexed_async_connection_with_config(&cfg)
         .await
         .map_err(|e| {
-            crate::exit::unreachable(format!(
+            lockkit_report::exit::unreachable(format!(
                 "connecting to {redacted}: {}",
                 throwaway_hint(connect_hint(&e.to_string()))
             ))

@@ -8,56 +8,17 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use lockkit_report::files::{read_log, read_report};
+use lockkit_report::stats::{new_histogram, LatencySummary};
+use lockkit_report::ttl::{
+    recommend_from_latency, recommend_observed, TtlRecommendation, TtlReport,
+};
+use lockkit_report::units::parse_duration_or_ms;
+
 use crate::args::{TtlArgs, WorkQuantile};
-use crate::merge::read_log;
-use crate::report::read_report;
-use crate::stats::{new_histogram, LatencySummary};
-use crate::ttl::{recommend, TtlInputs, TtlRecommendation, TtlReport};
-use crate::units::parse_duration_or_ms;
-
-/// The recommendation for measured latencies (`latency_us` of a report) and a work time.
-pub fn recommend_from_latency(
-    latency: &BTreeMap<String, LatencySummary>,
-    work: Duration,
-    work_basis: &str,
-    pause_budget: Duration,
-    safety_factor: f64,
-) -> TtlRecommendation {
-    let none = LatencySummary::default();
-    recommend_observed(
-        work,
-        latency.get("acquire_ok").unwrap_or(&none),
-        latency.get("release").unwrap_or(&none),
-        work_basis,
-        pause_budget,
-        safety_factor,
-    )
-}
-
-/// The recommendation for a work time and measured acquire and release latencies: a bench
-/// report's, or a lock's whose hold time and round trips `lockkit proxy --plugin observe` saw.
-pub fn recommend_observed(
-    work: Duration,
-    acquire: &LatencySummary,
-    release: &LatencySummary,
-    work_basis: &str,
-    pause_budget: Duration,
-    safety_factor: f64,
-) -> TtlRecommendation {
-    let us = Duration::from_micros;
-    recommend(&TtlInputs {
-        work,
-        work_basis: work_basis.to_string(),
-        acquire_p999: us(acquire.p999),
-        release_p999: us(release.p999),
-        acquire_p99: us(acquire.p99),
-        pause_budget,
-        safety_factor,
-    })
-}
 
 /// The schema of the proxy's observe report.
-pub const OBSERVE_SCHEMA: &str = crate::observe::SCHEMA;
+pub const OBSERVE_SCHEMA: &str = lockkit_report::observe::SCHEMA;
 
 /// One lock pattern of an observe report and its recommendation (`None`: no release seen).
 #[derive(Debug, Clone)]
@@ -264,7 +225,7 @@ pub fn recommendation(args: &TtlArgs) -> anyhow::Result<TtlRecommendation> {
     };
     let report = read_report(
         result,
-        crate::report::SCHEMA,
+        lockkit_report::bench::SCHEMA,
         "a lockkit bench report",
         "give the report `lockkit bench` wrote",
     )?;

@@ -18,7 +18,7 @@ use crate::faults::{FaultKind, FaultLog, HolderPause};
 use crate::fencing::FencedResource;
 use crate::keys::{KeyChoice, KeyPicker};
 use crate::locker::BenchLocker;
-use crate::stats::{lock, Op, SharedStats};
+use lockkit_report::stats::{lock, Op, SharedStats};
 
 /// A late start: the cycle began more than this after its scheduled time.
 const LATE: Duration = Duration::from_millis(1);
@@ -29,7 +29,7 @@ const ERROR_PAUSE: Duration = Duration::from_millis(1);
 
 /// What every worker shares.
 #[derive(Debug)]
-pub struct Shared {
+pub struct WorkerShared {
     /// Set when the run ends (duration, cycle budget, Ctrl-C).
     pub stop: AtomicBool,
     /// Wakes workers that are sleeping (hold, schedule) when the run ends.
@@ -86,7 +86,7 @@ pub async fn run_worker<L: Locker>(
     keys: KeyPicker,
     plan: WorkerPlan,
     stats: SharedStats,
-    shared: Arc<Shared>,
+    shared: Arc<WorkerShared>,
 ) {
     Worker::new(locker, keys, plan, stats, shared).run().await;
 }
@@ -97,7 +97,7 @@ struct Worker<L: Locker> {
     keys: KeyPicker,
     plan: WorkerPlan,
     stats: SharedStats,
-    shared: Arc<Shared>,
+    shared: Arc<WorkerShared>,
     rng: SmallRng,
     stop_rx: watch::Receiver<bool>,
     key_buf: String,
@@ -110,7 +110,7 @@ struct Worker<L: Locker> {
 /// Records every attempt of the library's retry loop into the worker's histograms.
 struct Recorder<'a> {
     stats: &'a SharedStats,
-    shared: &'a Shared,
+    shared: &'a WorkerShared,
     /// The cycle's scheduled start (open loop) or real start.
     intended: Instant,
     open_loop: bool,
@@ -162,7 +162,7 @@ impl<L: Locker> Worker<L> {
         keys: KeyPicker,
         plan: WorkerPlan,
         stats: SharedStats,
-        shared: Arc<Shared>,
+        shared: Arc<WorkerShared>,
     ) -> Self {
         Worker {
             rng: SmallRng::seed_from_u64(plan.task.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 7),

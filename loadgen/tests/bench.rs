@@ -94,7 +94,7 @@ async fn report_carries_every_design_field_and_its_logs() {
     // One log per operation that has samples, beside the JSON; no temporaries left behind.
     for name in r.report.histogram_logs.values() {
         let log = std::fs::read(dir.path().join(name)).unwrap();
-        let merged = lockkit_loadgen::merge::read_log(&log).unwrap();
+        let merged = lockkit_report::files::read_log(&log).unwrap();
         assert_eq!(merged.len(), 1);
     }
     assert!(r.report.histogram_logs.contains_key("cycle"));

@@ -12,7 +12,7 @@ struct Cli {
     bench: BenchArgs,
 }
 
-async fn bench(url: &str, out: &std::path::Path) -> lockkit_loadgen::report::Report {
+async fn bench(url: &str, out: &std::path::Path) -> lockkit_report::bench::Report {
     let args = Cli::parse_from([
         "bench",
         "--url",

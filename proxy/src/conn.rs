@@ -2,7 +2,7 @@
 //! as the very bytes read, replies are split and matched to their commands in order, so
 //! plugins see each declared command with its reply.
 //!
-//! Commands go to a shared upstream connection ([`crate::link`]) while every one so far was
+//! Commands go to a shared upstream connection ([`crate::upstream::link`]) while every one so far was
 //! stateless ([`crate::stateless`]); the first that is not moves the client to a connection of
 //! its own, for good, once every reply owed on the shared one has reached it. With sharing
 //! off, each client has its own from the start.
@@ -22,21 +22,19 @@ use tokio::sync::watch;
 
 use crate::auth::{Gate, Login};
 use crate::health::may_block;
-use crate::plugin::{Action, Command, ConnInfo};
+use crate::plugin::{Action, ConnInfo, PluginCommand};
 use crate::resp;
-use crate::server::Shared;
 use crate::setup::{Setup, SetupAction};
+use crate::shared::ProxyShared;
 use crate::stateless::is_stateless;
-use crate::up::{Up, WINDOW};
+use crate::upstream::route::{Up, WINDOW};
 
-/// Bytes read at a time; a buffer grows past this only to hold one larger frame.
-const READ_CHUNK: usize = 16 * 1024;
 /// Command counts are handed to the shared table at least this often.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
 
 /// A command forwarded upstream and not answered yet.
 #[derive(Debug)]
-enum Slot {
+enum InFlight {
     /// This many commands no plugin waits on.
     Plain(u32),
     /// A command plugins want the reply of.
@@ -69,18 +67,21 @@ struct Tracked {
     arrived: Instant,
 }
 
-impl Slot {
+impl InFlight {
     /// Whether a reply from upstream answers it.
     fn awaits_upstream(&self) -> bool {
-        !matches!(self, Slot::Local(_) | Slot::Unmatch | Slot::Close)
+        !matches!(
+            self,
+            InFlight::Local(_) | InFlight::Unmatch | InFlight::Close
+        )
     }
 }
 
 /// The state of one proxied connection.
-struct Conn {
-    shared: Arc<Shared>,
+struct ClientConn {
+    shared: Arc<ProxyShared>,
     info: ConnInfo,
-    pending: VecDeque<Slot>,
+    pending: VecDeque<InFlight>,
     /// Replies no longer pair with commands: copy blindly.
     unmatched: bool,
     in_multi: bool,
@@ -116,7 +117,7 @@ enum Next {
 /// Serves one client until it or the upstream server closes, or `stop` fires: then it drains
 /// (reads no more commands, passes on every reply owed for those forwarded) and closes.
 pub async fn serve<CR, CW>(
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     info: ConnInfo,
     (mut cr, mut cw): (CR, CW),
     mut up: Up,
@@ -126,7 +127,7 @@ pub async fn serve<CR, CW>(
     CW: AsyncWrite + Unpin,
 {
     let login = Login::new(&shared.client_auth);
-    let mut conn = Conn {
+    let mut conn = ClientConn {
         login,
         shared,
         info,
@@ -143,8 +144,8 @@ pub async fn serve<CR, CW>(
         resetting: false,
         setup: Setup::default(),
     };
-    let mut cbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut ubuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut cbuf: Vec<u8> = Vec::with_capacity(resp::READ_CHUNK);
+    let mut ubuf: Vec<u8> = Vec::with_capacity(resp::READ_CHUNK);
     // Made once: a new `changed()` each turn of the loop registers with the watch again, on
     // every command.
     let stopped = stop.changed();
@@ -160,8 +161,8 @@ pub async fn serve<CR, CW>(
             let _ = conn.send_local_replies(&mut cw).await;
             break;
         }
-        reserve(&mut cbuf);
-        reserve(&mut ubuf);
+        resp::reserve(&mut cbuf);
+        resp::reserve(&mut ubuf);
         let timed = !up.is_shared() && !conn.unmatched && !conn.patient;
         let timed = timed && conn.owed_since.is_some();
         tokio::select! {
@@ -248,17 +249,6 @@ fn reset_reply_end(buf: &[u8]) -> Result<usize, usize> {
     }
 }
 
-/// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
-pub(crate) fn reserve(buf: &mut Vec<u8>) {
-    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-        buf.reserve(READ_CHUNK);
-    }
-    // A buffer grown for one huge frame is given back once that frame is gone.
-    if buf.is_empty() && buf.capacity() > 8 * READ_CHUNK {
-        *buf = Vec::with_capacity(READ_CHUNK);
-    }
-}
-
 /// After these, replies no longer pair with commands: `UNSUBSCRIBE a b` gets one reply per
 /// channel, subscribed or not; `SYNC` and `PSYNC` turn the connection into the replication
 /// stream (an RDB payload that is not a RESP frame, then the writes).
@@ -274,7 +264,7 @@ const UNMATCHED_MODES: [&[u8]; 9] = [
     b"SUNSUBSCRIBE",
 ];
 
-impl Conn {
+impl ClientConn {
     /// Splits the complete commands in `buf`, runs the plugins on the declared ones, forwards
     /// the rest untouched and keeps the incomplete tail.
     async fn on_client_bytes<CW: AsyncWrite + Unpin>(
@@ -323,9 +313,9 @@ impl Conn {
                         return Ok(Next::Close);
                     }
                     if let Some(reply) = e.reply() {
-                        self.pending.push_back(Slot::Local(reply));
+                        self.pending.push_back(InFlight::Local(reply));
                     }
-                    self.pending.push_back(Slot::Close);
+                    self.pending.push_back(InFlight::Close);
                     self.losing = true;
                     break;
                 }
@@ -359,7 +349,7 @@ impl Conn {
                     .await?;
                 fwd = pos;
                 self.count(name);
-                self.pending.push_back(Slot::Local(reply.clone()));
+                self.pending.push_back(InFlight::Local(reply.clone()));
                 if let Gate::Close(_) = gate {
                     next = Next::Close;
                     break;
@@ -375,7 +365,8 @@ impl Conn {
                     // Nothing of the client's lives upstream: the proxy answers.
                     self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
                         .await?;
-                    self.pending.push_back(Slot::Local(b"+RESET\r\n".to_vec()));
+                    self.pending
+                        .push_back(InFlight::Local(b"+RESET\r\n".to_vec()));
                     fwd = pos;
                     continue;
                 }
@@ -385,7 +376,7 @@ impl Conn {
                     .await?;
                 fwd = pos;
                 if !self.unmatched {
-                    self.pending.push_back(Slot::Reset);
+                    self.pending.push_back(InFlight::Reset);
                 }
                 self.resetting = true;
                 self.backlog = true;
@@ -404,7 +395,9 @@ impl Conn {
                         .await?;
                     fwd = pos;
                     match action {
-                        SetupAction::Answer(reply) => self.pending.push_back(Slot::Local(reply)),
+                        SetupAction::Answer(reply) => {
+                            self.pending.push_back(InFlight::Local(reply))
+                        }
                         SetupAction::Send(instead) => {
                             self.send(up, &instead, 1).await?;
                             self.push_plain(1);
@@ -439,7 +432,7 @@ impl Conn {
                 Gate::Scrub => {
                     sent_run += 1;
                     if !self.unmatched {
-                        self.pending.push_back(Slot::Scrub);
+                        self.pending.push_back(InFlight::Scrub);
                     }
                     continue;
                 }
@@ -454,7 +447,7 @@ impl Conn {
             let name_text = String::from_utf8_lossy(name).into_owned();
             let frame_bytes = &buf[start..pos];
             let all_args = resp::command_args(frame_bytes, frame.inline);
-            let cmd = Command {
+            let cmd = PluginCommand {
                 name: &name_text,
                 args: all_args.get(1..).unwrap_or_default(),
                 index: self.commands,
@@ -515,7 +508,7 @@ impl Conn {
                     if self.unmatched {
                         next = Next::Close;
                     } else {
-                        self.pending.push_back(Slot::Lose);
+                        self.pending.push_back(InFlight::Lose);
                         self.losing = true;
                     }
                     break;
@@ -533,7 +526,7 @@ impl Conn {
                     self.send(up, &buf[fwd..start], std::mem::take(&mut sent_run))
                         .await?;
                     fwd = pos;
-                    self.pending.push_back(Slot::Local(bytes));
+                    self.pending.push_back(InFlight::Local(bytes));
                     continue;
                 }
             }
@@ -550,7 +543,7 @@ impl Conn {
                 plain_run += 1;
             } else {
                 self.push_plain(std::mem::take(&mut plain_run));
-                self.pending.push_back(Slot::Tracked(Box::new(Tracked {
+                self.pending.push_back(InFlight::Tracked(Box::new(Tracked {
                     frame: frame_bytes.to_vec(),
                     inline: frame.inline,
                     name: name_text,
@@ -627,30 +620,32 @@ impl Conn {
                 continue;
             }
             match self.pending.pop_front() {
-                Some(Slot::Plain(n)) if n > 1 => self.pending.push_front(Slot::Plain(n - 1)),
-                Some(Slot::Tracked(t)) => {
+                Some(InFlight::Plain(n)) if n > 1 => {
+                    self.pending.push_front(InFlight::Plain(n - 1))
+                }
+                Some(InFlight::Tracked(t)) => {
                     if let Some(new) = self.reply_to_plugins(&t, frame).await {
                         cw.write_all(&buf[fwd..frame_start]).await?;
                         cw.write_all(&new).await?;
                         fwd = pos;
                     }
                 }
-                Some(Slot::Scrub) => {
+                Some(InFlight::Scrub) => {
                     cw.write_all(&buf[fwd..frame_start]).await?;
                     cw.write_all(&crate::auth::scrub_config_reply(frame))
                         .await?;
                     fwd = pos;
                 }
-                Some(Slot::Swallow) => {
+                Some(InFlight::Swallow) => {
                     cw.write_all(&buf[fwd..frame_start]).await?;
                     fwd = pos;
                 }
-                Some(Slot::Reset) => {
+                Some(InFlight::Reset) => {
                     cw.write_all(&buf[fwd..pos]).await?;
                     buf.clear();
                     return Ok(Next::Reset);
                 }
-                Some(Slot::Lose) => {
+                Some(InFlight::Lose) => {
                     // The replies before it reach the client; this one and the rest never do.
                     cw.write_all(&buf[fwd..frame_start]).await?;
                     return Ok(Next::Close);
@@ -663,7 +658,10 @@ impl Conn {
                 }
                 _ => {}
             }
-            if matches!(self.pending.front(), Some(Slot::Local(_) | Slot::Close)) {
+            if matches!(
+                self.pending.front(),
+                Some(InFlight::Local(_) | InFlight::Close)
+            ) {
                 cw.write_all(&buf[fwd..pos]).await?;
                 fwd = pos;
                 self.send_local_replies(cw).await?;
@@ -711,7 +709,7 @@ impl Conn {
                 *up = Up::own(conn);
                 if let Some(name) = self.setup.replay() {
                     self.send(up, &name, 1).await?;
-                    self.pending.push_back(Slot::Swallow);
+                    self.pending.push_back(InFlight::Swallow);
                 }
                 Ok(Next::Continue)
             }
@@ -733,7 +731,7 @@ impl Conn {
     async fn reply_to_plugins(&self, t: &Tracked, reply: &[u8]) -> Option<Vec<u8>> {
         let latency = t.sent.elapsed();
         let all_args = resp::command_args(&t.frame, t.inline);
-        let cmd = Command {
+        let cmd = PluginCommand {
             name: &t.name,
             args: all_args.get(1..).unwrap_or_default(),
             index: t.index,
@@ -760,8 +758,8 @@ impl Conn {
         &mut self,
         cw: &mut CW,
     ) -> std::io::Result<()> {
-        while let Some(Slot::Local(_)) = self.pending.front() {
-            if let Some(Slot::Local(bytes)) = self.pending.pop_front() {
+        while let Some(InFlight::Local(_)) = self.pending.front() {
+            if let Some(InFlight::Local(bytes)) = self.pending.pop_front() {
                 cw.write_all(&bytes).await?;
             }
         }
@@ -773,8 +771,8 @@ impl Conn {
     fn owes(&self, up: &Up) -> bool {
         up.owed() > 0
             || (self.pending.iter())
-                .take_while(|s| !matches!(s, Slot::Unmatch))
-                .any(Slot::awaits_upstream)
+                .take_while(|s| !matches!(s, InFlight::Unmatch))
+                .any(InFlight::awaits_upstream)
     }
 
     /// Follows the replies owed on a connection of its own (for its operation timeout):
@@ -802,12 +800,14 @@ impl Conn {
         let mut out = Vec::new();
         for slot in self.pending.drain(..) {
             match slot {
-                Slot::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
-                Slot::Local(bytes) => out.extend_from_slice(&bytes),
-                Slot::Unmatch | Slot::Close => break,
-                Slot::Tracked(_) | Slot::Lose | Slot::Scrub | Slot::Reset | Slot::Swallow => {
-                    out.extend_from_slice(&e)
-                }
+                InFlight::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
+                InFlight::Local(bytes) => out.extend_from_slice(&bytes),
+                InFlight::Unmatch | InFlight::Close => break,
+                InFlight::Tracked(_)
+                | InFlight::Lose
+                | InFlight::Scrub
+                | InFlight::Reset
+                | InFlight::Swallow => out.extend_from_slice(&e),
             }
         }
         cw.write_all(&out).await?;
@@ -852,7 +852,7 @@ impl Conn {
 
     /// Every reply owed before a protocol error is out: the connection closes.
     fn closes_now(&self) -> bool {
-        matches!(self.pending.front(), Some(Slot::Close))
+        matches!(self.pending.front(), Some(InFlight::Close))
     }
 
     fn push_plain(&mut self, n: u32) {
@@ -860,8 +860,8 @@ impl Conn {
             return;
         }
         match self.pending.back_mut() {
-            Some(Slot::Plain(m)) => *m += n,
-            _ => self.pending.push_back(Slot::Plain(n)),
+            Some(InFlight::Plain(m)) => *m += n,
+            _ => self.pending.push_back(InFlight::Plain(n)),
         }
     }
 
@@ -888,7 +888,7 @@ impl Conn {
         // own keep their place among them); from the marker on, bytes are copied blindly.
         if !self.unmatched {
             self.unmatched = true;
-            self.pending.push_back(Slot::Unmatch);
+            self.pending.push_back(InFlight::Unmatch);
         }
     }
 
@@ -896,8 +896,8 @@ impl Conn {
     fn pending_matched(&self) -> usize {
         self.pending
             .iter()
-            .take_while(|s| !matches!(s, Slot::Unmatch))
-            .filter(|s| !matches!(s, Slot::Local(_)))
+            .take_while(|s| !matches!(s, InFlight::Unmatch))
+            .filter(|s| !matches!(s, InFlight::Local(_)))
             .count()
     }
 

@@ -22,20 +22,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockkit_loadgen::faults::NetworkFaultCounts;
+use lockkit_report::faults::NetworkFaultCounts;
 use serde::{Deserialize, Serialize};
 
-use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
+use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand, ReportCtx};
 
 /// What `faults` does, as parsed from its arguments: the very type (and parser) behind
 /// `lockkit bench --faults delay=...,drop=...,blackhole=...`.
-pub use lockkit_loadgen::faults::FaultsOptions;
+pub use lockkit_report::faults::FaultsOptions;
 
 /// The schema name of the report.
 pub const SCHEMA: &str = "lockkit.faults/1";
 
 /// SplitMix64's finaliser: a well-mixed 64-bit value from a few words.
-pub(crate) fn mix(words: &[u64]) -> u64 {
+pub fn mix(words: &[u64]) -> u64 {
     let mut z: u64 = 0x9E37_79B9_7F4A_7C15;
     for &w in words {
         z = (z ^ w).wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -72,9 +72,10 @@ pub struct Faults {
     windows_hit: AtomicU64,
 }
 
-/// What `faults` writes: `faults-<date>.json`, schema `lockkit.faults/1`.
+/// What `faults` writes: `faults-<date>.json`, schema `lockkit.faults/1` (its counts are the
+/// ones a bench report has as `faults.network`, [`lockkit_report::faults::FaultsReport`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct FaultsReport {
+pub struct FaultsPluginReport {
     /// `lockkit.faults/1`.
     pub schema: String,
     /// The upstream URL, password hidden.
@@ -85,16 +86,10 @@ pub struct FaultsReport {
     pub config: String,
     /// The seed.
     pub seed: u64,
-    /// Commands that went through the plugin.
-    pub commands: u64,
-    /// Commands held back by `delay` (all of them while it is set, but those cut by `drop`).
-    pub delayed: u64,
-    /// Connections cut before the command reached the server.
-    pub dropped_before_send: u64,
-    /// Connections cut after the server ran the command, its reply lost.
-    pub dropped_reply_lost: u64,
-    /// Commands held by a blackhole window.
-    pub blackholed: u64,
+    /// What the faults did: `commands`, `delayed`, `dropped_before_send`, `dropped_reply_lost`
+    /// and `blackholed`, at the top level of the JSON.
+    #[serde(flatten)]
+    pub counts: NetworkFaultCounts,
     /// Blackhole windows that held at least one command.
     pub blackhole_windows_hit: u64,
     /// Blackhole windows that began while the proxy ran.
@@ -171,7 +166,7 @@ impl Faults {
     }
 
     /// The report, typed.
-    pub fn summary(&self, ctx: &ReportCtx) -> FaultsReport {
+    pub fn summary(&self, ctx: &ReportCtx) -> FaultsPluginReport {
         let windows = self.options.blackhole.map_or(0, |(d, every)| {
             let ran = ctx.duration;
             let periods = (ran.as_nanos() / every.as_nanos()) as u64;
@@ -180,17 +175,13 @@ impl Faults {
             periods + u64::from(start <= self.started + ran)
         });
         let c = self.counts();
-        FaultsReport {
+        FaultsPluginReport {
             schema: SCHEMA.to_string(),
             target: ctx.target.clone(),
             duration_s: ctx.duration.as_secs_f64(),
             config: self.options.to_string(),
             seed: self.options.seed,
-            commands: c.commands,
-            delayed: c.delayed,
-            dropped_before_send: c.dropped_before_send,
-            dropped_reply_lost: c.dropped_reply_lost,
-            blackholed: c.blackholed,
+            counts: c,
             blackhole_windows_hit: self.windows_hit.load(Ordering::Relaxed),
             blackhole_windows: windows,
         }
@@ -206,11 +197,11 @@ impl Plugin for Faults {
         vec!["*".to_string()]
     }
 
-    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, _cmd: &PluginCommand<'_>) -> bool {
         false
     }
 
-    fn on_command(&self, conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+    fn on_command(&self, conn: &ConnInfo, cmd: &PluginCommand<'_>) -> Action {
         self.commands.fetch_add(1, Ordering::Relaxed);
         let o = &self.options;
         let (seed, id, n) = (o.seed, conn.id, cmd.index);
@@ -250,7 +241,7 @@ mod tests {
         let now = Instant::now();
         (1..=n)
             .map(|i| {
-                let cmd = Command {
+                let cmd = PluginCommand {
                     name: "GET",
                     args: &[],
                     index: i,

@@ -13,8 +13,9 @@
 //! Clients may have to log in at the proxy ([`ClientAuth`], [`ProxyOptions::client_auth`]:
 //! `-NOAUTH` before `AUTH`; every proxy user reaches the upstream as the URL's user), the
 //! listener may serve TLS ([`ListenerTls`]), and `lockkit proxy` refuses a non-loopback listener
-//! without client authentication ([`access`]). The upstream's password never reaches a client
-//! through the proxy: `CONFIG GET` replies have `requirepass` and `masterauth` blanked.
+//! without client authentication (protected mode, checked by the binary). The upstream's
+//! password never reaches a client through the proxy: `CONFIG GET` replies have `requirepass`
+//! and `masterauth` blanked.
 //!
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
@@ -24,7 +25,8 @@
 //! - `FILE.lua`: a Lua plugin on the harness's sandbox ([`lua::LuaPlugin`]).
 //!
 //! The same `faults` plugin carries out `lockkit bench --faults delay=...,drop=...,blackhole=...`
-//! ([`bench::ProxyFaults`]: one proxy per node, in-process, between the load generator and it).
+//! (the `lockkit` binary starts one proxy per node, in-process, between the load generator and
+//! it).
 //!
 //! For a proxy that runs for days: every upstream request has an operation timeout
 //! ([`ProxyOptions::op_timeout`]; a silent connection is given up and its commands answered with
@@ -73,33 +75,32 @@
 
 #![warn(missing_docs)]
 
-pub mod access;
 mod auth;
-pub mod bench;
-pub mod cmd;
 mod conn;
 pub mod faults;
 mod health;
-mod link;
 pub mod lua;
 pub mod metrics;
 pub mod observe;
 mod offload;
+mod options;
 mod plugin;
 pub mod protocol;
 pub mod resp;
 mod server;
 mod setup;
+mod shared;
 pub mod snapshot;
 pub mod sock;
 mod stateless;
 pub mod tls;
-mod up;
 mod upstream;
 
 pub use auth::ClientAuth;
 pub use health::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_OP_TIMEOUT};
-pub use plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
-pub use server::{Proxy, ProxyOptions, Shared, DEFAULT_SHARED_CONNECTIONS};
+pub use options::{ProxyOptions, DEFAULT_SHARED_CONNECTIONS};
+pub use plugin::{Action, ConnInfo, Plugin, PluginCommand, ReportCtx};
+pub use server::Proxy;
+pub use shared::ProxyShared;
 pub use tls::ListenerTls;
 pub use upstream::{Upstream, CONNECT_TIMEOUT};

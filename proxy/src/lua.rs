@@ -23,7 +23,7 @@ use std::time::Duration;
 use lockkit_harness::{Reply, Sandbox};
 use mlua::{Function, Table, Value};
 
-use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
+use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand, ReportCtx};
 use crate::resp;
 
 /// How long one hook call may run.
@@ -43,12 +43,12 @@ pub struct LuaPlugin {
     wants_replies: bool,
     /// `rewrite_replies = true` in the file: `on_reply` may return `{reply = V}`.
     rewrites: bool,
-    inner: Mutex<Inner>,
+    inner: Mutex<LuaHooks>,
     faults: AtomicU64,
 }
 
 #[derive(Debug)]
-struct Inner {
+struct LuaHooks {
     sandbox: Sandbox,
     on_command: Option<Function>,
     on_reply: Option<Function>,
@@ -140,7 +140,7 @@ impl LuaPlugin {
             commands,
             wants_replies,
             rewrites,
-            inner: Mutex::new(Inner {
+            inner: Mutex::new(LuaHooks {
                 on_tick: hook(&table, "on_tick")?,
                 on_connect: hook(&table, "on_connect")?,
                 on_close: hook(&table, "on_close")?,
@@ -170,7 +170,7 @@ impl LuaPlugin {
         }
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn inner(&self) -> std::sync::MutexGuard<'_, LuaHooks> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -318,11 +318,11 @@ impl Plugin for LuaPlugin {
         self.commands.clone()
     }
 
-    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, _cmd: &PluginCommand<'_>) -> bool {
         self.wants_replies
     }
 
-    fn on_command(&self, conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+    fn on_command(&self, conn: &ConnInfo, cmd: &PluginCommand<'_>) -> Action {
         let inner = self.inner();
         let Some(f) = &inner.on_command else {
             return Action::Pass;
@@ -347,7 +347,7 @@ impl Plugin for LuaPlugin {
         })
     }
 
-    fn on_reply(&self, conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
+    fn on_reply(&self, conn: &ConnInfo, cmd: &PluginCommand<'_>, reply: &[u8], latency: Duration) {
         self.call_on_reply(conn, cmd, reply, latency, false);
     }
 
@@ -358,7 +358,7 @@ impl Plugin for LuaPlugin {
     fn rewrite_reply(
         &self,
         conn: &ConnInfo,
-        cmd: &Command<'_>,
+        cmd: &PluginCommand<'_>,
         reply: &[u8],
         latency: Duration,
     ) -> Option<Vec<u8>> {
@@ -418,7 +418,7 @@ impl LuaPlugin {
     fn call_on_reply(
         &self,
         conn: &ConnInfo,
-        cmd: &Command<'_>,
+        cmd: &PluginCommand<'_>,
         reply: &[u8],
         latency: Duration,
         rewrite: bool,
@@ -455,7 +455,12 @@ impl LuaPlugin {
     }
 
     /// Calls the hook `pick` finds (if the file defined it) with the connection's table.
-    fn conn_hook(&self, name: &str, conn: &ConnInfo, pick: impl Fn(&Inner) -> Option<&Function>) {
+    fn conn_hook(
+        &self,
+        name: &str,
+        conn: &ConnInfo,
+        pick: impl Fn(&LuaHooks) -> Option<&Function>,
+    ) {
         let inner = self.inner();
         let Some(f) = pick(&inner) else { return };
         let outcome = match conn_table(&inner.sandbox, conn) {

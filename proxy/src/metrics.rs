@@ -40,7 +40,7 @@ use metrics_util::MetricKindMask;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::plugin::{Command, ConnInfo, Plugin};
+use crate::plugin::{ConnInfo, Plugin, PluginCommand};
 
 /// Distinct command names given a label of their own.
 pub const MAX_COMMAND_LABELS: usize = 400;
@@ -384,12 +384,18 @@ impl Plugin for CommandMetrics {
         vec!["*".to_string()]
     }
 
-    fn on_command(&self, _conn: &ConnInfo, cmd: &Command<'_>) -> crate::Action {
+    fn on_command(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>) -> crate::Action {
         self.handles(cmd.name).0.increment(1);
         crate::Action::Pass
     }
 
-    fn on_reply(&self, _conn: &ConnInfo, cmd: &Command<'_>, _reply: &[u8], latency: Duration) {
+    fn on_reply(
+        &self,
+        _conn: &ConnInfo,
+        cmd: &PluginCommand<'_>,
+        _reply: &[u8],
+        latency: Duration,
+    ) {
         self.handles(cmd.name).1.record(latency.as_secs_f64());
     }
 }

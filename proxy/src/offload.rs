@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 /// Hooks queued per plugin at most.
 pub const QUEUE: usize = 4096;
 
-use crate::plugin::{Action, Command, ConnInfo, Plugin};
+use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand};
 
 type Job = Box<dyn FnOnce() + Send>;
 
@@ -58,7 +58,7 @@ struct OwnedCommand {
 }
 
 impl OwnedCommand {
-    fn of(cmd: &Command<'_>) -> OwnedCommand {
+    fn of(cmd: &PluginCommand<'_>) -> OwnedCommand {
         OwnedCommand {
             name: cmd.name.to_string(),
             args: cmd.args.iter().map(|a| a.to_vec()).collect(),
@@ -68,9 +68,9 @@ impl OwnedCommand {
     }
 
     /// Calls `f` with the command as plugins see it.
-    fn with<R>(&self, f: impl FnOnce(&Command<'_>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&PluginCommand<'_>) -> R) -> R {
         let args: Vec<&[u8]> = self.args.iter().map(Vec::as_slice).collect();
-        f(&Command {
+        f(&PluginCommand {
             name: &self.name,
             args: &args,
             index: self.index,
@@ -135,7 +135,7 @@ impl Workers {
         plugins: &[Arc<dyn Plugin>],
         p: usize,
         conn: &ConnInfo,
-        cmd: &Command<'_>,
+        cmd: &PluginCommand<'_>,
     ) -> Action {
         let plugin = &plugins[p];
         let Some(queue) = self.queue(p) else {
@@ -153,7 +153,7 @@ impl Workers {
         plugins: &[Arc<dyn Plugin>],
         p: usize,
         conn: &ConnInfo,
-        cmd: &Command<'_>,
+        cmd: &PluginCommand<'_>,
         reply: &[u8],
         latency: Duration,
     ) -> Option<Vec<u8>> {
@@ -177,7 +177,7 @@ impl Workers {
         plugins: &[Arc<dyn Plugin>],
         p: usize,
         conn: &ConnInfo,
-        cmd: &Command<'_>,
+        cmd: &PluginCommand<'_>,
         reply: &[u8],
         latency: Duration,
     ) {

@@ -21,7 +21,7 @@ pub struct ConnInfo {
 
 /// One command as a plugin sees it.
 #[derive(Debug, Clone)]
-pub struct Command<'a> {
+pub struct PluginCommand<'a> {
     /// The command's name, upper case (`SET`).
     pub name: &'a str,
     /// Its arguments after the name, as sent.
@@ -78,18 +78,25 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     /// reply arrives; a command no plugin wants the reply of is forwarded and forgotten, so
     /// saying `false` for traffic a plugin ignores (a `SET` without `NX` to `observe`) keeps the
     /// hot path free of copies.
-    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, _cmd: &PluginCommand<'_>) -> bool {
         true
     }
 
     /// Called for each declared command before it is forwarded.
-    fn on_command(&self, _conn: &ConnInfo, _cmd: &Command<'_>) -> Action {
+    fn on_command(&self, _conn: &ConnInfo, _cmd: &PluginCommand<'_>) -> Action {
         Action::Pass
     }
 
     /// Called with the reply to a declared command (one complete RESP frame) and the time from
     /// forwarding the command to reading its reply.
-    fn on_reply(&self, _conn: &ConnInfo, _cmd: &Command<'_>, _reply: &[u8], _latency: Duration) {}
+    fn on_reply(
+        &self,
+        _conn: &ConnInfo,
+        _cmd: &PluginCommand<'_>,
+        _reply: &[u8],
+        _latency: Duration,
+    ) {
+    }
 
     /// Whether [`Plugin::rewrite_reply`] is called in place of [`Plugin::on_reply`]: the
     /// connection then waits for it before the reply goes on.
@@ -102,7 +109,7 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
     fn rewrite_reply(
         &self,
         conn: &ConnInfo,
-        cmd: &Command<'_>,
+        cmd: &PluginCommand<'_>,
         reply: &[u8],
         latency: Duration,
     ) -> Option<Vec<u8>> {

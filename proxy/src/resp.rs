@@ -229,6 +229,20 @@ pub fn error_reply(text: &str) -> Vec<u8> {
     out
 }
 
+/// Bytes read at a time; a buffer grows past this only to hold one larger frame.
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
+
+/// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
+pub(crate) fn reserve(buf: &mut Vec<u8>) {
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
+    // A buffer grown for one huge frame is given back once that frame is gone.
+    if buf.is_empty() && buf.capacity() > 8 * READ_CHUNK {
+        *buf = Vec::with_capacity(READ_CHUNK);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::plugin::{Plugin, ReportCtx};
-use crate::server::{Proxy, Shared};
+use crate::server::Proxy;
+use crate::shared::ProxyShared;
 
 /// How often the reports are written while the proxy runs, by default.
 pub const DEFAULT_SNAPSHOT_EVERY: Duration = Duration::from_secs(10);
@@ -23,7 +24,7 @@ pub struct ReportFiles {
 impl ReportFiles {
     /// The files of a run that begins now, in `out`.
     pub fn new(out: &Path) -> ReportFiles {
-        let (_, stamp) = lockkit_loadgen::report::utc_now();
+        let (_, stamp) = lockkit_report::bench::utc_now();
         ReportFiles {
             out: out.to_path_buf(),
             stamp,
@@ -44,7 +45,7 @@ impl ReportFiles {
         for (name, value) in reports {
             let path = self.path(name);
             let text = serde_json::to_vec_pretty(value)?;
-            lockkit_loadgen::report::write_atomic(&path, &text)?;
+            lockkit_report::files::write_atomic(&path, &text)?;
             written.push(path);
         }
         Ok(written)
@@ -54,12 +55,12 @@ impl ReportFiles {
 /// What a running proxy's reports are made from, readable while it serves.
 #[derive(Debug, Clone)]
 pub struct Reporter {
-    shared: Arc<Shared>,
+    shared: Arc<ProxyShared>,
     started: Instant,
 }
 
 impl Reporter {
-    pub(crate) fn new(shared: Arc<Shared>, started: Instant) -> Reporter {
+    pub(crate) fn new(shared: Arc<ProxyShared>, started: Instant) -> Reporter {
         Reporter { shared, started }
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use lockkit_proxy::{Action, Command, ConnInfo, Plugin};
+use lockkit_proxy::{Action, ConnInfo, Plugin, PluginCommand};
 use lockkit_test_support::{RedisServer, ServerOptions};
 
 /// Answers every command named `name` itself with `reply`.
@@ -25,7 +25,7 @@ impl Plugin for Answers {
     fn commands(&self) -> Vec<String> {
         vec![self.name.to_string()]
     }
-    fn on_command(&self, _conn: &ConnInfo, _cmd: &Command<'_>) -> Action {
+    fn on_command(&self, _conn: &ConnInfo, _cmd: &PluginCommand<'_>) -> Action {
         Action::Reply(self.reply.to_vec())
     }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use lockkit::{Lock, LockClient, Locker, ReleaseOutcome};
-use lockkit_proxy::faults::{Faults, FaultsOptions, FaultsReport};
-use lockkit_proxy::{Action, Command, ConnInfo, Plugin, Proxy};
+use lockkit_proxy::faults::{Faults, FaultsOptions, FaultsPluginReport};
+use lockkit_proxy::{Action, ConnInfo, Plugin, PluginCommand, Proxy};
 use lockkit_test_support::RedisServer;
 
 async fn start_faults(upstream: &str, args: &str) -> (Proxy, Arc<Faults>) {
@@ -22,7 +22,7 @@ async fn start_faults(upstream: &str, args: &str) -> (Proxy, Arc<Faults>) {
     (start_proxy(upstream, plugins).await, faults)
 }
 
-async fn faults_report(proxy: Proxy, faults: &Faults) -> FaultsReport {
+async fn faults_report(proxy: Proxy, faults: &Faults) -> FaultsPluginReport {
     let ctx = proxy.stop().await;
     serde_json::from_value(faults.report(&ctx).expect("faults always reports")).unwrap()
 }
@@ -77,14 +77,17 @@ async fn drop_cuts_connections_before_or_after_the_server_ran_the_command() {
         .unwrap();
     assert!(replies.iter().all(Option::is_none), "{replies:?}");
     let report = faults_report(proxy, &faults).await;
-    assert_eq!(report.commands, 40);
-    assert_eq!(report.dropped_before_send + report.dropped_reply_lost, 40);
+    assert_eq!(report.counts.commands, 40);
+    assert_eq!(
+        report.counts.dropped_before_send + report.counts.dropped_reply_lost,
+        40
+    );
     assert!(
-        report.dropped_before_send > 0 && report.dropped_reply_lost > 0,
+        report.counts.dropped_before_send > 0 && report.counts.dropped_reply_lost > 0,
         "{report:?}"
     );
     // Exactly the commands whose reply was lost ran on the server.
-    assert_eq!(counter_on(&server), report.dropped_reply_lost as i64);
+    assert_eq!(counter_on(&server), report.counts.dropped_reply_lost as i64);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,25 +103,25 @@ async fn the_same_seed_drops_the_same_commands_again() {
             .unwrap();
         let report = faults_report(proxy, &faults).await;
         let answered = replies.iter().filter(|r| r.is_some()).count() as u64;
-        assert_eq!(report.commands, 300);
+        assert_eq!(report.counts.commands, 300);
         assert_eq!(
-            answered + report.dropped_before_send + report.dropped_reply_lost,
+            answered + report.counts.dropped_before_send + report.counts.dropped_reply_lost,
             300,
             "{report:?}"
         );
         assert!(
-            report.dropped_before_send + report.dropped_reply_lost > 0,
+            report.counts.dropped_before_send + report.counts.dropped_reply_lost > 0,
             "{report:?}"
         );
         // The server ran the answered commands and those whose reply was lost, no others.
         assert_eq!(
             counter_on(&server),
-            (answered + report.dropped_reply_lost) as i64
+            (answered + report.counts.dropped_reply_lost) as i64
         );
         runs.push((
             replies,
-            report.dropped_before_send,
-            report.dropped_reply_lost,
+            report.counts.dropped_before_send,
+            report.counts.dropped_reply_lost,
         ));
     }
     assert_eq!(
@@ -158,8 +161,15 @@ async fn delay_holds_every_command_one_at_a_time_or_pipelined() {
     .await
     .unwrap();
     let report = faults_report(proxy, &faults).await;
-    assert_eq!((report.commands, report.delayed), (26, 26), "{report:?}");
-    assert_eq!(report.dropped_before_send + report.dropped_reply_lost, 0);
+    assert_eq!(
+        (report.counts.commands, report.counts.delayed),
+        (26, 26),
+        "{report:?}"
+    );
+    assert_eq!(
+        report.counts.dropped_before_send + report.counts.dropped_reply_lost,
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,7 +191,7 @@ async fn blackhole_windows_hold_what_is_sent_inside_them() {
     .await
     .unwrap();
     let report = faults_report(proxy, &faults).await;
-    assert_eq!(report.commands, pings);
+    assert_eq!(report.counts.commands, pings);
     assert!(report.blackhole_windows >= 4, "{report:?}");
     // One client waiting on each reply: a window holds its first command until it ends, and
     // the next is sent after it; so each window hit held exactly one command.
@@ -191,7 +201,7 @@ async fn blackhole_windows_hold_what_is_sent_inside_them() {
         "{report:?}"
     );
     assert_eq!(
-        report.blackholed, report.blackhole_windows_hit,
+        report.counts.blackholed, report.blackhole_windows_hit,
         "{report:?}"
     );
     // Each hit held its command for some part of a 100 ms window; at least four periods of
@@ -227,8 +237,8 @@ async fn transactions_and_lockkit_locks_pass_through_delay_and_blackhole() {
         );
     }
     let report = faults_report(proxy, &faults).await;
-    assert_eq!(report.delayed, report.commands, "{report:?}");
-    assert!(report.commands >= 45, "{report:?}");
+    assert_eq!(report.counts.delayed, report.counts.commands, "{report:?}");
+    assert!(report.counts.commands >= 45, "{report:?}");
 }
 
 /// Loses the reply of the next script call (a release) carrying the armed token, once: the
@@ -254,11 +264,11 @@ impl Plugin for LoseReleaseReply {
         ["EVALSHA", "EVAL", "FCALL"].map(String::from).to_vec()
     }
 
-    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, _cmd: &PluginCommand<'_>) -> bool {
         false
     }
 
-    fn on_command(&self, _conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+    fn on_command(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>) -> Action {
         let mut token = self.token.lock().unwrap();
         if token.as_deref().is_some_and(|t| cmd.args.contains(&t)) {
             *token = None;

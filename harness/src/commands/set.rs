@@ -112,25 +112,25 @@ fn sets(s: &mut Server, keys: &[Vec<u8>]) -> Result<Vec<Option<Set>>, Reply> {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Op {
+enum SetOp {
     Inter,
     Union,
     Diff,
 }
 
-fn combine(sets: Vec<Option<Set>>, op: Op) -> Set {
+fn combine(sets: Vec<Option<Set>>, op: SetOp) -> Set {
     let mut it = sets.into_iter();
     let first = it.next().flatten().unwrap_or_default();
     match op {
-        Op::Inter => it.fold(first, |acc, s| {
+        SetOp::Inter => it.fold(first, |acc, s| {
             let s = s.unwrap_or_default();
             acc.into_iter().filter(|m| s.contains(m)).collect()
         }),
-        Op::Union => it.fold(first, |mut acc, s| {
+        SetOp::Union => it.fold(first, |mut acc, s| {
             acc.extend(s.unwrap_or_default());
             acc
         }),
-        Op::Diff => it.fold(first, |mut acc, s| {
+        SetOp::Diff => it.fold(first, |mut acc, s| {
             for m in s.unwrap_or_default() {
                 acc.remove(&m);
             }
@@ -139,9 +139,9 @@ fn combine(sets: Vec<Option<Set>>, op: Op) -> Set {
     }
 }
 
-fn set_op(s: &mut Server, keys: &[Vec<u8>], op: Op) -> Result<Set, Reply> {
+fn set_op(s: &mut Server, keys: &[Vec<u8>], op: SetOp) -> Result<Set, Reply> {
     let all = sets(s, keys)?;
-    if op == Op::Inter && all.iter().any(Option::is_none) {
+    if op == SetOp::Inter && all.iter().any(Option::is_none) {
         return Ok(Set::new());
     }
     Ok(combine(all, op))
@@ -158,18 +158,18 @@ fn store(s: &mut Server, dst: &[u8], result: Set) -> Reply {
 }
 
 pub fn sinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done(set_op(s, &a[1..], Op::Inter).map(|r| array(&r)))
+    done(set_op(s, &a[1..], SetOp::Inter).map(|r| array(&r)))
 }
 
 pub fn sunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done(set_op(s, &a[1..], Op::Union).map(|r| array(&r)))
+    done(set_op(s, &a[1..], SetOp::Union).map(|r| array(&r)))
 }
 
 pub fn sdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done(set_op(s, &a[1..], Op::Diff).map(|r| array(&r)))
+    done(set_op(s, &a[1..], SetOp::Diff).map(|r| array(&r)))
 }
 
-fn op_store(s: &mut Server, a: &[Vec<u8>], op: Op) -> Reply {
+fn op_store(s: &mut Server, a: &[Vec<u8>], op: SetOp) -> Reply {
     match set_op(s, &a[2..], op) {
         Ok(r) => store(s, &a[1], r),
         Err(e) => e,
@@ -177,15 +177,15 @@ fn op_store(s: &mut Server, a: &[Vec<u8>], op: Op) -> Reply {
 }
 
 pub fn sinterstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    op_store(s, a, Op::Inter)
+    op_store(s, a, SetOp::Inter)
 }
 
 pub fn sunionstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    op_store(s, a, Op::Union)
+    op_store(s, a, SetOp::Union)
 }
 
 pub fn sdiffstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    op_store(s, a, Op::Diff)
+    op_store(s, a, SetOp::Diff)
 }
 
 pub fn sintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
@@ -213,7 +213,7 @@ pub fn sintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             }
             j += 1;
         }
-        let n = set_op(s, &a[2..2 + numkeys], Op::Inter)?.len();
+        let n = set_op(s, &a[2..2 + numkeys], SetOp::Inter)?.len();
         Ok(Reply::Int(if limit > 0 { n.min(limit) } else { n } as i64))
     })())
 }

@@ -99,7 +99,7 @@ fn library_name(code: &[u8]) -> Result<(String, usize), String> {
     Ok((String::from_utf8_lossy(&name).into_owned(), end))
 }
 
-type Pending = Arc<Mutex<Vec<Registered>>>;
+type PendingRegistrations = Arc<Mutex<Vec<Registered>>>;
 
 /// `redis.register_function`'s arguments: the registration and its callback.
 type Registration = (Registered, Function);
@@ -190,7 +190,7 @@ fn read_named(t: &Table) -> Result<Registration, String> {
 /// function that kept it and calls it later, as Redis's "malicious access" test does).
 fn register_fn(
     lua: &Lua,
-    pending: Pending,
+    pending: PendingRegistrations,
     funcs: Table,
     open: Arc<AtomicBool>,
 ) -> mlua::Result<Function> {
@@ -234,7 +234,7 @@ impl Engine {
         if self.functions.libraries.contains_key(&name) && !replace {
             return Err(format!("Library '{name}' already exists"));
         }
-        let pending: Pending = Arc::default();
+        let pending: PendingRegistrations = Arc::default();
         let pending_funcs = self.lua.create_table().map_err(|e| e.to_string())?;
         let open = Arc::new(AtomicBool::new(true));
         let register = register_fn(

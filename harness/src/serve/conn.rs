@@ -54,7 +54,7 @@ fn full_name(argv: &[Vec<u8>]) -> String {
     }
 }
 
-struct Conn {
+struct ServeConn {
     ctx: Arc<Ctx>,
     id: u64,
     peer: SocketAddr,
@@ -85,7 +85,7 @@ pub(super) async fn serve(
         return;
     }
     let _ = socket.set_nodelay(true);
-    let mut c = Conn {
+    let mut c = ServeConn {
         id: ctx.shared.next_client_id(),
         authed: ctx.requirepass.is_none(),
         ctx,
@@ -103,7 +103,11 @@ pub(super) async fn serve(
     c.ctx.shared.connected(false);
 }
 
-async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::Receiver<bool>) {
+async fn serve_requests(
+    c: &mut ServeConn,
+    socket: &mut TcpStream,
+    stop: &mut watch::Receiver<bool>,
+) {
     let mut parser = Parser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -130,7 +134,7 @@ async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::
                     }
                 }
                 Ok(None) => break,
-                Err(resp::ProtocolError(text)) => {
+                Err(resp::QueryError(text)) => {
                     let reply = Reply::Error(text);
                     c.ctx.shared.count_errors(&reply);
                     resp::encode(&reply, c.resp3, &mut out);
@@ -151,7 +155,7 @@ async fn serve_requests(c: &mut Conn, socket: &mut TcpStream, stop: &mut watch::
     }
 }
 
-impl Conn {
+impl ServeConn {
     async fn handle(&mut self, argv: Vec<Vec<u8>>) -> Reply {
         let name = full_name(&argv);
         let top = name.split('|').next().unwrap_or_default().to_string();

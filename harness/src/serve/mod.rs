@@ -125,7 +125,7 @@ pub struct Server {
 /// What every connection task reads: the shared harness and the server's settings.
 #[derive(Debug)]
 struct Ctx {
-    shared: Arc<shared::Shared>,
+    shared: Arc<shared::ServeShared>,
     requirepass: Option<String>,
     keyspace_limit: usize,
     port: u16,
@@ -147,7 +147,7 @@ impl Server {
         let listener = TcpListener::bind(&options.listen).await?;
         let addr = listener.local_addr()?;
         let ctx = Arc::new(Ctx {
-            shared: shared::Shared::new(harness, options.busy_threshold, options.clock),
+            shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
             requirepass: options.requirepass,
             keyspace_limit: options.keyspace_limit,
             port: addr.port(),

@@ -15,7 +15,7 @@ pub const MAX_BULK: i64 = 512 * 1024 * 1024;
 
 /// A request that breaks the protocol: Redis answers this text and closes the connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtocolError(pub String);
+pub struct QueryError(pub String);
 
 /// Reads requests from a growing buffer, as Redis reads a client's query buffer.
 #[derive(Debug, Default)]
@@ -38,7 +38,7 @@ impl Parser {
     ///
     /// # Errors
     /// Redis's protocol-error text.
-    pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+    pub fn next(&mut self, buf: &mut Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, QueryError> {
         if self.pending.is_none() {
             match buf.first() {
                 None => return Ok(None),
@@ -99,11 +99,11 @@ impl Parser {
     }
 }
 
-fn perr(what: &str) -> ProtocolError {
-    ProtocolError(format!("ERR Protocol error: {what}"))
+fn perr(what: &str) -> QueryError {
+    QueryError(format!("ERR Protocol error: {what}"))
 }
 
-fn inline(buf: &mut Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, ProtocolError> {
+fn inline(buf: &mut Vec<u8>) -> Result<Option<Vec<Vec<u8>>>, QueryError> {
     let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
         if buf.len() > INLINE_MAX {
             return Err(perr("too big inline request"));
@@ -168,7 +168,7 @@ fn line(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
 mod tests {
     use super::*;
 
-    fn all(bytes: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, ProtocolError> {
+    fn all(bytes: &[u8]) -> Result<Vec<Vec<Vec<u8>>>, QueryError> {
         let mut p = Parser::default();
         let mut buf = bytes.to_vec();
         let mut out = Vec::new();

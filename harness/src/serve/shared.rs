@@ -110,7 +110,7 @@ fn error_code(text: &[u8]) -> &[u8] {
 
 /// The state every connection shares.
 #[derive(Debug)]
-pub struct Shared {
+pub struct ServeShared {
     harness: Arc<tokio::sync::Mutex<Harness>>,
     stop: StopHandle,
     state: Mutex<State>,
@@ -136,11 +136,11 @@ fn script_kind(argv: &[Vec<u8>]) -> Option<(bool, String)> {
     }
 }
 
-impl Shared {
+impl ServeShared {
     /// The shared state over `harness`.
-    pub fn new(harness: Harness, busy_threshold: Duration, clock: ClockMode) -> Arc<Shared> {
+    pub fn new(harness: Harness, busy_threshold: Duration, clock: ClockMode) -> Arc<ServeShared> {
         let stop = harness.stop_handle();
-        Arc::new(Shared {
+        Arc::new(ServeShared {
             harness: Arc::new(tokio::sync::Mutex::new(harness)),
             stop,
             state: Mutex::new(State {

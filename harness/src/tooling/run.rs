@@ -11,22 +11,22 @@ use crate::{Harness, Reply};
 
 /// Where commands go.
 #[derive(Debug)]
-pub enum Target {
+pub enum CommandTarget {
     /// The offline harness.
     Offline(Box<Harness>),
     /// A real server.
     Server(Remote),
 }
 
-impl Target {
+impl CommandTarget {
     /// Sends one command.
     ///
     /// # Errors
     /// Only a broken connection to a real server.
     pub fn call(&mut self, argv: &[Vec<u8>]) -> Result<Reply, String> {
         match self {
-            Target::Offline(h) => Ok(h.call_argv(argv)),
-            Target::Server(r) => r.call(argv).map_err(|e| format!("server: {e}")),
+            CommandTarget::Offline(h) => Ok(h.call_argv(argv)),
+            CommandTarget::Server(r) => r.call(argv).map_err(|e| format!("server: {e}")),
         }
     }
 
@@ -34,8 +34,8 @@ impl Target {
     /// cap); a real server never does.
     pub fn stopped(&self) -> bool {
         match self {
-            Target::Offline(h) => h.stopped(),
-            Target::Server(_) => false,
+            CommandTarget::Offline(h) => h.stopped(),
+            CommandTarget::Server(_) => false,
         }
     }
 }
@@ -47,7 +47,7 @@ impl Target {
 /// A line that does not parse (`name:line: why`), a broken server connection, or a script the
 /// harness stopped (time limit, memory cap): its error reply is printed, then the run fails.
 pub fn exec(
-    target: &mut Target,
+    target: &mut CommandTarget,
     input: &str,
     name: &str,
     base: &Path,
@@ -62,7 +62,7 @@ pub fn exec(
 /// # Errors
 /// As [`exec`].
 pub fn exec_in(
-    target: &mut Target,
+    target: &mut CommandTarget,
     input: &str,
     name: &str,
     base: &Path,
@@ -113,7 +113,7 @@ pub struct Mismatch {
 ///
 /// # Errors
 /// A broken server connection.
-pub fn replies(target: &mut Target, t: &Transcript) -> Result<Vec<Vec<String>>, String> {
+pub fn replies(target: &mut CommandTarget, t: &Transcript) -> Result<Vec<Vec<String>>, String> {
     let mut all = Vec::new();
     for case in t.cases() {
         let mut lines = Vec::new();
@@ -131,7 +131,7 @@ pub fn replies(target: &mut Target, t: &Transcript) -> Result<Vec<Vec<String>>, 
 ///
 /// # Errors
 /// A broken server connection.
-pub fn check(target: &mut Target, t: &Transcript) -> Result<Vec<Mismatch>, String> {
+pub fn check(target: &mut CommandTarget, t: &Transcript) -> Result<Vec<Mismatch>, String> {
     let got = replies(target, t)?;
     Ok(t.cases()
         .zip(got)

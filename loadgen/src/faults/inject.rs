@@ -91,7 +91,7 @@ pub async fn run_schedule(
 ) {
     let mut set = JoinSet::new();
     for (i, spec) in list.scheduled.into_iter().enumerate() {
-        let entry = Entry {
+        let entry = ScheduledFault {
             spec,
             table: Timetable::new(spec, seed, i),
             targets: Arc::clone(&targets),
@@ -104,7 +104,7 @@ pub async fn run_schedule(
     while set.join_next().await.is_some() {}
 }
 
-struct Entry {
+struct ScheduledFault {
     spec: FaultSpec,
     table: Timetable,
     targets: Arc<FaultTargets>,
@@ -113,7 +113,7 @@ struct Entry {
     stop_rx: watch::Receiver<bool>,
 }
 
-impl Entry {
+impl ScheduledFault {
     async fn run(mut self) {
         let start = self.log.start();
         loop {

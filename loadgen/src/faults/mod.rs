@@ -26,12 +26,13 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::units::{format_duration, parse_duration};
+use lockkit_report::faults::{exact, FaultEvent, FaultsOptions};
+use lockkit_report::units::{format_duration, parse_duration};
 
 pub use inject::{run_schedule, FaultTargets, HolderPause};
-pub use network::{FaultsOptions, NetworkFaultCounts, NetworkFaultInjector, NetworkFaultPath};
+pub use network::{NetworkFaultInjector, NetworkFaultPath};
 
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,17 +89,6 @@ pub struct FaultSpec {
     pub duration: Option<Duration>,
     /// One event per this period.
     pub every: Duration,
-}
-
-/// A duration the way `--faults` takes it, exactly: `2s`, `300ms`, `1500us`.
-fn exact(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{}s", d.as_secs())
-    } else if d.subsec_nanos() % 1_000_000 == 0 {
-        format!("{}ms", d.as_millis())
-    } else {
-        format!("{}us", d.as_micros())
-    }
 }
 
 impl fmt::Display for FaultSpec {
@@ -162,7 +152,7 @@ pub fn parse_faults(s: &str) -> Result<FaultList, String> {
                 "`{entry}`: the seed is --seed N, not a --faults entry"
             ));
         }
-        if network::NAMES.contains(&name) {
+        if lockkit_report::faults::NAMES.contains(&name) {
             let value = entry
                 .split_once('=')
                 .map(|(_, v)| v.trim())
@@ -267,35 +257,6 @@ impl Timetable {
         self.period = self.period.saturating_add(1);
         (at, self.rng.random())
     }
-}
-
-/// One fault as it happened: `faults.events[]` in the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FaultEvent {
-    /// When it began, seconds from the start of the measurement.
-    pub t_s: f64,
-    /// `server-pause`, `holder-pause`, `kill-connections`, `restart` or `blackhole`.
-    pub kind: String,
-    /// How long it lasted (0 for a kill; a restart's time until the server answered again).
-    pub duration_ms: u64,
-    /// The server it hit (`host:port`); `null` for a holder pause.
-    pub node: Option<String>,
-}
-
-/// `faults` in the report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FaultsReport {
-    /// The seed the schedule was drawn from (`--seed`, or the one picked for this run).
-    #[serde(default)]
-    pub seed: u64,
-    /// The `--faults` list.
-    #[serde(default)]
-    pub schedule: String,
-    /// What happened, in time order.
-    pub events: Vec<FaultEvent>,
-    /// What the network faults did (with `delay`, `drop` or `blackhole` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<NetworkFaultCounts>,
 }
 
 /// Prints one line on the terminal (around a progress bar, if one is drawn).

@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use fnv::FnvHashMap;
 use hdrhistogram::Histogram;
-use lockkit_loadgen::stats::{new_histogram, LatencySummary};
-use lockkit_loadgen::ttl_cmd::recommend_observed;
+use lockkit_report::stats::{new_histogram, LatencySummary};
+use lockkit_report::ttl::recommend_observed;
 
-use crate::plugin::{Action, Command, ConnInfo, Plugin, ReportCtx};
+use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand, ReportCtx};
 use crate::resp::{self, ReplyKind};
 
 pub use pattern::fold_key;
@@ -36,10 +36,10 @@ pub use scripts::{classify_script, ScriptKind};
 pub use top::{BigValue, HotKey, TopWindow};
 
 /// The schema name of the report.
-pub use lockkit_loadgen::observe::SCHEMA;
+pub use lockkit_report::observe::SCHEMA;
 /// The report's JSON types live beside the code that reads them (`lockkit ttl --observed`,
 /// `lockkit report`).
-pub use lockkit_loadgen::observe::{LockPatternReport, ObserveReport, TtlRange};
+pub use lockkit_report::observe::{LockPatternReport, ObserveReport, TtlRange};
 
 /// Distinct patterns kept; keys of further patterns count under [`OTHER_PATTERN`].
 const MAX_PATTERNS: usize = 1_000;
@@ -85,7 +85,7 @@ impl ObserveOptions {
                         .ok_or_else(|| format!("top={n}: give a number from 1 to 1000"))?;
                 }
                 Some(("window", d)) => {
-                    let d = lockkit_loadgen::units::parse_duration(d)
+                    let d = lockkit_report::units::parse_duration(d)
                         .map_err(|e| format!("window={d}: {e}"))?;
                     if d < Duration::from_millis(100) {
                         return Err("window must be at least 100ms".into());
@@ -109,7 +109,7 @@ impl ObserveOptions {
 /// The `observe` plugin.
 #[derive(Debug)]
 pub struct Observe {
-    state: Mutex<State>,
+    state: Mutex<ObserveState>,
     options: ObserveOptions,
     started: Instant,
     /// `top=N`: hot keys and big values.
@@ -117,15 +117,15 @@ pub struct Observe {
 }
 
 #[derive(Debug, Default)]
-struct State {
+struct ObserveState {
     patterns: Vec<PatternStats>,
     index: FnvHashMap<String, usize>,
-    held: FnvHashMap<Vec<u8>, Held>,
+    held: FnvHashMap<Vec<u8>, HeldLock>,
     scripts: FnvHashMap<String, ScriptKind>,
 }
 
 #[derive(Debug)]
-struct Held {
+struct HeldLock {
     token: Vec<u8>,
     pattern: usize,
     since: Instant,
@@ -169,7 +169,7 @@ fn micros(d: Duration) -> u64 {
     (d.as_micros() as u64).max(1)
 }
 
-impl State {
+impl ObserveState {
     fn pattern_of(&mut self, key: &[u8]) -> usize {
         let mut p = fold_key(key);
         if !self.index.contains_key(&p) && self.patterns.len() >= MAX_PATTERNS {
@@ -199,7 +199,7 @@ impl State {
         if self.held.len() < MAX_HELD {
             self.held.insert(
                 key.to_vec(),
-                Held {
+                HeldLock {
                     token: token.to_vec(),
                     pattern: i,
                     since: Instant::now(),
@@ -269,14 +269,14 @@ impl Observe {
         let top =
             (options.top > 0).then(|| Mutex::new(top::Top::new(options.top, window, started)));
         Observe {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(ObserveState::default()),
             options,
             started,
             top,
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, ObserveState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -338,7 +338,7 @@ impl Observe {
         kind
     }
 
-    fn script_of(&self, cmd: &Command<'_>) -> Option<ScriptKind> {
+    fn script_of(&self, cmd: &PluginCommand<'_>) -> Option<ScriptKind> {
         let first = cmd.args.first()?;
         match cmd.name {
             "EVAL" => Some(
@@ -567,7 +567,7 @@ impl Plugin for Observe {
             .to_vec()
     }
 
-    fn on_command(&self, _conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+    fn on_command(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>) -> Action {
         if let Some(key) = top::key_of(cmd) {
             self.with_top(|t| t.command(key, Instant::now()));
         }
@@ -594,7 +594,7 @@ impl Plugin for Observe {
 
     /// A `SET` is a lock's acquire only with `NX`: plain `SET`s (most of an application's
     /// writes) are forwarded without waiting for their reply.
-    fn wants_reply(&self, cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, cmd: &PluginCommand<'_>) -> bool {
         if self.top.is_some() && top::key_of(cmd).is_some() {
             return true;
         }
@@ -607,7 +607,7 @@ impl Plugin for Observe {
         }
     }
 
-    fn on_reply(&self, _conn: &ConnInfo, cmd: &Command<'_>, reply: &[u8], latency: Duration) {
+    fn on_reply(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>, reply: &[u8], latency: Duration) {
         if let Some(key) = top::key_of(cmd) {
             let bytes = reply.len() as u64;
             self.with_top(|t| t.reply(key, cmd.name, bytes, Instant::now()));
@@ -665,8 +665,8 @@ impl Plugin for Observe {
 mod tests {
     use super::*;
 
-    fn cmd<'a>(name: &'a str, args: &'a [&'a [u8]]) -> Command<'a> {
-        Command {
+    fn cmd<'a>(name: &'a str, args: &'a [&'a [u8]]) -> PluginCommand<'a> {
+        PluginCommand {
             name,
             args,
             index: 1,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use fnv::FnvHashMap;
 use serde::Serialize;
 
-use crate::plugin::Command;
+use crate::plugin::PluginCommand;
 
 /// Windows kept for the report.
 pub const WINDOWS_KEPT: usize = 60;
@@ -257,7 +257,7 @@ const BLOCKING_FIRST_KEY: &[&str] = &[
 
 /// The key `command` is about, for `top`: the first argument of a data-type or key command (never
 /// of `AUTH`, `CONFIG`, ...), the first key of a script call.
-pub fn key_of<'a>(cmd: &Command<'a>) -> Option<&'a [u8]> {
+pub fn key_of<'a>(cmd: &PluginCommand<'a>) -> Option<&'a [u8]> {
     static SET: std::sync::OnceLock<fnv::FnvHashSet<&'static str>> = std::sync::OnceLock::new();
     let keyed = SET.get_or_init(|| {
         (crate::stateless::ALWAYS.iter())

@@ -22,12 +22,12 @@ pub struct DelayRelay {
     port: u16,
     delay_us: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    faults: Arc<Faults>,
+    faults: Arc<RelayFaults>,
 }
 
 /// What the pumps of every connection check before forwarding.
 #[derive(Debug, Default)]
-struct Faults {
+struct RelayFaults {
     /// One-shot: the next client chunk containing these bytes is forwarded, then its connection
     /// is closed before anything more passes either way.
     drop_after: Mutex<Option<Vec<u8>>>,
@@ -42,7 +42,7 @@ struct Faults {
 }
 
 /// One relayed connection: both directions stop once it is cut.
-struct Link {
+struct RelayLink {
     cut: AtomicBool,
     generation: u64,
     /// Its number, in the order connections were accepted.
@@ -59,7 +59,7 @@ impl DelayRelay {
         let stop = Arc::new(AtomicBool::new(false));
         let jitter_us = jitter.as_micros() as u64;
         let (d, s) = (Arc::clone(&delay_us), Arc::clone(&stop));
-        let faults = Arc::new(Faults::default());
+        let faults = Arc::new(RelayFaults::default());
         let f = Arc::clone(&faults);
         thread::spawn(move || {
             let mut seed = 0x9E37_79B9_7F4A_7C15u64;
@@ -70,7 +70,7 @@ impl DelayRelay {
                             continue;
                         };
                         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-                        let link = Arc::new(Link {
+                        let link = Arc::new(RelayLink {
                             cut: AtomicBool::new(false),
                             generation: f.generation.load(Ordering::SeqCst),
                             number: f.next_link.fetch_add(1, Ordering::SeqCst),
@@ -159,8 +159,8 @@ struct Pump {
     jitter_us: u64,
     seed: u64,
     stop: Arc<AtomicBool>,
-    faults: Arc<Faults>,
-    link: Arc<Link>,
+    faults: Arc<RelayFaults>,
+    link: Arc<RelayLink>,
     /// Client to server (where the faults apply) rather than back.
     upstream: bool,
 }

@@ -1,7 +1,11 @@
 //! The upstream server: where it is (read once from the URL by [`lockkit::parse_url`]), and
 //! connections to it (shared ones, and one per client that needs its own), opened by lockkit's
 //! own [`Connector`] (TCP, TLS or a Unix socket), logged in with the URL's user and password
-//! and switched to the URL's database before any client's traffic flows.
+//! and switched to the URL's database before any client's traffic flows. Beside it: the shared
+//! upstream connections ([`link`]) and where each client's commands go ([`route`]).
+
+pub(crate) mod link;
+pub(crate) mod route;
 
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use lockkit_loadgen::units::{format_duration, parse_count, parse_duration, parse_duration_or_ms};
+use lockkit_report::units::{format_duration, parse_count, parse_duration, parse_duration_or_ms};
 use proptest::prelude::*;
 
 /// Strings made of the characters the parsers look at, so that most cases reach the number

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use lockkit_loadgen::units::{parse_count, parse_duration};
+//! use lockkit_report::units::{parse_count, parse_duration};
 //!
 //! assert_eq!(parse_count("10k").unwrap(), 10_000);
 //! assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use lockkit_loadgen::exit;
-use lockkit_loadgen::units::parse_duration;
+use lockkit_report::exit;
+use lockkit_report::units::parse_duration;
 
-use crate::faults::{Faults, FaultsOptions};
-use crate::observe::{Observe, ObserveOptions};
-use crate::snapshot::{self, ReportFiles};
-use crate::{Plugin, Proxy, ProxyOptions, Upstream};
+use lockkit_proxy::faults::{Faults, FaultsOptions};
+use lockkit_proxy::observe::{Observe, ObserveOptions};
+use lockkit_proxy::snapshot::{self, ReportFiles};
+use lockkit_proxy::{Plugin, Proxy, ProxyOptions, Upstream};
 
 /// Run a pass-through proxy in front of a Redis server, with plugins.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,7 +28,7 @@ pub struct ProxyArgs {
 
     /// Client authentication and protected mode.
     #[command(flatten)]
-    pub access: crate::access::AccessArgs,
+    pub access: crate::proxy_access::AccessArgs,
 
     /// A plugin, in order (repeatable): `observe` (lock hold times per key pattern;
     /// `observe:top=10,window=10s` also the hottest keys and biggest values per window),
@@ -60,7 +60,7 @@ pub struct ProxyArgs {
     /// reads them in batches. A client moves to a connection of its own on its first command
     /// that depends on the connection (MULTI, blocking commands, SUBSCRIBE, AUTH, SELECT,
     /// CLIENT, HELLO, ...). 0: every client gets its own from the start.
-    #[arg(long, default_value_t = crate::DEFAULT_SHARED_CONNECTIONS, value_name = "N")]
+    #[arg(long, default_value_t = lockkit_proxy::DEFAULT_SHARED_CONNECTIONS, value_name = "N")]
     pub shared_connections: usize,
 
     /// Write the reports while running too, this often (same file names, replaced atomically),
@@ -101,7 +101,7 @@ pub const EXIT_HELP: &str = "Exit codes:
 pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin>> {
     let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
     if name.ends_with(".lua") {
-        return Ok(Arc::new(crate::lua::LuaPlugin::load(
+        return Ok(Arc::new(lockkit_proxy::lua::LuaPlugin::load(
             Path::new(name),
             args,
         )?));
@@ -151,22 +151,11 @@ async fn wait_for_stop(duration: Option<Duration>) -> Stopped {
     }
 }
 
-/// Writes each plugin's report as `DIR/<plugin>-<stamp>.json`; the paths written.
-///
-/// # Errors
-/// A report that cannot be written.
-pub fn write_reports(
-    out: &Path,
-    reports: &[(String, serde_json::Value)],
-) -> anyhow::Result<Vec<PathBuf>> {
-    ReportFiles::new(out).write(reports)
-}
-
 /// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
 pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
     let upstream = Upstream::from_url(&args.upstream)
-        .map_err(|e| exit::lock_failure(&e, format!("--upstream: {e}")))?;
+        .map_err(|e| lockkit_loadgen::exit::lock_failure(&e, format!("--upstream: {e}")))?;
     let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
     let tls = args.access.listener_tls().map_err(exit::bad_input)?;
     args.access
@@ -181,13 +170,16 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if !plugins.is_empty() {
-        lockkit_loadgen::report::check_writable(&args.out).map_err(exit::bad_input)?;
+        lockkit_report::files::check_writable(&args.out).map_err(exit::bad_input)?;
     }
     let metrics = match &args.metrics_listen {
         Some(_) => {
-            let handle = crate::metrics::install()?;
+            let handle = lockkit_proxy::metrics::install()?;
             // First: it counts every command, even one a later plugin answers itself.
-            plugins.insert(0, Arc::new(crate::metrics::CommandMetrics::default()) as _);
+            plugins.insert(
+                0,
+                Arc::new(lockkit_proxy::metrics::CommandMetrics::default()) as _,
+            );
             Some(handle)
         }
         None => None,
@@ -222,7 +214,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         })?;
         let shown = upstream.shown().to_string();
         if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
-            let addr = crate::metrics::serve(listen, handle)
+            let addr = lockkit_proxy::metrics::serve(listen, handle)
                 .await
                 .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
             if !args.quiet {

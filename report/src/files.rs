@@ -1,13 +1,19 @@
 //! The files a run writes: whole-or-nothing writes, HdrHistogram interval logs, file names.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use hdrhistogram::serialization::V2Serializer;
+use base64::Engine as _;
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, LogIteratorError, Tag,
+};
+use hdrhistogram::serialization::{Deserializer, V2Serializer};
 use hdrhistogram::Histogram;
+
+use crate::stats::new_histogram;
 
 /// Writes `bytes` to `path` whole or not at all (temporary file in the same folder, then rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -154,6 +160,69 @@ pub fn paths(out: &Path, json: Option<&PathBuf>, stamp: &str, suffix: &str) -> (
     (json, stem)
 }
 
+/// One interval of a log, as written.
+#[derive(Debug)]
+pub struct LogInterval {
+    /// Its start, as the log gives it (`lockkit bench`: since measuring began).
+    pub start: Duration,
+    /// Its length.
+    pub len: Duration,
+    /// Its tag (`untagged` for none).
+    pub tag: String,
+    /// Its histogram.
+    pub hist: Histogram<u64>,
+}
+
+/// Reads every interval of an interval log, in order.
+///
+/// # Errors
+/// A line that is neither a comment nor an interval, or a histogram that does not decode.
+pub fn read_intervals(bytes: &[u8]) -> anyhow::Result<Vec<LogInterval>> {
+    let mut out = Vec::new();
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(bytes) {
+        let entry = entry.map_err(|LogIteratorError::ParseError { offset }| {
+            anyhow::anyhow!(
+                "not an HdrHistogram interval log (the line at byte {offset} does not parse); \
+                 pass a .hlog written by lockkit bench or another HdrHistogram tool"
+            )
+        })?;
+        let LogEntry::Interval(i) = entry else {
+            continue;
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(i.encoded_histogram())
+            .context("an interval's histogram is not valid base64")?;
+        let hist: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| anyhow::anyhow!("an interval's histogram does not decode: {e:?}"))?;
+        out.push(LogInterval {
+            start: i.start_timestamp(),
+            len: i.duration(),
+            tag: i.tag().map_or("untagged", |t| t.as_str()).to_string(),
+            hist,
+        });
+    }
+    if out.is_empty() && !bytes.is_empty() && !bytes.starts_with(b"#") {
+        anyhow::bail!("not an HdrHistogram interval log (no intervals found)");
+    }
+    Ok(out)
+}
+
+/// Reads an interval log and merges its intervals by tag (`untagged` for none).
+///
+/// # Errors
+/// As [`read_intervals`].
+pub fn read_log(bytes: &[u8]) -> anyhow::Result<BTreeMap<String, Histogram<u64>>> {
+    let mut out: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for i in read_intervals(bytes)? {
+        let slot = out.entry(i.tag).or_insert_with(new_histogram);
+        slot.add(&i.hist)
+            .map_err(|e| anyhow::anyhow!("merging histograms: {e:?}"))?;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,7 +260,7 @@ mod tests {
         h.record(120).unwrap();
         log.push(Duration::ZERO, Duration::from_secs(1), h);
         let text = log.render("cycle").unwrap();
-        let merged = crate::merge::read_log(&text).unwrap();
+        let merged = read_log(&text).unwrap();
         assert_eq!(merged["cycle"].len(), 1);
     }
 }

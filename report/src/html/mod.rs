@@ -23,8 +23,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::args::ReportArgs;
-use crate::report::write_atomic;
+use crate::files::write_atomic;
 pub use data::RunData;
 pub use observed::ObserveData;
 
@@ -42,14 +41,15 @@ pub fn write_for_run(json: &Path, out: &Path) -> anyhow::Result<()> {
     write_atomic(out, page::render(&[run]).as_bytes())
 }
 
-/// `lockkit report`: reads every input, then writes the page whole (nothing on any error).
-pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let out = match (&args.out, args.inputs.as_slice()) {
-        (Some(o), _) => o.clone(),
+/// `lockkit report INPUTS [-o OUT]`: reads every input, then writes the page whole (nothing on
+/// any error).
+pub fn run(inputs: &[PathBuf], out: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let out = match (out, inputs) {
+        (Some(o), _) => o.to_path_buf(),
         (None, [one]) => html_path(one),
         (None, _) => anyhow::bail!("several reports go on one page: name it with -o FILE.html"),
     };
-    for input in &args.inputs {
+    for input in inputs {
         if same_file(input, &out) {
             anyhow::bail!(
                 "-o {} would overwrite the input {}; pick another file name",
@@ -58,13 +58,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let loaded = args
-        .inputs
+    let loaded = inputs
         .iter()
         .map(|p| load(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let (mut runs, mut reports) = (Vec::new(), Vec::new());
-    for (l, path) in loaded.into_iter().zip(&args.inputs) {
+    for (l, path) in loaded.into_iter().zip(inputs) {
         match l {
             Loaded::Bench(r) => runs.push((r, path)),
             Loaded::Observe(o) => reports.push((o, path)),
@@ -81,11 +80,11 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     // All inputs are of one kind now, in the order given.
     let page = if reports.is_empty() {
         let mut runs: Vec<RunData> = runs.into_iter().map(|(r, _)| *r).collect();
-        distinct_labels(runs.iter_mut().map(|r| &mut r.label), &args.inputs);
+        distinct_labels(runs.iter_mut().map(|r| &mut r.label), inputs);
         page::render(&runs)
     } else {
         let mut reports: Vec<ObserveData> = reports.into_iter().map(|(r, _)| r).collect();
-        distinct_labels(reports.iter_mut().map(|r| &mut r.label), &args.inputs);
+        distinct_labels(reports.iter_mut().map(|r| &mut r.label), inputs);
         observe_page::render(&reports)
     };
     write_atomic(&out, page.as_bytes())
@@ -108,12 +107,12 @@ pub enum Loaded {
 /// # Errors
 /// The file is missing, is not JSON, is neither kind of report, or does not match its schema.
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let value = crate::report::read_json(
+    let value = crate::files::read_json(
         path,
         "pass the .json file that `lockkit bench` or `lockkit proxy --plugin observe` wrote",
     )?;
-    match crate::report::schema_of(&value) {
-        crate::report::SCHEMA => Ok(Loaded::Bench(Box::new(RunData::from_json(path, value)?))),
+    match crate::files::schema_of(&value) {
+        crate::bench::SCHEMA => Ok(Loaded::Bench(Box::new(RunData::from_json(path, value)?))),
         crate::observe::SCHEMA => Ok(Loaded::Observe(ObserveData::from_json(path, &value)?)),
         other => anyhow::bail!(
             "{} is neither a lockkit bench report nor an observe report (schema {other:?}); \
@@ -272,14 +271,14 @@ pub(crate) mod tests {
             (vec![good.clone()], Some(good.clone()), "would overwrite"),
         ];
         for (inputs, o, msg) in cases {
-            let e = run(ReportArgs { inputs, out: o }).unwrap_err();
+            let e = run(&inputs, o.as_deref()).unwrap_err();
             assert!(format!("{e:#}").contains(msg), "{e:#}");
             assert!(!out.exists());
         }
-        let e = run(ReportArgs {
-            inputs: vec![good.clone()],
-            out: Some(dir.path().join("no/such/dir/r.html")),
-        })
+        let e = run(
+            std::slice::from_ref(&good),
+            Some(&dir.path().join("no/such/dir/r.html")),
+        )
         .unwrap_err();
         assert!(format!("{e:#}").contains("cannot write in"), "{e:#}");
         assert_eq!(
@@ -287,11 +286,7 @@ pub(crate) mod tests {
             4,
             "no temporaries left"
         );
-        run(ReportArgs {
-            inputs: vec![good.clone()],
-            out: None,
-        })
-        .unwrap();
+        run(std::slice::from_ref(&good), None).unwrap();
         assert!(dir.path().join("good.html").exists());
     }
 
@@ -308,11 +303,7 @@ pub(crate) mod tests {
             vec![good.clone(), obs.clone()],
             vec![obs.clone(), good.clone()],
         ] {
-            let e = run(ReportArgs {
-                inputs,
-                out: Some(out.clone()),
-            })
-            .unwrap_err();
+            let e = run(&inputs, Some(&out)).unwrap_err();
             let e = format!("{e:#}");
             assert!(
                 e.contains("good.json is a bench report and")
@@ -322,11 +313,7 @@ pub(crate) mod tests {
             );
             assert!(!out.exists());
         }
-        run(ReportArgs {
-            inputs: vec![obs.clone()],
-            out: None,
-        })
-        .unwrap();
+        run(std::slice::from_ref(&obs), None).unwrap();
         let html = std::fs::read_to_string(dir.path().join("observe-1.html")).unwrap();
         assert!(html.contains("<h1>lockkit proxy observe: observe-1</h1>"));
         assert!(
@@ -337,11 +324,7 @@ pub(crate) mod tests {
         let sub = dir.path().join("b");
         std::fs::create_dir(&sub).unwrap();
         std::fs::write(sub.join("observe-1.json"), v.to_string()).unwrap();
-        run(ReportArgs {
-            inputs: vec![obs, sub.join("observe-1.json")],
-            out: Some(out.clone()),
-        })
-        .unwrap();
+        run(&[obs, sub.join("observe-1.json")], Some(&out)).unwrap();
         let html = std::fs::read_to_string(&out).unwrap();
         assert!(html.contains(&format!("{}", sub.join("observe-1").display())));
     }

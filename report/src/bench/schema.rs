@@ -7,7 +7,6 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::faults::FaultsReport;
-use crate::fencing::FencingReport;
 use crate::stats::LatencySummary;
 use crate::ttl::TtlReport;
 
@@ -189,6 +188,17 @@ pub struct CpuReport {
     pub server_cpu_s: Option<f64>,
     /// ... per successful cycle, microseconds.
     pub server_us_per_cycle: Option<f64>,
+}
+
+/// `safety.fencing` in the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FencingReport {
+    /// Writes presented to the resource (two per critical section: on entering and at the end).
+    pub writes: u64,
+    /// Writes refused because a newer token had been accepted.
+    pub refused: u64,
+    /// Writes accepted although a holder with a newer token had already entered.
+    pub unsafe_writes: u64,
 }
 
 /// `ceiling`: `redis-benchmark -P 16` on the same server.

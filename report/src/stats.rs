@@ -62,7 +62,7 @@ pub fn new_histogram() -> Histogram<u64> {
 
 /// Counters of one task since the last drain.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Counters {
+pub struct TaskCounters {
     /// Successful cycles (locks acquired and released; a batch counts its locks).
     pub cycles: u64,
     /// Acquire attempts (a batch counts its keys).
@@ -79,9 +79,9 @@ pub struct Counters {
     pub errors: BTreeMap<String, u64>,
 }
 
-impl Counters {
+impl TaskCounters {
     /// Adds another set of counters.
-    pub fn add(&mut self, o: &Counters) {
+    pub fn add(&mut self, o: &TaskCounters) {
         self.cycles += o.cycles;
         self.attempts += o.attempts;
         self.contended += o.contended;
@@ -106,7 +106,7 @@ pub struct Interval {
     /// One histogram per [`Op`], in [`Op::ALL`] order.
     pub hists: Vec<Histogram<u64>>,
     /// The counters.
-    pub counters: Counters,
+    pub counters: TaskCounters,
 }
 
 /// What one task records between drains.
@@ -116,7 +116,7 @@ impl Default for Interval {
     fn default() -> Self {
         Interval {
             hists: Op::ALL.iter().map(|_| new_histogram()).collect(),
-            counters: Counters::default(),
+            counters: TaskCounters::default(),
         }
     }
 }
@@ -161,7 +161,7 @@ impl Interval {
         for h in self.hists.iter_mut().filter(|h| !h.is_empty()) {
             h.reset();
         }
-        self.counters = Counters::default();
+        self.counters = TaskCounters::default();
     }
 }
 
@@ -242,7 +242,7 @@ mod tests {
         let mut again = Interval::default();
         t.drain_into(&mut again);
         assert_eq!(again.hist(Op::Cycle).len(), 0);
-        assert_eq!(again.counters, Counters::default());
+        assert_eq!(again.counters, TaskCounters::default());
     }
 
     #[test]

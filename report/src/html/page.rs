@@ -409,7 +409,7 @@ fn fault_markers(runs: &[RunData]) -> Vec<Marker> {
 /// Per run, a value per timeline interval, plotted at the interval's middle.
 fn timeline_series(
     runs: &[RunData],
-    f: impl Fn(&RunData, &crate::report::TimelinePoint) -> Option<f64>,
+    f: impl Fn(&RunData, &crate::bench::TimelinePoint) -> Option<f64>,
 ) -> Vec<Series> {
     runs.iter()
         .enumerate()

@@ -10,8 +10,12 @@ use std::time::Duration;
 use clap::Parser;
 use lockkit_loadgen::args::BenchArgs;
 use lockkit_loadgen::bench::{run_async, run_async_with, RunResult};
-use lockkit_proxy::bench::ProxyFaults;
 use lockkit_test_support::RedisServer;
+
+// The wiring under test is the binary's own module (the cli crate has no library).
+#[path = "../src/bench_faults.rs"]
+mod bench_faults;
+use bench_faults::ProxyFaults;
 
 #[derive(Debug, Parser)]
 struct Cli {
@@ -222,8 +226,8 @@ async fn network_faults_on_a_cluster_are_refused_before_anything_is_written() {
         "{e:#}"
     );
     assert_eq!(
-        lockkit_loadgen::exit::code(&e),
-        lockkit_loadgen::exit::BAD_INPUT
+        lockkit_report::exit::code(&e),
+        lockkit_report::exit::BAD_INPUT
     );
     assert!(!out.exists(), "no folder left behind");
 }

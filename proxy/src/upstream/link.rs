@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
-use crate::conn::reserve;
 use crate::health::Backoff;
 use crate::resp;
 use crate::sock::{UpRead as ReadHalf, UpWrite as WriteHalf};
@@ -48,11 +47,11 @@ pub(crate) struct Request {
 
 /// A handle on one shared connection's task.
 #[derive(Debug, Clone)]
-pub(crate) struct Link {
+pub(crate) struct UpstreamLink {
     tx: mpsc::UnboundedSender<Request>,
 }
 
-impl Link {
+impl UpstreamLink {
     /// The connection failed (or could not be made): it takes nothing more.
     pub fn is_dead(&self) -> bool {
         self.tx.is_closed()
@@ -67,7 +66,7 @@ impl Link {
 /// The shared connections of one proxy: a client uses the one its number picks.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    links: Vec<Mutex<Option<Link>>>,
+    links: Vec<Mutex<Option<UpstreamLink>>>,
     upstream: Upstream,
     stop: watch::Receiver<bool>,
     /// How long a command may wait for its reply before its connection is given up.
@@ -92,7 +91,7 @@ impl Pool {
 
     /// The live shared connection for client `id`, opening a new one if it has none or its
     /// last one failed.
-    pub fn link(&self, id: u64) -> Link {
+    pub fn link(&self, id: u64) -> UpstreamLink {
         let slot = &self.links[(id % self.links.len() as u64) as usize];
         let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(link) = held.as_ref() {
@@ -108,7 +107,7 @@ impl Pool {
             self.stop.clone(),
             self.op_timeout,
         ));
-        let link = Link { tx };
+        let link = UpstreamLink { tx };
         *held = Some(link.clone());
         link
     }
@@ -230,7 +229,7 @@ async fn serve(
         if senders_gone && waiting.is_empty() && wpos == wbuf.len() {
             return "the proxy is stopping".into();
         }
-        reserve(&mut rbuf);
+        resp::reserve(&mut rbuf);
         tokio::select! {
             biased;
             _ = &mut stopped => return "the proxy is stopping".into(),

@@ -5,8 +5,7 @@
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 
-use crate::auth::ClientAuth;
-use crate::tls::ListenerTls;
+use lockkit_proxy::{ClientAuth, ListenerTls};
 
 /// Client authentication and protected mode.
 #[derive(Debug, Clone, Default, clap::Args)]

@@ -1,13 +1,13 @@
-//! Where a client's commands go: a shared upstream connection ([`crate::link`]) while every
+//! Where a client's commands go: a shared upstream connection ([`crate::upstream::link`]) while every
 //! command so far was stateless, then a connection of the client's own.
 
 use crate::sock::{UpConn as ServerStream, UpRead as ReadHalf, UpWrite as WriteHalf};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::link::{Delivery, DeliveryTx, Link, Request};
 use crate::resp;
-use crate::server::Shared;
+use crate::shared::ProxyShared;
+use crate::upstream::link::{Delivery, DeliveryTx, Request, UpstreamLink};
 
 /// Commands of one client in flight on a shared connection at most: a client that does not read
 /// its replies holds at most this many in the proxy's memory.
@@ -24,7 +24,7 @@ pub(crate) enum Up {
 /// A client's side of the shared connections.
 pub(crate) struct SharedUp {
     /// The shared connection its commands in flight are on.
-    link: Option<Link>,
+    link: Option<UpstreamLink>,
     tx: DeliveryTx,
     rx: mpsc::UnboundedReceiver<Delivery>,
     /// Replies still owed by the shared connection.
@@ -84,7 +84,7 @@ impl Up {
     /// Sends complete commands that get `n` replies.
     pub(crate) async fn send(
         &mut self,
-        shared: &Shared,
+        shared: &ProxyShared,
         id: u64,
         bytes: &[u8],
         n: u32,
@@ -109,10 +109,10 @@ impl Up {
 }
 
 impl SharedUp {
-    fn send(&mut self, shared: &Shared, id: u64, bytes: &[u8], n: u32) {
+    fn send(&mut self, shared: &ProxyShared, id: u64, bytes: &[u8], n: u32) {
         // Only with nothing owed may it change connections: the replies of two connections
         // would race each other.
-        if self.owed == 0 && self.link.as_ref().is_none_or(Link::is_dead) {
+        if self.owed == 0 && self.link.as_ref().is_none_or(UpstreamLink::is_dead) {
             if let Some(pool) = &shared.pool {
                 self.link = Some(pool.link(id));
             }

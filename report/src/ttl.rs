@@ -20,7 +20,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use lockkit_loadgen::ttl::{recommend, TtlInputs};
+//! use lockkit_report::ttl::{recommend, TtlInputs};
 //!
 //! let ms = Duration::from_millis;
 //! let r = recommend(&TtlInputs::new(ms(100), ms(1), ms(1), ms(1)));
@@ -29,9 +29,12 @@
 //! assert_eq!(r.watchdog_interval, ms(103));
 //! ```
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use crate::stats::LatencySummary;
 
 /// Redlock's drift allowance: 1% of the TTL ...
 pub const DRIFT_FACTOR: f64 = 0.01;
@@ -180,6 +183,47 @@ pub fn recommend(i: &TtlInputs) -> TtlRecommendation {
         drift,
         basis,
     }
+}
+
+/// The recommendation for measured latencies (`latency_us` of a report) and a work time.
+pub fn recommend_from_latency(
+    latency: &BTreeMap<String, LatencySummary>,
+    work: Duration,
+    work_basis: &str,
+    pause_budget: Duration,
+    safety_factor: f64,
+) -> TtlRecommendation {
+    let none = LatencySummary::default();
+    recommend_observed(
+        work,
+        latency.get("acquire_ok").unwrap_or(&none),
+        latency.get("release").unwrap_or(&none),
+        work_basis,
+        pause_budget,
+        safety_factor,
+    )
+}
+
+/// The recommendation for a work time and measured acquire and release latencies: a bench
+/// report's, or a lock's whose hold time and round trips `lockkit proxy --plugin observe` saw.
+pub fn recommend_observed(
+    work: Duration,
+    acquire: &LatencySummary,
+    release: &LatencySummary,
+    work_basis: &str,
+    pause_budget: Duration,
+    safety_factor: f64,
+) -> TtlRecommendation {
+    let us = Duration::from_micros;
+    recommend(&TtlInputs {
+        work,
+        work_basis: work_basis.to_string(),
+        acquire_p999: us(acquire.p999),
+        release_p999: us(release.p999),
+        acquire_p99: us(acquire.p99),
+        pause_budget,
+        safety_factor,
+    })
 }
 
 #[cfg(test)]

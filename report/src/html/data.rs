@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use hdrhistogram::Histogram;
 
-use crate::merge::{read_intervals, LogInterval};
-use crate::report::{read_report, Report, TimelinePoint, SCHEMA};
+use crate::bench::{Report, TimelinePoint, SCHEMA};
+use crate::files::{read_intervals, read_report, LogInterval};
 use crate::stats::{new_histogram, LatencySummary};
 
 /// Points per power of ten along the percentile axis.
@@ -28,7 +28,7 @@ pub struct Spectrum {
 
 /// A fault injected during the run (`faults.events[]`), if the report has any.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FaultEvent {
+pub struct FaultMark {
     /// Seconds since measuring began.
     pub t_s: f64,
     /// What was injected (`server-pause`, `restart`...).
@@ -68,7 +68,7 @@ pub struct RunData {
     /// Whether `timeline` came from the report (errors and lost locks are only known then).
     pub timeline_has_errors: bool,
     /// Fault events, when the report has `faults.events`.
-    pub faults: Vec<FaultEvent>,
+    pub faults: Vec<FaultMark>,
     /// What could not be read and what was used instead.
     pub notes: Vec<String>,
 }
@@ -237,14 +237,14 @@ pub fn spectrum_from_summary(l: &LatencySummary) -> Spectrum {
 }
 
 /// `faults.events[]` of the raw report: absent, null or malformed entries are skipped.
-pub fn fault_events(raw: &serde_json::Value) -> Vec<FaultEvent> {
+pub fn fault_events(raw: &serde_json::Value) -> Vec<FaultMark> {
     let Some(events) = raw.pointer("/faults/events").and_then(|e| e.as_array()) else {
         return Vec::new();
     };
     events
         .iter()
         .filter_map(|e| {
-            Some(FaultEvent {
+            Some(FaultMark {
                 t_s: e.get("t_s")?.as_f64()?,
                 kind: e.get("kind")?.as_str()?.to_string(),
                 duration_ms: e.get("duration_ms").and_then(|d| d.as_f64()).unwrap_or(0.0),

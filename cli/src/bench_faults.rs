@@ -1,7 +1,7 @@
 //! `lockkit bench --faults delay=...,drop=...,blackhole=...`: the network faults of the load
-//! generator are this crate's [`faults`](crate::faults) plugin, in a proxy started in-process in
-//! front of each node. [`ProxyFaults`] is what the `lockkit` binary hands to
-//! [`lockkit_loadgen::bench::run_with`].
+//! generator are the proxy's `faults` plugin (`lockkit_proxy::faults`), in a proxy started
+//! in-process in front of each node. [`ProxyFaults`] is what the `lockkit` binary hands to
+//! `lockkit_loadgen::bench::run_with`.
 //!
 //! Each proxy listens on a loopback port and the lock clients connect there (plainly: the proxy
 //! logs in upstream with the URL's user, password and database, over TLS if the URL says so).
@@ -14,15 +14,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use lockkit_loadgen::faults::network::BoxFuture;
-use lockkit_loadgen::faults::{
-    FaultKind, FaultLog, FaultsOptions, NetworkFaultCounts, NetworkFaultInjector, NetworkFaultPath,
-};
+use lockkit_loadgen::faults::{FaultKind, FaultLog, NetworkFaultInjector, NetworkFaultPath};
+use lockkit_report::faults::{FaultsOptions, NetworkFaultCounts};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::faults::{mix, Faults};
-use crate::plugin::{Action, Command, ConnInfo, Plugin};
-use crate::{Proxy, Upstream};
+use lockkit_proxy::faults::{mix, Faults};
+use lockkit_proxy::{Action, ConnInfo, Plugin, PluginCommand, Proxy, Upstream};
 
 /// How long disarming waits for the blackhole events under way to be recorded.
 const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
@@ -49,7 +47,7 @@ impl NetworkFaultInjector for ProxyFaults {
                     })?;
                 let node = lockkit_loadgen::target::host_port(url)
                     .map_or_else(|| lockkit::redact_url(url), |(h, p)| format!("{h}:{p}"));
-                nodes.push(Node {
+                nodes.push(FaultNode {
                     proxy,
                     switch,
                     node,
@@ -65,7 +63,7 @@ impl NetworkFaultInjector for ProxyFaults {
 
 /// One node's proxy.
 #[derive(Debug)]
-struct Node {
+struct FaultNode {
     proxy: Proxy,
     switch: Arc<Switch>,
     /// `host:port` of the node, for the events.
@@ -74,7 +72,7 @@ struct Node {
 
 #[derive(Debug)]
 struct Path {
-    nodes: Vec<Node>,
+    nodes: Vec<FaultNode>,
     recorders: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -208,11 +206,11 @@ impl Plugin for Switch {
         vec!["*".to_string()]
     }
 
-    fn wants_reply(&self, _cmd: &Command<'_>) -> bool {
+    fn wants_reply(&self, _cmd: &PluginCommand<'_>) -> bool {
         false
     }
 
-    fn on_command(&self, conn: &ConnInfo, cmd: &Command<'_>) -> Action {
+    fn on_command(&self, conn: &ConnInfo, cmd: &PluginCommand<'_>) -> Action {
         let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
         match current.as_ref() {
             Some(f) => f.on_command(conn, cmd),

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use super::data::{label_of, parse_schema, spectrum_from_summary, Spectrum};
 use super::rows::Row;
+use crate::files::check_schema;
 use crate::observe::{LockPatternReport, ObserveReport, SCHEMA};
-use crate::report::check_schema;
 
 /// One observe report, ready to plot.
 #[derive(Debug, Clone)]

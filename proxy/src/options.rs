@@ -1,0 +1,88 @@
+//! How a [`Proxy`](crate::Proxy) runs: [`ProxyOptions`].
+
+use std::time::Duration;
+
+use crate::auth::ClientAuth;
+use crate::tls::ListenerTls;
+
+/// Shared upstream connections by default.
+pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
+
+/// How a [`Proxy`](crate::Proxy) runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyOptions {
+    pub(crate) shared_connections: usize,
+    pub(crate) op_timeout: Duration,
+    pub(crate) drain_timeout: Duration,
+    pub(crate) client_auth: ClientAuth,
+    pub(crate) tls: Option<ListenerTls>,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> Self {
+        ProxyOptions {
+            shared_connections: DEFAULT_SHARED_CONNECTIONS,
+            op_timeout: crate::DEFAULT_OP_TIMEOUT,
+            drain_timeout: crate::DEFAULT_DRAIN_TIMEOUT,
+            client_auth: ClientAuth::default(),
+            tls: None,
+        }
+    }
+}
+
+impl ProxyOptions {
+    /// The defaults: [`DEFAULT_SHARED_CONNECTIONS`] shared upstream connections.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many upstream connections the stateless commands of all clients share (`0`: none,
+    /// every client gets a connection of its own, as before sharing existed).
+    ///
+    /// A client moves to a connection of its own on its first command whose meaning depends on
+    /// the connection (MULTI, blocking commands, SUBSCRIBE, AUTH, SELECT, CLIENT, HELLO, ...,
+    /// and any command not known to be stateless) and keeps it.
+    #[must_use]
+    pub fn shared_connections(mut self, n: usize) -> Self {
+        self.shared_connections = n;
+        self
+    }
+
+    /// The users clients log in as at the proxy (none by default: every client is let in).
+    /// Every user reaches the upstream as the upstream URL's user.
+    #[must_use]
+    pub fn client_auth(mut self, auth: ClientAuth) -> Self {
+        self.client_auth = auth;
+        self
+    }
+
+    /// TLS on the listener (`None`, the default: plain TCP).
+    #[must_use]
+    pub fn tls(mut self, tls: Option<ListenerTls>) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The number of shared upstream connections (`0`: sharing is off).
+    pub fn shared_connection_count(&self) -> usize {
+        self.shared_connections
+    }
+
+    /// How long an upstream request may wait for its reply (default
+    /// [`crate::DEFAULT_OP_TIMEOUT`]): past it, its connection is given up and the commands on
+    /// it get error replies. Blocking commands and pub/sub on a client's own connection may
+    /// wait longer. Zero is taken as one millisecond.
+    #[must_use]
+    pub fn op_timeout(mut self, d: Duration) -> Self {
+        self.op_timeout = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long [`Proxy::stop`](crate::Proxy::stop) lets the commands already forwarded get
+    /// their replies (default [`crate::DEFAULT_DRAIN_TIMEOUT`]) before it closes what is left.
+    #[must_use]
+    pub fn drain_timeout(mut self, d: Duration) -> Self {
+        self.drain_timeout = d;
+        self
+    }
+}
