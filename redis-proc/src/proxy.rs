@@ -19,9 +19,32 @@ impl Nutcracker {
     ///
     /// `NUTCRACKER_BIN` overrides the binary.
     pub fn try_start(backends: &[&RedisServer]) -> Result<Nutcracker, StartError> {
+        Self::try_start_with(backends, free_port)
+    }
+
+    /// [`try_start`](Self::try_start) with the listening port taken from `pick`. A port picked
+    /// as free can be taken by someone else before nutcracker binds it (tests start servers in
+    /// parallel): a start that did not come up is retried a few times on a fresh port, as
+    /// [`RedisServer`]'s is.
+    fn try_start_with(
+        backends: &[&RedisServer],
+        mut pick: impl FnMut() -> std::io::Result<u16>,
+    ) -> Result<Nutcracker, StartError> {
+        let mut last = None;
+        for _ in 0..5 {
+            match Self::try_start_on(backends, pick().map_err(StartError::Io)?) {
+                Ok(n) => return Ok(n),
+                Err(e @ StartError::NotFound { .. }) => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| StartError::Io(std::io::Error::other("no attempt made"))))
+    }
+
+    /// One start on `port`.
+    fn try_start_on(backends: &[&RedisServer], port: u16) -> Result<Nutcracker, StartError> {
         let bin = std::env::var("NUTCRACKER_BIN").unwrap_or_else(|_| "nutcracker".into());
         let dir = unique_dir().map_err(StartError::Io)?;
-        let port = free_port().map_err(StartError::Io)?;
         let mut conf = format!(
             "lockkit:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n  distribution: modula\n  \
              redis: true\n  auto_eject_hosts: false\n  timeout: 2000\n  servers:\n"
@@ -87,6 +110,30 @@ impl Nutcracker {
     /// The proxy's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("nutcracker.log")).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_taken_before_nutcracker_binds_it_is_retried_with_another() {
+        let server = RedisServer::start();
+        // The race, made certain: the first port picked is taken by someone else meanwhile.
+        let taken = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let taken_port = taken.local_addr().unwrap().port();
+        let mut picks = vec![taken_port];
+        let proxy = Nutcracker::try_start_with(&[&server], || match picks.pop() {
+            Some(p) => Ok(p),
+            None => free_port(),
+        })
+        .unwrap_or_else(|e| panic!("no retry after a port clash: {e}"));
+        assert_ne!(proxy.port, taken_port);
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, proxy.port));
+        assert!(inline_command(addr, "*1\r\n$4\r\nPING\r\n")
+            .unwrap()
+            .contains("PONG"));
     }
 }
 
