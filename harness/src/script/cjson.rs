@@ -13,7 +13,7 @@ const MAX_DEPTH: usize = 1000;
 /// lua-cjson's settings (`cjson.encode_max_depth(n)`...): kept in the Lua state's app data,
 /// so they last from script to script until SCRIPT FLUSH, as Redis keeps them in its VM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
+pub struct CjsonConfig {
     encode_max_depth: usize,
     decode_max_depth: usize,
     /// 0 refuse (`off`), 1 encode as `nan`/`inf` (`on`), 2 encode as `null`.
@@ -23,9 +23,9 @@ pub struct Config {
     encode_keep_buffer: usize,
 }
 
-impl Default for Config {
+impl Default for CjsonConfig {
     fn default() -> Self {
-        Config {
+        CjsonConfig {
             encode_max_depth: MAX_DEPTH,
             decode_max_depth: MAX_DEPTH,
             encode_invalid_numbers: 0,
@@ -35,13 +35,15 @@ impl Default for Config {
     }
 }
 
-fn config(lua: &Lua) -> Config {
-    lua.app_data_ref::<Config>().map(|c| *c).unwrap_or_default()
+fn config(lua: &Lua) -> CjsonConfig {
+    lua.app_data_ref::<CjsonConfig>()
+        .map(|c| *c)
+        .unwrap_or_default()
 }
 
 /// Puts the settings back to lua-cjson's defaults (a new Lua state, as SCRIPT FLUSH makes).
 pub fn reset_config(lua: &Lua) {
-    lua.set_app_data(Config::default());
+    lua.set_app_data(CjsonConfig::default());
 }
 /// The harness recurses on the caller's stack: it stops earlier than Redis, with its own error.
 const HARNESS_MAX_DEPTH: usize = 200;
@@ -93,7 +95,7 @@ fn escape(out: &mut Vec<u8>, s: &[u8]) {
     out.push(b'"');
 }
 
-fn number(out: &mut Vec<u8>, n: f64, cfg: &Config) -> Result<(), String> {
+fn number(out: &mut Vec<u8>, n: f64, cfg: &CjsonConfig) -> Result<(), String> {
     if !n.is_finite() {
         match cfg.encode_invalid_numbers {
             0 => return Err("Cannot serialise number: must not be NaN or Inf".into()),
@@ -118,7 +120,7 @@ fn encode_value(
     v: &Value,
     depth: usize,
     budget: &mut Budget,
-    cfg: &Config,
+    cfg: &CjsonConfig,
 ) -> Result<(), String> {
     match v {
         Value::Nil => out.extend_from_slice(b"null"),
@@ -165,7 +167,7 @@ fn encode_table(
     t: &Table,
     depth: usize,
     budget: &mut Budget,
-    cfg: &Config,
+    cfg: &CjsonConfig,
 ) -> Result<(), String> {
     budget.step()?;
     if depth > cfg.encode_max_depth {
@@ -514,7 +516,7 @@ fn integer_option(
     args: &Args,
     f: &str,
     range: (i64, i64),
-    setting: impl Fn(&mut Config) -> &mut usize,
+    setting: impl Fn(&mut CjsonConfig) -> &mut usize,
 ) -> Result<MultiValue, String> {
     at_most(args, 1, f)?;
     let mut cfg = config(lua);
@@ -540,7 +542,7 @@ fn enum_option(
     args: &Args,
     f: &str,
     names: &[&str],
-    setting: impl Fn(&mut Config) -> &mut usize,
+    setting: impl Fn(&mut CjsonConfig) -> &mut usize,
 ) -> Result<MultiValue, String> {
     at_most(args, 1, f)?;
     let mut cfg = config(lua);
