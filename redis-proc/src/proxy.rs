@@ -113,6 +113,16 @@ impl Nutcracker {
     }
 }
 
+impl Drop for Nutcracker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,15 +144,5 @@ mod tests {
         assert!(inline_command(addr, "*1\r\n$4\r\nPING\r\n")
             .unwrap()
             .contains("PONG"));
-    }
-}
-
-impl Drop for Nutcracker {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
