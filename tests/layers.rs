@@ -3,6 +3,8 @@
 //! included, and in inline paths) only `crate::`/`super::` items of its own layer or a lower
 //! one, but for the exception the list names. No import circle spans more than 3 files.
 //! Unit-test modules (`#[cfg(test)] mod tests`) may use the whole crate: they are not counted.
+//! The proxy (`proxy/src`) has no layer list, but the same scan keeps its import circles to at
+//! most 2 files.
 //!
 //! `LOCKKIT_LAYERS_SRC=<dir>` checks another `src/` (e.g. an older checkout) instead.
 
@@ -24,6 +26,55 @@ fn src_imports_follow_the_layer_list() {
         "src/ breaks its layer list (src/lib.rs, \"# Layers\"):\n{}",
         problems.join("\n")
     );
+}
+
+/// The proxy has no layer list, but no wide import circle either: at most 2 files (issue 30).
+#[test]
+fn proxy_import_circles_are_at_most_two_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("proxy/src");
+    let graph = import_graph(&src, &rust_files(&src));
+    assert!(
+        graph.len() > 20,
+        "the scan found too few proxy files: {}",
+        graph.len()
+    );
+    assert!(
+        graph.values().map(BTreeSet::len).sum::<usize>() > 20,
+        "the scan found too few imports in proxy/src"
+    );
+    let wide: Vec<String> = circles(&graph)
+        .into_iter()
+        .filter(|c| c.len() > 2)
+        .map(|c| c.join(", "))
+        .collect();
+    assert!(
+        wide.is_empty(),
+        "proxy/src: import circles wider than 2 files (move the shared piece down into a module of its own):\n{}",
+        wide.join("\n")
+    );
+}
+
+/// File -> the files of the same crate it imports (`crate::`, `super::`, `self::` paths).
+fn import_graph(
+    src: &Path,
+    files: &BTreeMap<String, String>,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let lib = fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+    let modules: BTreeMap<Vec<String>, String> =
+        files.keys().map(|f| (module_path(f), f.clone())).collect();
+    let aliases = root_aliases(&lib);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, text) in files {
+        let edges = graph.entry(file.clone()).or_default();
+        for (_, path) in crate_paths(text) {
+            if let Some(target) = resolve(file, &path, &modules, &aliases) {
+                if &target != file {
+                    edges.insert(target);
+                }
+            }
+        }
+    }
+    graph
 }
 
 /// Every problem found in `src`, one line each.
