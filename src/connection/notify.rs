@@ -240,7 +240,10 @@ impl Hub {
 async fn unsubscribe_evicted(hub: Weak<HubInner>, mut names: Vec<String>) {
     let Some(inner) = hub.upgrade() else { return };
     let _alone = inner.order.write().await;
-    names.retain(|n| !lock(&inner.channels).contains_key(n));
+    {
+        let channels = lock(&inner.channels);
+        names.retain(|n| !channels.contains_key(n));
+    }
     let Some(mut sink) = lock(&inner.sink).clone() else {
         return;
     };

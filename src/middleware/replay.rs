@@ -147,7 +147,7 @@ where
     let claim = Claim {
         guard: claim,
         key: &idem.claim,
-        keep_if_dropped: !idem.opts.free_on_server_error,
+        keep_on_failure: !idem.opts.free_on_server_error,
     };
     let req = Request::from_parts(parts, ReqBody::from(body));
     let response = match run(inner, req, &idem.claim).await {
@@ -159,7 +159,7 @@ where
         }
         other => {
             // A 5xx, a panic, a failed service: the side effect may have happened.
-            claim.after_failure(idem.opts).await;
+            claim.after_failure().await;
             return other.into_result();
         }
     };
@@ -183,9 +183,10 @@ where
 struct Claim<'a> {
     guard: Option<LockGuard>,
     key: &'a str,
-    /// Dropped before an outcome (the client went away mid-handler): keep the key claimed
-    /// instead of freeing it, as after a 5xx.
-    keep_if_dropped: bool,
+    /// After a 5xx, a panic, a failed service, or when dropped before an outcome (the client
+    /// went away mid-handler): keep the key claimed until its TTL instead of freeing it (the
+    /// opposite of [`IdempotencyOptions::free_on_server_error`]).
+    keep_on_failure: bool,
 }
 
 impl Claim<'_> {
@@ -202,12 +203,12 @@ impl Claim<'_> {
     }
 
     /// After a 5xx, a panic or a failed service: kept, unless the options free it.
-    async fn after_failure(self, opts: &IdempotencyOptions) {
-        if opts.free_on_server_error {
-            self.free().await;
-        } else {
+    async fn after_failure(self) {
+        if self.keep_on_failure {
             tracing::debug!(claim = %self.key, "the handler failed after it may have acted; the key stays claimed until its TTL");
             self.keep();
+        } else {
+            self.free().await;
         }
     }
 }
@@ -215,7 +216,7 @@ impl Claim<'_> {
 impl Drop for Claim<'_> {
     fn drop(&mut self) {
         if let Some(g) = self.guard.take() {
-            if self.keep_if_dropped {
+            if self.keep_on_failure {
                 tracing::debug!(claim = %self.key, "the request was dropped mid-handler; the key stays claimed until its TTL");
                 let _ = g.into_lock();
             }
