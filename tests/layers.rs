@@ -88,6 +88,7 @@ fn repo() -> PathBuf {
 /// Every crate's source folder, as the workspace lists its members.
 const CRATE_SOURCES: &[&str] = &[
     "src",
+    "resp/src",
     "harness/src",
     "loadgen/src",
     "report/src",

@@ -15,17 +15,17 @@ pub use lockkit::resp::frame_len;
 
 /// Bytes that do not follow the protocol; the connection falls back to blind copying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ProtocolError(pub &'static str);
+pub struct FrameError(pub &'static str);
 
-impl std::fmt::Display for ProtocolError {
+impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "protocol error: {}", self.0)
     }
 }
 
 /// A length or count line's number, as lockkit reads it.
-fn parse_len(line: &[u8]) -> Result<i64, ProtocolError> {
-    lockkit::resp::parse_len(line).map_err(|_| ProtocolError("bad length"))
+fn parse_len(line: &[u8]) -> Result<i64, FrameError> {
+    lockkit::resp::parse_len(line).map_err(|_| FrameError("bad length"))
 }
 
 /// One command at the start of a client's buffer.
@@ -51,8 +51,8 @@ pub struct CommandFrame {
 /// ```
 ///
 /// # Errors
-/// [`ProtocolError`] for an array whose elements are not bulk strings.
-pub fn command_frame(buf: &[u8]) -> Result<Option<CommandFrame>, ProtocolError> {
+/// [`FrameError`] for an array whose elements are not bulk strings.
+pub fn command_frame(buf: &[u8]) -> Result<Option<CommandFrame>, FrameError> {
     if buf.first() != Some(&b'*') {
         let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
             return Ok(None);
@@ -83,11 +83,11 @@ pub fn command_frame(buf: &[u8]) -> Result<Option<CommandFrame>, ProtocolError> 
             return Ok(None);
         };
         if buf[pos] != b'$' {
-            return Err(ProtocolError("command element is not a bulk string"));
+            return Err(FrameError("command element is not a bulk string"));
         }
         let n = parse_len(&buf[pos + 1..end])?;
         if n < 0 {
-            return Err(ProtocolError("null command element"));
+            return Err(FrameError("null command element"));
         }
         let start = end + 2;
         let stop = start + n as usize;

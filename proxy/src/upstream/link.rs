@@ -36,7 +36,7 @@ pub(crate) type DeliveryTx = mpsc::UnboundedSender<Delivery>;
 
 /// Commands of one client to write on a shared connection.
 #[derive(Debug)]
-pub(crate) struct Request {
+pub(crate) struct UpstreamRequest {
     /// Complete command frames, as the client sent them.
     pub bytes: Vec<u8>,
     /// How many replies they get.
@@ -48,7 +48,7 @@ pub(crate) struct Request {
 /// A handle on one shared connection's task.
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamLink {
-    tx: mpsc::UnboundedSender<Request>,
+    tx: mpsc::UnboundedSender<UpstreamRequest>,
 }
 
 impl UpstreamLink {
@@ -58,7 +58,7 @@ impl UpstreamLink {
     }
 
     /// Queues `req`; gives it back when the connection is dead.
-    pub fn send(&self, req: Request) -> Result<(), Request> {
+    pub fn send(&self, req: UpstreamRequest) -> Result<(), UpstreamRequest> {
         self.tx.send(req).map_err(|e| e.0)
     }
 }
@@ -129,7 +129,7 @@ struct Waiting {
 /// One shared connection, from opening it to failing what is left on it.
 async fn run(
     upstream: Upstream,
-    mut rx: mpsc::UnboundedReceiver<Request>,
+    mut rx: mpsc::UnboundedReceiver<UpstreamRequest>,
     mut stop: watch::Receiver<bool>,
     op_timeout: Duration,
 ) {
@@ -199,7 +199,7 @@ struct Ops<'a> {
 async fn serve(
     mut ur: ReadHalf,
     mut uw: WriteHalf,
-    rx: &mut mpsc::UnboundedReceiver<Request>,
+    rx: &mut mpsc::UnboundedReceiver<UpstreamRequest>,
     stop: &mut watch::Receiver<bool>,
     waiting: &mut VecDeque<Waiting>,
     ops: Ops<'_>,
@@ -305,7 +305,7 @@ impl Flow {
 
 /// Takes every queued request, up to the write limit.
 fn drain(
-    rx: &mut mpsc::UnboundedReceiver<Request>,
+    rx: &mut mpsc::UnboundedReceiver<UpstreamRequest>,
     wbuf: &mut Vec<u8>,
     wpos: usize,
     waiting: &mut VecDeque<Waiting>,
@@ -320,7 +320,12 @@ fn drain(
 }
 
 /// Appends a request's commands to the next write and its replies to the queue.
-fn take(req: Request, wbuf: &mut Vec<u8>, waiting: &mut VecDeque<Waiting>, flow: &mut Flow) {
+fn take(
+    req: UpstreamRequest,
+    wbuf: &mut Vec<u8>,
+    waiting: &mut VecDeque<Waiting>,
+    flow: &mut Flow,
+) {
     flow.asked += u64::from(req.n);
     wbuf.extend_from_slice(&req.bytes);
     if req.n > 0 {

@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 
 use crate::resp;
 use crate::shared::ProxyShared;
-use crate::upstream::link::{Delivery, DeliveryTx, Request, UpstreamLink};
+use crate::upstream::link::{Delivery, DeliveryTx, UpstreamLink, UpstreamRequest};
 
 /// Commands of one client in flight on a shared connection at most: a client that does not read
 /// its replies holds at most this many in the proxy's memory.
@@ -118,7 +118,7 @@ impl SharedUp {
             }
         }
         let Some(link) = &self.link else { return };
-        let req = Request {
+        let req = UpstreamRequest {
             bytes: bytes.to_vec(),
             n,
             to: self.tx.clone(),
