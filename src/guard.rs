@@ -311,6 +311,15 @@ async fn run_watchdog<L: Locker>(
             }
         };
         match renewal {
+            // A renewal read after the validity it brought had ended (a locker that does not
+            // check it, or a stall between the answer and here) renews nothing: the lock is
+            // lost, and no further renewal goes out for it (one arriving while the key still
+            // held the token would keep it alive for a TTL after the holder was told).
+            Ok(ExtendOutcome::Extended) if !lock.is_valid() => {
+                tracing::warn!(key = %lock.key, "the renewal's answer came after its validity ended");
+                report_loss(&tx, client.mode(), LossReason::Unreachable);
+                return;
+            }
             Ok(ExtendOutcome::Extended) => {
                 let valid_until = lock.valid_until;
                 *shared.lock.lock().unwrap_or_else(PoisonError::into_inner) = lock;

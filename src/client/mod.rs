@@ -360,8 +360,8 @@ impl LockClient {
     /// kept trying in the background for a few seconds.
     ///
     /// When the first attempt may have run ([`Error::is_unknown_outcome`]) and the second finds
-    /// the key gone while the lock is still valid, the outcome is [`ReleaseOutcome::Released`]:
-    /// `resent_outcome` says why.
+    /// our token gone (the key free, or a waiter's since) while the lock is still valid, the
+    /// outcome is [`ReleaseOutcome::Released`]: `resent_outcome` says why, and why no marker.
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let conn = self.conns.conn_for(&lock.token);
@@ -402,8 +402,10 @@ impl LockClient {
             )
             .await?;
         let outcome = extend_outcome(&v)?;
-        if outcome.is_extended() {
-            lock.extended(ttl, start);
+        if outcome.is_extended() && !lock.renew_if_valid(ttl, start) {
+            // Answered after the validity it brought had ended: the lock is lost.
+            tracing::debug!(key = %lock.key, "the extend's answer came after its validity ended");
+            return Ok(ExtendOutcome::NotHeld);
         }
         Ok(outcome)
     }

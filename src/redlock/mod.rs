@@ -395,10 +395,16 @@ impl Redlock {
     /// # Errors
     /// A bad key; node failures are not errors here, they are listed.
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
-        self.round(key, opts).await
+        Ok(self.round(key, opts).await?.0)
     }
 
-    async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
+    /// One round, and the validity that was left when a quorum granted the lock with no more
+    /// than `min_validity` of it (the round was lost for that alone, and given back).
+    async fn round(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<(RedlockAttempt, Option<Duration>)> {
         check_key(key)?;
         // On the task's own connection of each node (the nodes share the connection options).
         let token = self
@@ -444,19 +450,26 @@ impl Redlock {
                 },
             )
             .await;
-        unheard.disarm();
         let (acquired, _) = count(&tally.replies, |taken| *taken);
-        let mut lock = Lock::acquired(key, token, opts, start, None);
+        // A quorum granted, and the round was lost all the same: too little validity was left.
+        let spent = (!won && acquired >= self.quorum())
+            .then(|| valid_until.saturating_duration_since(Instant::now()));
+        // The round's guard still holds the token: the lock gets a copy.
+        let mut lock = Lock::acquired(key, token.clone(), opts, start, None);
         lock.unsent = skipped_nodes(&tally);
         if !won {
+            // Still armed: a round dropped while it undoes its grants leaves the undo to the
+            // background, as one dropped mid-vote does.
             self.undo_answered(&tally, &lock).await;
         }
-        Ok(RedlockAttempt {
+        unheard.disarm();
+        let attempt = RedlockAttempt {
             lock: won.then_some(lock),
             acquired,
             pending: tally.pending(),
             node_errors: tally.errors(),
-        })
+        };
+        Ok((attempt, spent))
     }
 
     /// After a lost round: releases on the nodes that granted (awaited, they just answered) and,
@@ -612,7 +625,16 @@ impl Nodes {
 impl Redlock {
     /// The attempt of [`Locker::attempt`], uncounted.
     async fn attempt_round(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        let round = self.round(key, opts).await?;
+        let (round, spent) = self.round(key, opts).await?;
+        // Granted by a quorum and given back for too little validity: not "busy", as for
+        // `LockClient`'s single attempt (the retry loop tries again).
+        if let Some(left) = spent {
+            return Err(Error::TooLittleValidity {
+                key: key.to_string(),
+                left,
+                min: opts.validity.min,
+            });
+        }
         // Contended only when the nodes that answered "taken" alone deny the quorum. A round is
         // decided as soon as it can no longer be won, so nodes may still be pending: with two
         // nodes one failure decides it, and counting only the failures seen so far took such a
@@ -657,10 +679,7 @@ impl Redlock {
             .flatten()
             .filter(|r| matches!(r, NodeReply::Ok(ExtendOutcome::HeldByOther)))
             .count();
-        let mut renewed = lock.clone();
-        renewed.extended(ttl, start);
-        if extended >= self.quorum() && renewed.is_valid() {
-            *lock = renewed;
+        if extended >= self.quorum() && lock.renew_if_valid(ttl, start) {
             return Ok(ExtendOutcome::Extended);
         }
         if extended + errors.len() >= self.quorum() && !errors.is_empty() {
@@ -684,7 +703,9 @@ impl Redlock {
 impl Locker for Redlock {
     /// One round. Busy (`Ok(None)`) when the nodes that refused already make a quorum
     /// impossible; [`Error::QuorumNotReached`] when node failures, not refusals, kept it from a
-    /// quorum (had the failed nodes granted, it would have been won).
+    /// quorum (had the failed nodes granted, it would have been won);
+    /// [`Error::TooLittleValidity`] when a quorum granted it with no more than `min_validity`
+    /// left (given back on every node), as for every single attempt.
     async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         crate::metrics::observe_attempt(self.mode(), key, self.attempt_round(key, opts)).await
     }
