@@ -371,6 +371,22 @@ enum Transport {
 }
 
 impl ServerStream {
+    /// Makes closing this connection an abort: the kernel drops whatever it still had queued
+    /// to send and resets the connection (`SO_LINGER` 0) instead of delivering the rest first.
+    /// For a connection given up while its commands may still be in flight: delivered later,
+    /// they could land after their clean-up ran on another connection. A Unix socket has
+    /// nothing in flight (its peer holds what was written).
+    pub(crate) fn abort(&self) {
+        let tcp = match &self.0 {
+            Transport::Tcp(s) => s,
+            Transport::Tls(s) => s.get_ref().0,
+            Transport::Unix(_) => return,
+        };
+        if let Err(e) = socket2::SockRef::from(tcp).set_linger(Some(Duration::ZERO)) {
+            tracing::debug!(error = %e, "could not set SO_LINGER 0 on a connection given up");
+        }
+    }
+
     /// Its reading and writing halves, each usable on its own (by two tasks). Dropping the
     /// writing half of a TCP or Unix connection shuts down its writing direction.
     pub fn into_split(self) -> (ReadHalf, WriteHalf) {

@@ -118,6 +118,19 @@ impl Conn {
         }
     }
 
+    /// Until when a command sent over this connection at `sent` may still reach the server
+    /// late ([`Link::late_delivery_until`]); `None` for a cluster, whose connections are
+    /// redis-rs's and say nothing of it.
+    pub(crate) fn late_delivery_until(
+        &self,
+        sent: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        match self {
+            Conn::Single(link) => link.late_delivery_until(sent),
+            Conn::Cluster(_) => None,
+        }
+    }
+
     /// The number of the live connection, `None` while there is none (always `Some(0)` for a
     /// cluster).
     pub(crate) fn epoch(&self) -> Option<u64> {

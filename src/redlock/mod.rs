@@ -423,6 +423,7 @@ impl Redlock {
             nodes: &self.nodes,
             key,
             token: &token,
+            sent: start,
             armed: true,
         };
         let (won, mut tally) = self
@@ -445,7 +446,7 @@ impl Redlock {
                 // round it is simply part of the lock.
                 move |i, reply, won: &bool| {
                     if !*won && may_hold(&reply) {
-                        nodes.undo_in_background(i, &late_key.0, &late_key.1);
+                        nodes.undo_in_background(i, &late_key.0, &late_key.1, start);
                     }
                 },
             )
@@ -472,23 +473,29 @@ impl Redlock {
         Ok((attempt, spent))
     }
 
-    /// After a lost round: releases on the nodes that granted (awaited, they just answered) and,
-    /// in the background, on those whose reply was lost (their `SET` may have landed).
+    /// After a lost round: releases on the nodes that granted (awaited, they just answered;
+    /// in the background when that fails) and, in the background, on those whose reply was
+    /// lost (their `SET` may have landed).
     async fn undo_answered(&self, tally: &Tally<bool>, lock: &Lock) {
         let mut granted = Vec::new();
         for (i, reply) in tally.replies.iter().enumerate() {
             match reply {
                 Some(NodeReply::Ok(true)) => granted.push(i),
                 Some(r) if may_hold(r) => {
-                    self.nodes.undo_in_background(i, &lock.key, &lock.token);
+                    self.nodes
+                        .undo_in_background(i, &lock.key, &lock.token, lock.acquired_at);
                 }
                 _ => {}
             }
         }
         let timeout = self.nodes.timeout;
-        join_all(granted.into_iter().map(|i| {
+        join_all(granted.into_iter().map(|i| async move {
             let node = &self.nodes.nodes[i].client;
-            tokio::time::timeout(timeout, node.release_node(lock))
+            let undone = tokio::time::timeout(timeout, node.release_node(lock)).await;
+            if !matches!(undone, Ok(Ok(_))) {
+                self.nodes
+                    .undo_in_background(i, &lock.key, &lock.token, lock.acquired_at);
+            }
         }))
         .await;
     }
@@ -560,6 +567,8 @@ struct RoundUnheard<'a> {
     nodes: &'a Nodes,
     key: &'a str,
     token: &'a str,
+    /// When the round's `SET`s went out.
+    sent: Instant,
     armed: bool,
 }
 
@@ -573,7 +582,8 @@ impl Drop for RoundUnheard<'_> {
     fn drop(&mut self) {
         if self.armed {
             for i in 0..self.nodes.nodes.len() {
-                self.nodes.undo_in_background(i, self.key, self.token);
+                self.nodes
+                    .undo_in_background(i, self.key, self.token, self.sent);
             }
         }
     }
@@ -605,20 +615,22 @@ fn may_hold(reply: &NodeReply<bool>) -> bool {
 }
 
 impl Nodes {
-    /// Compare-and-delete of `key`/`token` on node `i`, in the background, bounded by the node
-    /// timeout: for a grant that belongs to a lost round.
-    fn undo_in_background(&self, i: usize, key: &str, token: &str) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let node = self.nodes[i].client.clone();
-        let timeout = self.timeout;
-        let (key, token) = (key.to_string(), token.to_string());
-        runtime.spawn(async move {
-            // The connection the SET went over (`conn_for`): behind it, never before it.
-            let conn = node.conns.conn_for(&token);
-            let _ = tokio::time::timeout(timeout, node.release_on(conn, &key, &token, false)).await;
-        });
+    /// Compare-and-delete of `key`/`token` on node `i`, in the background, for a grant (or an
+    /// unknown outcome) of a `SET` sent at `sent` that belongs to a lost round: the node's
+    /// client's background clean-up (`client/cleanup.rs`: retried for a few seconds, each try
+    /// bounded by the node timeout, and watched while a connection given up may still deliver
+    /// the `SET` late), over the connection the `SET` went over (`conn_for`): behind it, never
+    /// before it.
+    fn undo_in_background(&self, i: usize, key: &str, token: &str, sent: Instant) {
+        let node = &self.nodes[i].client;
+        node.clean_up_in_background(
+            node.conns.conn_for(token),
+            key,
+            token,
+            false,
+            Some(sent),
+            false,
+        );
     }
 }
 
