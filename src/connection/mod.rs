@@ -3,20 +3,22 @@
 //!
 //! The connection layer, one folder: `Conn` and opening it (this file); [`link`], lockkit's own
 //! pipelined connection to one server; [`connector`], opening a socket and logging in
-//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`notify`],
-//! release notifications and the waiters they wake (`lockkit::wait`).
+//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`hub`], the
+//! release-notification connection and how it stays alive; [`notify`], the waiters it wakes
+//! (`lockkit::wait`).
 
 pub mod connector;
+pub(crate) mod hub;
 pub(crate) mod link;
 pub mod notify;
 pub(crate) mod pool;
+pub(crate) mod subscriber;
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use self::connector::ensure_crypto_provider;
 use self::link::{Endpoint, Link};
 use crate::command::Command;
 use crate::error::Result;
@@ -159,7 +161,7 @@ fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
 }
 
 /// The URL's connection settings, with the library name (`CLIENT SETINFO`) unless `proxy`.
-fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
+pub(crate) fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
     let info = crate::url::parse_url(url)?;
     let settings = info.redis_settings().clone();
     let settings = if proxy {
@@ -168,20 +170,6 @@ fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
         settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
     };
     Ok(info.set_redis_settings(settings))
-}
-
-/// A redis-rs client for what stays on redis-rs's own connections (pub/sub).
-pub(crate) fn single_client(
-    url: &str,
-    options: &ClientOptions,
-    proxy: bool,
-) -> Result<redis::Client> {
-    ensure_crypto_provider();
-    let info = connection_info(url, proxy)?;
-    Ok(match &options.tls_root_ca {
-        Some(ca) => redis::Client::build_with_tls(info, tls_certs(ca))?,
-        None => redis::Client::open(info)?,
-    })
 }
 
 /// Where lockkit's own pipelined connections ([`Link`]) go, and how.
@@ -213,7 +201,8 @@ pub(crate) async fn open_detecting(
 ) -> Result<(Vec<Conn>, Topology, bool)> {
     options.validate()?;
     let mut proxy = options.proxy == Some(true);
-    let first = match Link::connect(endpoint(url, options, proxy)?).await {
+    let first = Link::connect(endpoint(url, options, proxy)?);
+    let first = match within(options, "opening a connection", first).await {
         Ok(c) => c,
         Err(e) if options.proxy.is_none() && closed_by_peer(&e) => {
             tracing::warn!(
@@ -222,7 +211,8 @@ pub(crate) async fn open_detecting(
                  (no CLIENT SETINFO, no SCRIPT LOAD: scripts go by EVAL once per backend)"
             );
             proxy = true;
-            Link::connect(endpoint(url, options, proxy)?).await?
+            let again = Link::connect(endpoint(url, options, proxy)?);
+            within(options, "opening a connection", again).await?
         }
         Err(e) => return Err(e.into()),
     };
@@ -236,11 +226,10 @@ pub(crate) async fn open_detecting(
     let mut probe = first.clone();
     // An ACL user without +info is fine: such a locked-down user is on a plain server (a
     // cluster client would need CLUSTER SLOTS, which it would not have either).
-    let info: String = match redis::cmd("INFO")
-        .arg("cluster")
-        .query_async(&mut probe)
-        .await
-    {
+    let mut info_cluster = redis::cmd("INFO");
+    info_cluster.arg("cluster");
+    let asked = info_cluster.query_async(&mut probe);
+    let info: String = match within(options, "INFO cluster", asked).await {
         Ok(info) => info,
         Err(e) if e.code() == Some("NOPERM") => String::new(),
         Err(e) => return Err(e.into()),
@@ -252,9 +241,10 @@ pub(crate) async fn open_detecting(
             false,
         ));
     }
-    let server: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut probe)
+    let mut info_server = redis::cmd("INFO");
+    info_server.arg("server");
+    let asked = info_server.query_async(&mut probe);
+    let server: String = within(options, "INFO server", asked)
         .await
         .unwrap_or_default();
     let set_nx_get = server
@@ -273,11 +263,32 @@ pub(crate) async fn open_detecting(
         builder = builder.certs(tls_certs(ca));
     }
     let cluster = builder.build()?;
-    let mut conns = Vec::with_capacity(options.connections);
-    for _ in 0..options.connections {
-        conns.push(Conn::Cluster(cluster.get_async_connection().await?));
-    }
+    let opened = (0..options.connections).map(|_| cluster.get_async_connection());
+    let opened = within(options, "opening the cluster's connections", async {
+        futures_util::future::try_join_all(opened).await
+    });
+    let conns = opened.await?.into_iter().map(Conn::Cluster).collect();
     Ok((conns, Topology::Cluster, set_nx_get))
+}
+
+/// `step` of opening a client, within the connect timeout: a server that accepts and then
+/// answers nothing fails the connect in that time, at whichever step it went silent.
+pub(crate) async fn within<T>(
+    options: &ClientOptions,
+    what: &str,
+    step: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    match tokio::time::timeout(options.connect_timeout, step).await {
+        Ok(done) => done,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "connecting: {what}: no answer within the connect timeout ({:?})",
+                options.connect_timeout
+            ),
+        )
+        .into()),
+    }
 }
 
 /// The target accepted the connection and then closed it, as twemproxy does on a command it
@@ -287,13 +298,18 @@ fn closed_by_peer(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
+/// The first connection and the others, opened side by side within the connect timeout.
 async fn grow(first: Link, url: &str, options: &ClientOptions, proxy: bool) -> Result<Vec<Conn>> {
     let endpoint = endpoint(url, options, proxy)?;
-    let mut conns = vec![Conn::Single(first)];
-    for _ in 1..options.connections {
-        conns.push(Conn::Single(Link::connect(endpoint.clone()).await?));
-    }
-    Ok(conns)
+    let others = (1..options.connections).map(|_| Link::connect(endpoint.clone()));
+    let others = within(options, "opening connections", async {
+        futures_util::future::try_join_all(others).await
+    })
+    .await?;
+    Ok(std::iter::once(first)
+        .chain(others)
+        .map(Conn::Single)
+        .collect())
 }
 
 /// Connections established on first use (a Redlock node that is down at start-up).
