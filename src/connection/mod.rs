@@ -7,6 +7,7 @@
 //! release-notification connection and how it stays alive; [`notify`], the waiters it wakes
 //! (`lockkit::wait`).
 
+pub(crate) mod cluster;
 pub mod connector;
 pub(crate) mod hub;
 pub(crate) mod link;
@@ -16,9 +17,9 @@ pub(crate) mod subscriber;
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
-use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
+use self::cluster::ClusterConn;
 use self::link::{Endpoint, Link};
 use crate::command::Command;
 use crate::error::Result;
@@ -52,7 +53,7 @@ impl Topology {
 #[derive(Clone)]
 pub(crate) enum Conn {
     Single(Link),
-    Cluster(ClusterConnection),
+    Cluster(ClusterConn),
 }
 
 impl ConnectionLike for Conn {
@@ -146,7 +147,7 @@ impl Conn {
 /// A command over a cluster connection, boxed: it stays out of the futures of the one-server
 /// path, which carry only the pointer.
 fn cluster_query(
-    c: &ClusterConnection,
+    c: &ClusterConn,
     cmd: Cmd,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<Value>> + Send>> {
     let mut c = c.clone();
@@ -255,7 +256,8 @@ pub(crate) async fn open_detecting(
     drop(first);
     let mut builder = ClusterClientBuilder::new(vec![url])
         .connection_timeout(options.connect_timeout)
-        .retries(options.reconnect_retries as u32);
+        .retries(options.reconnect_retries as u32)
+        .tcp_settings(connector::redis_tcp_settings());
     if let Some(t) = options.response_timeout {
         builder = builder.response_timeout(t);
     }
@@ -263,7 +265,8 @@ pub(crate) async fn open_detecting(
         builder = builder.certs(tls_certs(ca));
     }
     let cluster = builder.build()?;
-    let opened = (0..options.connections).map(|_| cluster.get_async_connection());
+    let opened = (0..options.connections)
+        .map(|_| ClusterConn::open(cluster.clone(), options.connect_timeout));
     let opened = within(options, "opening the cluster's connections", async {
         futures_util::future::try_join_all(opened).await
     });
