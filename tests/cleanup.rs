@@ -282,3 +282,73 @@ async fn a_redlock_round_dropped_during_its_undo_leaves_no_lock_behind() {
         "node 0 held the grant of a lost round for its TTL"
     );
 }
+
+/// A locker whose attempts hand back locks with no `min_validity` check of their own (taken
+/// with the caller's TTL, handed back 50 ms later), and whose release is slow (a far server).
+#[derive(Clone)]
+struct SlowToRelease(LockClient);
+
+impl Locker for SlowToRelease {
+    async fn attempt(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> lockkit::Result<Option<lockkit::Lock>> {
+        let lock = self.0.attempt(key, &LockOptions::new(opts.ttl())?).await;
+        // A slow way back: 50 ms of the validity gone.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        lock
+    }
+
+    async fn release(&self, lock: &lockkit::Lock) -> lockkit::Result<lockkit::ReleaseOutcome> {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        self.0.release(lock).await
+    }
+
+    async fn extend(
+        &self,
+        lock: &mut lockkit::Lock,
+        ttl: Duration,
+    ) -> lockkit::Result<lockkit::ExtendOutcome> {
+        self.0.extend(lock, ttl).await
+    }
+
+    fn mode(&self) -> &'static str {
+        "slow-to-release"
+    }
+}
+
+/// Issue 35, defect 6, the retry loop: a lock that came back with too little validity is given
+/// back by the loop; an acquire dropped while that give-back is in flight must still give it
+/// back (in the background), or the key stays held for its whole TTL.
+#[tokio::test]
+async fn an_acquire_dropped_while_giving_back_a_spent_lock_leaves_no_lock_behind() {
+    let server = RedisServer::start();
+    let locker = SlowToRelease(LockClient::connect(&server.url()).await.unwrap());
+    // Every lock comes back with less than min_validity: the loop gives each one back.
+    let opts = LockOptions::builder(Duration::from_secs(30))
+        .min_validity(Duration::from_millis(29_690))
+        .build()
+        .unwrap();
+    let key = "clean:given-back";
+    let task = {
+        let locker = locker.clone();
+        tokio::spawn(async move { locker.acquire(key, &opts).await.map(drop) })
+    };
+    // The lock is taken; its give-back is under way (half a second each).
+    let mut c = direct(&server);
+    let start = Instant::now();
+    while !redis::cmd("EXISTS").arg(key).query::<bool>(&mut c).unwrap()
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    task.abort();
+    let _ = task.await;
+    assert_eq!(
+        still_held_after_10s(&server, &[key]).await,
+        Vec::<String>::new(),
+        "a lock the retry loop was giving back stayed held for its TTL"
+    );
+}
