@@ -70,10 +70,19 @@ impl Shared {
 /// lock that expired on the server while its validity still looks positive. Do not hold locks
 /// across a system suspend.
 ///
-/// # Dropping without `release`
-/// Drop never blocks: it stops the watchdog and, when called inside a Tokio runtime, spawns a
-/// best-effort compare-and-delete in the background. Outside a runtime (or if that release fails)
-/// the key simply expires after the TTL it was last given; it is never extended again.
+/// # Call `release().await`
+/// End every guard with [`release`](Self::release)`.await`: it frees the key at once and says
+/// whether the lock was still held. A guard that is dropped instead (a `?` on the way out, the
+/// end of `main`, a cancelled future) is released as well as lockkit can, never blocking the
+/// drop:
+/// - inside a Tokio runtime, the drop stops the watchdog and spawns the compare-and-delete;
+/// - when the runtime ends before that task has run (the guard dropped at the end of `main`, or
+///   by `?` in it, on either runtime flavour), the cancelled task finishes the release on a
+///   blocking thread of its own, which the runtime's shutdown waits for (at most 5 s);
+/// - outside any runtime nothing can run it: the key stays held until the TTL it was last
+///   given runs out (it is never extended again), and a `tracing` warning names the key.
+///
+/// A release that fails is logged with the key, and the key expires after its TTL.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -237,14 +246,160 @@ impl<L: Locker> Drop for LockGuard<L> {
         if self.done {
             return;
         }
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let client = self.client.clone();
-            let lock = self.shared.snapshot();
-            handle.spawn(async move {
-                if let Err(e) = client.release(&lock).await {
-                    tracing::warn!(key = %lock.key, error = %e, "release of a dropped guard failed; the lock expires after its TTL");
+        let lock = self.shared.snapshot();
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                key = %lock.key,
+                "a guard dropped outside a Tokio runtime cannot release its lock: it stays held \
+                 until its TTL runs out (end guards with `release().await`)"
+            );
+            return;
+        };
+        let release = DroppedRelease {
+            client: self.client.clone(),
+            lock: Some(lock),
+            handle: handle.clone(),
+        };
+        handle.spawn(release.run());
+    }
+}
+
+/// The longest a dropped guard's release may hold up the shutdown of its runtime
+/// ([`DroppedRelease`]).
+const SHUTDOWN_RELEASE: Duration = Duration::from_secs(5);
+
+/// The release of a dropped guard, run as a task. A runtime that ends (the guard dropped at the
+/// end of `main`, or by `?` in it) cancels its tasks before they finish: dropped with its lock
+/// still to release, it hands the release to a thread the ending runtime waits for (a task
+/// spawned there would only be cancelled too), with a runtime of its own
+/// ([`release_as_the_runtime_ends`]).
+struct DroppedRelease<L: Locker> {
+    client: L,
+    /// `None` once the release has run.
+    lock: Option<Lock>,
+    /// The runtime the guard was dropped on.
+    handle: tokio::runtime::Handle,
+}
+
+impl<L: Locker> DroppedRelease<L> {
+    async fn run(mut self) {
+        let mut pause = Duration::from_millis(50);
+        if let Some(lock) = &self.lock {
+            for tries_left in (0..3).rev() {
+                match self.client.release(lock).await {
+                    Ok(_) => break,
+                    // A runtime that is ending cancels this task at the pause (and the
+                    // release goes on in `drop`); a running one tries again.
+                    Err(e) if e.is_retryable() && tries_left > 0 => {
+                        tokio::time::sleep(pause).await;
+                        pause *= 4;
+                    }
+                    Err(e) => {
+                        tracing::warn!(key = %lock.key, error = %e, "release of a dropped guard failed; the lock expires after its TTL");
+                        break;
+                    }
+                }
+            }
+        }
+        self.lock = None;
+    }
+}
+
+impl<L: Locker> Drop for DroppedRelease<L> {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            release_as_the_runtime_ends(&self.handle, self.client.clone(), lock);
+        }
+    }
+}
+
+/// Releases `lock` while the runtime of `handle` ends, on a thread that runtime waits for, with
+/// a current-thread runtime of its own, for at most [`SHUTDOWN_RELEASE`]. On a blocking thread
+/// of the runtime when it still takes one (a current-thread runtime drops its tasks before it
+/// shuts its blocking pool); otherwise (a multi-thread runtime's workers drop its tasks while
+/// the pool shuts down, and it refuses them) on a thread of its own, which the current thread
+/// (a worker, whose exit the runtime waits for) joins before it exits. The lock's connections
+/// on the ending runtime fail as its tasks go, and the release connects again on its own.
+fn release_as_the_runtime_ends<L: Locker>(handle: &tokio::runtime::Handle, client: L, lock: Lock) {
+    let pending = PendingRelease(Some(Box::new(move || {
+        let key = lock.key.clone();
+        let released = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|rt| {
+                // Built inside: this thread's context may still be the ending runtime's.
+                let release =
+                    async { tokio::time::timeout(SHUTDOWN_RELEASE, client.release(&lock)).await };
+                match rt.block_on(release) {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {SHUTDOWN_RELEASE:?}")),
                 }
             });
+        if let Err(error) = released {
+            tracing::warn!(%key, %error, "release of a guard dropped as its runtime ended failed; the lock expires after its TTL");
+        }
+    })));
+    // Refused, the closure is dropped here, unrun: `PendingRelease`'s drop takes over.
+    drop(handle.spawn_blocking(move || pending.run()));
+}
+
+/// A release to run as a runtime ends: run by [`run`](Self::run), or, dropped unrun (its
+/// runtime's blocking pool refused it), on a thread of its own joined when the current thread
+/// exits ([`AWAITED`]).
+struct PendingRelease(Option<Box<dyn FnOnce() + Send>>);
+
+impl PendingRelease {
+    fn run(mut self) {
+        if let Some(job) = self.0.take() {
+            job();
+        }
+    }
+}
+
+impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        let Some(job) = self.0.take() else { return };
+        let thread = std::thread::Builder::new()
+            .name("lockkit-release".into())
+            .spawn(job);
+        match thread {
+            Ok(thread) => {
+                let mut thread = Some(thread);
+                let kept = AWAITED.try_with(|a| {
+                    if let Some(t) = thread.take() {
+                        a.0.borrow_mut().push(t);
+                    }
+                });
+                // This thread is exiting already: wait here.
+                if kept.is_err() {
+                    if let Some(t) = thread {
+                        let _ = t.join();
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no thread to release a guard dropped as its runtime ended; the lock expires after its TTL")
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Releases of dropped guards running on threads of their own, joined when this thread
+    /// exits: a multi-thread runtime's worker drops a guard's release task as the runtime ends,
+    /// and the runtime waits for its workers to exit.
+    static AWAITED: Awaited = Awaited::default();
+}
+
+#[derive(Default)]
+struct Awaited(std::cell::RefCell<Vec<std::thread::JoinHandle<()>>>);
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        for thread in self.0.take() {
+            let _ = thread.join();
         }
     }
 }
@@ -311,6 +466,15 @@ async fn run_watchdog<L: Locker>(
             }
         };
         match renewal {
+            // A renewal read after the validity it brought had ended (a locker that does not
+            // check it, or a stall between the answer and here) renews nothing: the lock is
+            // lost, and no further renewal goes out for it (one arriving while the key still
+            // held the token would keep it alive for a TTL after the holder was told).
+            Ok(ExtendOutcome::Extended) if !lock.is_valid() => {
+                tracing::warn!(key = %lock.key, "the renewal's answer came after its validity ended");
+                report_loss(&tx, client.mode(), LossReason::Unreachable);
+                return;
+            }
             Ok(ExtendOutcome::Extended) => {
                 let valid_until = lock.valid_until;
                 *shared.lock.lock().unwrap_or_else(PoisonError::into_inner) = lock;

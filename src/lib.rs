@@ -21,8 +21,8 @@
 //! | 2 wire | `resp.rs`, `command.rs` | RESP: where a reply ends ([`resp::frame_len`]), writing commands; a command lockkit encodes itself |
 //! | 3 data | `options.rs`, `lock.rs` | options ([`ClientOptions`] with its [`WaitMode`], [`LockOptions`] with its [`RetryOptions`], [`WatchdogOptions`]); the [`Lock`] data, tokens, the `SET NX PX` command and its reply, the outcomes of release, extend and fair attempts, [`LossReason`] |
 //! | 4 metrics | `metrics.rs` | [`metrics`]: what every path reports |
-//! | 5 connection | `connection/` | `mod.rs`: opening connections (server, proxy, cluster), [`Topology`]; `link.rs`: lockkit's own pipelined connection to one server; `connector.rs` ([`net`]): opening a socket and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); `pool.rs`: a client's connections, the script cache and `EVALSHA`/`NOSCRIPT`; `notify.rs` ([`wait`]): waiting for a busy lock, woken by its release, polling as the fallback, fair mode's turns |
-//! | 6 lockers | `locker.rs`, `client/`, `redlock/` | the [`Locker`] trait; [`LockClient`] (`client/mod.rs`) with pipelined `acquire_many`/`release_many` (`batch.rs`), fair mode (`fair.rs`, [`LockOptionsBuilder::fair`]) and fencing tokens (`fencing.rs`, [`LockClient::try_acquire_fenced`]); [`Redlock`] (`redlock/mod.rs`): a quorum over independent masters, votes decided at quorum, per-node circuit breakers (`quorum.rs`) |
+//! | 5 connection | `connection/` | `mod.rs`: opening connections (server, proxy, cluster), [`Topology`]; `link.rs`: lockkit's own pipelined connection to one server; `connector.rs` ([`net`]): opening a socket and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); `pool.rs`: a client's connections, the script cache and `EVALSHA`/`NOSCRIPT`; `hub.rs`: the release-notification connection and its liveness (`subscriber.rs`: its protocol); `cluster.rs`: a Redis Cluster's connections (redis-rs's); `notify.rs` ([`wait`]): waiting for a busy lock, woken by its release, polling as the fallback, fair mode's turns |
+//! | 6 lockers | `locker.rs`, `client/`, `redlock/` | the [`Locker`] trait; [`LockClient`] (`client/mod.rs`) with the clean-up of acquires whose outcome is unknown (`cleanup.rs`), pipelined `acquire_many`/`release_many` (`batch.rs`), fair mode (`fair.rs`, [`LockOptionsBuilder::fair`]) and fencing tokens (`fencing.rs`, [`LockClient::try_acquire_fenced`]); [`Redlock`] (`redlock/mod.rs`): a quorum over independent masters, votes decided at quorum, per-node circuit breakers (`quorum.rs`) |
 //! | 7 policies | `retry.rs`, `guard.rs` | [`retry`]: the one retry loop; [`LockGuard`] and its watchdog |
 //! | 8 top | `probe.rs`, `middleware/`, `lib.rs` | target probing ([`probe()`]); the `tower` layer (feature `tower`); this crate root |
 //!
@@ -51,6 +51,7 @@
 //!     _ = tokio::time::sleep(Duration::from_secs(12)) => { /* the work */ }
 //!     reason = lost.lost() => eprintln!("lock lost ({reason:?}); stop writing"),
 //! }
+//! // End every guard with release().await (a dropped one is released as well as lockkit can).
 //! guard.release().await?;
 //! # Ok(()) }
 //! ```

@@ -63,11 +63,20 @@ impl Lock {
         }
     }
 
-    /// After a successful extend to `ttl` sent at `sent`: the new TTL and validity, with the
-    /// drift allowance of the options the lock was taken with.
-    pub(crate) fn extended(&mut self, ttl: Duration, sent: Instant) {
-        self.options = self.options.with_ttl(ttl);
-        self.valid_until = self.options.valid_until(sent);
+    /// After an extend to `ttl` sent at `sent` was answered "extended": takes the renewed TTL
+    /// and validity (with the drift allowance of the options the lock was taken with) if that
+    /// validity has not ended by now, and says whether it did. An answer
+    /// that came back later than that (held up on the network, read after a stall) renews
+    /// nothing the holder can use: the key may have expired meanwhile and be someone else's, so
+    /// the lock is left as it was, and must be taken for lost.
+    pub(crate) fn renew_if_valid(&mut self, ttl: Duration, sent: Instant) -> bool {
+        let options = self.options.with_ttl(ttl);
+        let valid_until = options.valid_until(sent);
+        if Instant::now() >= valid_until {
+            return false;
+        }
+        (self.options, self.valid_until) = (options, valid_until);
+        true
     }
 
     /// The lock key.
@@ -136,9 +145,13 @@ pub enum ReleaseOutcome {
 /// What an extend did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExtendOutcome {
-    /// The key held our token; its TTL was reset.
+    /// The key held our token; its TTL was reset, and the renewed validity had not ended when
+    /// the answer was read.
     Extended,
-    /// The key was gone; nothing changed (the lock was lost).
+    /// The key was gone; nothing changed (the lock was lost). Also the answer to an extend that
+    /// the server did run, but whose answer came back after the validity it brought had ended
+    /// (a reply held up on the network, a stall): the key may have expired and been taken by
+    /// then, so the lock is lost all the same (Redlock answers the same for its quorum).
     NotHeld,
     /// Another token is in the key; untouched (the lock was lost).
     HeldByOther,
@@ -301,13 +314,22 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
 /// The outcome of a compare-and-delete sent again after `first` failed.
 ///
 /// If the first one may have run (its reply was lost: a dropped connection, a timeout) and the
-/// second finds the key gone before the lock's validity ended, the key cannot have expired: the
-/// validity ends before the server-side TTL by the drift allowance, and the second reply came
-/// back before it. The key is gone because the first compare-and-delete deleted it, so the lock
-/// was released, not lost. (A key deleted by someone else between the two attempts looks the
-/// same.) Past the validity, or when the first attempt surely never ran, `NotHeld` stays.
+/// second finds our token gone before the lock's validity ended, the key cannot have expired:
+/// the validity ends before the server-side TTL by the drift allowance, and the second reply
+/// came back before it. Our token is gone because the first compare-and-delete deleted it, so
+/// the lock was released, not lost, whether the key is still free (`NotHeld`) or a waiter has
+/// taken it since (`HeldByOther`: the release woke it). (A key deleted or overwritten by
+/// someone else between the two attempts looks the same.) Past the validity, or when the first
+/// attempt surely never ran, the second attempt's answer stands.
+///
+/// Why the validity and not a marker on the server: the client alone can tell, at no cost to
+/// any release. A release that wrote "released by this token" beside the key for a while (as
+/// in a cluster, where the cluster client re-sends on its own and `release.lua` keeps such a
+/// marker) would pay one more write on every release to serve the rare re-send, and would
+/// answer no better within the validity. Past it, neither can tell a release from an expiry
+/// followed by a new holder without that write; the second answer then stands.
 pub(crate) fn resent_outcome(first: &Error, lock: &Lock, again: ReleaseOutcome) -> ReleaseOutcome {
-    if again == ReleaseOutcome::NotHeld && first.is_unknown_outcome() && lock.is_valid() {
+    if again != ReleaseOutcome::Released && first.is_unknown_outcome() && lock.is_valid() {
         ReleaseOutcome::Released
     } else {
         again
@@ -374,7 +396,12 @@ mod tests {
             .unwrap();
         let mut lock = Lock::acquired("k", new_token(), &opts, t0, None);
         assert_eq!(lock.valid_until() - t0, Duration::from_millis(1480));
-        lock.extended(Duration::from_secs(4), t0);
+        assert!(lock.renew_if_valid(Duration::from_secs(4), t0));
+        assert_eq!(lock.ttl(), Duration::from_secs(4));
+        assert_eq!(lock.valid_until() - t0, Duration::from_millis(3460));
+        // An answer read after the renewed validity ended renews nothing.
+        let long_ago = t0 - Duration::from_secs(10);
+        assert!(!lock.renew_if_valid(Duration::from_secs(5), long_ago));
         assert_eq!(lock.ttl(), Duration::from_secs(4));
         assert_eq!(lock.valid_until() - t0, Duration::from_millis(3460));
     }

@@ -56,8 +56,9 @@ pub trait Locker: Clone + Send + Sync + 'static {
     ///
     /// [`ReleaseOutcome::Released`] means the lock was still ours when it was released: on one
     /// server, the key held our token; on Redlock, a quorum of nodes did. A release whose reply
-    /// was lost (dropped connection, timeout) is sent once more; when that finds the key gone
-    /// while the lock is still valid, the key cannot have expired and it is `Released` too.
+    /// was lost (dropped connection, timeout) is sent once more; when that finds our token gone
+    /// (the key free, or taken since by a waiter the first attempt woke) while the lock is still
+    /// valid, the key cannot have expired and it is `Released` too.
     ///
     /// # Errors
     /// A Redis error or timeout; the outcome is then unknown (the key expires after its TTL).
@@ -65,7 +66,9 @@ pub trait Locker: Clone + Send + Sync + 'static {
 
     /// Resets the lock's TTL to `ttl` if it is still ours (compare-and-`PEXPIRE`); on success the
     /// lock's validity is recomputed from this request's send time with the drift allowance of
-    /// the options the lock was taken with.
+    /// the options the lock was taken with. Never [`Extended`](ExtendOutcome::Extended) for a
+    /// lock whose renewed validity had ended by the time the answer came back (a reply held up
+    /// on the network): that is [`NotHeld`](ExtendOutcome::NotHeld), the lock left as it was.
     ///
     /// # Errors
     /// A Redis error or timeout, or a TTL out of range ([`Error::InvalidOptions`](crate::Error)).

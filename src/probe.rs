@@ -173,8 +173,12 @@ pub async fn probe(url: &str, options: ClientOptions) -> Result<ProbeReport> {
     };
 
     let release_notify =
-        match crate::connection::notify::open_hub(url, &opts, topology, main.clone()).await? {
-            Ok(_) => Support::Yes,
+        match crate::connection::hub::open_hub(url, &opts, topology, main.clone()).await? {
+            Ok(hub) if hub.alive() => Support::Yes,
+            Ok(_) => Support::No(format!(
+                "the subscribed connection did not answer within {:?}",
+                opts.connect_timeout
+            )),
             Err(why) => Support::No(why),
         };
 

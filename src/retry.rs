@@ -145,9 +145,9 @@ async fn acquire_loop<L: Locker>(
                 // Too slow a round trip: the lock is (nearly) worthless; give it back. A release
                 // that failed goes on in the background with the lock's token: a fair acquire
                 // goes on under a new ticket (taking the lock took it out of the queue anyway).
-                if let Err(e) = Box::pin(locker.release(&lock)).await {
-                    tracing::debug!(key, error = %e, "giving back a lock with too little validity failed");
-                }
+                // Armed until it is done: dropped midway, it goes on in the background.
+                let giving = GiveBack(Some((locker.clone(), lock)));
+                Box::pin(giving.run()).await;
                 redraw = true;
             }
             Ok(None) => observer.on_attempt(AttemptOutcome::Busy, sent, latency),
@@ -256,6 +256,38 @@ impl<L: Locker> Drop for QueuePlace<L> {
         );
         runtime.spawn(async move {
             let _ = locker.leave_queue(&key, &ticket).await;
+        });
+    }
+}
+
+/// A lock the retry loop gives back (taken with too little validity), the clean-up rule of
+/// `client/cleanup.rs` for any locker: armed until the release is done; dropped midway (the
+/// acquire's future dropped), the release goes on in the background, or the lock would stay
+/// held for its whole TTL.
+struct GiveBack<L: Locker>(Option<(L, Lock)>);
+
+impl<L: Locker> GiveBack<L> {
+    async fn run(mut self) {
+        if let Some((locker, lock)) = &self.0 {
+            if let Err(e) = locker.release(lock).await {
+                tracing::debug!(key = %lock.key, error = %e, "giving back a lock with too little validity failed");
+            }
+        }
+        self.0 = None;
+    }
+}
+
+impl<L: Locker> Drop for GiveBack<L> {
+    fn drop(&mut self) {
+        let Some((locker, lock)) = self.0.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(key = %lock.key, "no runtime to give back a lock on: it stays held until its TTL");
+            return;
+        };
+        runtime.spawn(async move {
+            let _ = locker.release(&lock).await;
         });
     }
 }

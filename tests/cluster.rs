@@ -389,3 +389,41 @@ async fn fenced_acquire_whose_script_ran_before_the_connection_dropped_is_ours()
         ReleaseOutcome::Released
     );
 }
+
+/// Issue 35: a cluster client made on one runtime outlives it (a `static` client first used by
+/// one `#[tokio::test]`, a runtime per request in a sync wrapper). The redis-rs cluster
+/// connection's task dies with that runtime, and every later call failed at once, forever
+/// ("Unable to send command"); now the connection is made again on the caller's runtime, as a
+/// one-server connection is.
+#[test]
+fn cluster_calls_outlive_the_runtime_that_made_the_connection() {
+    let cluster = RedisCluster::start(3);
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = first
+        .block_on(LockClient::connect(&cluster.nodes()[0].url()))
+        .unwrap();
+    assert_eq!(client.topology(), Topology::Cluster);
+    drop(first);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    second.block_on(async {
+        let lock = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.try_acquire("lock:cl:runtime", Duration::from_secs(5)),
+        )
+        .await
+        .expect("a call still waited 10 s")
+        .unwrap()
+        .expect("the key is free");
+        assert_eq!(
+            client.release(&lock).await.unwrap(),
+            ReleaseOutcome::Released
+        );
+    });
+}

@@ -1007,3 +1007,33 @@ async fn a_handler_is_told_when_its_lock_is_lost() {
     assert_eq!(answer.text(), "Expired");
     assert_eq!(held.len(), 1, "{held:?}");
 }
+
+/// Issue 35, defect 8: a custom key builder that skips a route (returns `None`: no duplicate
+/// lock there) does not switch off `Idempotency-Key` replay on it. A retry with the same key
+/// gets the stored response and the handler runs once (it ran twice: 201, 201).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_builder_that_skips_a_route_keeps_idempotent_replay_on_it() {
+    let server = RedisServer::start();
+    let opts = DuplicateSubmitOptions::new().idempotency(Some(IdempotencyOptions::new()));
+    let layer = DuplicateSubmitLayer::new(client(&server).await, opts)
+        .unwrap()
+        .key_builder(|_: &lockkit::middleware::KeyInput<'_>| -> Option<String> { None });
+    let probe = Probe::new();
+    let app = Router::new()
+        .route("/orders", post(create))
+        .route_layer(layer)
+        .with_state(probe.clone());
+    let first = send(&app, idem_order("max", "k-skip", r#"{"sku":"A1"}"#, false)).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let retry = send(&app, idem_order("max", "k-skip", r#"{"sku":"A1"}"#, false)).await;
+    assert_eq!(
+        probe.runs(),
+        1,
+        "an idempotent retry ran the handler again ({}, x-order {:?})",
+        retry.status,
+        retry.headers.get("x-order")
+    );
+    assert_eq!(retry.status, StatusCode::CREATED);
+    assert_eq!(retry.headers["idempotency-replayed"], "true");
+    assert_eq!(retry.body, first.body);
+}

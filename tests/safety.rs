@@ -2,7 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use lockkit::{Error, ExtendOutcome, LockClient, LockOptions, Locker, WatchdogOptions};
+use lockkit::{
+    ClientOptions, Error, ExtendOutcome, LockClient, LockOptions, Locker, ReleaseOutcome,
+    RetryOptions, WaitMode, WatchdogOptions,
+};
 use lockkit_test_support::{DelayRelay, RedisServer};
 
 /// Over `for_`, checks again and again that `key` holds `token` (read directly) and that a
@@ -490,12 +493,13 @@ async fn no_single_attempt_hands_back_a_lock_with_less_than_min_validity() {
         .min_validity(Duration::from_millis(29_600))
         .build()
         .unwrap();
+    // The keys are free: "busy" (`Ok(None)`) is no refusal here, it would be a wrong answer.
     let refused = |what: &str, got: lockkit::Result<Option<lockkit::Lock>>| match got {
         Ok(Some(lock)) => panic!(
             "{what} handed back a lock with {:?} left; min_validity is 29.6 s",
             lock.remaining_validity()
         ),
-        Ok(None) => {}
+        Ok(None) => panic!("{what} answered busy (Ok(None)) for a free key it took"),
         Err(e) => assert_eq!(
             e.kind(),
             lockkit::ErrorKind::TooLittleValidity,
@@ -517,13 +521,105 @@ async fn no_single_attempt_hands_back_a_lock_with_less_than_min_validity() {
         .acquire_many(&["spent:b1", "spent:b2"], Duration::from_millis(150))
         .await
     {
-        Ok(got) => assert!(
-            got.iter().all(Option::is_none),
-            "acquire_many handed back a lock with a 150 ms TTL after a 200 ms round trip: {got:?}"
+        Ok(got) => panic!(
+            "acquire_many answered {got:?} for free keys it took with a 150 ms TTL after a 200 ms \
+             round trip"
         ),
         Err(e) => assert_eq!(e.kind(), lockkit::ErrorKind::TooLittleValidity, "{e}"),
     }
     relay.set_delay(Duration::ZERO);
     let keys = ["spent:one", "spent:attempt", "spent:fenced"];
     assert_eq!(all_freed(&server, &keys).await, Vec::<String>::new());
+}
+
+/// Issue 35, defect 1: an extend whose answer comes back after the renewed validity ended is
+/// not `Extended`. The reply is held up 700 ms on its way back (a relay), the TTL is 500 ms: the
+/// key expires 500 ms after the script ran, and a second client takes it at once. Like
+/// Redlock's, the extend must check the validity it brings: the lock is lost (it answered
+/// `Extended`, with `is_valid() == false`, while the other client held the key).
+#[tokio::test]
+async fn an_extend_answered_after_the_renewed_validity_ended_is_not_extended() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect(&relay.url()).await.unwrap();
+    let other = LockClient::connect(&server.url()).await.unwrap();
+    let key = "lock:late-extend";
+    let ttl = Duration::from_millis(500);
+    let mut lock = client.try_acquire(key, ttl).await.unwrap().unwrap();
+    relay.set_delays(Duration::ZERO, Duration::from_millis(700));
+    let taker = tokio::spawn(async move {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            let got = other
+                .try_acquire(key, Duration::from_secs(30))
+                .await
+                .unwrap();
+            if let Some(lock) = got {
+                return Some((lock, start.elapsed()));
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        None
+    });
+    let outcome = client.extend(&mut lock, ttl).await.unwrap();
+    let (_, taken_after) = taker.await.unwrap().expect("nobody took the expired key");
+    assert_ne!(
+        outcome,
+        ExtendOutcome::Extended,
+        "extend answered Extended (is_valid {}) although another client took the key {taken_after:?} in",
+        lock.is_valid()
+    );
+    assert_eq!(outcome, ExtendOutcome::NotHeld);
+}
+
+/// Issue 35, defect 4: a release whose connection was cut right after its command reached the
+/// server is sent once more; meanwhile a waiter took the key its first attempt released. The
+/// answer is `Released` (the lock was ours until we released it), not `HeldByOther`, which
+/// counts a lost lock and made callers roll back work that was protected (5 of 5 rounds).
+#[tokio::test]
+async fn a_resent_release_whose_first_attempt_ran_is_released() {
+    let server = RedisServer::start();
+    let relay = DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO).unwrap();
+    let client = LockClient::connect_with(&relay.url(), ClientOptions::new().wait(WaitMode::Poll))
+        .await
+        .unwrap();
+    let waiter = LockClient::connect(&server.url()).await.unwrap();
+    let waiting_opts = LockOptions::builder(Duration::from_secs(30))
+        .retry(
+            RetryOptions::new()
+                .delay(Duration::from_millis(5))
+                .jitter(Duration::ZERO)
+                .deadline(Some(Duration::from_secs(10))),
+        )
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let key = format!("lock:resent-release:{round}");
+        let lock = client
+            .try_acquire(&key, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .unwrap();
+        let waiting = {
+            let (waiter, key) = (waiter.clone(), key.clone());
+            tokio::spawn(async move { waiter.acquire(&key, &waiting_opts).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The first release runs and its reply is lost; the second goes over a new connection
+        // through a slow network, so it runs after the waiter has taken the key.
+        relay.drop_after(lock.token().as_bytes());
+        relay.set_delay(Duration::from_millis(300));
+        let outcome = client.release(&lock).await;
+        relay.set_delay(Duration::ZERO);
+        let taken = waiting
+            .await
+            .unwrap()
+            .expect("the waiter never got the key");
+        assert_eq!(
+            outcome.unwrap(),
+            ReleaseOutcome::Released,
+            "round {round}: the release that freed the key for the waiter"
+        );
+        waiter.release(&taken).await.unwrap();
+    }
 }

@@ -395,3 +395,142 @@ async fn a_fair_acquire_keeps_its_deadline_while_the_server_is_frozen() {
     let kind = acquire_while_frozen(true).await.unwrap();
     assert_eq!(kind, lockkit::ErrorKind::Timeout);
 }
+
+/// `holder` takes `key` for a minute; `waiter` acquires it (retries every 10 ms, 20 s deadline)
+/// and is told of the release 300 ms later. Panics when the waiter still waited 5 s after the
+/// release: it slept towards its deadline instead of being woken (or polling).
+async fn taken_soon_after_the_release(holder: &LockClient, waiter: &LockClient, key: &str) {
+    let held = holder
+        .try_acquire(key, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .unwrap();
+    let w = waiter.clone();
+    let k = key.to_string();
+    let waiting = tokio::spawn(async move {
+        let lock = w.acquire(&k, &retrying(Duration::from_secs(5))).await;
+        (lock, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        holder.release(&held).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    let released = Instant::now();
+    let (lock, at) = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the waiter still waited 5 s after the release (deadline 20 s, holder's TTL 60 s)")
+        .unwrap();
+    let lock = lock.unwrap();
+    eprintln!(
+        "taken {:?} after the release",
+        at.saturating_duration_since(released)
+    );
+    waiter.release(&lock).await.unwrap();
+}
+
+/// Issue 35, defect 3: the runtime that connected the client (and ran its release-notification
+/// connection) shuts down; the client goes on on another runtime. A waiter whose key was
+/// subscribed before must not sleep towards its deadline on a hub that can no longer hear
+/// anything: it polls the moment the hub is gone, and gets the lock soon after the release.
+#[test]
+fn a_waiter_whose_hub_runtime_ended_gets_the_lock_at_the_release() {
+    let server = RedisServer::start();
+    let first = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let key = "hub:runtime";
+    let waiter = first.block_on(async {
+        let holder = client(&server.url(), WaitMode::Poll).await;
+        let waiter = client(&server.url(), WaitMode::Notify).await;
+        // The waiter's hub subscribes to the key's channel, and is woken over it once.
+        let n = attempts_while_held(&holder, &waiter, key).await;
+        assert!(n <= 3, "{n}");
+        waiter
+    });
+    drop(first);
+    let second = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    second.block_on(async {
+        let holder = client(&server.url(), WaitMode::Poll).await;
+        taken_soon_after_the_release(&holder, &waiter, key).await;
+    });
+}
+
+/// Issue 35, defect 3: only the release-notification connection goes silent (a NAT entry
+/// dropped: nothing passes, nothing is closed). A waiter must not wait for a message that
+/// cannot come: the hub finds the silence, the waiter polls meanwhile, and gets the lock soon
+/// after the release (it slept until its deadline).
+#[tokio::test]
+async fn a_waiter_whose_hub_went_silent_gets_the_lock_at_the_release() {
+    let server = RedisServer::start();
+    let relay =
+        lockkit_test_support::DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO)
+            .unwrap();
+    let waiter = client(&relay.url(), WaitMode::Notify).await;
+    // The lock connection (0) and the release-notification connection (1).
+    assert_eq!(relay.accepted(), 2);
+    let holder = client(&server.url(), WaitMode::Poll).await;
+    let key = "hub:silent";
+    let n = attempts_while_held(&holder, &waiter, key).await;
+    assert!(n <= 3, "{n}");
+    relay.stall_connection(1);
+    taken_soon_after_the_release(&holder, &waiter, key).await;
+}
+
+/// Issue 35, defect 3: a server that accepts connections and then answers nothing on them (here
+/// every connection after the client's first: its release-notification connection). `connect`
+/// is bounded by its connect timeout in every step, the `SUBSCRIBE` probe included: it returns
+/// (waiters poll until notification answers) instead of waiting forever.
+#[tokio::test]
+async fn connect_returns_within_its_timeout_when_the_server_stops_answering() {
+    let server = RedisServer::start();
+    let relay =
+        lockkit_test_support::DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO)
+            .unwrap();
+    relay.stall_from(1);
+    let opts = ClientOptions::new().connect_timeout(Duration::from_secs(1));
+    let connected = tokio::time::timeout(
+        Duration::from_secs(6),
+        LockClient::connect_with(&relay.url(), opts),
+    )
+    .await
+    .expect("connect still pending 6 s in (connect timeout 1 s)");
+    let client = connected.unwrap();
+    let lock = client
+        .try_acquire("silent:after-connect", Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    client.release(&lock).await.unwrap();
+}
+
+/// Issue 35, defect 3: against a server that accepts and never answers, `connect` fails within
+/// its connect timeout (and a little), not after every reconnect retry's timeout in turn (1 s
+/// each, 4 of them and their pauses here).
+#[tokio::test]
+async fn connect_to_a_server_that_never_answers_fails_within_its_timeout() {
+    let server = RedisServer::start();
+    let relay =
+        lockkit_test_support::DelayRelay::start(server.port(), Duration::ZERO, Duration::ZERO)
+            .unwrap();
+    relay.stall_from(0);
+    let opts = ClientOptions::new().connect_timeout(Duration::from_secs(1));
+    let start = Instant::now();
+    let connected = tokio::time::timeout(
+        Duration::from_secs(3),
+        LockClient::connect_with(&relay.url(), opts),
+    )
+    .await;
+    let err = match connected {
+        Ok(Ok(_)) => panic!("a server that answers nothing was connected to"),
+        Ok(Err(e)) => e,
+        Err(_) => panic!("connect still pending 3 s in (connect timeout 1 s)"),
+    };
+    eprintln!("failed after {:?}: {err}", start.elapsed());
+    assert_eq!(err.kind(), lockkit::ErrorKind::Timeout, "{err}");
+}

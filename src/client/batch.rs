@@ -65,19 +65,19 @@ impl LockClient {
         };
         let conn = self.conns.conn_for(first);
         let start = Instant::now();
-        let unheard = Unheard::arm(self, &pairs, false).on(conn);
-        let replies = self.conns.query_each(conn, keys, cmds).await;
-        unheard.disarm();
-        let replies = match replies {
+        // Armed until the outcome is settled, clean-ups included (see `cleanup`).
+        let mut unheard = Unheard::arm(self, &pairs, start, false).on(conn);
+        let replies = match self.conns.query_each(conn, keys, cmds).await {
             Ok(r) => r,
             Err(e) => {
                 // Any of them may have landed when the outcome is unknown; in a cluster, the
                 // pipelines to the other slots' nodes went out beside the one that failed (a node
                 // down) and took their keys.
                 if e.is_unknown_outcome() || self.conns.topology() == Topology::Cluster {
-                    self.conns.count_unknown_outcome_cleanup();
-                    self.clean_up_pairs(conn, &pairs).await;
+                    unheard.count();
+                    self.clean_up_pairs(conn, &pairs, Some(start)).await;
                 }
+                unheard.disarm();
                 return Err(e);
             }
         };
@@ -106,15 +106,18 @@ impl LockClient {
                 .map(|(p, _)| *p)
                 .collect();
             if failure.is_some() {
-                self.conns.count_unknown_outcome_cleanup();
+                unheard.count();
             }
-            self.clean_up_pairs(conn, &held).await;
+            // Their replies came: what they took is known, nothing lands later.
+            self.clean_up_pairs(conn, &held, None).await;
+            unheard.disarm();
             return Err(failure.unwrap_or_else(|| Error::TooLittleValidity {
                 key: held[0].0.to_string(),
                 left,
                 min: opts.validity.min,
             }));
         }
+        unheard.disarm();
         Ok(keys
             .iter()
             .zip(tokens)
@@ -243,22 +246,29 @@ impl LockClient {
     }
 
     /// Gives back what a failed batch may hold: one pipelined compare-and-delete, and for each
-    /// key it could not confirm, the background retry a single acquire gets; all over `conn`,
-    /// the batch's connection, so none overtakes a command of the batch.
-    async fn clean_up_pairs(&self, conn: &Conn, pairs: &[(&str, &str)]) {
+    /// key it could not confirm, the background clean-up a single acquire gets; all over `conn`,
+    /// the batch's connection, so none overtakes a command of the batch. `sent`: when the
+    /// batch's outcome is unknown, when it was sent (a connection given up after that may still
+    /// deliver it late, see `cleanup`).
+    async fn clean_up_pairs(&self, conn: &Conn, pairs: &[(&str, &str)], sent: Option<Instant>) {
         if pairs.is_empty() {
             return;
         }
         let held: Vec<Held<'_>> = pairs.iter().map(|&(k, t)| (k, t, false)).collect();
-        let confirmed = match self.release_each(conn, &held).await {
-            Ok(outcomes) => outcomes.len(),
+        let outcomes = match self.release_each(conn, &held).await {
+            Ok(outcomes) => outcomes,
             Err(e) => {
                 tracing::warn!(error = %e, keys = pairs.len(), "batch clean-up failed; retrying in background");
-                0
+                Vec::new()
             }
         };
-        for (key, token) in &pairs[confirmed.min(pairs.len())..] {
-            self.release_in_background_on(conn, key, token, false);
+        for (i, (key, token)) in pairs.iter().enumerate() {
+            match outcomes.get(i) {
+                Some(ReleaseOutcome::Released) => {}
+                answered => {
+                    self.clean_up_in_background(conn, key, token, false, sent, answered.is_some())
+                }
+            }
         }
     }
 }

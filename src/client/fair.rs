@@ -121,34 +121,44 @@ impl LockClient {
         let conn = self.conns.conn_for(ticket);
         let start = Instant::now();
         let sent = [(key, ticket)];
-        let unheard = Unheard::arm(self, &sent, true);
+        // Armed until the outcome is settled, clean-ups included (see `cleanup`).
+        let unheard = Unheard::arm(self, &sent, start, true);
         let reply = self
             .conns
             .run_script(conn, &scripts::ACQUIRE_FAIR, &keys, &args)
             .await;
-        unheard.disarm();
-        match reply {
-            Ok(v) => Ok(match fair_reply(&v)? {
-                FairReply::Taken(left) => {
-                    let mut lock = Lock::acquired(key, ticket.to_string(), opts, start, None);
-                    // Found already held under the ticket (an attempt sent again after its
-                    // reply was lost): the key expires `left` after the script ran, at the
-                    // latest, not a whole TTL after this attempt was sent.
-                    lock.valid_until = lock
-                        .valid_until
-                        .min(start + left.saturating_sub(opts.drift()));
-                    (
-                        Some(Box::pin(self.keep_if_valid(conn, lock, true)).await?),
-                        None,
-                    )
-                }
-                FairReply::Queued(place, holder_ttl) => (None, Some((place, holder_ttl))),
-            }),
+        let v = match reply {
+            Ok(v) => v,
             Err(e) if e.is_unknown_outcome() => {
-                self.clean_up_unknown(conn, key, ticket, true).await;
+                unheard.clean_up(conn).await;
+                return Err(e);
+            }
+            Err(e) => {
+                unheard.disarm();
+                return Err(e);
+            }
+        };
+        match fair_reply(&v) {
+            Ok(FairReply::Taken(left)) => {
+                let mut lock = Lock::acquired(key, ticket.to_string(), opts, start, None);
+                // Found already held under the ticket (an attempt sent again after its
+                // reply was lost): the key expires `left` after the script ran, at the
+                // latest, not a whole TTL after this attempt was sent.
+                lock.valid_until = lock
+                    .valid_until
+                    .min(start + left.saturating_sub(opts.drift()));
+                let kept = Box::pin(self.keep_if_valid(conn, lock, true)).await;
+                unheard.disarm();
+                Ok((Some(kept?), None))
+            }
+            Ok(FairReply::Queued(place, holder_ttl)) => {
+                unheard.disarm();
+                Ok((None, Some((place, holder_ttl))))
+            }
+            Err(e) => {
+                unheard.disarm();
                 Err(e)
             }
-            Err(e) => Err(e),
         }
     }
 

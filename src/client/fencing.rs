@@ -102,7 +102,8 @@ impl LockClient {
         let conn = self.conns.conn_for(&token);
         let start = Instant::now();
         let sent = [(key, token.as_str())];
-        let unheard = Unheard::arm(self, &sent, false);
+        // Armed until the outcome is settled, clean-ups included (see `cleanup`).
+        let unheard = Unheard::arm(self, &sent, start, false);
         let reply = self
             .conns
             .run_script(
@@ -112,25 +113,35 @@ impl LockClient {
                 &[token.as_bytes(), ms.as_bytes()],
             )
             .await;
-        unheard.disarm();
-        let v = match reply {
-            Ok(v) => v,
+        let fencing_token = match reply {
+            Ok(Value::Int(0)) => None,
+            Ok(Value::Int(n)) if n > 0 => Some(n as u64),
+            Ok(other) => {
+                unheard.disarm();
+                return Err(Error::UnexpectedReply {
+                    what: "acquire_fenced.lua",
+                    reply: format!("{other:?}"),
+                });
+            }
             Err(e) if e.is_unknown_outcome() => {
-                self.clean_up_unknown(conn, key, &token, false).await;
+                unheard.clean_up(conn).await;
                 return Err(e);
             }
-            Err(e) => return Err(e),
-        };
-        match v {
-            Value::Int(0) => Ok(None),
-            Value::Int(n) if n > 0 => {
-                let lock = Lock::acquired(key, token, opts, start, Some(n as u64));
-                self.keep_if_valid(conn, lock, false).await.map(Some)
+            Err(e) => {
+                unheard.disarm();
+                return Err(e);
             }
-            other => Err(Error::UnexpectedReply {
-                what: "acquire_fenced.lua",
-                reply: format!("{other:?}"),
-            }),
+        };
+        let Some(n) = fencing_token else {
+            unheard.disarm();
+            return Ok(None);
+        };
+        if let Some(e) = super::spent(key, opts, opts.valid_until(start)) {
+            let e = self.refuse_spent(conn, key, &token, e, false).await;
+            unheard.disarm();
+            return Err(e);
         }
+        unheard.disarm();
+        Ok(Some(Lock::acquired(key, token, opts, start, Some(n))))
     }
 }

@@ -2,9 +2,12 @@
 //! Acquire is one `SET NX PX`; release and extend run the scripts.
 
 mod batch;
+mod cleanup;
 mod fair;
 mod fencing;
 mod locker_impl;
+
+pub(crate) use cleanup::Unheard;
 
 use std::time::{Duration, Instant};
 
@@ -110,39 +113,42 @@ impl LockClient {
         let token = self.conns.task_token();
         let conn = self.conns.conn_for(&token);
         let start = Instant::now();
-        // In a block: nothing of the round trip is kept across the rare await below.
+        let sent = [(key, token.as_str())];
+        // Armed until the outcome is settled, clean-ups included (see `cleanup`).
+        let unheard = Unheard::arm(self, &sent, start, false);
+        // In a block: nothing of the round trip is kept across the rare awaits below.
         let taken = {
             let get = self.conns.set_nx_get();
-            let sent = [(key, token.as_str())];
-            let unheard = Unheard::arm(self, &sent, false);
             let set = SetNx {
                 key,
                 token: &token,
                 ttl: opts.ttl,
                 get,
             };
-            let reply = conn.query_with(&set).await;
-            unheard.disarm();
-            match reply {
-                Ok(v) => set_nx_taken(&v, &token, get)?,
+            match conn.query_with(&set).await {
+                Ok(v) => set_nx_taken(&v, &token, get),
                 Err(e) if unknown_outcome(&e) => {
                     // Boxed: a rare path; inline it would enlarge every attempt's future.
-                    Box::pin(self.clean_up_unknown(conn, key, &token, false)).await;
+                    Box::pin(unheard.clean_up(conn)).await;
                     return Err(e.into());
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => Err(e.into()),
             }
         };
-        if !taken {
-            return Ok(None);
+        if !matches!(taken, Ok(true)) {
+            unheard.disarm();
+            return taken.map(|_| None);
         }
         // No `Lock` is built before the check: one kept across the rare await costs its size
         // in every attempt's future.
-        match spent(key, opts, opts.valid_until(start)) {
-            None => Ok(Some(Lock::acquired(key, token, opts, start, None))),
+        if let Some(e) = spent(key, opts, opts.valid_until(start)) {
             // Boxed: a rare path; inline it would enlarge every attempt's future.
-            Some(e) => Err(Box::pin(self.refuse_spent(conn, key, token, e, false)).await),
+            let e = Box::pin(self.refuse_spent(conn, key, &token, e, false)).await;
+            unheard.disarm();
+            return Err(e);
         }
+        unheard.disarm();
+        Ok(Some(Lock::acquired(key, token, opts, start, None)))
     }
 
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
@@ -192,20 +198,6 @@ impl LockClient {
         Ok((uptime, epoch))
     }
 
-    /// After an acquire whose reply was lost: delete the key if (and only if) it holds our token.
-    ///
-    /// The clean-up goes over the same connection as the lost command: after a drop, that
-    /// connection is the one being re-established, while the next one in the rotation may have
-    /// been closed by the same fault and not know it yet.
-    /// `fair`: the attempt was a fair one (its release wakes the queue's head).
-    pub(crate) async fn clean_up_unknown(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
-        self.conns.count_unknown_outcome_cleanup();
-        if let Err(e) = self.release_on(conn, key, token, fair).await {
-            tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
-            self.release_in_background(key, token, fair);
-        }
-    }
-
     /// `lock`, just taken over `conn`, if more than its `min_validity` is left now; otherwise it
     /// is given back (over `conn`, behind the command that took it; in the background if that
     /// fails) and the answer is [`Error::TooLittleValidity`](crate::Error::TooLittleValidity):
@@ -214,30 +206,23 @@ impl LockClient {
         match spent(&lock.key, &lock.options, lock.valid_until) {
             None => Ok(lock),
             // Boxed: a rare path; inline it would enlarge every attempt's future.
-            Some(e) => Err(Box::pin(self.refuse_spent(conn, &lock.key, lock.token, e, fair)).await),
+            Some(e) => {
+                Err(Box::pin(self.refuse_spent(conn, &lock.key, &lock.token, e, fair)).await)
+            }
         }
     }
 
     /// Gives back the lock of `token` that [`spent`] refused; its error is the answer.
-    async fn refuse_spent(
+    pub(crate) async fn refuse_spent(
         &self,
         conn: &Conn,
         key: &str,
-        token: String,
+        token: &str,
         e: crate::Error,
         fair: bool,
     ) -> crate::Error {
-        self.give_back(conn, key, &token, fair).await;
+        self.give_back(conn, key, token, fair).await;
         e
-    }
-
-    /// Compare-and-delete of a lock nobody will hold, over `conn`; retried in the background
-    /// when it fails.
-    pub(crate) async fn give_back(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
-        if let Err(e) = self.release_on(conn, key, token, fair).await {
-            tracing::debug!(key, error = %e, "giving back a lock failed; retrying in background");
-            self.release_in_background_on(conn, key, token, fair);
-        }
     }
 
     /// Compare-and-delete of `key` for `token` over `conn`; of a lock taken in fair mode with
@@ -272,86 +257,6 @@ impl LockClient {
         };
         release_outcome(&v)
     }
-
-    /// Keeps trying a compare-and-delete for a few seconds while the server is unreachable, so
-    /// a lock whose release (or whose acquire's reply) was lost is not left for its whole TTL.
-    /// Safe at any time: it deletes the key only while it still holds this token.
-    pub(crate) fn release_in_background(&self, key: &str, token: &str, fair: bool) {
-        self.release_in_background_on(self.conns.conn_for(token), key, token, fair);
-    }
-
-    /// [`release_in_background`](Self::release_in_background) over `conn`: the connection the
-    /// command it undoes went over (a batch's), so it never overtakes that command.
-    pub(crate) fn release_in_background_on(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let this = self.clone();
-        let conn = conn.clone();
-        let (key, token) = (key.to_string(), token.to_string());
-        runtime.spawn(async move {
-            for delay_ms in [50u64, 200, 800, 2000] {
-                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                match this.release_on(&conn, &key, &token, fair).await {
-                    Err(e) if e.is_retryable() => continue,
-                    _ => return,
-                }
-            }
-        });
-    }
-}
-
-/// Armed while acquire commands are on the wire. If the acquire is dropped before their replies
-/// (a timeout or `select!` around it, an HTTP client gone), they may still land and take locks
-/// for nobody: a compare-and-delete of each `(key, token)` then follows in the background, as
-/// after a lost reply. Disarmed once the replies are in (their own paths handle the rest).
-pub(crate) struct Unheard<'a> {
-    client: &'a LockClient,
-    sent: &'a [(&'a str, &'a str)],
-    fair: bool,
-    armed: bool,
-    /// The connection the acquires went over, when not each token's own (a batch's).
-    route: Option<Conn>,
-}
-
-impl<'a> Unheard<'a> {
-    /// `fair`: the acquires were fair ones (their release wakes the queue's head).
-    pub(crate) fn arm(client: &'a LockClient, sent: &'a [(&'a str, &'a str)], fair: bool) -> Self {
-        Unheard {
-            client,
-            sent,
-            fair,
-            armed: true,
-            route: None,
-        }
-    }
-
-    /// The acquires went over `conn` (one pipeline for a batch): so do their clean-ups.
-    pub(crate) fn on(mut self, conn: &Conn) -> Self {
-        self.route = Some(conn.clone());
-        self
-    }
-
-    pub(crate) fn disarm(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Unheard<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        self.client.conns.count_unknown_outcome_cleanup();
-        for (key, token) in self.sent {
-            match &self.route {
-                Some(conn) => self
-                    .client
-                    .release_in_background_on(conn, key, token, self.fair),
-                None => self.client.release_in_background(key, token, self.fair),
-            }
-        }
-    }
 }
 
 impl LockClient {
@@ -360,8 +265,8 @@ impl LockClient {
     /// kept trying in the background for a few seconds.
     ///
     /// When the first attempt may have run ([`Error::is_unknown_outcome`]) and the second finds
-    /// the key gone while the lock is still valid, the outcome is [`ReleaseOutcome::Released`]:
-    /// `resent_outcome` says why.
+    /// our token gone (the key free, or a waiter's since) while the lock is still valid, the
+    /// outcome is [`ReleaseOutcome::Released`]: `resent_outcome` says why, and why no marker.
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let conn = self.conns.conn_for(&lock.token);
@@ -402,8 +307,10 @@ impl LockClient {
             )
             .await?;
         let outcome = extend_outcome(&v)?;
-        if outcome.is_extended() {
-            lock.extended(ttl, start);
+        if outcome.is_extended() && !lock.renew_if_valid(ttl, start) {
+            // Answered after the validity it brought had ended: the lock is lost.
+            tracing::debug!(key = %lock.key, "the extend's answer came after its validity ended");
+            return Ok(ExtendOutcome::NotHeld);
         }
         Ok(outcome)
     }

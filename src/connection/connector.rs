@@ -157,6 +157,27 @@ fn tune_tcp(s: &TcpStream) -> io::Result<()> {
     Ok(())
 }
 
+/// The same socket settings for connections redis-rs opens (a Redis Cluster's): no Nagle
+/// delay, keepalive, and `TCP_USER_TIMEOUT` where the platform has it.
+pub(crate) fn redis_tcp_settings() -> redis::io::tcp::TcpSettings {
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_INTERVAL);
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_os = "macos",
+        target_os = "freebsd"
+    ))]
+    let keepalive = keepalive.with_retries(KEEPALIVE_PROBES);
+    let settings = redis::io::tcp::TcpSettings::default()
+        .set_nodelay(true)
+        .set_keepalive(keepalive);
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let settings = settings.set_user_timeout(USER_TIMEOUT);
+    settings
+}
+
 pub(crate) fn invalid(what: &str) -> RedisError {
     RedisError::from(io::Error::new(
         io::ErrorKind::InvalidInput,
@@ -371,6 +392,22 @@ enum Transport {
 }
 
 impl ServerStream {
+    /// Makes closing this connection an abort: the kernel drops whatever it still had queued
+    /// to send and resets the connection (`SO_LINGER` 0) instead of delivering the rest first.
+    /// For a connection given up while its commands may still be in flight: delivered later,
+    /// they could land after their clean-up ran on another connection. A Unix socket has
+    /// nothing in flight (its peer holds what was written).
+    pub(crate) fn abort(&self) {
+        let tcp = match &self.0 {
+            Transport::Tcp(s) => s,
+            Transport::Tls(s) => s.get_ref().0,
+            Transport::Unix(_) => return,
+        };
+        if let Err(e) = socket2::SockRef::from(tcp).set_linger(Some(Duration::ZERO)) {
+            tracing::debug!(error = %e, "could not set SO_LINGER 0 on a connection given up");
+        }
+    }
+
     /// Its reading and writing halves, each usable on its own (by two tasks). Dropping the
     /// writing half of a TCP or Unix connection shuts down its writing direction.
     pub fn into_split(self) -> (ReadHalf, WriteHalf) {
@@ -508,6 +545,21 @@ mod tests {
         assert_eq!(sock.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
         #[cfg(target_os = "linux")]
         assert_eq!(sock.tcp_user_timeout().unwrap(), Some(USER_TIMEOUT));
+    }
+
+    /// A cluster's connections are redis-rs's: they get the same socket settings.
+    #[test]
+    fn redis_rs_connections_get_keepalive_and_a_user_timeout_too() {
+        let settings = redis_tcp_settings();
+        assert!(settings.nodelay());
+        let keepalive = settings.keepalive().expect("no keepalive");
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_tcp_keepalive(keepalive).unwrap();
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(sock.tcp_keepalive_interval().unwrap(), KEEPALIVE_INTERVAL);
+        #[cfg(target_os = "linux")]
+        assert_eq!(settings.user_timeout(), Some(USER_TIMEOUT));
     }
 
     /// Sends one command and reads its whole reply.

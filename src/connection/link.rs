@@ -67,6 +67,18 @@ fn silence_limit(response_timeout: Duration) -> Duration {
 /// black-holed network) before further calls fail at once, unsent.
 const MAX_BACKLOG: usize = 4 << 20;
 
+/// How long after a connection was given up with requests in flight one of them may still
+/// reach the server, as far as lockkit counts: the connection is aborted (`SO_LINGER` 0), so
+/// our kernel drops what it had queued at once instead of retransmitting it for up to
+/// `TCP_USER_TIMEOUT` (30 s, `connector.rs`); this bound covers that span and some margin, for
+/// bytes some middlebox had already acknowledged. An acquire's clean-up keeps watching its key
+/// this long ([`Link::late_delivery_until`]).
+pub(crate) const LATE_DELIVERY: Duration = Duration::from_secs(35);
+
+/// When a connection of a link was last given up with requests in flight (shared by the
+/// link's endpoint and every driver it starts).
+type GaveUp = Arc<Mutex<Option<std::time::Instant>>>;
+
 /// Where and how to connect, read once from the URL and the client's options.
 #[derive(Clone)]
 pub(crate) struct Endpoint {
@@ -76,6 +88,8 @@ pub(crate) struct Endpoint {
     retries: usize,
     /// Whether a connection that has gone silent is replaced ([`SILENT_TIMEOUTS`]).
     replace_silent: bool,
+    /// The link's record of connections given up with requests in flight.
+    gave_up: GaveUp,
 }
 
 impl Endpoint {
@@ -92,7 +106,14 @@ impl Endpoint {
             response_timeout,
             retries,
             replace_silent: true,
+            gave_up: GaveUp::default(),
         })
+    }
+
+    /// This endpoint with a record of given-up connections of its own: one per link.
+    fn for_one_link(mut self) -> Endpoint {
+        self.gave_up = GaveUp::default();
+        self
     }
 
     /// Keeps a silent connection (a test of what happens on it meanwhile).
@@ -134,6 +155,8 @@ impl Endpoint {
             replace_silent: self.replace_silent,
             silent_timeouts: 0,
             silent_since: None,
+            gave_up: self.gave_up.clone(),
+            ended: false,
         };
         Ok((wire, driver))
     }
@@ -193,13 +216,26 @@ impl Drop for LinkInner {
 impl Link {
     /// Connects now (errors are the caller's).
     pub(crate) async fn connect(endpoint: Endpoint) -> RedisResult<Link> {
+        let endpoint = endpoint.for_one_link();
         let wire = endpoint.connect().await?;
         Ok(Link::with(endpoint, Some(wire)))
     }
 
     /// Connects on first use.
     pub(crate) fn lazy(endpoint: Endpoint) -> Link {
-        Link::with(endpoint, None)
+        Link::with(endpoint.for_one_link(), None)
+    }
+
+    /// Until when a command sent on this link at `sent` may still reach the server late:
+    /// `Some` when one of its connections was given up with requests in flight after `sent`
+    /// (its clean-up, sent over a newer connection, may have overtaken it), for
+    /// [`LATE_DELIVERY`] from then; `None` when no connection was given up since.
+    pub(crate) fn late_delivery_until(
+        &self,
+        sent: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        let at = (*lock(&self.inner.endpoint.gave_up))?;
+        (at >= sent).then(|| at + LATE_DELIVERY)
     }
 
     fn with(endpoint: Endpoint, wire: Option<Arc<Wire>>) -> Link {
@@ -648,14 +684,22 @@ struct Driver {
     silent_timeouts: usize,
     /// When the first of them timed out.
     silent_since: Option<Instant>,
+    /// Where the link notes a connection given up with requests in flight.
+    gave_up: GaveUp,
+    /// The driver has run to its end (rather than being dropped midway).
+    ended: bool,
 }
 
 /// A driver dropped before it finished (the runtime it ran on shut down: a `static` client
 /// first used by one `#[tokio::test]`, a runtime per request in a sync wrapper) takes its
 /// connection with it: every call waiting on it fails now, as it would at its response timeout
-/// (whose timer was the driver's), and the next call connects again on its own runtime.
+/// (whose timer was the driver's), and the next call connects again on its own runtime. The
+/// connection is given up as a silent one is ([`Driver::give_up`]).
 impl Drop for Driver {
     fn drop(&mut self) {
+        if !self.ended {
+            self.give_up();
+        }
         self.wire
             .fail(|| dropped("the connection's task is gone (its runtime shut down)"));
     }
@@ -676,14 +720,16 @@ impl Future for Driver {
         // Bounded, so that one busy connection cannot starve the runtime's other tasks.
         for _ in 0..32 {
             let wrote = match this.write(cx, &mut may_write) {
-                Step::Done => return Poll::Ready(()),
+                Step::Done => return this.end(),
                 s => s,
             };
             let read = match this.read(cx) {
-                Step::Done => return Poll::Ready(()),
+                Step::Done => return this.end(),
                 s => s,
             };
             if this.check_timeout(cx) {
+                this.give_up();
+                this.ended = true;
                 let silent = this.silent_timeouts;
                 this.wire.fail(|| {
                     io::Error::new(
@@ -707,6 +753,29 @@ impl Future for Driver {
 }
 
 impl Driver {
+    /// The connection ended on its own: closed by the server or the client, an I/O error, or
+    /// given up after a reply it could not read.
+    fn end(&mut self) -> Poll<()> {
+        self.ended = true;
+        Poll::Ready(())
+    }
+
+    /// Gives the connection up while it may still be open: aborts the socket, so that the
+    /// kernel drops what it still had queued (a graceful close would go on delivering it, for
+    /// up to `TCP_USER_TIMEOUT` into a black hole), and notes the time on the link when
+    /// requests were in flight: a command among them may still reach the server late through a
+    /// middlebox, after its clean-up ran on another connection ([`Link::late_delivery_until`]).
+    fn give_up(&mut self) {
+        let in_flight = self.wpos < self.wbuf.len() || {
+            let q = lock(&self.wire.queue);
+            !q.pending.is_empty() || !q.out.is_empty()
+        };
+        if in_flight {
+            *lock(&self.gave_up) = Some(std::time::Instant::now());
+        }
+        self.stream.abort();
+    }
+
     /// Writes what callers queued. The first time new requests are found in a poll, writing
     /// them is put off once: the driver re-queues itself behind the tasks that are ready to
     /// run (typically the callers its last replies woke), so that their requests go out in the
@@ -820,6 +889,9 @@ impl Driver {
         match self.deliver() {
             Ok(()) => Step::Progress,
             Err(e) => {
+                // Out of step with the server, whose connection is still open: what is in
+                // flight on it still runs, after clean-ups sent over the next one.
+                self.give_up();
                 let text = e.to_string();
                 self.wire.fail(|| {
                     io::Error::new(io::ErrorKind::InvalidData, format!("bad reply: {text}")).into()
@@ -1185,5 +1257,53 @@ mod tests {
             Ok(Ok(v)) => panic!("a frozen server answered: {v:?}"),
             Err(_) => panic!("the call still waited 3 s into a 200 ms response timeout"),
         }
+    }
+
+    /// Issue 35, defect 2: a silent connection that is given up is reset, not closed. A
+    /// graceful close lets the kernel go on delivering what it had queued (for as long as
+    /// `TCP_USER_TIMEOUT` when the network black-holed it): a `SET` delivered after its clean-up
+    /// ran on the new connection holds its key for the whole TTL. An abort (`SO_LINGER` 0)
+    /// drops what is queued. The server here accepts and reads, never answers, and reports how
+    /// the connection ended.
+    #[tokio::test]
+    async fn a_silent_connection_that_is_given_up_is_reset_not_closed() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ended = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            let mut buf = [0u8; 4096];
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => return "closed in order (FIN)".to_string(),
+                    Ok(_) => continue,
+                    Err(e) => return format!("{:?}", e.kind()),
+                }
+            }
+        });
+        // No password and no CLIENT SETINFO: the connection is up without a round trip.
+        let info = crate::url::parse_url(&format!("redis://127.0.0.1:{port}")).unwrap();
+        let quiet = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(quiet);
+        let endpoint = Endpoint::new(
+            info,
+            None,
+            Duration::from_secs(2),
+            Some(Duration::from_millis(100)),
+            0,
+        )
+        .unwrap();
+        let link = Link::connect(endpoint).await.unwrap();
+        // Calls time out until the connection counts as silent and is given up (bounded).
+        for _ in 0..100 {
+            if ended.is_finished() {
+                break;
+            }
+            let mut ping = redis::cmd("PING");
+            let call = query::<Value>(&link, &mut ping);
+            let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
+        }
+        assert_eq!(ended.join().unwrap(), "ConnectionReset");
     }
 }

@@ -3,20 +3,23 @@
 //!
 //! The connection layer, one folder: `Conn` and opening it (this file); [`link`], lockkit's own
 //! pipelined connection to one server; [`connector`], opening a socket and logging in
-//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`notify`],
-//! release notifications and the waiters they wake (`lockkit::wait`).
+//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`hub`], the
+//! release-notification connection and how it stays alive; [`notify`], the waiters it wakes
+//! (`lockkit::wait`).
 
+pub(crate) mod cluster;
 pub mod connector;
+pub(crate) mod hub;
 pub(crate) mod link;
 pub mod notify;
 pub(crate) mod pool;
+pub(crate) mod subscriber;
 
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClientBuilder;
-use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
-use self::connector::ensure_crypto_provider;
+use self::cluster::ClusterConn;
 use self::link::{Endpoint, Link};
 use crate::command::Command;
 use crate::error::Result;
@@ -50,7 +53,7 @@ impl Topology {
 #[derive(Clone)]
 pub(crate) enum Conn {
     Single(Link),
-    Cluster(ClusterConnection),
+    Cluster(ClusterConn),
 }
 
 impl ConnectionLike for Conn {
@@ -118,6 +121,19 @@ impl Conn {
         }
     }
 
+    /// Until when a command sent over this connection at `sent` may still reach the server
+    /// late ([`Link::late_delivery_until`]); `None` for a cluster, whose connections are
+    /// redis-rs's and say nothing of it.
+    pub(crate) fn late_delivery_until(
+        &self,
+        sent: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        match self {
+            Conn::Single(link) => link.late_delivery_until(sent),
+            Conn::Cluster(_) => None,
+        }
+    }
+
     /// The number of the live connection, `None` while there is none (always `Some(0)` for a
     /// cluster).
     pub(crate) fn epoch(&self) -> Option<u64> {
@@ -131,7 +147,7 @@ impl Conn {
 /// A command over a cluster connection, boxed: it stays out of the futures of the one-server
 /// path, which carry only the pointer.
 fn cluster_query(
-    c: &ClusterConnection,
+    c: &ClusterConn,
     cmd: Cmd,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = redis::RedisResult<Value>> + Send>> {
     let mut c = c.clone();
@@ -146,7 +162,7 @@ fn tls_certs(ca: &[u8]) -> redis::TlsCertificates {
 }
 
 /// The URL's connection settings, with the library name (`CLIENT SETINFO`) unless `proxy`.
-fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
+pub(crate) fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
     let info = crate::url::parse_url(url)?;
     let settings = info.redis_settings().clone();
     let settings = if proxy {
@@ -155,20 +171,6 @@ fn connection_info(url: &str, proxy: bool) -> Result<redis::ConnectionInfo> {
         settings.set_lib_name("lockkit", env!("CARGO_PKG_VERSION"))
     };
     Ok(info.set_redis_settings(settings))
-}
-
-/// A redis-rs client for what stays on redis-rs's own connections (pub/sub).
-pub(crate) fn single_client(
-    url: &str,
-    options: &ClientOptions,
-    proxy: bool,
-) -> Result<redis::Client> {
-    ensure_crypto_provider();
-    let info = connection_info(url, proxy)?;
-    Ok(match &options.tls_root_ca {
-        Some(ca) => redis::Client::build_with_tls(info, tls_certs(ca))?,
-        None => redis::Client::open(info)?,
-    })
 }
 
 /// Where lockkit's own pipelined connections ([`Link`]) go, and how.
@@ -200,7 +202,8 @@ pub(crate) async fn open_detecting(
 ) -> Result<(Vec<Conn>, Topology, bool)> {
     options.validate()?;
     let mut proxy = options.proxy == Some(true);
-    let first = match Link::connect(endpoint(url, options, proxy)?).await {
+    let first = Link::connect(endpoint(url, options, proxy)?);
+    let first = match within(options, "opening a connection", first).await {
         Ok(c) => c,
         Err(e) if options.proxy.is_none() && closed_by_peer(&e) => {
             tracing::warn!(
@@ -209,7 +212,8 @@ pub(crate) async fn open_detecting(
                  (no CLIENT SETINFO, no SCRIPT LOAD: scripts go by EVAL once per backend)"
             );
             proxy = true;
-            Link::connect(endpoint(url, options, proxy)?).await?
+            let again = Link::connect(endpoint(url, options, proxy)?);
+            within(options, "opening a connection", again).await?
         }
         Err(e) => return Err(e.into()),
     };
@@ -223,11 +227,10 @@ pub(crate) async fn open_detecting(
     let mut probe = first.clone();
     // An ACL user without +info is fine: such a locked-down user is on a plain server (a
     // cluster client would need CLUSTER SLOTS, which it would not have either).
-    let info: String = match redis::cmd("INFO")
-        .arg("cluster")
-        .query_async(&mut probe)
-        .await
-    {
+    let mut info_cluster = redis::cmd("INFO");
+    info_cluster.arg("cluster");
+    let asked = info_cluster.query_async(&mut probe);
+    let info: String = match within(options, "INFO cluster", asked).await {
         Ok(info) => info,
         Err(e) if e.code() == Some("NOPERM") => String::new(),
         Err(e) => return Err(e.into()),
@@ -239,9 +242,10 @@ pub(crate) async fn open_detecting(
             false,
         ));
     }
-    let server: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut probe)
+    let mut info_server = redis::cmd("INFO");
+    info_server.arg("server");
+    let asked = info_server.query_async(&mut probe);
+    let server: String = within(options, "INFO server", asked)
         .await
         .unwrap_or_default();
     let set_nx_get = server
@@ -252,7 +256,8 @@ pub(crate) async fn open_detecting(
     drop(first);
     let mut builder = ClusterClientBuilder::new(vec![url])
         .connection_timeout(options.connect_timeout)
-        .retries(options.reconnect_retries as u32);
+        .retries(options.reconnect_retries as u32)
+        .tcp_settings(connector::redis_tcp_settings());
     if let Some(t) = options.response_timeout {
         builder = builder.response_timeout(t);
     }
@@ -260,11 +265,33 @@ pub(crate) async fn open_detecting(
         builder = builder.certs(tls_certs(ca));
     }
     let cluster = builder.build()?;
-    let mut conns = Vec::with_capacity(options.connections);
-    for _ in 0..options.connections {
-        conns.push(Conn::Cluster(cluster.get_async_connection().await?));
-    }
+    let opened = (0..options.connections)
+        .map(|_| ClusterConn::open(cluster.clone(), options.connect_timeout));
+    let opened = within(options, "opening the cluster's connections", async {
+        futures_util::future::try_join_all(opened).await
+    });
+    let conns = opened.await?.into_iter().map(Conn::Cluster).collect();
     Ok((conns, Topology::Cluster, set_nx_get))
+}
+
+/// `step` of opening a client, within the connect timeout: a server that accepts and then
+/// answers nothing fails the connect in that time, at whichever step it went silent.
+pub(crate) async fn within<T>(
+    options: &ClientOptions,
+    what: &str,
+    step: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> redis::RedisResult<T> {
+    match tokio::time::timeout(options.connect_timeout, step).await {
+        Ok(done) => done,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "connecting: {what}: no answer within the connect timeout ({:?})",
+                options.connect_timeout
+            ),
+        )
+        .into()),
+    }
 }
 
 /// The target accepted the connection and then closed it, as twemproxy does on a command it
@@ -274,13 +301,18 @@ fn closed_by_peer(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() && !e.is_connection_refusal()
 }
 
+/// The first connection and the others, opened side by side within the connect timeout.
 async fn grow(first: Link, url: &str, options: &ClientOptions, proxy: bool) -> Result<Vec<Conn>> {
     let endpoint = endpoint(url, options, proxy)?;
-    let mut conns = vec![Conn::Single(first)];
-    for _ in 1..options.connections {
-        conns.push(Conn::Single(Link::connect(endpoint.clone()).await?));
-    }
-    Ok(conns)
+    let others = (1..options.connections).map(|_| Link::connect(endpoint.clone()));
+    let others = within(options, "opening connections", async {
+        futures_util::future::try_join_all(others).await
+    })
+    .await?;
+    Ok(std::iter::once(first)
+        .chain(others)
+        .map(Conn::Single)
+        .collect())
 }
 
 /// Connections established on first use (a Redlock node that is down at start-up).

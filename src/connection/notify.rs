@@ -18,28 +18,17 @@
 //! subscription connection degrades to polling until it is back: waiting can be slower, never
 //! less safe, since every wake-up only leads to one more ordinary acquire attempt.
 //!
-//! Beyond 256 idle channels (no waiters), the idle ones leave the hub's map and are
-//! unsubscribed in the background. A key among them may be waited on again before that
-//! `UNSUBSCRIBE` is sent; its new waiter subscribes anew, and an `UNSUBSCRIBE` arriving at the
-//! server after that `SUBSCRIBE` would drop a subscription the hub counts as live (the waiter
-//! would then sleep until the holder's TTL). So the two are ordered: every `SUBSCRIBE` holds a
-//! shared lock of the hub while it is sent, the `UNSUBSCRIBE` holds it alone and, under it,
-//! leaves out every channel back in the map by then. Either the `SUBSCRIBE` was sent first, and
-//! the channel is left out of the `UNSUBSCRIBE`; or the `UNSUBSCRIBE` was, and the `SUBSCRIBE`
-//! comes after it on the same connection. Commands on one connection reach the server in the
-//! order they were queued, so queueing in this order is enough.
+//! The hub itself (`src/connection/hub.rs`) keeps the subscribed connection alive and says
+//! when it cannot hear anything: its waiters then poll (a hub whose runtime ended, whose socket
+//! went silent, or that never came up).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use redis::aio::{PubSubSink, PubSubStream};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
-use super::{Conn, Topology};
-use crate::options::ClientOptions;
+use super::hub::{lock, Channel, Hub, Slot};
+use super::Conn;
 pub use crate::options::WaitMode;
 
 /// The prefix of the channel a release publishes on: `lockkit:released:<key>`.
@@ -52,327 +41,6 @@ pub fn release_channel(key: &str) -> String {
     channel.push_str(RELEASE_CHANNEL_PREFIX);
     channel.push_str(key);
     channel
-}
-
-/// Idle channels (no waiters) kept subscribed, so a hot key does not subscribe again on every
-/// contended acquire; beyond this many, idle ones are unsubscribed.
-const IDLE_CHANNELS: usize = 256;
-
-/// One client's subscribed connection and its waiting queues.
-#[derive(Clone)]
-pub(crate) struct Hub(Arc<HubInner>);
-
-struct HubInner {
-    /// `None` while the connection is down (waiters poll meanwhile).
-    sink: Mutex<Option<PubSubSink>>,
-    channels: Mutex<HashMap<String, Arc<Channel>>>,
-    /// Orders an eviction's `UNSUBSCRIBE` against `SUBSCRIBE`s: these share it, the
-    /// `UNSUBSCRIBE` holds it alone (see the module docs).
-    order: tokio::sync::RwLock<()>,
-    /// Bumped on every (re)connect: a channel subscribed in an older generation is not anymore.
-    generation: AtomicU64,
-    alive: AtomicBool,
-    /// The client's response timeout: the longest a waiter waits for a `SUBSCRIBE` to be
-    /// confirmed (also bounded by the waiter's deadline) before it polls instead.
-    response_timeout: Option<Duration>,
-    /// Dropped with the hub: stops the background task.
-    _stop: oneshot::Sender<()>,
-}
-
-/// The waiters of one client on one key.
-struct Channel {
-    name: String,
-    queue: Mutex<VecDeque<Arc<Slot>>>,
-    /// The generation this channel was subscribed in (0: never).
-    subscribed: tokio::sync::Mutex<u64>,
-    /// This client's fair waiters on the key, by ticket.
-    fair: Mutex<HashMap<String, Arc<Notify>>>,
-}
-
-impl Channel {
-    /// A release message came. Any message wakes the head of the local queue (notify mode); a
-    /// fair release names the ticket whose turn it is; a plain release (`1`) wakes every fair
-    /// waiter here, since it does not say whose turn it is.
-    fn released(&self, message: &[u8]) {
-        if let Some(head) = lock(&self.queue).front() {
-            head.released.notify_one();
-        }
-        let fair = lock(&self.fair);
-        if let Some(w) = std::str::from_utf8(message).ok().and_then(|t| fair.get(t)) {
-            w.notify_one();
-        } else if message == b"1" {
-            fair.values().for_each(|w| w.notify_one());
-        }
-    }
-
-    /// After a reconnect: everyone tries once (a release may have gone unheard).
-    fn wake_all(&self) {
-        self.released(b"1");
-    }
-}
-
-#[derive(Default)]
-struct Slot {
-    /// You are at the head of the queue now.
-    promoted: Notify,
-    /// The key was released (for the head).
-    released: Notify,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Hub {
-    /// Opens the subscribed connection and checks that the server lets this user subscribe to
-    /// the release channels. `Err` says why waiters will poll instead.
-    async fn open(
-        client: redis::Client,
-        conn: Conn,
-        response_timeout: Option<Duration>,
-    ) -> Result<Hub, String> {
-        let (sink, stream) = subscribe_probe(&client, conn).await?;
-        let (stop_tx, stop_rx) = oneshot::channel();
-        let inner = Arc::new(HubInner {
-            sink: Mutex::new(Some(sink)),
-            channels: Mutex::new(HashMap::new()),
-            order: tokio::sync::RwLock::new(()),
-            generation: AtomicU64::new(1),
-            alive: AtomicBool::new(true),
-            response_timeout,
-            _stop: stop_tx,
-        });
-        tokio::spawn(run(Arc::downgrade(&inner), client, stream, stop_rx));
-        Ok(Hub(inner))
-    }
-
-    fn channel(&self, key: &str) -> Arc<Channel> {
-        let name = release_channel(key);
-        let mut channels = lock(&self.0.channels);
-        if let Some(c) = channels.get(&name) {
-            return c.clone();
-        }
-        if channels.len() >= IDLE_CHANNELS {
-            let idle: Vec<String> = channels
-                .iter()
-                .filter(|(_, c)| {
-                    Arc::strong_count(c) == 1
-                        && lock(&c.queue).is_empty()
-                        && lock(&c.fair).is_empty()
-                })
-                .map(|(n, _)| n.clone())
-                .collect();
-            for n in &idle {
-                channels.remove(n);
-            }
-            if !idle.is_empty() {
-                tokio::spawn(unsubscribe_evicted(Arc::downgrade(&self.0), idle));
-            }
-        }
-        let c = Arc::new(Channel {
-            name: name.clone(),
-            queue: Mutex::new(VecDeque::new()),
-            subscribed: tokio::sync::Mutex::new(0),
-            fair: Mutex::new(HashMap::new()),
-        });
-        channels.insert(name, c.clone());
-        c
-    }
-
-    /// A waiter for `key`.
-    pub(crate) fn waiter(&self, key: &str, conn: Conn) -> NotifyWaiter {
-        NotifyWaiter {
-            hub: self.clone(),
-            channel: self.channel(key),
-            key: key.to_string(),
-            conn,
-            slot: None,
-        }
-    }
-
-    fn alive(&self) -> bool {
-        self.0.alive.load(Ordering::Acquire)
-    }
-
-    /// Subscribes `channel` in the current generation, once, waiting at most `time_left` (and
-    /// the response timeout). `false`: not possible now (a server that does not answer, e.g.
-    /// frozen: the waiter then polls, within its deadline).
-    async fn ensure_subscribed(&self, channel: &Channel, time_left: Duration) -> bool {
-        let limit = self
-            .0
-            .response_timeout
-            .map_or(time_left, |t| t.min(time_left));
-        match tokio::time::timeout(limit, self.subscribe_once(channel)).await {
-            Ok(subscribed) => subscribed,
-            Err(_) => {
-                tracing::debug!(channel = %channel.name, "no SUBSCRIBE confirmation in time; polling");
-                false
-            }
-        }
-    }
-
-    async fn subscribe_once(&self, channel: &Channel) -> bool {
-        let mut at = channel.subscribed.lock().await;
-        let generation = self.0.generation.load(Ordering::Acquire);
-        if *at == generation {
-            return self.alive();
-        }
-        let _order = self.0.order.read().await;
-        let Some(mut sink) = lock(&self.0.sink).clone() else {
-            return false;
-        };
-        match sink.subscribe(&channel.name).await {
-            Ok(()) => {
-                *at = generation;
-                true
-            }
-            Err(e) => {
-                tracing::debug!(channel = %channel.name, error = %e, "subscribe failed; polling");
-                false
-            }
-        }
-    }
-}
-
-/// Unsubscribes channels evicted as idle, except those waited on again meanwhile (back in the
-/// map: subscribed anew, or about to be). Holds the hub's order alone until the command is
-/// queued, so no `SUBSCRIBE` of those channels can be overtaken by it.
-async fn unsubscribe_evicted(hub: Weak<HubInner>, mut names: Vec<String>) {
-    let Some(inner) = hub.upgrade() else { return };
-    let _alone = inner.order.write().await;
-    {
-        let channels = lock(&inner.channels);
-        names.retain(|n| !channels.contains_key(n));
-    }
-    let Some(mut sink) = lock(&inner.sink).clone() else {
-        return;
-    };
-    if names.is_empty() {
-        return;
-    }
-    // Queued on the first poll; a server that does not answer in time only delays the reply,
-    // the command stays ahead of any later SUBSCRIBE.
-    let limit = inner.response_timeout.unwrap_or(Duration::from_secs(5));
-    let _ = tokio::time::timeout(limit, sink.unsubscribe(names)).await;
-}
-
-/// Opens the release notifications of a client on `url`, a target of this `topology`;
-/// `Ok(Err(why))` when its waiters must poll instead. `conn` is one of the client's own
-/// connections (for the `PUBLISH` check).
-///
-/// # Errors
-/// A URL or TLS setting that cannot make a client (already checked by the caller's connect).
-pub(crate) async fn open_hub(
-    url: &str,
-    options: &ClientOptions,
-    topology: Topology,
-    conn: Conn,
-) -> crate::Result<Result<Hub, String>> {
-    if topology != Topology::Standalone {
-        return Ok(Err(format!(
-            "a {} target: pub/sub does not reach the lock's server",
-            topology.name()
-        )));
-    }
-    let client = crate::connection::single_client(url, options, false)?;
-    Ok(Hub::open(client, conn, options.response_timeout).await)
-}
-
-/// SUBSCRIBE once and PUBLISH once on a probe channel (a refused `PTTL` later only makes that
-/// one wait poll): a user whose ACL lacks either gets an
-/// error here, at connect, rather than on every wait.
-async fn subscribe_probe(
-    client: &redis::Client,
-    mut conn: Conn,
-) -> Result<(PubSubSink, PubSubStream), String> {
-    let pubsub = client
-        .get_async_pubsub()
-        .await
-        .map_err(|e| format!("no subscribed connection: {e}"))?;
-    let (mut sink, stream) = pubsub.split();
-    let probe = release_channel("lockkit:probe");
-    sink.subscribe(&probe)
-        .await
-        .map_err(|e| format!("SUBSCRIBE {probe} refused: {e}"))?;
-    sink.unsubscribe(&probe)
-        .await
-        .map_err(|e| format!("UNSUBSCRIBE refused: {e}"))?;
-    redis::cmd("PUBLISH")
-        .arg(&probe)
-        .arg("0")
-        .query_async::<i64>(&mut conn)
-        .await
-        .map_err(|e| format!("PUBLISH {probe} refused: {e}"))?;
-    Ok((sink, stream))
-}
-
-/// The background task: wakes the head of a key's queue on each release message; when the
-/// connection ends, wakes every head (they poll until it is back) and reconnects with back-off.
-async fn run(
-    hub: Weak<HubInner>,
-    client: redis::Client,
-    mut stream: PubSubStream,
-    mut stop: oneshot::Receiver<()>,
-) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        loop {
-            let msg = tokio::select! {
-                m = stream.next() => m,
-                _ = &mut stop => return,
-            };
-            let Some(msg) = msg else { break };
-            let Some(hub) = hub.upgrade() else { return };
-            let channel = lock(&hub.channels).get(msg.get_channel_name()).cloned();
-            if let Some(c) = channel {
-                c.released(msg.get_payload_bytes());
-            }
-            backoff = Duration::from_millis(100);
-        }
-        let Some(inner) = hub.upgrade() else { return };
-        inner.alive.store(false, Ordering::Release);
-        *lock(&inner.sink) = None;
-        tracing::warn!("the release-notification connection closed; waiters poll until it is back");
-        wake_all_heads(&inner);
-        drop(inner);
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = &mut stop => return,
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
-            if hub.strong_count() == 0 {
-                return;
-            }
-            let Ok(pubsub) = client.get_async_pubsub().await else {
-                continue;
-            };
-            let (mut sink, s) = pubsub.split();
-            let Some(inner) = hub.upgrade() else { return };
-            stream = s;
-            *lock(&inner.sink) = Some(sink.clone());
-            let generation = inner.generation.fetch_add(1, Ordering::AcqRel) + 1;
-            // The keys waited on before stay subscribed across the reconnect.
-            let channels: Vec<Arc<Channel>> = lock(&inner.channels).values().cloned().collect();
-            for c in channels {
-                // The locks in the order `subscribe_once` takes them.
-                let mut at = c.subscribed.lock().await;
-                let _order = inner.order.read().await;
-                if sink.subscribe(&c.name).await.is_ok() {
-                    *at = generation;
-                }
-            }
-            inner.alive.store(true, Ordering::Release);
-            wake_all_heads(&inner);
-            break;
-        }
-    }
-}
-
-fn wake_all_heads(inner: &HubInner) {
-    for c in lock(&inner.channels).values() {
-        c.wake_all();
-    }
 }
 
 /// How one acquire waits between its attempts: obtained from
@@ -529,6 +197,7 @@ impl FairWaiter {
         let renew = self.lease / 3;
         match &self.woken {
             Some((hub, _, woken)) if hub.alive() => {
+                hub.kick();
                 // The head may find the lock expired (a holder that never releases); the others
                 // only ever wait for their turn, renewing their place meanwhile. A ticket not in
                 // the queue yet (drawn anew after an attempt whose outcome is unknown) is named
@@ -541,7 +210,12 @@ impl FairWaiter {
                 let wait = hint.min(renew).min(time_left);
                 let _ = tokio::time::timeout(wait, woken.notified()).await;
             }
-            _ => tokio::time::sleep(pause.min(renew).min(time_left)).await,
+            woken => {
+                if let Some((hub, _, _)) = woken {
+                    hub.revive();
+                }
+                tokio::time::sleep(pause.min(renew).min(time_left)).await
+            }
         }
     }
 
@@ -567,6 +241,20 @@ impl FairWaiter {
 impl Drop for FairWaiter {
     fn drop(&mut self) {
         self.unregister();
+    }
+}
+
+impl Hub {
+    /// A waiter for `key` (the hub's task started again first, should its runtime have ended).
+    pub(crate) fn waiter(&self, key: &str, conn: Conn) -> NotifyWaiter {
+        self.revive();
+        NotifyWaiter {
+            hub: self.clone(),
+            channel: self.channel(key),
+            key: key.to_string(),
+            conn,
+            slot: None,
+        }
     }
 }
 
@@ -602,8 +290,12 @@ impl NotifyWaiter {
 
     async fn wait(&mut self, pause: Duration, time_left: Duration) {
         if !self.hub.alive() {
+            // Down: poll (and start its task again, should its runtime have ended).
+            self.hub.revive();
             return tokio::time::sleep(pause.min(time_left)).await;
         }
+        // A silent hub is found within a second or so while anyone waits.
+        self.hub.kick();
         let until = tokio::time::Instant::now() + time_left;
         let (slot, mut head) = self.join();
         while !head {
@@ -660,7 +352,10 @@ impl Drop for NotifyWaiter {
 mod tests {
     use super::*;
 
+    use crate::connection::hub::IDLE_CHANNELS;
+    use crate::options::ClientOptions;
     use crate::Locker;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn release_channel_is_prefix_and_key() {

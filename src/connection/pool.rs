@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 
 use redis::{Cmd, Value};
 
-use super::notify::{open_hub, Hub};
+use super::hub::{open_hub, Hub};
 use super::{self as conn, Conn, Topology};
 use crate::command::Command;
 use crate::error::{Error, Result};
@@ -86,7 +86,18 @@ impl Connections {
         };
         let wait = (hub, polling_because);
         let this = Self::assemble(url, options, conns, topology, set_nx_get, wait);
-        this.preload().await?;
+        // Within the connect timeout too: a server that stops answering now fails the connect.
+        let limit = this.0.options.connect_timeout;
+        match tokio::time::timeout(limit, this.preload()).await {
+            Ok(preloaded) => preloaded?,
+            Err(_) => {
+                return Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connecting: loading the scripts: no answer within the connect timeout ({limit:?})"),
+                ))
+                .into())
+            }
+        }
         Ok(this)
     }
 

@@ -208,9 +208,11 @@ impl Target {
     }
 }
 
-/// Turns a request into its lock key; `None` lets the request through unguarded.
+/// Turns a request into its lock key; `None` lets the request through without a duplicate
+/// lock. A request that carries an `Idempotency-Key` (with idempotency on) is served by its key
+/// whatever the builder says: replay does not depend on the builder.
 pub trait KeyBuilder: Send + Sync + 'static {
-    /// The lock key for this request, or `None` to skip the guard.
+    /// The lock key for this request, or `None` to skip the duplicate lock.
     fn key(&self, input: &KeyInput<'_>) -> Option<String>;
 }
 

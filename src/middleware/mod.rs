@@ -30,8 +30,11 @@
 //! 1. The body is buffered once, up to [`DuplicateSubmitOptions::body_limit`] (1 MiB; larger:
 //!    413), and later handed to the handler intact.
 //! 2. The user comes from the [`UserExtractor`] (default [`HeaderUser`]: the `x-user-id`
-//!    header, then the client address), the key from the [`KeyBuilder`] (default
-//!    [`DefaultKeyBuilder`], see [`request_key`]), over the full original path and the host.
+//!    header, then the client address). A request with an `Idempotency-Key` (idempotency on)
+//!    follows "Idempotent replay" below from here. Otherwise the key comes from the
+//!    [`KeyBuilder`] (default [`DefaultKeyBuilder`], see [`request_key`]), over the full
+//!    original path and the host; a builder that answers `None` lets the request through
+//!    without a lock (replay is not affected: an idempotent request is served by its key).
 //! 3. One `SET key token NX PX ttl` (TTL 5 s by default; optionally renewed by the watchdog;
 //!    an idempotency claim is always renewed, see below).
 //!    Taken by someone else: the busy response (429). Taken, but back with too little validity

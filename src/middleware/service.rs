@@ -237,6 +237,13 @@ where
     let user = config.users.user(&parts);
     let original = (config.original_uri)(&parts.extensions);
     let target = Target::of(&parts, original.as_ref());
+    // An idempotency key decides first: the key builder only says which requests share a
+    // duplicate lock, and a builder that skips a route must not switch replay off on it.
+    match IdemRequest::of(opts, &parts, user.as_deref(), &target, &body) {
+        Err(r) => return Ok(rejection(&r)),
+        Ok(Some(idem)) => return idempotent(&config, inner, parts, body, idem).await,
+        Ok(None) => {}
+    }
     let key = config.keys.key(&KeyInput {
         prefix: &opts.prefix,
         user: user.as_deref().unwrap_or(ANONYMOUS),
@@ -250,11 +257,6 @@ where
         let mut inner = inner;
         return inner.call(Request::from_parts(parts, body.into())).await;
     };
-    match IdemRequest::of(opts, &parts, user.as_deref(), &target, &body) {
-        Err(r) => return Ok(rejection(&r)),
-        Ok(Some(idem)) => return idempotent(&config, inner, parts, body, idem).await,
-        Ok(None) => {}
-    }
 
     let guard = match admit(&config, &key, opts.watchdog).await {
         Admission::Guarded(g) => Some(g),

@@ -395,10 +395,16 @@ impl Redlock {
     /// # Errors
     /// A bad key; node failures are not errors here, they are listed.
     pub async fn try_acquire(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
-        self.round(key, opts).await
+        Ok(self.round(key, opts).await?.0)
     }
 
-    async fn round(&self, key: &str, opts: &LockOptions) -> Result<RedlockAttempt> {
+    /// One round, and the validity that was left when a quorum granted the lock with no more
+    /// than `min_validity` of it (the round was lost for that alone, and given back).
+    async fn round(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<(RedlockAttempt, Option<Duration>)> {
         check_key(key)?;
         // On the task's own connection of each node (the nodes share the connection options).
         let token = self
@@ -417,6 +423,7 @@ impl Redlock {
             nodes: &self.nodes,
             key,
             token: &token,
+            sent: start,
             armed: true,
         };
         let (won, mut tally) = self
@@ -439,43 +446,56 @@ impl Redlock {
                 // round it is simply part of the lock.
                 move |i, reply, won: &bool| {
                     if !*won && may_hold(&reply) {
-                        nodes.undo_in_background(i, &late_key.0, &late_key.1);
+                        nodes.undo_in_background(i, &late_key.0, &late_key.1, start);
                     }
                 },
             )
             .await;
-        unheard.disarm();
         let (acquired, _) = count(&tally.replies, |taken| *taken);
-        let mut lock = Lock::acquired(key, token, opts, start, None);
+        // A quorum granted, and the round was lost all the same: too little validity was left.
+        let spent = (!won && acquired >= self.quorum())
+            .then(|| valid_until.saturating_duration_since(Instant::now()));
+        // The round's guard still holds the token: the lock gets a copy.
+        let mut lock = Lock::acquired(key, token.clone(), opts, start, None);
         lock.unsent = skipped_nodes(&tally);
         if !won {
+            // Still armed: a round dropped while it undoes its grants leaves the undo to the
+            // background, as one dropped mid-vote does.
             self.undo_answered(&tally, &lock).await;
         }
-        Ok(RedlockAttempt {
+        unheard.disarm();
+        let attempt = RedlockAttempt {
             lock: won.then_some(lock),
             acquired,
             pending: tally.pending(),
             node_errors: tally.errors(),
-        })
+        };
+        Ok((attempt, spent))
     }
 
-    /// After a lost round: releases on the nodes that granted (awaited, they just answered) and,
-    /// in the background, on those whose reply was lost (their `SET` may have landed).
+    /// After a lost round: releases on the nodes that granted (awaited, they just answered;
+    /// in the background when that fails) and, in the background, on those whose reply was
+    /// lost (their `SET` may have landed).
     async fn undo_answered(&self, tally: &Tally<bool>, lock: &Lock) {
         let mut granted = Vec::new();
         for (i, reply) in tally.replies.iter().enumerate() {
             match reply {
                 Some(NodeReply::Ok(true)) => granted.push(i),
                 Some(r) if may_hold(r) => {
-                    self.nodes.undo_in_background(i, &lock.key, &lock.token);
+                    self.nodes
+                        .undo_in_background(i, &lock.key, &lock.token, lock.acquired_at);
                 }
                 _ => {}
             }
         }
         let timeout = self.nodes.timeout;
-        join_all(granted.into_iter().map(|i| {
+        join_all(granted.into_iter().map(|i| async move {
             let node = &self.nodes.nodes[i].client;
-            tokio::time::timeout(timeout, node.release_node(lock))
+            let undone = tokio::time::timeout(timeout, node.release_node(lock)).await;
+            if !matches!(undone, Ok(Ok(_))) {
+                self.nodes
+                    .undo_in_background(i, &lock.key, &lock.token, lock.acquired_at);
+            }
         }))
         .await;
     }
@@ -547,6 +567,8 @@ struct RoundUnheard<'a> {
     nodes: &'a Nodes,
     key: &'a str,
     token: &'a str,
+    /// When the round's `SET`s went out.
+    sent: Instant,
     armed: bool,
 }
 
@@ -560,7 +582,8 @@ impl Drop for RoundUnheard<'_> {
     fn drop(&mut self) {
         if self.armed {
             for i in 0..self.nodes.nodes.len() {
-                self.nodes.undo_in_background(i, self.key, self.token);
+                self.nodes
+                    .undo_in_background(i, self.key, self.token, self.sent);
             }
         }
     }
@@ -592,27 +615,38 @@ fn may_hold(reply: &NodeReply<bool>) -> bool {
 }
 
 impl Nodes {
-    /// Compare-and-delete of `key`/`token` on node `i`, in the background, bounded by the node
-    /// timeout: for a grant that belongs to a lost round.
-    fn undo_in_background(&self, i: usize, key: &str, token: &str) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let node = self.nodes[i].client.clone();
-        let timeout = self.timeout;
-        let (key, token) = (key.to_string(), token.to_string());
-        runtime.spawn(async move {
-            // The connection the SET went over (`conn_for`): behind it, never before it.
-            let conn = node.conns.conn_for(&token);
-            let _ = tokio::time::timeout(timeout, node.release_on(conn, &key, &token, false)).await;
-        });
+    /// Compare-and-delete of `key`/`token` on node `i`, in the background, for a grant (or an
+    /// unknown outcome) of a `SET` sent at `sent` that belongs to a lost round: the node's
+    /// client's background clean-up (`client/cleanup.rs`: retried for a few seconds, each try
+    /// bounded by the node timeout, and watched while a connection given up may still deliver
+    /// the `SET` late), over the connection the `SET` went over (`conn_for`): behind it, never
+    /// before it.
+    fn undo_in_background(&self, i: usize, key: &str, token: &str, sent: Instant) {
+        let node = &self.nodes[i].client;
+        node.clean_up_in_background(
+            node.conns.conn_for(token),
+            key,
+            token,
+            false,
+            Some(sent),
+            false,
+        );
     }
 }
 
 impl Redlock {
     /// The attempt of [`Locker::attempt`], uncounted.
     async fn attempt_round(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        let round = self.round(key, opts).await?;
+        let (round, spent) = self.round(key, opts).await?;
+        // Granted by a quorum and given back for too little validity: not "busy", as for
+        // `LockClient`'s single attempt (the retry loop tries again).
+        if let Some(left) = spent {
+            return Err(Error::TooLittleValidity {
+                key: key.to_string(),
+                left,
+                min: opts.validity.min,
+            });
+        }
         // Contended only when the nodes that answered "taken" alone deny the quorum. A round is
         // decided as soon as it can no longer be won, so nodes may still be pending: with two
         // nodes one failure decides it, and counting only the failures seen so far took such a
@@ -657,10 +691,7 @@ impl Redlock {
             .flatten()
             .filter(|r| matches!(r, NodeReply::Ok(ExtendOutcome::HeldByOther)))
             .count();
-        let mut renewed = lock.clone();
-        renewed.extended(ttl, start);
-        if extended >= self.quorum() && renewed.is_valid() {
-            *lock = renewed;
+        if extended >= self.quorum() && lock.renew_if_valid(ttl, start) {
             return Ok(ExtendOutcome::Extended);
         }
         if extended + errors.len() >= self.quorum() && !errors.is_empty() {
@@ -684,7 +715,9 @@ impl Redlock {
 impl Locker for Redlock {
     /// One round. Busy (`Ok(None)`) when the nodes that refused already make a quorum
     /// impossible; [`Error::QuorumNotReached`] when node failures, not refusals, kept it from a
-    /// quorum (had the failed nodes granted, it would have been won).
+    /// quorum (had the failed nodes granted, it would have been won);
+    /// [`Error::TooLittleValidity`] when a quorum granted it with no more than `min_validity`
+    /// left (given back on every node), as for every single attempt.
     async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
         crate::metrics::observe_attempt(self.mode(), key, self.attempt_round(key, opts)).await
     }
