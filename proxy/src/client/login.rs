@@ -4,6 +4,7 @@
 //! user reaches the upstream as the upstream URL's user: AUTH and the AUTH part of HELLO never
 //! leave the proxy while client passwords are set.
 
+use lockkit_resp::errors::wrong_number_of_arguments;
 use lockkit_resp::number::string2ll;
 use lockkit_resp::write_multibulk;
 
@@ -48,7 +49,7 @@ impl Login {
         let (user, password) = match args {
             [_, password] => (DEFAULT_USER.as_bytes(), *password),
             [_, user, password] => (*user, *password),
-            [_] | [] => return b"-ERR wrong number of arguments for 'auth' command\r\n".to_vec(),
+            [_] | [] => return wrong_number_of_arguments("auth"),
             _ => return b"-ERR syntax error\r\n".to_vec(),
         };
         match self.log_in(auth, user, password) {

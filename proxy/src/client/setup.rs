@@ -17,7 +17,7 @@
 //! Anything else of the kind (`CLIENT ID`, `SELECT` of another database, ...) still moves the
 //! client to a connection of its own, where it keeps its meaning.
 
-use lockkit_resp::errors::unknown_subcommand;
+use lockkit_resp::errors::{unknown_subcommand, wrong_number_of_arguments};
 use lockkit_resp::number::string2ll;
 use lockkit_resp::write_multibulk;
 
@@ -45,9 +45,7 @@ impl Setup {
     /// its own.
     pub(crate) fn client(&mut self, args: &[&[u8]], resp: RespVersion) -> Option<Vec<u8>> {
         let sub = args.get(1)?;
-        let wrong = |cmd: &str| {
-            format!("-ERR wrong number of arguments for '{cmd}' command\r\n").into_bytes()
-        };
+        let wrong = wrong_number_of_arguments;
         if sub.eq_ignore_ascii_case(b"SETINFO") {
             let [_, _, attr, value] = args else {
                 return Some(wrong("client|setinfo"));
