@@ -71,8 +71,8 @@
 //! - Replies are matched to commands only while they pair one-to-one: after SUBSCRIBE,
 //!   PSUBSCRIBE, SSUBSCRIBE, MONITOR, SYNC/PSYNC, REPLCONF or SCRIPT DEBUG YES|SYNC, the
 //!   connection's bytes still flow but plugins no longer see its replies and cannot answer in
-//!   its place (`CONFIG GET` is refused there: its reply could not be found to scrub). `CLIENT
-//!   REPLY OFF|SKIP|ON` is carried out by the proxy, so replies keep pairing.
+//!   its place (`CONFIG GET` of a pattern is refused there: its reply could not be found to
+//!   scrub). `CLIENT REPLY OFF|SKIP|ON` is carried out by the proxy, so replies keep pairing.
 //! - A plugin's answer of its own is not used inside MULTI (the client waits for QUEUED).
 //! - One frame is held whole in memory before it is forwarded: memory per connection is the
 //!   largest command or reply in flight (plus 16 KB; on a shared connection up to 128 replies

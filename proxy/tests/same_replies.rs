@@ -37,6 +37,7 @@ const STREAMS: &[&[u8]] = &[
     b"\"\"\r\nnosuch a b\r\nCONFIG NOSUCH\r\nCONFIG\r\nGET\r\nCLIENT NOSUCH x\r\n",
     b"*1\r\n$4\r\nPOST\r\nPING\r\n",
     b"SUBSCRIBE ch\r\nPING\r\nUNSUBSCRIBE\r\nPING\r\n",
+    b"SUBSCRIBE ch\r\nCONFIG GET maxmemory\r\n",
     b"WATCH same:w\r\nMULTI\r\nGET same:w\r\nEXEC\r\nDISCARD\r\nEXEC\r\nMULTI\r\nMULTI\r\nDISCARD\r\n",
     b"CONFIG GET maxmemory\r\nMULTI\r\nCONFIG GET maxmemory\r\nEXEC\r\n",
     b"SELECT 1\r\nSET same:db x\r\nRESET\r\nGET same:db\r\n",

@@ -152,3 +152,48 @@ async fn sixteen_probes_never_show_the_upstream_password_or_tls_passphrases() {
         proxy.stop().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_replies_do_not_pair_config_get_answers_plain_names_and_refuses_patterns() {
+    let server = server();
+    let url = format!("redis://:{UPSTREAM_PW}@127.0.0.1:{}", server.port());
+    let proxy = lockkit_proxy::Proxy::start(
+        "127.0.0.1:0",
+        lockkit_proxy::Upstream::from_url(&url).unwrap(),
+        vec![],
+    )
+    .await
+    .unwrap();
+    let port = proxy.addr().port();
+    let got = tokio::task::spawn_blocking(move || {
+        let mut c = raw_conn(port);
+        let sent = [
+            cmd(&["HELLO", "3"]),
+            cmd(&["SUBSCRIBE", "ch"]),
+            cmd(&["CONFIG", "GET", "maxmemory"]),
+            cmd(&["CONFIG", "GET", "*pass*"]),
+            cmd(&["CONFIG", "GET", "RequirePass"]),
+        ]
+        .concat();
+        read_until_quiet(&mut c, &sent, Duration::from_millis(300))
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&got);
+    // A RESP3 subscriber may run other commands: a plain name is answered by the server...
+    assert!(
+        text.contains("%1\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"),
+        "{text}"
+    );
+    // ... a pattern or a secret's name, whose reply could not be told apart to scrub, is not.
+    assert_eq!(
+        text.matches("lockkit-proxy-refuses:CONFIG-GET").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        !text.contains(UPSTREAM_PW) && !text.contains(TLS_PW),
+        "{text}"
+    );
+    proxy.stop().await;
+}

@@ -8,9 +8,10 @@
 
 use lockkit_resp::Request;
 
-use super::command::{ClientCommand, Refusal, ReplyMode, Special};
+use super::command::{c_eq, ClientCommand, Refusal, ReplyMode, Special};
 use super::conn::{ClientConn, Mode, ReplyControl};
 use super::login::{refusal, Hello, HELLO_NOAUTH, NOAUTH, WRONGPASS};
+use super::secrets::SECRET_PARAMETERS;
 use super::setup::Setup;
 use crate::upstream::route::Up;
 use crate::upstream::RespVersion;
@@ -155,7 +156,7 @@ impl ClientConn {
                 }
                 Decision::Forward(route)
             }
-            Special::ConfigGet => self.config_get(cmd),
+            Special::ConfigGet => self.config_get(cmd, &args()),
             _ => self.forward_as_is(cmd),
         }
     }
@@ -175,16 +176,20 @@ impl ClientConn {
         }
     }
 
-    /// `CONFIG GET`: its reply scrubbed; queued in a transaction, its `EXEC` reply scrubbed;
-    /// refused where replies no longer pair (its reply could not be found to scrub).
-    fn config_get(&mut self, cmd: &ClientCommand) -> Decision {
+    /// `CONFIG GET`: its reply scrubbed; queued in a transaction, its `EXEC` reply scrubbed.
+    /// Where replies no longer pair its reply cannot be found to scrub: it goes only when no
+    /// pattern can name a secret (exact names, none of them a secret's), refused otherwise.
+    fn config_get(&mut self, cmd: &ClientCommand, args: &[&[u8]]) -> Decision {
         let mut route = Route::of(cmd);
         match &mut self.mode {
             Mode::Paired => {}
             Mode::Transaction { config_get } => *config_get = true,
+            _ if args.iter().skip(2).all(|p| names_no_secret(p)) => {
+                return Decision::Forward(route);
+            }
             _ => {
                 return Decision::Instead(
-                    refusal("CONFIG-GET-where-replies-do-not-pair"),
+                    refusal("CONFIG-GET-of-a-pattern-where-replies-do-not-pair"),
                     Route::own(),
                 )
             }
@@ -273,6 +278,38 @@ impl ClientConn {
                 Decision::Nothing
             }
             None => Decision::Answer(b"-ERR syntax error\r\n".to_vec()),
+        }
+    }
+}
+
+/// Whether `CONFIG GET pattern` surely names no secret parameter: no glob character anywhere
+/// (Redis looks a name without `[`, `*` or `?` up exactly), and not a secret's name however
+/// cased (read up to a NUL byte, as C's `strcasecmp` would).
+fn names_no_secret(pattern: &[u8]) -> bool {
+    !pattern
+        .iter()
+        .any(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
+        && !SECRET_PARAMETERS.iter().any(|s| c_eq(pattern, s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_exact_names_of_no_secret_pass_where_replies_do_not_pair() {
+        assert!(names_no_secret(b"notify-keyspace-events") && names_no_secret(b"maxmemory"));
+        for secret in [
+            &b"requirepass"[..],
+            b"MasterAuth",
+            b"tls-key-file-pass\0x",
+            b"*",
+            b"require?ass",
+            b"[r]equirepass",
+            b"x\0*",
+            b"master\\auth",
+        ] {
+            assert!(!names_no_secret(secret), "{secret:?}");
         }
     }
 }
