@@ -244,6 +244,7 @@ mod tests {
                 let cmd = PluginCommand {
                     name: "GET",
                     args: &[],
+                    key: None,
                     index: i,
                     arrived: now,
                 };

@@ -1,5 +1,6 @@
-//! Upstream health: the operation timeout every upstream request runs under, the back-off of
-//! reconnects, and the commands allowed to wait longer than the timeout (the blocking ones).
+//! Upstream health: the operation timeout every upstream request runs under and the back-off of
+//! reconnects (the commands allowed to wait longer than the timeout, the blocking ones, are
+//! told by the client side's classification).
 //!
 //! A shared connection whose oldest command waits longer than the timeout is given up: every
 //! command on it gets an error reply (it may or may not have run) and the next request opens a
@@ -60,26 +61,6 @@ pub(crate) fn shown(d: Duration) -> String {
     } else {
         format!("{} ms", d.as_millis())
     }
-}
-
-/// Whether command `name` (upper case) may keep its connection quiet for longer than the
-/// operation timeout: the blocking commands (with their block time, which may be 0: forever).
-pub(crate) fn may_block(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"BLPOP"
-            | b"BRPOP"
-            | b"BRPOPLPUSH"
-            | b"BLMOVE"
-            | b"BLMPOP"
-            | b"BZPOPMIN"
-            | b"BZPOPMAX"
-            | b"BZMPOP"
-            | b"XREAD"
-            | b"XREADGROUP"
-            | b"WAIT"
-            | b"WAITAOF"
-    )
 }
 
 #[cfg(test)]

@@ -1,21 +1,30 @@
 //! `lockkit-proxy`: the RESP pass-through proxy behind `lockkit proxy`, and its plugins.
 //!
-//! An application talks to the proxy as to its Redis. The stateless commands of all clients
-//! share a few upstream connections ([`ProxyOptions::shared_connections`]), written back to back
-//! so the server reads them in batches, each reply handed back to its client in order; a client
-//! moves to an upstream connection of its own on its first command whose meaning depends on the
-//! connection, so MULTI/EXEC, blocking commands, pub/sub, `SELECT`, `CLIENT` and `AUTH` keep
-//! their meaning. Pipelined commands stay pipelined. Commands and replies are split at frame
-//! boundaries ([`resp`]) and forwarded as the very bytes read; only the commands a plugin
-//! declared are looked at more closely. A malformed request gets Redis's own protocol error
-//! and the connection closes ([`protocol`]).
+//! An application talks to the proxy as to its Redis. The proxy reads each request once,
+//! exactly as redis-server 7.0.15 reads it (`lockkit_resp`, the workspace's one request
+//! parser: where a request ends, its arguments, its protocol error), classifies it once from
+//! Redis 7.0's command table, and every decision reads that one classification: the login,
+//! the answers of the proxy's own, the scrubbing of secrets, the upstream connection it goes
+//! on, the plugins. A request is forwarded as the very bytes read when they are its plain
+//! encoding, re-encoded otherwise; a request of no command is dropped (Redis answers it
+//! nothing); a malformed one gets Redis's own protocol error and the connection closes.
+//!
+//! The commands that mean the same on any connection share a few upstream connections
+//! ([`ProxyOptions::shared_connections`], one set per protocol, so RESP2 and RESP3 clients both
+//! share), written back to back so the server reads them in batches, each reply handed back to
+//! its client in order; a client moves to an upstream connection of its own on its first
+//! command whose meaning depends on the connection, so MULTI/EXEC, blocking commands, pub/sub,
+//! `SELECT`, `CLIENT` and `AUTH` keep their meaning. Pipelined commands stay pipelined. A command
+//! that gets no reply from Redis never reaches a shared connection.
 //!
 //! Clients may have to log in at the proxy ([`ClientAuth`], [`ProxyOptions::client_auth`]:
+//! Redis's refusals of unknown commands and wrong arities first, as Redis gives them, then
 //! `-NOAUTH` before `AUTH`; every proxy user reaches the upstream as the URL's user), the
 //! listener may serve TLS ([`ListenerTls`]), and `lockkit proxy` refuses a non-loopback listener
-//! without client authentication (protected mode, checked by the binary). The upstream's
-//! password never reaches a client through the proxy: `CONFIG GET` replies have `requirepass`
-//! and `masterauth` blanked.
+//! without client authentication (protected mode, checked by the binary). No reply through the
+//! proxy holds the upstream's secrets: every `CONFIG GET` reply (in either protocol, inside
+//! `EXEC` too) has `requirepass`, `masterauth` and the TLS key passphrases blanked, and any
+//! value equal to the URL's password.
 //!
 //! Plugins ([`Plugin`]):
 //! - [`observe`]: recognises lock traffic and measures how long the application really holds
@@ -60,23 +69,24 @@
 //!
 //! # Limitations and caveats
 //! - Replies are matched to commands only while they pair one-to-one: after SUBSCRIBE,
-//!   PSUBSCRIBE, SSUBSCRIBE, MONITOR or CLIENT REPLY OFF/SKIP, the connection's bytes still
-//!   flow but plugins no longer see its replies and cannot answer in its place.
+//!   PSUBSCRIBE, SSUBSCRIBE, MONITOR, SYNC/PSYNC, REPLCONF or SCRIPT DEBUG YES|SYNC, the
+//!   connection's bytes still flow but plugins no longer see its replies and cannot answer in
+//!   its place (`CONFIG GET` of a pattern is refused there: its reply could not be found to
+//!   scrub). `CLIENT REPLY OFF|SKIP|ON` is carried out by the proxy, so replies keep pairing.
 //! - A plugin's answer of its own is not used inside MULTI (the client waits for QUEUED).
 //! - One frame is held whole in memory before it is forwarded: memory per connection is the
 //!   largest command or reply in flight (plus 16 KB; on a shared connection up to 128 replies
 //!   per client), not a fixed bound. A client that does not read its replies is pushed back:
 //!   its connection reads nothing more from it (nor from its own upstream connection) until its
 //!   replies can be written (other connections go on).
-//! - `CLIENT SETINFO`, `CLIENT SETNAME`/`GETNAME`, `HELLO 2` and `SELECT` of the URL's database
-//!   are answered so that a client keeps sharing; a client that speaks RESP3 (`HELLO 3`:
-//!   redis-py 8 by default, go-redis 9) moves to a connection of its own at once.
+//! - `CLIENT SETINFO`, `CLIENT SETNAME`/`GETNAME`, `HELLO [2|3]` and `SELECT` of the URL's
+//!   database are answered so that a client keeps sharing.
 //! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
 
 #![warn(missing_docs)]
 
 mod auth;
-mod conn;
+mod client;
 pub mod faults;
 mod health;
 pub mod lua;
@@ -85,14 +95,11 @@ pub mod observe;
 mod offload;
 mod options;
 mod plugin;
-pub mod protocol;
 pub mod resp;
 mod server;
-mod setup;
 mod shared;
 pub mod snapshot;
 pub mod sock;
-mod stateless;
 pub mod tls;
 mod upstream;
 

@@ -53,6 +53,7 @@ pub(crate) struct Workers {
 struct OwnedCommand {
     name: String,
     args: Vec<Vec<u8>>,
+    key: Option<Vec<u8>>,
     index: u64,
     arrived: Instant,
 }
@@ -62,6 +63,7 @@ impl OwnedCommand {
         OwnedCommand {
             name: cmd.name.to_string(),
             args: cmd.args.iter().map(|a| a.to_vec()).collect(),
+            key: cmd.key.map(<[u8]>::to_vec),
             index: cmd.index,
             arrived: cmd.arrived,
         }
@@ -73,6 +75,7 @@ impl OwnedCommand {
         f(&PluginCommand {
             name: &self.name,
             args: &args,
+            key: self.key.as_deref(),
             index: self.index,
             arrived: self.arrived,
         })

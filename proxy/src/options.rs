@@ -39,9 +39,11 @@ impl ProxyOptions {
     /// How many upstream connections the stateless commands of all clients share (`0`: none,
     /// every client gets a connection of its own, as before sharing existed).
     ///
-    /// A client moves to a connection of its own on its first command whose meaning depends on
-    /// the connection (MULTI, blocking commands, SUBSCRIBE, AUTH, SELECT, CLIENT, HELLO, ...,
-    /// and any command not known to be stateless) and keeps it.
+    /// The commands that mean the same on any connection share them; there is a set for each
+    /// protocol (RESP2, and RESP3 for clients that said `HELLO 3`). A client moves to a
+    /// connection of its own on its first command whose meaning depends on the connection
+    /// (MULTI, blocking commands, SUBSCRIBE, AUTH, SELECT of another database, most of CLIENT,
+    /// ..., and any command Redis 7.0 does not know) and keeps it.
     #[must_use]
     pub fn shared_connections(mut self, n: usize) -> Self {
         self.shared_connections = n;

@@ -24,8 +24,11 @@ pub struct ConnInfo {
 pub struct PluginCommand<'a> {
     /// The command's name, upper case (`SET`).
     pub name: &'a str,
-    /// Its arguments after the name, as sent.
+    /// Its arguments after the name, as Redis reads them (inline requests unquoted).
     pub args: &'a [&'a [u8]],
+    /// Its first key, where Redis's command table puts one (`None` for a command without a
+    /// key at a fixed place: `PING`, `PUBLISH`, `XREAD`; a script's first key when it has one).
+    pub key: Option<&'a [u8]>,
     /// Its number on its connection: 1 for the connection's first command, then 2, ...
     pub index: u64,
     /// When the proxy read it from the client.

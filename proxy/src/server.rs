@@ -12,7 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::conn;
+use crate::client;
 use crate::options::ProxyOptions;
 use crate::plugin::{ConnInfo, Plugin, ReportCtx};
 use crate::resp;
@@ -217,7 +217,7 @@ async fn serve_client<CR, CW>(
 {
     if shared.pool.is_some() {
         let up = Up::shared();
-        conn::serve(shared, info, (cr, cw), up, stop).await;
+        client::serve(shared, info, (cr, cw), up, stop).await;
         return;
     }
     let upstream = match shared.upstream.connect().await {
@@ -233,5 +233,5 @@ async fn serve_client<CR, CW>(
             return;
         }
     };
-    conn::serve(shared, info, (cr, cw), Up::own(upstream), stop).await;
+    client::serve(shared, info, (cr, cw), Up::own(upstream), stop).await;
 }

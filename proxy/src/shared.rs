@@ -9,6 +9,7 @@ use fnv::FnvHashMap;
 use tokio::sync::watch;
 
 use crate::auth::ClientAuth;
+use crate::client::secrets::Secrets;
 use crate::options::ProxyOptions;
 use crate::plugin::Plugin;
 use crate::tls::ListenerTls;
@@ -35,6 +36,8 @@ pub struct ProxyShared {
     /// Who may log in at the proxy.
     pub(crate) client_auth: ClientAuth,
     pub(crate) tls: Option<ListenerTls>,
+    /// What no reply may show: the upstream's secrets.
+    pub(crate) secrets: Secrets,
 }
 
 impl ProxyShared {
@@ -71,7 +74,6 @@ impl ProxyShared {
             Pool::new(n, upstream.clone(), stop, options.op_timeout)
         });
         ProxyShared {
-            upstream,
             plugins,
             routes,
             every,
@@ -82,6 +84,8 @@ impl ProxyShared {
             workers,
             client_auth: options.client_auth.clone(),
             tls: options.tls.clone(),
+            secrets: Secrets::new(upstream.password()),
+            upstream,
         }
     }
 

@@ -56,6 +56,44 @@ pub fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// The reply to a container command (`CONFIG`, `CLIENT`, ...) with a subcommand Redis does not
+/// know, `-ERR unknown subcommand '...'. Try NAME HELP.\r\n`, as redis-server 7.0.15 writes it
+/// (the subcommand cut at 128 bytes and at a NUL, the container's name upper-cased as sent).
+///
+/// ```
+/// use lockkit_resp::errors::unknown_subcommand;
+/// assert_eq!(unknown_subcommand(b"conFig", b"a\r\nb"), b"-ERR unknown subcommand 'a  b'. Try CONFIG HELP.\r\n");
+/// ```
+#[must_use]
+pub fn unknown_subcommand(container: &[u8], sub: &[u8]) -> Vec<u8> {
+    let mut s = b"unknown subcommand '".to_vec();
+    s.extend_from_slice(c_prefix(sub, 128));
+    s.extend_from_slice(b"'. Try ");
+    s.extend(
+        c_prefix(container, usize::MAX)
+            .iter()
+            .map(u8::to_ascii_uppercase),
+    );
+    s.extend_from_slice(b" HELP.");
+    let mut out = b"-ERR ".to_vec();
+    out.extend(no_newlines(s));
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The reply to a command with the wrong number of arguments for its arity,
+/// `-ERR wrong number of arguments for 'NAME' command\r\n`; `full_name` is Redis's own
+/// (lower case, `config|get` for a subcommand).
+///
+/// ```
+/// use lockkit_resp::errors::wrong_number_of_arguments;
+/// assert_eq!(wrong_number_of_arguments("config|get"), b"-ERR wrong number of arguments for 'config|get' command\r\n");
+/// ```
+#[must_use]
+pub fn wrong_number_of_arguments(full_name: &str) -> Vec<u8> {
+    format!("-ERR wrong number of arguments for '{full_name}' command\r\n").into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

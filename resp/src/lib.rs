@@ -4,9 +4,16 @@
 //! One reading of the bytes, shared, is the point: a proxy that frames a request with one
 //! parser and checks its arguments with another can be made to check one thing and forward
 //! another. Here the same [`RequestParser`] decides where a request ends, what its arguments
-//! are and which protocol error it gets, with Redis 7.0.15's rules and texts byte for byte
-//! (kept by tests that compare against a real redis-server); and a request whose bytes are not
-//! the plain encoding of its arguments is forwarded re-encoded ([`Request::is_canonical`]).
+//! are and which protocol error it gets, with Redis 7.0.15's rules and texts byte for byte;
+//! and a request whose bytes are not the plain encoding of its arguments is forwarded
+//! re-encoded ([`Request::is_canonical`]).
+//!
+//! Kept so by `tests/differential.rs`, a differential fuzz test that runs in every `cargo
+//! test`: random and mutated byte streams (CR and LF moved, signs, zeros, huge counts, NULs,
+//! quotes, reads split anywhere) go to a real redis-server, logged in and not, and what it
+//! answers (each command's reply, the protocol error, the bytes it still holds) must be what
+//! this reading predicts; the streams of `tests/corpus/` (each quirk, and any difference a run
+//! found) are replayed first.
 //!
 //! - [`request`]: the reader, its limits and its errors;
 //! - [`inline`]: inline requests split into words (`sdssplitargs`);

@@ -669,6 +669,7 @@ mod tests {
         PluginCommand {
             name,
             args,
+            key: args.first().copied(),
             index: 1,
             arrived: Instant::now(),
         }

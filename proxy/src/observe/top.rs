@@ -207,73 +207,10 @@ impl Top {
     }
 }
 
-/// Stateless commands ([`crate::stateless`]) whose first argument is not a key: `top` reads no
-/// key from them.
-const NOT_FIRST_KEY: &[&str] = &[
-    "BITOP",
-    "MIGRATE",
-    "KEYS",
-    "SCAN",
-    "RANDOMKEY",
-    "PFSELFTEST",
-    "PFDEBUG",
-    "EVAL",
-    "EVALSHA",
-    "EVALSHA_RO",
-    "EVAL_RO",
-    "FCALL",
-    "FCALL_RO",
-    "DBSIZE",
-    "ECHO",
-    "FLUSHALL",
-    "FLUSHDB",
-    "INFO",
-    "LASTSAVE",
-    "LOLWUT",
-    "PING",
-    "PUBLISH",
-    "ROLE",
-    "SPUBLISH",
-    "SWAPDB",
-    "TIME",
-    "LMPOP",
-    "ZMPOP",
-    "SINTERCARD",
-    "ZINTER",
-    "ZUNION",
-    "ZDIFF",
-    "ZINTERCARD",
-];
-/// Commands on a connection of the client's own whose first argument is a key.
-const BLOCKING_FIRST_KEY: &[&str] = &[
-    "BLPOP",
-    "BRPOP",
-    "BLMOVE",
-    "BRPOPLPUSH",
-    "BZPOPMIN",
-    "BZPOPMAX",
-    "WATCH",
-];
-
-/// The key `command` is about, for `top`: the first argument of a data-type or key command (never
-/// of `AUTH`, `CONFIG`, ...), the first key of a script call.
+/// The key `command` is about, for `top`: its first key as Redis's command table places it (a
+/// data-type or key command's, a script's first key), never one of `AUTH`, `CONFIG`, ...
 pub fn key_of<'a>(cmd: &PluginCommand<'a>) -> Option<&'a [u8]> {
-    static SET: std::sync::OnceLock<fnv::FnvHashSet<&'static str>> = std::sync::OnceLock::new();
-    let keyed = SET.get_or_init(|| {
-        (crate::stateless::ALWAYS.iter())
-            .filter(|n| !NOT_FIRST_KEY.contains(n))
-            .chain(BLOCKING_FIRST_KEY)
-            .copied()
-            .collect()
-    });
-    match cmd.name {
-        "EVAL" | "EVALSHA" | "EVAL_RO" | "EVALSHA_RO" | "FCALL" | "FCALL_RO" => {
-            let n = cmd.args.get(1).and_then(|n| crate::resp::parse_int(n))?;
-            (n >= 1).then(|| cmd.args.get(2).copied()).flatten()
-        }
-        name if keyed.contains(name) => cmd.args.first().copied(),
-        _ => None,
-    }
+    cmd.key
 }
 
 #[cfg(test)]

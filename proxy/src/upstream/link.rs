@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use crate::health::Backoff;
 use crate::resp;
 use crate::sock::{UpRead as ReadHalf, UpWrite as WriteHalf};
-use crate::upstream::Upstream;
+use crate::upstream::{RespVersion, Upstream};
 
 /// What a client gets back from a shared connection, in the order of its requests.
 #[derive(Debug)]
@@ -63,10 +63,12 @@ impl UpstreamLink {
     }
 }
 
-/// The shared connections of one proxy: a client uses the one its number picks.
+/// The shared connections of one proxy, a set for each protocol: a client uses the one its
+/// number picks among those of its protocol.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    links: Vec<Mutex<Option<UpstreamLink>>>,
+    /// RESP2 connections, then RESP3 ones.
+    links: [Vec<Mutex<Option<UpstreamLink>>>; 2],
     upstream: Upstream,
     stop: watch::Receiver<bool>,
     /// How long a command may wait for its reply before its connection is given up.
@@ -81,18 +83,20 @@ impl Pool {
         stop: watch::Receiver<bool>,
         op_timeout: Duration,
     ) -> Pool {
+        let set = || (0..n.max(1)).map(|_| Mutex::new(None)).collect();
         Pool {
-            links: (0..n.max(1)).map(|_| Mutex::new(None)).collect(),
+            links: [set(), set()],
             upstream,
             stop,
             op_timeout,
         }
     }
 
-    /// The live shared connection for client `id`, opening a new one if it has none or its
-    /// last one failed.
-    pub fn link(&self, id: u64) -> UpstreamLink {
-        let slot = &self.links[(id % self.links.len() as u64) as usize];
+    /// The live shared connection of protocol `resp` for client `id`, opening a new one if it
+    /// has none or its last one failed.
+    pub fn link(&self, id: u64, resp: RespVersion) -> UpstreamLink {
+        let links = &self.links[usize::from(resp == RespVersion::Resp3)];
+        let slot = &links[(id % links.len() as u64) as usize];
         let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(link) = held.as_ref() {
             if !link.is_dead() {
@@ -103,6 +107,7 @@ impl Pool {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(
             self.upstream.clone(),
+            resp,
             rx,
             self.stop.clone(),
             self.op_timeout,
@@ -129,12 +134,13 @@ struct Waiting {
 /// One shared connection, from opening it to failing what is left on it.
 async fn run(
     upstream: Upstream,
+    resp: RespVersion,
     mut rx: mpsc::UnboundedReceiver<UpstreamRequest>,
     mut stop: watch::Receiver<bool>,
     op_timeout: Duration,
 ) {
     let conn = tokio::select! {
-        c = upstream.connect() => c,
+        c = upstream.connect_as(resp) => c,
         _ = stop.changed() => Err("the proxy is stopping".to_string()),
     };
     let mut waiting = VecDeque::new();

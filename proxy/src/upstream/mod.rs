@@ -18,10 +18,34 @@ use crate::sock::{self, UpConn};
 /// How long connecting (and logging in) to the upstream server may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// The protocol an upstream connection speaks: the proxy keeps shared connections of each, so
+/// that a client that said `HELLO 3` shares as a RESP2 client does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum RespVersion {
+    /// RESP2, what a connection speaks until `HELLO 3`.
+    #[default]
+    Resp2,
+    /// RESP3 (`HELLO 3`).
+    Resp3,
+}
+
+impl RespVersion {
+    /// `HELLO`'s protocol version: 2 or 3.
+    pub(crate) fn of(version: u8) -> RespVersion {
+        if version == 3 {
+            RespVersion::Resp3
+        } else {
+            RespVersion::Resp2
+        }
+    }
+}
+
 /// Where and how to connect upstream.
 #[derive(Clone)]
 pub struct Upstream {
     connector: Connector,
+    /// The same, saying `HELLO 3` as it logs in.
+    connector3: Connector,
     shown: String,
     /// `TCP_USER_TIMEOUT` of its plain TCP connections.
     user_timeout: Duration,
@@ -55,10 +79,14 @@ impl Upstream {
             .clone()
             .set_skip_set_lib_name()
             .set_protocol(ProtocolVersion::RESP2);
+        let settings3 = settings.clone().set_protocol(ProtocolVersion::RESP3);
+        let connector3 = Connector::new(info.clone().set_redis_settings(settings3), None)
+            .map_err(lockkit::Error::Redis)?;
         let connector = Connector::new(info.set_redis_settings(settings), None)
             .map_err(lockkit::Error::Redis)?;
         Ok(Upstream {
             connector,
+            connector3,
             shown: lockkit::redact_url(url),
             user_timeout: crate::DEFAULT_OP_TIMEOUT,
             db,
@@ -83,6 +111,11 @@ impl Upstream {
         self
     }
 
+    /// The password the URL logs in with (never shown; the proxy blanks it in replies).
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.connector.info().redis_settings().password()
+    }
+
     /// The back-off of its connections: failures in a row, reset by a reply.
     pub(crate) fn backoff(&self) -> &Backoff {
         &self.backoff
@@ -96,7 +129,16 @@ impl Upstream {
     /// The connection failed, timed out, or the server refused the login or the database; the
     /// text never holds the password.
     pub async fn connect(&self) -> Result<UpConn, String> {
-        let info = self.connector.info();
+        self.connect_as(RespVersion::Resp2).await
+    }
+
+    /// [`Upstream::connect`], the connection speaking `resp` (`HELLO 3` is part of its login).
+    pub(crate) async fn connect_as(&self, resp: RespVersion) -> Result<UpConn, String> {
+        let connector = match resp {
+            RespVersion::Resp2 => &self.connector,
+            RespVersion::Resp3 => &self.connector3,
+        };
+        let info = connector.info();
         let work = async {
             match info.addr() {
                 ConnectionAddr::Tcp(host, port) => {
@@ -106,7 +148,7 @@ impl Upstream {
                     lockkit::net::handshake(&mut s, info.redis_settings()).await?;
                     Ok(UpConn::Tcp(s))
                 }
-                _ => self.connector.connect().await.map(UpConn::Lib),
+                _ => connector.connect().await.map(UpConn::Lib),
             }
         };
         tokio::time::sleep(self.backoff.delay()).await;

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use crate::resp;
 use crate::shared::ProxyShared;
 use crate::upstream::link::{Delivery, DeliveryTx, UpstreamLink, UpstreamRequest};
+use crate::upstream::RespVersion;
 
 /// Commands of one client in flight on a shared connection at most: a client that does not read
 /// its replies holds at most this many in the proxy's memory.
@@ -31,10 +32,12 @@ pub(crate) struct SharedUp {
     owed: u32,
     /// The upstream server could not be reached: close once the error replies are out.
     closing: bool,
+    /// The protocol of the shared connections it uses: the client's own.
+    resp: RespVersion,
 }
 
 impl Up {
-    /// Sharing, until a command needs a connection of its own.
+    /// Sharing, until a command needs a connection of its own (RESP2, as a new connection).
     pub(crate) fn shared() -> Up {
         let (tx, rx) = mpsc::unbounded_channel();
         Up::Shared(SharedUp {
@@ -43,7 +46,28 @@ impl Up {
             rx,
             owed: 0,
             closing: false,
+            resp: RespVersion::Resp2,
         })
+    }
+
+    /// Moves a sharing client to the shared connections of protocol `resp`. Only with nothing
+    /// owed: the replies of two connections would race each other.
+    pub(crate) fn set_resp(&mut self, resp: RespVersion) {
+        if let Up::Shared(s) = self {
+            debug_assert_eq!(s.owed, 0, "a protocol change with replies owed");
+            if s.resp != resp {
+                s.resp = resp;
+                s.link = None;
+            }
+        }
+    }
+
+    /// The protocol of the shared connections a sharing client uses.
+    pub(crate) fn resp(&self) -> Option<RespVersion> {
+        match self {
+            Up::Shared(s) => Some(s.resp),
+            Up::Own { .. } => None,
+        }
     }
 
     /// On a connection of its own.
@@ -114,7 +138,7 @@ impl SharedUp {
         // would race each other.
         if self.owed == 0 && self.link.as_ref().is_none_or(UpstreamLink::is_dead) {
             if let Some(pool) = &shared.pool {
-                self.link = Some(pool.link(id));
+                self.link = Some(pool.link(id, self.resp));
             }
         }
         let Some(link) = &self.link else { return };

@@ -107,3 +107,58 @@ pub async fn run_python(script: &str, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// One command as RESP.
+pub fn cmd(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// Replies read one complete frame at a time from a connection (lockkit's own reply scanner
+/// decides where a frame ends).
+#[derive(Debug, Default)]
+pub struct Replies {
+    buf: Vec<u8>,
+}
+
+impl Replies {
+    /// The next complete reply; an error on a read timeout, `UnexpectedEof` when the peer
+    /// closed first, `InvalidData` for bytes that are not RESP.
+    pub fn next(&mut self, s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match lockkit::resp::frame_len(&self.buf) {
+                Ok(Some(len)) => return Ok(self.buf.drain(..len).collect()),
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{e}: {:?}", String::from_utf8_lossy(&self.buf)),
+                    ))
+                }
+            }
+            let n = s.read(&mut chunk)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// Everything `s` sends after `bytes` until it closes or stays quiet for `quiet`.
+pub fn read_until_quiet(s: &mut TcpStream, bytes: &[u8], quiet: Duration) -> Vec<u8> {
+    s.write_all(bytes).expect("the peer takes the bytes");
+    s.set_read_timeout(Some(quiet)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! The client's bytes, request by request: read once by [`lockkit_resp::RequestParser`] (as
+//! redis-server reads them), classified once ([`ClientCommand`]), decided
+//! ([`super::decide`]), shown to the plugins that declared them, and forwarded: the very bytes
+//! read when they are the plain encoding of the request, its plain encoding otherwise, so the
+//! server cannot read it any other way. Requests forwarded as read go upstream together, one
+//! write per batch.
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use lockkit_resp::{ProtocolError, Request};
+use tokio::io::AsyncWrite;
+
+use super::command::{ClientCommand, ReplyMode, Special};
+use super::conn::{ClientConn, Mode, Next, ReplyControl};
+use super::decide::{Decision, ReplyHandling, Route};
+use super::owed::{OwedReply, Tracked};
+use crate::plugin::{Action, PluginCommand};
+use crate::upstream::route::{Up, WINDOW};
+use crate::upstream::RespVersion;
+
+/// The largest request held (Redis's default `client-query-buffer-limit`): a client that sends
+/// a bigger one is closed without a reply, as Redis closes it.
+pub(crate) const QUERY_BUFFER_MAX: usize = 1 << 30;
+
+/// Requests read in one go and forwarded as read, not yet written upstream: `buf[from..]` up to
+/// the current request, `sent` of them.
+#[derive(Debug, Default)]
+struct Batch {
+    from: usize,
+    sent: u32,
+}
+
+/// Whether to read on after a request.
+enum Flow {
+    Go,
+    Stop(Next),
+}
+
+/// The name a command is counted and shown by: the table's, or (for a command Redis does not
+/// know) its first argument upper case, at most 32 bytes.
+fn unknown_name(name: &[u8]) -> Vec<u8> {
+    name.iter().take(32).map(u8::to_ascii_uppercase).collect()
+}
+
+impl ClientConn {
+    /// Reads the complete requests in `buf` and carries each out; keeps an incomplete tail.
+    pub(crate) async fn on_client_bytes<CW: AsyncWrite + Unpin>(
+        &mut self,
+        buf: &mut Vec<u8>,
+        up: &mut Up,
+        cw: &mut CW,
+    ) -> std::io::Result<Next> {
+        match self.mode {
+            Mode::Resetting { .. } => {
+                self.held = true;
+                return Ok(Next::Continue);
+            }
+            Mode::Closing => {
+                buf.clear();
+                return Ok(Next::Continue);
+            }
+            _ => self.held = false,
+        }
+        let mut batch = Batch::default();
+        let mut pos = 0;
+        let arrived = Instant::now();
+        let mut next = Next::Continue;
+        loop {
+            if up.is_shared() && up.owed() + batch.sent >= WINDOW {
+                self.held = true;
+                break;
+            }
+            let req = match self.parser.parse(&buf[pos..], self.login.logged_in()) {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    if self.parser.wanted() > QUERY_BUFFER_MAX {
+                        next = Next::Close;
+                    }
+                    break;
+                }
+                Err(e) => {
+                    self.flush(up, buf, &mut batch, pos).await?;
+                    next = self.protocol_error(e, up);
+                    pos = buf.len();
+                    batch.from = pos;
+                    break;
+                }
+            };
+            let at = pos..pos + req.len();
+            pos = at.end;
+            let flow = self
+                .on_request(&req, buf, at, &mut batch, up, cw, arrived)
+                .await?;
+            self.parser.recycle(req);
+            if let Flow::Stop(n) = flow {
+                next = n;
+                break;
+            }
+        }
+        self.flush(up, buf, &mut batch, pos).await?;
+        buf.drain(..pos);
+        self.send_local_replies(cw).await?;
+        self.maybe_flush_counts();
+        if self.closes_now() {
+            return Ok(Next::Close);
+        }
+        Ok(next)
+    }
+
+    /// Writes the batch upstream, up to `to`.
+    async fn flush(
+        &mut self,
+        up: &mut Up,
+        buf: &[u8],
+        batch: &mut Batch,
+        to: usize,
+    ) -> std::io::Result<()> {
+        if batch.from < to {
+            let n = std::mem::take(&mut batch.sent);
+            up.send(&self.shared, self.info.id, &buf[batch.from..to], n)
+                .await?;
+        }
+        batch.from = to;
+        Ok(())
+    }
+
+    /// As Redis: the replies owed first, then the error, then the connection closes; nothing
+    /// more is read from the client. With the error's reply turned off (`CLIENT REPLY OFF` or
+    /// `SKIP`) Redis closes the connection only once it wrote something: after the replies owed,
+    /// or never when none are (the connection stays open, read no more).
+    fn protocol_error(&mut self, e: ProtocolError, up: &Up) -> Next {
+        let hidden = self.replies.hide_next();
+        let owes = self.owes(up);
+        self.mode = Mode::Closing;
+        if !hidden {
+            self.owed.push(OwedReply::Local(e.reply()));
+        }
+        if !hidden || owes {
+            self.owed.push(OwedReply::Close);
+        }
+        Next::Continue
+    }
+
+    /// Carries out one request, `buf[at]`.
+    #[allow(clippy::too_many_arguments)]
+    async fn on_request<CW: AsyncWrite + Unpin>(
+        &mut self,
+        req: &Request,
+        buf: &[u8],
+        at: Range<usize>,
+        batch: &mut Batch,
+        up: &mut Up,
+        cw: &mut CW,
+        arrived: Instant,
+    ) -> std::io::Result<Flow> {
+        let bytes = &buf[at.clone()];
+        if req.is_empty() {
+            // Redis reads it and does nothing, not even reply (a skipped reply is spent).
+            self.replies.hide_next();
+            self.flush(up, buf, batch, at.start).await?;
+            batch.from = at.end;
+            return Ok(Flow::Go);
+        }
+        let cmd = ClientCommand::classify(req, bytes);
+        self.commands += 1;
+        match cmd.name() {
+            Some(name) => self.count(name.as_bytes()),
+            None => self.count(&unknown_name(req.arg(bytes, 0).unwrap_or_default())),
+        }
+        // `CLIENT REPLY ON` is answered even when its own reply was to be skipped.
+        let on = cmd.special == Special::ClientReply(Some(ReplyMode::On));
+        let hidden = self.replies.hide_next() && !on;
+        let decision = self.decide(&cmd, req, bytes, up);
+        let forwarded = match decision {
+            Decision::Forward(route) => (route, None),
+            Decision::Instead(frame, route) => (route, Some(frame)),
+            Decision::Hello(resp, frame) => {
+                self.flush(up, buf, batch, at.start).await?;
+                batch.from = at.end;
+                if self.switch_resp(up, cw, resp).await? == Next::Close {
+                    return Ok(Flow::Stop(Next::Close));
+                }
+                up.send(&self.shared, self.info.id, &frame, 1).await?;
+                self.push_reply(hidden, ReplyHandling::Plain, None);
+                return Ok(Flow::Go);
+            }
+            Decision::Reset => return self.on_reset(req, buf, at, batch, up, cw).await,
+            other => return self.answer(other, buf, at, batch, up, hidden).await,
+        };
+        let (route, instead) = forwarded;
+        if route.own && up.is_shared() {
+            self.flush(up, buf, batch, at.start).await?;
+            if self.go_own(up, cw).await? == Next::Close {
+                return Ok(Flow::Stop(Next::Close));
+            }
+        }
+        if route.unpairs {
+            self.unpair(up, buf, batch, at.start, hidden).await?;
+        }
+        match instead {
+            Some(frame) => {
+                self.flush(up, buf, batch, at.start).await?;
+                batch.from = at.end;
+                up.send(&self.shared, self.info.id, &frame, 1).await?;
+                if self.mode.paired() {
+                    self.push_reply(hidden, route.reply, None);
+                }
+                Ok(Flow::Go)
+            }
+            None => {
+                let ctx = Forwarding {
+                    cmd: &cmd,
+                    req,
+                    route,
+                    hidden,
+                    arrived,
+                };
+                self.forward(ctx, buf, at, batch, up).await
+            }
+        }
+    }
+
+    /// The answers of the proxy's own: nothing of the request goes upstream.
+    async fn answer(
+        &mut self,
+        decision: Decision,
+        buf: &[u8],
+        at: Range<usize>,
+        batch: &mut Batch,
+        up: &mut Up,
+        hidden: bool,
+    ) -> std::io::Result<Flow> {
+        self.flush(up, buf, batch, at.start).await?;
+        batch.from = at.end;
+        match decision {
+            Decision::Nothing => {}
+            Decision::Answer(reply) => self.push_local(reply, hidden),
+            Decision::AnswerAndClose(reply) => {
+                self.push_local(reply, hidden);
+                self.close_after_owed();
+                return Ok(Flow::Stop(Next::Continue));
+            }
+            Decision::CloseNow => return Ok(Flow::Stop(Next::Close)),
+            Decision::Reset
+            | Decision::Forward(_)
+            | Decision::Instead(..)
+            | Decision::Hello(..) => {}
+        }
+        Ok(Flow::Go)
+    }
+
+    /// An answer of the proxy's own, in turn (unless the client turned replies off).
+    fn push_local(&mut self, reply: Vec<u8>, hidden: bool) {
+        if !hidden {
+            self.owed.push(OwedReply::Local(reply));
+        }
+    }
+
+    /// The connection closes once the replies owed are out; nothing more is read.
+    fn close_after_owed(&mut self) {
+        self.owed.push(OwedReply::Close);
+        self.mode = Mode::Closing;
+    }
+
+    /// Queues what becomes of a forwarded request's reply.
+    fn push_reply(&mut self, hidden: bool, reply: ReplyHandling, tracked: Option<Tracked>) {
+        if !self.mode.paired() {
+            return;
+        }
+        let slot = match (hidden, reply, tracked) {
+            (true, ..) => OwedReply::Swallow(1),
+            (false, _, Some(t)) => OwedReply::Tracked(Box::new(t)),
+            (false, ReplyHandling::Plain, None) => {
+                self.owed.push_plain();
+                return;
+            }
+            (false, ReplyHandling::Blocking, None) => OwedReply::Blocking,
+            (false, ReplyHandling::Scrub, None) => OwedReply::Scrub,
+            (false, ReplyHandling::ScrubExec, None) => OwedReply::ScrubExec,
+        };
+        self.owed.push(slot);
+    }
+
+    /// From this request on replies no longer pair. `CLIENT REPLY OFF` or `SKIP` carried out
+    /// by the proxy so far is handed to the server, which alone can tell its replies apart from
+    /// here on.
+    async fn unpair(
+        &mut self,
+        up: &mut Up,
+        buf: &[u8],
+        batch: &mut Batch,
+        at: usize,
+        hidden: bool,
+    ) -> std::io::Result<()> {
+        self.mode = Mode::Unpaired;
+        let handed = if self.replies.off {
+            Some(&b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$3\r\nOFF\r\n"[..])
+        } else if hidden {
+            Some(&b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nSKIP\r\n"[..])
+        } else {
+            None
+        };
+        self.flush(up, buf, batch, at).await?;
+        self.owed.push(OwedReply::Unpair);
+        self.replies = ReplyControl::default();
+        if let Some(frame) = handed {
+            up.send(&self.shared, self.info.id, frame, 0).await?;
+        }
+        Ok(())
+    }
+
+    /// RESET: answered by the proxy where the client has nothing upstream to reset (on the
+    /// shared connections, or before login); otherwise it goes to the server, and the client
+    /// goes on from a fresh connection once its reply is out (nothing more is read meanwhile).
+    #[allow(clippy::too_many_arguments)]
+    async fn on_reset<CW: AsyncWrite + Unpin>(
+        &mut self,
+        req: &Request,
+        buf: &[u8],
+        at: Range<usize>,
+        batch: &mut Batch,
+        up: &mut Up,
+        cw: &mut CW,
+    ) -> std::io::Result<Flow> {
+        if up.is_shared() || !self.login.logged_in() {
+            self.flush(up, buf, batch, at.start).await?;
+            batch.from = at.end;
+            // Back to RESP2: the replies owed on RESP3 connections come first.
+            if self.switch_resp(up, cw, RespVersion::Resp2).await? == Next::Close {
+                return Ok(Flow::Stop(Next::Close));
+            }
+            self.reset_state();
+            self.owed.push(OwedReply::Local(b"+RESET\r\n".to_vec()));
+            return Ok(Flow::Go);
+        }
+        let unpaired = !self.mode.paired();
+        self.send_request(req, buf, at, batch, up).await?;
+        if !unpaired {
+            self.owed.push(OwedReply::Reset);
+        }
+        self.mode = Mode::Resetting { unpaired };
+        self.held = true;
+        Ok(Flow::Stop(Next::Continue))
+    }
+
+    /// Forwards the request `buf[at]` as read when those bytes are its plain encoding (with
+    /// the batch), its plain encoding otherwise.
+    async fn send_request(
+        &mut self,
+        req: &Request,
+        buf: &[u8],
+        at: Range<usize>,
+        batch: &mut Batch,
+        up: &mut Up,
+    ) -> std::io::Result<()> {
+        if req.is_canonical() && batch.from == at.start {
+            batch.sent += 1;
+            return Ok(());
+        }
+        self.flush(up, buf, batch, at.start).await?;
+        batch.from = at.end;
+        let mut frame = std::mem::take(&mut self.scratch);
+        frame.clear();
+        req.write_canonical(&buf[at], &mut frame);
+        let sent = up.send(&self.shared, self.info.id, &frame, 1).await;
+        self.scratch = frame;
+        sent
+    }
+}
+
+/// One request on its way upstream.
+struct Forwarding<'a> {
+    cmd: &'a ClientCommand,
+    req: &'a Request,
+    route: Route,
+    hidden: bool,
+    arrived: Instant,
+}
+
+impl ClientConn {
+    /// Runs the plugins that declared the request, then forwards it (unless a plugin answered,
+    /// closed or held it).
+    async fn forward(
+        &mut self,
+        f: Forwarding<'_>,
+        buf: &[u8],
+        at: Range<usize>,
+        batch: &mut Batch,
+        up: &mut Up,
+    ) -> std::io::Result<Flow> {
+        let bytes = &buf[at.clone()];
+        let unknown;
+        let name: &[u8] = match f.cmd.name() {
+            Some(n) => n.as_bytes(),
+            None => {
+                unknown = unknown_name(f.req.arg(bytes, 0).unwrap_or_default());
+                &unknown
+            }
+        };
+        let shared = self.shared.clone();
+        let plugins = shared.plugins_for(name);
+        if plugins.is_empty() {
+            self.send_request(f.req, buf, at, batch, up).await?;
+            self.push_reply(f.hidden, f.route.reply, None);
+            return Ok(Flow::Go);
+        }
+        let name_text = String::from_utf8_lossy(name).into_owned();
+        let args: Vec<&[u8]> = f.req.args(bytes).collect();
+        let cmd = PluginCommand {
+            name: &name_text,
+            args: args.get(1..).unwrap_or_default(),
+            key: f.cmd.first_key.and_then(|k| args.get(k).copied()),
+            index: self.commands,
+            arrived: f.arrived,
+        };
+        let (action, until) = self.plugin_action(plugins, &cmd, f.cmd).await;
+        match action {
+            Action::Pass | Action::Hold(_) | Action::Delay(_) => {
+                if let Some(t) = until {
+                    self.flush(up, buf, batch, at.start).await?;
+                    tokio::time::sleep_until(t.into()).await;
+                }
+                if let Action::Delay(d) = action {
+                    self.flush(up, buf, batch, at.start).await?;
+                    tokio::time::sleep(d).await;
+                }
+            }
+            Action::LoseReply => {
+                self.send_request(f.req, buf, at, batch, up).await?;
+                if !self.mode.paired() {
+                    return Ok(Flow::Stop(Next::Close));
+                }
+                self.owed.push(OwedReply::Lose);
+                self.mode = Mode::Closing;
+                return Ok(Flow::Stop(Next::Continue));
+            }
+            Action::Close => {
+                self.flush(up, buf, batch, at.start).await?;
+                batch.from = at.end;
+                return Ok(Flow::Stop(Next::Close));
+            }
+            Action::Reply(bytes) => {
+                self.flush(up, buf, batch, at.start).await?;
+                batch.from = at.end;
+                self.push_local(bytes, f.hidden);
+                return Ok(Flow::Go);
+            }
+        }
+        self.send_request(f.req, buf, at, batch, up).await?;
+        if !self.mode.paired() {
+            return Ok(Flow::Go);
+        }
+        let wants: Vec<usize> = (plugins.iter().copied())
+            .filter(|&p| shared.plugins[p].wants_reply(&cmd))
+            .collect();
+        let tracked = (!wants.is_empty()).then(|| Tracked {
+            args: args.iter().map(|a| a.to_vec()).collect(),
+            name: name_text.clone(),
+            first_key: f.cmd.first_key,
+            plugins: wants,
+            sent: Instant::now(),
+            index: self.commands,
+            arrived: f.arrived,
+        });
+        self.push_reply(f.hidden, f.route.reply, tracked);
+        Ok(Flow::Go)
+    }
+
+    /// What the plugins that declared `cmd` decide, and the instant it is held to. Delays of
+    /// several plugins add up and holds take the latest instant; the first plugin that
+    /// answers, closes or loses the reply decides alone. An answer of a plugin's own is only used where it is
+    /// in turn (replies pair, not inside MULTI) and never for MULTI, EXEC or DISCARD (the
+    /// server must see them, or it stays in, or never enters, the transaction the client sees).
+    async fn plugin_action(
+        &self,
+        plugins: &[usize],
+        cmd: &PluginCommand<'_>,
+        classified: &ClientCommand,
+    ) -> (Action, Option<Instant>) {
+        let shared = &self.shared;
+        let mut action = Action::Pass;
+        let mut delay = Duration::ZERO;
+        let mut until: Option<Instant> = None;
+        for &p in plugins {
+            match shared
+                .workers
+                .on_command(&shared.plugins, p, &self.info, cmd)
+                .await
+            {
+                Action::Pass => {}
+                Action::Delay(d) => delay += d,
+                Action::Hold(t) => until = until.max(Some(t)),
+                other => {
+                    action = other;
+                    break;
+                }
+            }
+        }
+        let transaction = matches!(
+            classified.special,
+            Special::Multi | Special::Exec | Special::Discard
+        );
+        if matches!(action, Action::Reply(_)) && (!self.mode.answerable() || transaction) {
+            action = Action::Pass;
+        }
+        if !matches!(action, Action::Pass) {
+            return (action, None);
+        }
+        if !delay.is_zero() {
+            action = Action::Delay(delay);
+        }
+        (action, until)
+    }
+}
