@@ -7,7 +7,7 @@ use redis::Value;
 use super::Unheard;
 use crate::error::{Error, Result};
 use crate::keys::check_key;
-use crate::lock::{ttl_ms, Lock};
+use crate::lock::{ttl_ms, Hold, Lock};
 use crate::options::LockOptions;
 use crate::scripts;
 use crate::{LockClient, Locker};
@@ -103,7 +103,7 @@ impl LockClient {
         let start = Instant::now();
         let sent = [(key, token.as_str())];
         // Armed until the outcome is settled, clean-ups included (see `cleanup`).
-        let unheard = Unheard::arm(self, &sent, start, false);
+        let unheard = Unheard::arm(self, &sent, start, Hold::Lock);
         let reply = self
             .conns
             .run_script(
@@ -137,7 +137,7 @@ impl LockClient {
             return Ok(None);
         };
         if let Some(e) = super::spent(key, opts, opts.valid_until(start)) {
-            let e = self.refuse_spent(conn, key, &token, e, false).await;
+            let e = self.refuse_spent(conn, key, &token, e, Hold::Lock).await;
             unheard.disarm();
             return Err(e);
         }
