@@ -101,8 +101,12 @@ pub static RW_EXTEND: LuaScript = script!("rw_extend");
 /// A write hold turned into a read hold under the same token: `1`, `0`, `-1`.
 pub static RW_DOWNGRADE: LuaScript = script!("rw_downgrade");
 
+/// A write accepted only from a fencing token at least the highest seen: `1` written, `0`
+/// refused (a newer token wrote already).
+pub static FENCED_SET: LuaScript = script!("fenced_set");
+
 /// Every script the library uses, in a fixed order.
-pub static ALL: [&LuaScript; 13] = [
+pub static ALL: [&LuaScript; 14] = [
     &RELEASE,
     &EXTEND,
     &ACQUIRE_FENCED,
@@ -116,6 +120,7 @@ pub static ALL: [&LuaScript; 13] = [
     &RW_RELEASE,
     &RW_EXTEND,
     &RW_DOWNGRADE,
+    &FENCED_SET,
 ];
 
 /// The name of the Function library.
