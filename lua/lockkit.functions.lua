@@ -246,3 +246,314 @@ redis.register_function('lockkit_leave_fair', function(KEYS, ARGV)
   end
   return 1
 end)
+
+redis.register_function('lockkit_semaphore_acquire', function(KEYS, ARGV)
+  -- semaphore_acquire.lua: take one of N permits, each a lease of its own.
+  --
+  -- A semaphore is one sorted set: a member per holder (its token), scored by the server time in
+  -- milliseconds at which that holder's lease ends. Every call first drops the leases that have
+  -- ended, so a crashed holder's permit comes back when its lease runs out, and leaves the key's
+  -- own TTL at the longest lease left: the key never outlives its last holder and never lives
+  -- without a TTL.
+  --
+  -- KEYS[1]  the semaphore key (a sorted set, nothing else)
+  -- ARGV[1]  the token for this permit (a fresh random value)
+  -- ARGV[2]  the lease in milliseconds (a positive integer)
+  -- ARGV[3]  how many permits the semaphore has (a positive integer)
+  --
+  -- Replies (array of two integers):
+  --   {1, n}   acquired: ARGV[1] holds a permit for ARGV[2] ms; n holders now, this one included.
+  --            The same call repeated while ARGV[1] still holds (a cluster client re-sends a
+  --            command after a dropped connection) answers the same, its lease renewed
+  --   {0, n}   busy: n holders (ARGV[3] or more) hold a permit; nothing changed but the purge of
+  --            ended leases
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local key, token = KEYS[1], ARGV[1]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local held = redis.call('ZCARD', key)
+  if redis.call('ZSCORE', key, token) == false then
+    if held >= tonumber(ARGV[3]) then
+      return {0, held}
+    end
+    held = held + 1
+  end
+  redis.call('ZADD', key, string.format('%d', now + tonumber(ARGV[2])), token)
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
+  return {1, held}
+end)
+
+redis.register_function('lockkit_semaphore_release', function(KEYS, ARGV)
+  -- semaphore_release.lua: give back one permit. Removes the caller's lease only if it is still
+  -- there, drops the leases that have ended and keeps the key's TTL at the longest lease left.
+  --
+  -- KEYS[1]  the semaphore key (a sorted set of holders' tokens scored by the end of their lease)
+  -- ARGV[1]  the token of the permit
+  -- ARGV[2]  optional: a channel to PUBLISH on after the permit was given back, so that waiters
+  --          wake at once (lockkit passes `lockkit:released:<key>`); a refused PUBLISH does not
+  --          undo the release
+  --
+  -- Replies (integer):
+  --    1  released: ARGV[1] held a permit and no longer does
+  --    0  not held: ARGV[1] holds no permit (its lease ended, or it never had one); nothing
+  --       changed but the purge of ended leases
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local key = KEYS[1]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if redis.call('ZREM', key, ARGV[1]) == 0 then
+    return 0
+  end
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
+  end
+  if ARGV[2] then
+    redis.pcall('PUBLISH', ARGV[2], '1')
+  end
+  return 1
+end)
+
+redis.register_function('lockkit_semaphore_extend', function(KEYS, ARGV)
+  -- semaphore_extend.lua: renew one permit's lease. Sets the caller's lease to end ARGV[2] ms
+  -- from now only if it still holds a permit, drops the leases that have ended and keeps the
+  -- key's TTL at the longest lease left.
+  --
+  -- KEYS[1]  the semaphore key (a sorted set of holders' tokens scored by the end of their lease)
+  -- ARGV[1]  the token of the permit
+  -- ARGV[2]  the new lease in milliseconds (a positive integer), counted from now
+  --
+  -- Replies (integer):
+  --    1  extended: ARGV[1] holds its permit for ARGV[2] ms from now
+  --    0  not held: ARGV[1] holds no permit (its lease ended: the permit may be someone else's
+  --       now); nothing changed but the purge of ended leases
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local key = KEYS[1]
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if redis.call('ZSCORE', key, ARGV[1]) == false then
+    return 0
+  end
+  redis.call('ZADD', key, 'XX', string.format('%d', now + tonumber(ARGV[2])), ARGV[1])
+  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
+  return 1
+end)
+
+redis.register_function('lockkit_rw_acquire', function(KEYS, ARGV)
+  -- rw_acquire.lua: take a read-write lock for reading (shared) or writing (exclusive).
+  --
+  -- A read-write lock is three keys in one hash slot: the readers (a sorted set of their tokens,
+  -- each scored by the server time in milliseconds at which its lease ends), the writer (a
+  -- string holding its token, with the writer's lease as its TTL) and the writers waiting (a
+  -- sorted set of their tokens scored by the end of their claim). A writer that finds the lock
+  -- busy leaves a claim there, and no new reader enters while a claim lasts: readers coming and
+  -- going can not keep a writer out forever. Every call drops the leases and claims that have
+  -- ended and keeps each sorted set's TTL at its longest entry: no key lives without a TTL.
+  --
+  -- KEYS[1]  the readers (the lock's name: its release channel is named after it)
+  -- KEYS[2]  the writer, e.g. `{name}:lockkit-writer`
+  -- KEYS[3]  the writers waiting, e.g. `{name}:lockkit-writers`
+  -- ARGV[1]  the token for this hold (a fresh random value)
+  -- ARGV[2]  the lease in milliseconds (a positive integer)
+  -- ARGV[3]  `read` or `write`
+  -- ARGV[4]  (write) how long a waiting writer's claim lasts, in milliseconds: each attempt
+  --          leaves one (under its own token), and a writer that gets in clears them all (a
+  --          writer still waiting leaves its claim again at its next attempt)
+  --
+  -- Replies (array of two integers):
+  --   {1, n}   acquired: ARGV[1] holds the lock for ARGV[2] ms; n readers now (0 for a writer).
+  --            The same call repeated while ARGV[1] still holds (a re-sent command) answers the
+  --            same, its lease renewed
+  --   {0, 1}   busy: a writer holds the lock
+  --   {0, 2}   busy (read): a writer waits for the lock, so no new reader enters
+  --   {0, 3}   busy (write): readers hold the lock; the writer's claim is left (or renewed)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local readers, writer, waiting, token = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+  local lease = tonumber(ARGV[2])
+  local function keep_ttl(key)
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if last[2] then
+      redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
+  local current = redis.call('GET', writer)
+  if ARGV[3] == 'read' then
+    if redis.call('ZSCORE', readers, token) == false then
+      if current then
+        return {0, 1}
+      end
+      if redis.call('ZCARD', waiting) > 0 then
+        return {0, 2}
+      end
+    end
+    redis.call('ZADD', readers, string.format('%d', now + lease), token)
+    keep_ttl(readers)
+    return {1, redis.call('ZCARD', readers)}
+  end
+  if current ~= token then
+    local busy = 0
+    if current then
+      busy = 1
+    elseif redis.call('ZCARD', readers) > 0 then
+      busy = 3
+    end
+    if busy > 0 then
+      redis.call('ZADD', waiting, string.format('%d', now + tonumber(ARGV[4])), token)
+      keep_ttl(waiting)
+      return {0, busy}
+    end
+  end
+  redis.call('SET', writer, token, 'PX', lease)
+  redis.call('DEL', waiting)
+  return {1, 0}
+end)
+
+redis.register_function('lockkit_rw_release', function(KEYS, ARGV)
+  -- rw_release.lua: give back a read-write lock held for reading or writing, only by its holder.
+  --
+  -- KEYS[1]  the readers (a sorted set of tokens scored by the end of their lease)
+  -- KEYS[2]  the writer (a string holding its token)
+  -- ARGV[1]  the token of the hold
+  -- ARGV[2]  `read` or `write`: how it is held
+  -- ARGV[3]  optional: a channel to PUBLISH on after the release, so that waiters wake at once
+  --          (lockkit passes `lockkit:released:<name>`); a refused PUBLISH does not undo it
+  --
+  -- Replies (integer):
+  --    1  released
+  --    0  not held: ARGV[1] holds no such lock (its lease ended, or it never had one)
+  --   -1  not yours (write): another token holds the lock for writing; nothing changed
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local readers, writer, token = KEYS[1], KEYS[2], ARGV[1]
+  if ARGV[2] == 'read' then
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+    if redis.call('ZREM', readers, token) == 0 then
+      return 0
+    end
+    local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+    if last[2] then
+      redis.call('PEXPIRE', readers, string.format('%d', tonumber(last[2]) - now))
+    end
+  else
+    local current = redis.call('GET', writer)
+    if current == false then
+      return 0
+    elseif current ~= token then
+      return -1
+    end
+    redis.call('DEL', writer)
+  end
+  if ARGV[3] then
+    redis.pcall('PUBLISH', ARGV[3], '1')
+  end
+  return 1
+end)
+
+redis.register_function('lockkit_rw_extend', function(KEYS, ARGV)
+  -- rw_extend.lua: renew the lease of a read-write lock held for reading or writing, only by its
+  -- holder.
+  --
+  -- KEYS[1]  the readers (a sorted set of tokens scored by the end of their lease)
+  -- KEYS[2]  the writer (a string holding its token)
+  -- ARGV[1]  the token of the hold
+  -- ARGV[2]  the new lease in milliseconds (a positive integer), counted from now
+  -- ARGV[3]  `read` or `write`: how it is held
+  --
+  -- Replies (integer):
+  --    1  extended: the hold lasts ARGV[2] ms from now
+  --    0  not held: ARGV[1] holds no such lock (its lease ended); nothing changed
+  --   -1  not yours (write): another token holds the lock for writing; nothing changed
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local readers, writer, token = KEYS[1], KEYS[2], ARGV[1]
+  if ARGV[3] == 'read' then
+    redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+    if redis.call('ZSCORE', readers, token) == false then
+      return 0
+    end
+    redis.call('ZADD', readers, 'XX', string.format('%d', now + tonumber(ARGV[2])), token)
+    local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', readers, string.format('%d', tonumber(last[2]) - now))
+    return 1
+  end
+  local current = redis.call('GET', writer)
+  if current == false then
+    return 0
+  elseif current ~= token then
+    return -1
+  end
+  redis.call('PEXPIRE', writer, ARGV[2])
+  return 1
+end)
+
+redis.register_function('lockkit_rw_downgrade', function(KEYS, ARGV)
+  -- rw_downgrade.lua: turn a write hold into a read hold in one step, under the same token, so
+  -- no other writer can enter in between; waiting readers are woken (they may now share it).
+  --
+  -- KEYS[1]  the readers (a sorted set of tokens scored by the end of their lease)
+  -- KEYS[2]  the writer (a string holding its token)
+  -- ARGV[1]  the token of the write hold (it becomes the read hold's)
+  -- ARGV[2]  the read hold's lease in milliseconds (a positive integer), counted from now
+  -- ARGV[3]  optional: a channel to PUBLISH on after the downgrade (`lockkit:released:<name>`)
+  --
+  -- Replies (integer):
+  --    1  downgraded: ARGV[1] now holds the lock for reading, for ARGV[2] ms
+  --    0  not held: no writer holds the lock (the write lease ended); nothing changed
+  --   -1  not yours: another token holds the lock for writing; nothing changed
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local readers, writer, token = KEYS[1], KEYS[2], ARGV[1]
+  local current = redis.call('GET', writer)
+  if current == false then
+    return 0
+  elseif current ~= token then
+    return -1
+  end
+  redis.call('DEL', writer)
+  redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
+  redis.call('ZADD', readers, string.format('%d', now + tonumber(ARGV[2])), token)
+  local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', readers, string.format('%d', tonumber(last[2]) - now))
+  if ARGV[3] then
+    redis.pcall('PUBLISH', ARGV[3], '1')
+  end
+  return 1
+end)
+
+redis.register_function('lockkit_fenced_set', function(KEYS, ARGV)
+  -- fenced_set.lua: a write that a resource in Redis accepts only from the newest lock holder.
+  --
+  -- The resource remembers the highest fencing token it has accepted (KEYS[2]) and refuses a
+  -- write that carries an older one: a holder whose lock expired while it was paused, and which
+  -- wakes up after the next holder (with a newer token from `acquire_fenced.lua`) has written,
+  -- can not overwrite that write. The same token may write again (a holder's later writes).
+  --
+  -- KEYS[1]  the value to write (a string)
+  -- KEYS[2]  the highest token accepted so far; in Redis Cluster it must share KEYS[1]'s hash
+  --          tag, e.g. `{orders:42}:doc` and `{orders:42}:doc:fence`. It has no TTL: the resource
+  --          must remember it as long as the value lives
+  -- ARGV[1]  the writer's fencing token (a positive integer)
+  -- ARGV[2]  the value
+  --
+  -- Replies (integer):
+  --   1  written: ARGV[1] is at least the highest token seen; KEYS[1] holds ARGV[2] and KEYS[2]
+  --      holds ARGV[1]
+  --   0  refused: a newer token has written already; nothing changed
+  --   an error for a token that is not a positive integer; nothing changed
+  local token = tonumber(ARGV[1])
+  if token == nil or token < 1 or token ~= math.floor(token) then
+    return redis.error_reply('ERR the fencing token must be a positive integer')
+  end
+  local seen = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+  if token < seen then
+    return 0
+  end
+  redis.call('SET', KEYS[2], string.format('%d', token))
+  redis.call('SET', KEYS[1], ARGV[2])
+  return 1
+end)

@@ -90,6 +90,18 @@ pub enum Error {
         min: Duration,
     },
 
+    /// A read hold of an [`RwLock`](crate::RwLock) cannot become a write hold: two readers
+    /// upgrading at once would each wait for the other forever. Release the read hold and
+    /// acquire for writing (or hold for writing from the start, and downgrade).
+    #[error(
+        "read-write lock `{key}`: a read hold cannot be upgraded to a write hold (two readers \
+         upgrading would wait for each other forever); release it and acquire for writing"
+    )]
+    UpgradeUnsupported {
+        /// The lock's name.
+        key: String,
+    },
+
     /// A script or command answered with a reply lockkit does not understand.
     #[error("unexpected reply to {what}: {reply}")]
     UnexpectedReply {
@@ -196,7 +208,9 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Redis(e) => redis_kind(e),
-            Error::InvalidOptions { .. } | Error::InvalidKey { .. } => ErrorKind::InvalidInput,
+            Error::InvalidOptions { .. }
+            | Error::InvalidKey { .. }
+            | Error::UpgradeUnsupported { .. } => ErrorKind::InvalidInput,
             Error::AcquireTimeout { .. } => ErrorKind::Busy,
             Error::QuorumNotReached { .. } => ErrorKind::QuorumNotReached,
             Error::NodeRestarted { .. } => ErrorKind::Unavailable,

@@ -22,7 +22,7 @@
 //! | 3 data | `options.rs`, `lock.rs` | options ([`ClientOptions`] with its [`WaitMode`], [`LockOptions`] with its [`RetryOptions`], [`WatchdogOptions`]); the [`Lock`] data, tokens, the `SET NX PX` command and its reply, the outcomes of release, extend and fair attempts, [`LossReason`] |
 //! | 4 metrics | `metrics.rs` | [`metrics`]: what every path reports |
 //! | 5 connection | `connection/` | `mod.rs`: opening connections (server, proxy, cluster), [`Topology`]; `link.rs`: lockkit's own pipelined connection to one server; `connector.rs` ([`net`]): opening a socket and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); `pool.rs`: a client's connections, the script cache and `EVALSHA`/`NOSCRIPT`; `hub.rs`: the release-notification connection and its liveness (`subscriber.rs`: its protocol); `cluster.rs`: a Redis Cluster's connections (redis-rs's); `notify.rs` ([`wait`]): waiting for a busy lock, woken by its release, polling as the fallback, fair mode's turns |
-//! | 6 lockers | `locker.rs`, `client/`, `redlock/` | the [`Locker`] trait; [`LockClient`] (`client/mod.rs`) with the clean-up of acquires whose outcome is unknown (`cleanup.rs`), pipelined `acquire_many`/`release_many` (`batch.rs`), fair mode (`fair.rs`, [`LockOptionsBuilder::fair`]) and fencing tokens (`fencing.rs`, [`LockClient::try_acquire_fenced`]); [`Redlock`] (`redlock/mod.rs`): a quorum over independent masters, votes decided at quorum, per-node circuit breakers (`quorum.rs`) |
+//! | 6 lockers | `locker.rs`, `client/`, `redlock/` | the [`Locker`] trait; [`LockClient`] (`client/mod.rs`) with the clean-up of acquires whose outcome is unknown (`cleanup.rs`), pipelined `acquire_many`/`release_many` (`batch.rs`), fair mode (`fair.rs`, [`LockOptionsBuilder::fair`]) and fencing tokens (`fencing.rs`, [`LockClient::try_acquire_fenced`]), [`Semaphore`] (`semaphore.rs`, with what every shared primitive shares) and [`RwLock`] (`rwlock.rs`); [`Redlock`] (`redlock/mod.rs`): a quorum over independent masters, votes decided at quorum, per-node circuit breakers (`quorum.rs`) |
 //! | 7 policies | `retry.rs`, `guard.rs` | [`retry`]: the one retry loop; [`LockGuard`] and its watchdog |
 //! | 8 top | `probe.rs`, `middleware/`, `lib.rs` | target probing ([`probe()`]); the `tower` layer (feature `tower`); this crate root |
 //!
@@ -121,6 +121,8 @@ pub mod retry;
 pub mod middleware;
 mod probe;
 
+pub use client::rwlock::{RwLock, RwLocker};
+pub use client::semaphore::Semaphore;
 pub use client::LockClient;
 pub use connection::pool::ClientStats;
 pub use connection::Topology;

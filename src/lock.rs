@@ -8,6 +8,34 @@ use redis::Value;
 use crate::error::{Error, Result};
 use crate::options::LockOptions;
 
+/// What a token holds, for the paths that give it back without a [`Lock`] at hand (the
+/// clean-up of an acquire whose outcome is unknown, the give-back of one with too little
+/// validity): each kind is released by its own script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// A plain lock (`release.lua`).
+    Lock,
+    /// A lock taken in fair mode (`release_fair.lua`, which names the queue's head).
+    Fair,
+    /// A semaphore's permit (`semaphore_release.lua`).
+    Permit,
+    /// A read-write lock held for reading (`rw_release.lua`).
+    Read,
+    /// A read-write lock held for writing (`rw_release.lua`).
+    Write,
+}
+
+impl Hold {
+    /// A mutex's hold: [`Hold::Fair`] when taken in fair mode.
+    pub(crate) fn mutex(fair: bool) -> Hold {
+        if fair {
+            Hold::Fair
+        } else {
+            Hold::Lock
+        }
+    }
+}
+
 /// A held lock: the key, the token that proves it is ours, and how long it is valid for.
 ///
 /// A `Lock` is plain data; it does not release itself. Use [`LockGuard`](crate::LockGuard) for that.

@@ -85,14 +85,42 @@ pub static RELEASE_FAIR: LuaScript = script!("release_fair");
 /// queued.
 pub static LEAVE_FAIR: LuaScript = script!("leave_fair");
 
+/// A semaphore's permit: taken when fewer than N leases are live: `{1, holders}` acquired,
+/// `{0, holders}` busy. Ended leases are purged and the key's TTL kept at the longest lease.
+pub static SEMAPHORE_ACQUIRE: LuaScript = script!("semaphore_acquire");
+/// A semaphore's permit given back: `1` released, `0` not held.
+pub static SEMAPHORE_RELEASE: LuaScript = script!("semaphore_release");
+/// A semaphore's permit renewed: `1` extended, `0` not held.
+pub static SEMAPHORE_EXTEND: LuaScript = script!("semaphore_extend");
+/// A read-write lock taken for reading or writing: `{1, readers}` acquired, `{0, why}` busy.
+pub static RW_ACQUIRE: LuaScript = script!("rw_acquire");
+/// A read-write lock given back by its holder: `1`, `0`, `-1` as [`RELEASE`].
+pub static RW_RELEASE: LuaScript = script!("rw_release");
+/// A read-write lock's lease renewed by its holder: `1`, `0`, `-1` as [`EXTEND`].
+pub static RW_EXTEND: LuaScript = script!("rw_extend");
+/// A write hold turned into a read hold under the same token: `1`, `0`, `-1`.
+pub static RW_DOWNGRADE: LuaScript = script!("rw_downgrade");
+
+/// A write accepted only from a fencing token at least the highest seen: `1` written, `0`
+/// refused (a newer token wrote already).
+pub static FENCED_SET: LuaScript = script!("fenced_set");
+
 /// Every script the library uses, in a fixed order.
-pub static ALL: [&LuaScript; 6] = [
+pub static ALL: [&LuaScript; 14] = [
     &RELEASE,
     &EXTEND,
     &ACQUIRE_FENCED,
     &ACQUIRE_FAIR,
     &RELEASE_FAIR,
     &LEAVE_FAIR,
+    &SEMAPHORE_ACQUIRE,
+    &SEMAPHORE_RELEASE,
+    &SEMAPHORE_EXTEND,
+    &RW_ACQUIRE,
+    &RW_RELEASE,
+    &RW_EXTEND,
+    &RW_DOWNGRADE,
+    &FENCED_SET,
 ];
 
 /// The name of the Function library.

@@ -263,3 +263,42 @@ async fn the_fencing_counter_survives_eviction_of_keys_with_a_ttl() {
         .unwrap();
     assert_eq!(lock.fencing_token(), Some(1));
 }
+
+/// The resource in Redis (`fenced_set.lua`): a holder paused past its TTL wakes up after the
+/// next holder wrote, and its write is refused; the value is the newer holder's.
+#[tokio::test]
+async fn a_stale_holders_write_is_refused_by_the_fenced_set_in_redis() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(&server.url()).await.unwrap();
+    let (key, fence) = ("{doc:9}:lock", "{doc:9}:fence");
+    let (value, written) = ("{doc:9}", "{doc:9}:written");
+    let a = client
+        .try_acquire_fenced(key, fence, Duration::from_millis(100))
+        .await
+        .unwrap()
+        .unwrap();
+    let ta = a.fencing_token().unwrap();
+    assert!(client.fenced_set(value, written, ta, b"a1").await.unwrap());
+    // a pauses past its TTL; b takes the lock and writes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let b = client
+        .try_acquire_fenced(key, fence, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    let tb = b.fencing_token().unwrap();
+    assert!(tb > ta);
+    assert!(client.fenced_set(value, written, tb, b"b1").await.unwrap());
+    assert!(
+        !client.fenced_set(value, written, ta, b"a2").await.unwrap(),
+        "the stale holder's write was accepted"
+    );
+    assert!(client.fenced_set(value, written, tb, b"b2").await.unwrap());
+    assert_eq!(server.inline("GET {doc:9}").unwrap().trim_end(), "$2\r\nb2");
+    let e = client
+        .fenced_set(value, written, 0, b"x")
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), lockkit::ErrorKind::InvalidInput);
+    client.release(&b).await.unwrap();
+}

@@ -69,6 +69,9 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
         "acquire_fenced.txt",
         "lockkit.functions.txt",
         "fair.txt",
+        "semaphore.txt",
+        "rwlock.txt",
+        "fenced_set.txt",
     ]
     .iter()
     .map(|f| dir.join(f).display().to_string())
@@ -77,7 +80,7 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
     args.extend(files.iter().map(String::as_str));
     let out = lockkit(&args, None);
     assert!(out.success(), "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("5 passed, 0 failed"));
+    assert!(out.stdout.contains("8 passed, 0 failed"));
 
     let tmp_dir = tempfile::tempdir().unwrap();
     let tmp = tmp_dir.path();
@@ -93,6 +96,22 @@ fn test_passes_on_recorded_transcripts_and_fails_on_a_changed_reply() {
         report.contains("FAIL") && report.contains("expected:") && report.contains("(integer) -1"),
         "{report}"
     );
+}
+
+/// The transcripts of the shared primitives' scripts (and of the fenced write) give the same replies on a real
+/// redis-server as offline (their replies depend on the server's clock only within bounds the
+/// transcripts check).
+#[test]
+fn semaphore_and_rwlock_transcripts_pass_against_a_real_server() {
+    let server = RedisServer::start();
+    let dir = repo().join("tests/transcripts");
+    for name in ["semaphore.txt", "rwlock.txt", "fenced_set.txt"] {
+        let file = dir.join(name).display().to_string();
+        let out = lockkit(&["lua", "test", &file, "--url", &server.url()], None);
+        assert!(out.success(), "{name}: {}{}", out.stdout, out.stderr);
+        server.inline("FLUSHALL").unwrap();
+        server.inline("FUNCTION FLUSH").unwrap();
+    }
 }
 
 #[test]

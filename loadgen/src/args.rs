@@ -24,6 +24,30 @@ pub enum KeyDist {
     Hot,
 }
 
+/// Which lock primitive the clients take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PrimitiveArg {
+    /// One holder per key (lockkit::LockClient).
+    #[default]
+    Mutex,
+    /// Many readers or one writer per key (lockkit::RwLock); `--read-ratio` of the cycles read.
+    Rwlock,
+    /// `--permits` holders per key at most (lockkit::Semaphore).
+    Semaphore,
+}
+
+impl PrimitiveArg {
+    /// The name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrimitiveArg::Mutex => "mutex",
+            PrimitiveArg::Rwlock => "rwlock",
+            PrimitiveArg::Semaphore => "semaphore",
+        }
+    }
+}
+
 /// How the hold time inside the critical section varies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -275,6 +299,19 @@ pub struct BenchArgs {
     /// (Redlock cannot issue fencing tokens). Leaves one counter per key, PREFIXfence:{KEY}.
     #[arg(long)]
     pub fencing: bool,
+
+    /// The lock primitive: mutex (one holder per key), rwlock (many readers or one writer) or
+    /// semaphore (--permits holders per key). The safety checker applies its rule.
+    #[arg(long, value_enum, default_value_t = PrimitiveArg::Mutex)]
+    pub primitive: PrimitiveArg,
+
+    /// --primitive semaphore: how many holders one key admits at once.
+    #[arg(long, default_value = "2", value_parser = parse_count, value_name = "N")]
+    pub permits: u64,
+
+    /// --primitive rwlock: the share of cycles that read (0 to 1); the others write.
+    #[arg(long, default_value = "0.9", value_name = "R")]
+    pub read_ratio: f64,
 }
 
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -349,6 +386,27 @@ impl BenchArgs {
             return Err(
                 "--batch > 1 has no single critical section per lock; it does not combine with --fencing or --faults holder-pause"
                     .into(),
+            );
+        }
+        if self.primitive != PrimitiveArg::Mutex {
+            let name = self.primitive.name();
+            if self.nodes > 1 || self.urls.len() > 1 {
+                return Err(format!(
+                    "--primitive {name} runs on one server (Redlock has only the mutex); use one --url"
+                ));
+            }
+            if self.batch > 1 || self.wait.is_fair() || self.fencing {
+                return Err(format!(
+                    "--primitive {name} does not combine with --batch > 1, --wait fair or --fencing (they are the mutex's); drop them"
+                ));
+            }
+        }
+        if self.permits == 0 || self.permits > u64::from(u32::MAX) {
+            return Err("--permits must be at least 1; try --permits 3".into());
+        }
+        if !(0.0..=1.0).contains(&self.read_ratio) {
+            return Err(
+                "--read-ratio is a share of the cycles, from 0 to 1; try --read-ratio 0.9".into(),
             );
         }
         if self.fencing && (self.nodes > 1 || self.urls.len() > 1) {

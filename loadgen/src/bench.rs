@@ -12,7 +12,7 @@ use lockkit::{ClientOptions, LockClient, Redlock, RedlockOptions, ScriptMode};
 use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, PrimitiveArg};
 use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
 use crate::run::{round3, BenchRun};
 use crate::target::{self, connect_hint, throwaway_hint};
@@ -331,8 +331,24 @@ async fn bench_into(
             preflight(&client, &args, &redacted).await?;
             run.wait = wait_label(args.wait, client.wait_mode());
             let fenced = args.fencing.then(|| client.clone());
-            run.execute(client, fenced, &mut info_conns, rx, &interrupted)
-                .await?
+            match args.primitive {
+                PrimitiveArg::Mutex => {
+                    run.execute(client, fenced, None, &mut info_conns, rx, &interrupted)
+                        .await?
+                }
+                PrimitiveArg::Semaphore => {
+                    let permits = u32::try_from(args.permits).unwrap_or(u32::MAX);
+                    let sem = lockkit::Semaphore::new(client, permits)
+                        .map_err(lockkit_report::exit::bad_input)?;
+                    run.execute(sem, None, None, &mut info_conns, rx, &interrupted)
+                        .await?
+                }
+                PrimitiveArg::Rwlock => {
+                    let rw = lockkit::RwLock::new(client.clone());
+                    run.execute(client, None, Some(rw), &mut info_conns, rx, &interrupted)
+                        .await?
+                }
+            }
         } else {
             // Servers this run started itself hold no lock from before: the delayed-restart rule
             // would only refuse them for a TTL after start. Servers given with --url keep it.
@@ -352,7 +368,7 @@ async fn bench_into(
                 false => "poll (redlock)".to_string(),
             };
             // --fencing with several nodes was refused by BenchArgs::validate.
-            run.execute(redlock, None, &mut info_conns, rx, &interrupted)
+            run.execute(redlock, None, None, &mut info_conns, rx, &interrupted)
                 .await?
         };
         runs.push((report, logs, *mode));

@@ -1,4 +1,6 @@
-//! The exact in-process mutual-exclusion checker.
+//! The exact in-process mutual-exclusion checker, with each primitive's rule: a mutex admits
+//! one holder per key, a semaphore `--permits`, a read-write lock many readers or one writer
+//! ([`Rule`]). It also keeps the most holders of one key it saw at once (`safety.max_holders`).
 //!
 //! Every holder marks its key on entering the critical section (after the acquire returned) and
 //! unmarks it on leaving (before the release is sent). A key already marked when a holder enters
@@ -18,7 +20,22 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub struct SafetyChecker {
     slots: Slots,
     violations: AtomicU64,
+    max_holders: AtomicU64,
 }
+
+/// Who may be inside one key at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// One holder (a mutex).
+    Exclusive,
+    /// At most this many holders (a semaphore's permits).
+    Permits(u32),
+    /// Many readers or one writer (a read-write lock).
+    ReadWrite,
+}
+
+/// A writer counts this much in a read-write lock's slot; readers count 1 each.
+const WRITER: u32 = 1 << 16;
 
 #[derive(Debug)]
 enum Slots {
@@ -35,6 +52,9 @@ enum Slots {
     Narrow(Vec<AtomicU8>),
     /// Four bytes a key: more holders than a byte counts.
     Wide(Vec<AtomicU32>),
+    /// Four bytes a key for the shared primitives: holders (readers) in the low 16 bits,
+    /// writers above them.
+    Shared(Rule, Vec<AtomicU32>),
 }
 
 impl SafetyChecker {
@@ -56,6 +76,75 @@ impl SafetyChecker {
         SafetyChecker {
             slots,
             violations: AtomicU64::new(0),
+            max_holders: AtomicU64::new(0),
+        }
+    }
+
+    /// A checker for keys `0..keys` under `rule`; [`Rule::Exclusive`] is [`new`](Self::new)'s.
+    pub fn with_rule(keys: u64, max_holders: u64, one_thread: bool, rule: Rule) -> Self {
+        if rule == Rule::Exclusive {
+            return Self::new(keys, max_holders, one_thread);
+        }
+        SafetyChecker {
+            slots: Slots::Shared(rule, (0..keys).map(|_| AtomicU32::new(0)).collect()),
+            violations: AtomicU64::new(0),
+            max_holders: AtomicU64::new(0),
+        }
+    }
+
+    /// The most holders of one key at once seen so far.
+    pub fn max_holders(&self) -> u64 {
+        self.max_holders.load(Ordering::Relaxed)
+    }
+
+    fn saw(&self, holders: u64) {
+        if holders > self.max_holders.load(Ordering::Relaxed) {
+            self.max_holders.fetch_max(holders, Ordering::Relaxed);
+        }
+    }
+
+    /// A holder of `key` enters, as a writer or (`writer` false) a reader of a read-write
+    /// lock; for the other rules `writer` means nothing. `false` (and a violation counted) when
+    /// the rule is broken.
+    pub fn enter_as(&self, key: u64, writer: bool) -> bool {
+        let Slots::Shared(rule, slots) = &self.slots else {
+            return self.enter(key);
+        };
+        let Some(c) = slots.get(key as usize) else {
+            return true;
+        };
+        let add = if writer && *rule == Rule::ReadWrite {
+            WRITER
+        } else {
+            1
+        };
+        let before = c.fetch_add(add, Ordering::SeqCst);
+        let (readers, writers) = (before % WRITER, before / WRITER);
+        self.saw(u64::from(readers + writers) + 1);
+        let broken = match rule {
+            Rule::Permits(n) => before >= *n,
+            Rule::ReadWrite if writer => before > 0,
+            Rule::ReadWrite => writers > 0,
+            Rule::Exclusive => before > 0,
+        };
+        if broken {
+            self.violations.fetch_add(1, Ordering::Relaxed);
+        }
+        !broken
+    }
+
+    /// The holder of `key` that entered with [`enter_as`](Self::enter_as) leaves.
+    pub fn leave_as(&self, key: u64, writer: bool) {
+        let Slots::Shared(rule, slots) = &self.slots else {
+            return self.leave(key);
+        };
+        if let Some(c) = slots.get(key as usize) {
+            let sub = if writer && *rule == Rule::ReadWrite {
+                WRITER
+            } else {
+                1
+            };
+            c.fetch_sub(sub, Ordering::SeqCst);
         }
     }
 
@@ -70,18 +159,27 @@ impl SafetyChecker {
             } => words.get(i / 64).is_some_and(|w| {
                 let bit = 1u64 << (i % 64);
                 if w.fetch_or(bit, Ordering::SeqCst) & bit == 0 {
+                    self.saw(1);
                     return false;
                 }
-                *lock(extra).entry(key).or_default() += 1;
+                let mut extra = lock(extra);
+                let n = extra.entry(key).or_default();
+                *n += 1;
+                self.saw(u64::from(*n) + 1);
                 any_extra.store(true, Ordering::SeqCst);
                 true
             }),
-            Slots::Narrow(s) => s
-                .get(i)
-                .is_some_and(|c| c.fetch_add(1, Ordering::SeqCst) > 0),
-            Slots::Wide(s) => s
-                .get(i)
-                .is_some_and(|c| c.fetch_add(1, Ordering::SeqCst) > 0),
+            Slots::Narrow(s) => s.get(i).is_some_and(|c| {
+                let before = c.fetch_add(1, Ordering::SeqCst);
+                self.saw(u64::from(before) + 1);
+                before > 0
+            }),
+            Slots::Wide(s) => s.get(i).is_some_and(|c| {
+                let before = c.fetch_add(1, Ordering::SeqCst);
+                self.saw(u64::from(before) + 1);
+                before > 0
+            }),
+            Slots::Shared(..) => return self.enter_as(key, true),
         };
         if others_inside {
             self.violations.fetch_add(1, Ordering::Relaxed);
@@ -123,6 +221,7 @@ impl SafetyChecker {
                     c.fetch_sub(1, Ordering::SeqCst);
                 }
             }
+            Slots::Shared(..) => self.leave_as(key, true),
         }
     }
 
@@ -165,6 +264,48 @@ mod tests {
                 c.leave(key);
                 assert_eq!(c.violations(), before + 2);
             }
+        }
+    }
+
+    #[test]
+    fn a_semaphore_admits_its_permits_and_counts_the_next_holder() {
+        let c = SafetyChecker::with_rule(2, 10, false, Rule::Permits(3));
+        for _ in 0..3 {
+            assert!(c.enter_as(0, false));
+        }
+        assert_eq!((c.violations(), c.max_holders()), (0, 3));
+        assert!(c.enter_as(1, false), "another key has permits of its own");
+        assert!(!c.enter_as(0, false), "a fourth holder of 3 permits");
+        assert_eq!((c.violations(), c.max_holders()), (1, 4));
+        c.leave_as(0, false);
+        c.leave_as(0, false);
+        assert!(c.enter_as(0, false));
+        assert_eq!(c.violations(), 1);
+    }
+
+    #[test]
+    fn a_read_write_lock_admits_readers_together_and_a_writer_alone() {
+        let c = SafetyChecker::with_rule(1, 10, false, Rule::ReadWrite);
+        assert!(c.enter_as(0, false));
+        assert!(c.enter_as(0, false));
+        assert_eq!(c.max_holders(), 2);
+        assert!(!c.enter_as(0, true), "a writer beside readers");
+        c.leave_as(0, true);
+        c.leave_as(0, false);
+        c.leave_as(0, false);
+        assert!(c.enter_as(0, true), "the writer alone");
+        assert!(!c.enter_as(0, false), "a reader beside the writer");
+        assert!(!c.enter_as(0, true), "a second writer");
+        assert_eq!(c.violations(), 3);
+    }
+
+    #[test]
+    fn a_mutex_counts_its_most_holders_in_every_layout() {
+        for c in layouts(4) {
+            assert!(c.enter(2));
+            assert_eq!(c.max_holders(), 1);
+            assert!(!c.enter(2));
+            assert_eq!(c.max_holders(), 2, "{c:?}");
         }
     }
 

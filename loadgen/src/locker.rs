@@ -2,14 +2,20 @@
 //! passed through, plus the two things the bench adds to it.
 //! - `--fencing`: each attempt is [`LockClient::try_acquire_fenced`], so the lock carries a
 //!   fencing token; the retry loop, the guard and the watchdog stay the library's.
+//! - `--primitive rwlock`: each cycle reads or writes ([`BenchLocker::set_writing`]); its
+//!   attempts, extends and release go to that side of the [`RwLock`].
 //! - A paused holder (`--faults holder-pause`) is a paused process: its renewals do not go out
 //!   until it runs again, so its watchdog cannot keep the lock alive meanwhile.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use lockkit::{ClientStats, ExtendOutcome, Lock, LockClient, LockOptions, Locker, ReleaseOutcome};
+use lockkit::{
+    ClientStats, ExtendOutcome, Lock, LockClient, LockOptions, Locker, ReleaseOutcome, RwLock,
+    RwLocker,
+};
 
 /// One worker's view of the target.
 #[derive(Debug, Clone)]
@@ -21,6 +27,10 @@ pub struct BenchLocker<L> {
     fence_prefix: Arc<str>,
     /// Until when this worker's process is "paused" (no renewal goes out).
     paused_until: Arc<Mutex<Option<Instant>>>,
+    /// `--primitive rwlock`: the lock, whose side this worker's cycle takes instead of `inner`.
+    rw: Option<RwLock>,
+    /// This worker's cycle writes (rwlock).
+    writing: Arc<AtomicBool>,
 }
 
 impl<L: Locker> BenchLocker<L> {
@@ -31,7 +41,40 @@ impl<L: Locker> BenchLocker<L> {
             fenced,
             fence_prefix: format!("{key_prefix}fence:").into(),
             paused_until: Arc::new(Mutex::new(None)),
+            rw: None,
+            writing: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Takes the read or write side of `rw` instead of `inner` (`--primitive rwlock`).
+    pub fn with_rwlock(mut self, rw: Option<RwLock>) -> Self {
+        self.rw = rw;
+        self
+    }
+
+    /// Whether this is a read-write lock's bench.
+    pub fn is_rwlock(&self) -> bool {
+        self.rw.is_some()
+    }
+
+    /// The next cycle writes (`true`) or reads; set only between cycles.
+    pub fn set_writing(&self, write: bool) {
+        self.writing.store(write, Ordering::Relaxed);
+    }
+
+    /// Whether this cycle's hold is exclusive: a writer's, or any hold of another primitive.
+    pub fn is_writing(&self) -> bool {
+        self.rw.is_none() || self.writing.load(Ordering::Relaxed)
+    }
+
+    fn side(&self) -> Option<RwLocker> {
+        self.rw.as_ref().map(|rw| {
+            if self.writing.load(Ordering::Relaxed) {
+                rw.writer()
+            } else {
+                rw.reader()
+            }
+        })
     }
 
     /// Stops this worker for `d` as a GC or VM pause would: the calling task does not run and
@@ -52,6 +95,10 @@ impl<L: Locker> BenchLocker<L> {
 
 impl<L: Locker> Locker for BenchLocker<L> {
     async fn attempt(&self, key: &str, opts: &LockOptions) -> lockkit::Result<Option<Lock>> {
+        if let Some(side) = self.side() {
+            // Boxed: inline, the rwlock path would enlarge every attempt's future.
+            return Box::pin(side.attempt(key, opts)).await;
+        }
         match &self.fenced {
             Some(client) => {
                 let fence_key = format!("{}{{{key}}}", self.fence_prefix);
@@ -62,8 +109,11 @@ impl<L: Locker> Locker for BenchLocker<L> {
         }
     }
 
-    fn release(&self, lock: &Lock) -> impl Future<Output = lockkit::Result<ReleaseOutcome>> + Send {
-        self.inner.release(lock)
+    async fn release(&self, lock: &Lock) -> lockkit::Result<ReleaseOutcome> {
+        match self.side() {
+            Some(side) => Box::pin(side.release(lock)).await,
+            None => self.inner.release(lock).await,
+        }
     }
 
     async fn extend(&self, lock: &mut Lock, ttl: Duration) -> lockkit::Result<ExtendOutcome> {
@@ -71,7 +121,10 @@ impl<L: Locker> Locker for BenchLocker<L> {
         if let Some(until) = until {
             tokio::time::sleep_until(until.into()).await;
         }
-        self.inner.extend(lock, ttl).await
+        match self.side() {
+            Some(side) => Box::pin(side.extend(lock, ttl)).await,
+            None => self.inner.extend(lock, ttl).await,
+        }
     }
 
     fn acquire_many(
@@ -99,7 +152,10 @@ impl<L: Locker> Locker for BenchLocker<L> {
     }
 
     fn waiter(&self, key: &str) -> lockkit::Waiter {
-        self.inner.waiter(key)
+        match self.side() {
+            Some(side) => side.waiter(key),
+            None => self.inner.waiter(key),
+        }
     }
 
     fn fair_unavailable(&self) -> Option<&'static str> {

@@ -9,8 +9,8 @@ use lockkit::{LockClient, LockOptions, RetryOptions, ScriptMode};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::args::{BenchArgs, KeyDist};
-use crate::checker::SafetyChecker;
+use crate::args::{BenchArgs, KeyDist, PrimitiveArg};
+use crate::checker::{Rule, SafetyChecker};
 use crate::faults::{
     run_schedule, FaultLog, FaultTargets, HolderPause, LinePrinter, NetworkFaultPath,
 };
@@ -124,6 +124,7 @@ impl BenchRun<'_> {
         &self,
         locker: L,
         fenced: Option<LockClient>,
+        rw: Option<lockkit::RwLock>,
         info_conns: &mut [redis::aio::MultiplexedConnection],
         mut stop_rx: watch::Receiver<bool>,
         interrupted: &AtomicBool,
@@ -135,7 +136,7 @@ impl BenchRun<'_> {
             stop_rx: run_stop_rx,
             measuring: AtomicBool::new(a.warmup.is_zero()),
             started: AtomicU64::new(0),
-            checker: SafetyChecker::new(
+            checker: SafetyChecker::with_rule(
                 match a.key_dist {
                     KeyDist::Unique => 0,
                     KeyDist::Hot => 1,
@@ -144,6 +145,13 @@ impl BenchRun<'_> {
                 // Each client holds at most one batch of locks at a time.
                 a.clients.saturating_mul(a.batch),
                 a.threads.unwrap_or_else(crate::bench::default_threads) == 1,
+                match a.primitive {
+                    PrimitiveArg::Mutex => Rule::Exclusive,
+                    PrimitiveArg::Rwlock => Rule::ReadWrite,
+                    PrimitiveArg::Semaphore => {
+                        Rule::Permits(u32::try_from(a.permits).unwrap_or(u32::MAX))
+                    }
+                },
             ),
             holder_pause: Arc::new(HolderPause::default()),
             fault_log: OnceLock::new(),
@@ -198,6 +206,7 @@ impl BenchRun<'_> {
                 t0,
                 cycles: a.cycles,
                 key_dist: a.key_dist,
+                read_ratio: a.read_ratio,
             };
             let keys = KeyPicker::new(
                 a.key_dist,
@@ -208,7 +217,8 @@ impl BenchRun<'_> {
                 Arc::clone(&prefix),
             );
             set.spawn(run_worker(
-                BenchLocker::new(locker.clone(), fenced.clone(), &a.key_prefix),
+                BenchLocker::new(locker.clone(), fenced.clone(), &a.key_prefix)
+                    .with_rwlock(rw.clone()),
                 keys,
                 plan,
                 s,
@@ -352,6 +362,7 @@ impl BenchRun<'_> {
         )?;
         report.timeline = rec.timeline;
         report.safety.fencing = shared.fencing.as_ref().map(FencedResource::report);
+        report.safety.max_holders = shared.checker.max_holders();
         report.faults = a.faults.as_ref().map(|list| FaultsReport {
             seed,
             schedule: list.to_string(),
@@ -461,6 +472,7 @@ impl BenchRun<'_> {
             latency_us,
             safety: report::Safety {
                 violations,
+                max_holders: 0,
                 lost_locks: c.lost_locks,
                 watchdog_lost: c.watchdog_lost,
                 fencing: None,

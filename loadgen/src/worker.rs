@@ -78,6 +78,8 @@ pub struct WorkerPlan {
     pub cycles: Option<u64>,
     /// Key distribution (for the checker: unique keys are not checked).
     pub key_dist: KeyDist,
+    /// `--primitive rwlock`: the share of cycles that read.
+    pub read_ratio: f64,
 }
 
 /// Runs cycles until `shared.stop` is set.
@@ -315,7 +317,7 @@ impl<L: Locker> Worker<L> {
         let Some(i) = slot else {
             return true;
         };
-        self.shared.checker.enter(i);
+        self.shared.checker.enter_as(i, self.locker.is_writing());
         match (&self.shared.fencing, token) {
             (Some(resource), Some(t)) => resource.enter(i, t),
             _ => true,
@@ -324,7 +326,7 @@ impl<L: Locker> Worker<L> {
 
     fn leave(&self, slot: Option<u64>) {
         if let Some(i) = slot {
-            self.shared.checker.leave(i);
+            self.shared.checker.leave_as(i, self.locker.is_writing());
         }
     }
 
@@ -350,6 +352,10 @@ impl<L: Locker> Worker<L> {
     }
 
     async fn single_cycle(&mut self, key: &str, choice: KeyChoice, intended: Instant) {
+        if self.locker.is_rwlock() {
+            let write = self.rng.random::<f64>() >= self.plan.read_ratio;
+            self.locker.set_writing(write);
+        }
         let Some((mut held, answered)) = self.acquire_one(key, intended).await else {
             return;
         };
@@ -551,6 +557,7 @@ mod tests {
             t0: Instant::now(),
             cycles: None,
             key_dist: KeyDist::Uniform,
+            read_ratio: 0.9,
         }
     }
 

@@ -10,7 +10,7 @@ use crate::connection::Conn;
 use crate::error::{Error, Result};
 use crate::keys::check_key;
 use crate::lock::{
-    release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Lock, ReleaseOutcome,
+    release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, Hold, Lock, ReleaseOutcome,
 };
 use crate::options::LockOptions;
 use crate::scripts;
@@ -66,7 +66,7 @@ impl LockClient {
         let conn = self.conns.conn_for(first);
         let start = Instant::now();
         // Armed until the outcome is settled, clean-ups included (see `cleanup`).
-        let mut unheard = Unheard::arm(self, &pairs, start, false).on(conn);
+        let mut unheard = Unheard::arm(self, &pairs, start, Hold::Lock).on(conn);
         let replies = match self.conns.query_each(conn, keys, cmds).await {
             Ok(r) => r,
             Err(e) => {
@@ -188,7 +188,7 @@ impl LockClient {
                 let again = self.release_each(conn, &held).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     for (key, token, fair) in &held {
-                        self.release_in_background_on(conn, key, token, *fair);
+                        self.release_in_background_on(conn, key, token, Hold::mutex(*fair));
                     }
                 }
                 again.map(|outcomes| {
@@ -265,9 +265,14 @@ impl LockClient {
         for (i, (key, token)) in pairs.iter().enumerate() {
             match outcomes.get(i) {
                 Some(ReleaseOutcome::Released) => {}
-                answered => {
-                    self.clean_up_in_background(conn, key, token, false, sent, answered.is_some())
-                }
+                answered => self.clean_up_in_background(
+                    conn,
+                    key,
+                    token,
+                    Hold::Lock,
+                    sent,
+                    answered.is_some(),
+                ),
             }
         }
     }

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use super::LockClient;
 use crate::connection::Conn;
-use crate::lock::ReleaseOutcome;
+use crate::lock::{Hold, ReleaseOutcome};
 
 /// How often the background clean-up checks again while a late command could still land.
 pub(crate) const LATE_RECHECK: Duration = Duration::from_secs(1);
@@ -53,7 +53,7 @@ pub(crate) struct Unheard<'a> {
     sent: &'a [(&'a str, &'a str)],
     /// When the commands were sent (rule 3 watches for connections given up after that).
     at: Instant,
-    fair: bool,
+    hold: Hold,
     armed: bool,
     /// Already counted as an unknown-outcome clean-up.
     counted: bool,
@@ -62,19 +62,19 @@ pub(crate) struct Unheard<'a> {
 }
 
 impl<'a> Unheard<'a> {
-    /// Armed for the acquires `sent` at `at`; `fair`: they were fair ones (their release wakes
-    /// the queue's head).
+    /// Armed for the acquires `sent` at `at`; `hold`: what they take (a fair lock's release
+    /// wakes the queue's head; a permit or a read-write lock has scripts of its own).
     pub(crate) fn arm(
         client: &'a LockClient,
         sent: &'a [(&'a str, &'a str)],
         at: Instant,
-        fair: bool,
+        hold: Hold,
     ) -> Self {
         Unheard {
             client,
             sent,
             at,
-            fair,
+            hold,
             armed: true,
             counted: false,
             route: None,
@@ -106,7 +106,7 @@ impl<'a> Unheard<'a> {
         self.count();
         for (key, token) in self.sent {
             self.client
-                .clean_up_unknown(conn, key, token, self.fair, self.at)
+                .clean_up_unknown(conn, key, token, self.hold, self.at)
                 .await;
         }
         self.disarm();
@@ -125,7 +125,7 @@ impl Drop for Unheard<'_> {
                 .route
                 .as_ref()
                 .unwrap_or_else(|| client.conns.conn_for(token));
-            client.clean_up_in_background(conn, key, token, self.fair, Some(self.at), false);
+            client.clean_up_in_background(conn, key, token, self.hold, Some(self.at), false);
         }
     }
 }
@@ -134,46 +134,46 @@ impl LockClient {
     /// After an acquire sent at `sent` whose reply was lost: delete the key if (and only if) it
     /// holds our token, over `conn`, the connection the lost command went over (module docs,
     /// rule 2); what is left to do goes on in the background (rule 3, or a failed try).
-    /// `fair`: the attempt was a fair one (its release wakes the queue's head). Uncounted: the
+    /// `hold`: what the attempt takes. Uncounted: the
     /// caller's [`Unheard`] counts it.
     pub(crate) async fn clean_up_unknown(
         &self,
         conn: &Conn,
         key: &str,
         token: &str,
-        fair: bool,
+        hold: Hold,
         sent: Instant,
     ) {
-        match self.release_on(conn, key, token, fair).await {
+        match self.release_on(conn, key, token, hold).await {
             Ok(ReleaseOutcome::Released) => {}
-            Ok(_) => self.clean_up_in_background(conn, key, token, fair, Some(sent), true),
+            Ok(_) => self.clean_up_in_background(conn, key, token, hold, Some(sent), true),
             Err(e) => {
                 tracing::warn!(key, error = %e, "acquire outcome unknown and clean-up failed; retrying in background");
-                self.clean_up_in_background(conn, key, token, fair, Some(sent), false);
+                self.clean_up_in_background(conn, key, token, hold, Some(sent), false);
             }
         }
     }
 
     /// Compare-and-delete of a lock nobody will hold, over `conn`; retried in the background
     /// when it fails.
-    pub(crate) async fn give_back(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
-        if let Err(e) = self.release_on(conn, key, token, fair).await {
+    pub(crate) async fn give_back(&self, conn: &Conn, key: &str, token: &str, hold: Hold) {
+        if let Err(e) = self.release_on(conn, key, token, hold).await {
             tracing::debug!(key, error = %e, "giving back a lock failed; retrying in background");
-            self.release_in_background_on(conn, key, token, fair);
+            self.release_in_background_on(conn, key, token, hold);
         }
     }
 
     /// Keeps trying a compare-and-delete for a few seconds while the server is unreachable, so
     /// a lock whose release was lost is not left for its whole TTL. Safe at any time: it
     /// deletes the key only while it still holds this token.
-    pub(crate) fn release_in_background(&self, key: &str, token: &str, fair: bool) {
-        self.release_in_background_on(self.conns.conn_for(token), key, token, fair);
+    pub(crate) fn release_in_background(&self, key: &str, token: &str, hold: Hold) {
+        self.release_in_background_on(self.conns.conn_for(token), key, token, hold);
     }
 
     /// [`release_in_background`](Self::release_in_background) over `conn`: the connection the
     /// command it undoes went over (a batch's), so it never overtakes that command.
-    pub(crate) fn release_in_background_on(&self, conn: &Conn, key: &str, token: &str, fair: bool) {
-        self.clean_up_in_background(conn, key, token, fair, None, false);
+    pub(crate) fn release_in_background_on(&self, conn: &Conn, key: &str, token: &str, hold: Hold) {
+        self.clean_up_in_background(conn, key, token, hold, None, false);
     }
 
     /// The background clean-up of `key`/`token` over `conn` (module docs): unless `answered`
@@ -185,7 +185,7 @@ impl LockClient {
         conn: &Conn,
         key: &str,
         token: &str,
-        fair: bool,
+        hold: Hold,
         sent: Option<Instant>,
         answered: bool,
     ) {
@@ -207,7 +207,7 @@ impl LockClient {
             if !answered {
                 for delay_ms in [50u64, 200, 800, 2000] {
                     tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                    match this.release_on(&conn, &key, &token, fair).await {
+                    match this.release_on(&conn, &key, &token, hold).await {
                         Ok(ReleaseOutcome::Released) => return,
                         Ok(_) => break,
                         Err(e) if e.is_retryable() => continue,
@@ -219,7 +219,7 @@ impl LockClient {
             while late(&conn).is_some_and(|until| Instant::now() < until) {
                 tokio::time::sleep(LATE_RECHECK).await;
                 if let Ok(ReleaseOutcome::Released) =
-                    this.release_on(&conn, &key, &token, fair).await
+                    this.release_on(&conn, &key, &token, hold).await
                 {
                     tracing::debug!(%key, "a late acquire command landed; its lock was deleted");
                     return;

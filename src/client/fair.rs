@@ -17,7 +17,7 @@ use super::Unheard;
 use crate::connection::pool::with_channel;
 use crate::error::{Error, Result};
 use crate::keys::{check_key, fair_queue_keys};
-use crate::lock::{ttl_ms, FairAttempt, Lock};
+use crate::lock::{ttl_ms, FairAttempt, Hold, Lock};
 use crate::options::LockOptions;
 use crate::{scripts, LockClient, Locker, Topology};
 
@@ -122,7 +122,7 @@ impl LockClient {
         let start = Instant::now();
         let sent = [(key, ticket)];
         // Armed until the outcome is settled, clean-ups included (see `cleanup`).
-        let unheard = Unheard::arm(self, &sent, start, true);
+        let unheard = Unheard::arm(self, &sent, start, Hold::Fair);
         let reply = self
             .conns
             .run_script(conn, &scripts::ACQUIRE_FAIR, &keys, &args)
@@ -147,7 +147,7 @@ impl LockClient {
                 lock.valid_until = lock
                     .valid_until
                     .min(start + left.saturating_sub(opts.drift()));
-                let kept = Box::pin(self.keep_if_valid(conn, lock, true)).await;
+                let kept = Box::pin(self.keep_if_valid(conn, lock, Hold::Fair)).await;
                 unheard.disarm();
                 Ok((Some(kept?), None))
             }

@@ -7,7 +7,7 @@ use redis::Value;
 use super::Unheard;
 use crate::error::{Error, Result};
 use crate::keys::check_key;
-use crate::lock::{ttl_ms, Lock};
+use crate::lock::{ttl_ms, Hold, Lock};
 use crate::options::LockOptions;
 use crate::scripts;
 use crate::{LockClient, Locker};
@@ -76,6 +76,80 @@ impl LockClient {
         crate::metrics::observe_attempt(self.mode(), key, attempt).await
     }
 
+    /// Writes `value` to `key` only if `fencing_token` is at least the highest token that
+    /// wrote to it (kept in `fence_key`): the resource-side check that makes a fencing token
+    /// worth having, for a resource that lives in Redis (`lua/fenced_set.lua`). `Ok(true)`:
+    /// written; `Ok(false)`: refused, a newer holder wrote already (stop: this lock is stale).
+    ///
+    /// `fence_key` has no TTL; in Redis Cluster it must share `key`'s hash tag.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, Locker};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// if let Some(lock) = client
+    ///     .try_acquire_fenced("{doc:7}:lock", "{doc:7}:fence", Duration::from_secs(5))
+    ///     .await?
+    /// {
+    ///     let token = lock.fencing_token().unwrap();
+    ///     if !client.fenced_set("{doc:7}", "{doc:7}:written", token, b"v2").await? {
+    ///         eprintln!("a newer holder wrote first: this lock is stale");
+    ///     }
+    ///     client.release(&lock).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A bad key, a zero token, keys in different cluster slots, a Redis error or a timeout.
+    pub async fn fenced_set(
+        &self,
+        key: &str,
+        fence_key: &str,
+        fencing_token: u64,
+        value: &[u8],
+    ) -> Result<bool> {
+        check_key(key)?;
+        check_key(fence_key)?;
+        if fencing_token == 0 {
+            return Err(Error::InvalidOptions {
+                field: "fencing_token",
+                reason: "fencing tokens start at 1 (acquire_fenced draws them)".into(),
+            });
+        }
+        if self.topology() == crate::Topology::Cluster
+            && crate::key_slot(key.as_bytes()) != crate::key_slot(fence_key.as_bytes())
+        {
+            return Err(Error::InvalidKey {
+                reason: format!(
+                    "`{key}` and `{fence_key}` are in different hash slots; give them one hash \
+                     tag, e.g. `{{{key}}}` and `{{{key}}}:fence`"
+                ),
+            });
+        }
+        let token = fencing_token.to_string();
+        let conn = self.conns.conn_for(&token);
+        let v = self
+            .conns
+            .run_script(
+                conn,
+                &scripts::FENCED_SET,
+                &[key, fence_key],
+                &[token.as_bytes(), value],
+            )
+            .await?;
+        match v {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
+            Value::ServerError(e) => Err(Error::Redis(e.into())),
+            other => Err(Error::UnexpectedReply {
+                what: "fenced_set.lua",
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+
     /// One fenced attempt with validated options, uncounted.
     async fn attempt_fenced(
         &self,
@@ -103,7 +177,7 @@ impl LockClient {
         let start = Instant::now();
         let sent = [(key, token.as_str())];
         // Armed until the outcome is settled, clean-ups included (see `cleanup`).
-        let unheard = Unheard::arm(self, &sent, start, false);
+        let unheard = Unheard::arm(self, &sent, start, Hold::Lock);
         let reply = self
             .conns
             .run_script(
@@ -137,7 +211,7 @@ impl LockClient {
             return Ok(None);
         };
         if let Some(e) = super::spent(key, opts, opts.valid_until(start)) {
-            let e = self.refuse_spent(conn, key, &token, e, false).await;
+            let e = self.refuse_spent(conn, key, &token, e, Hold::Lock).await;
             unheard.disarm();
             return Err(e);
         }

@@ -6,6 +6,8 @@ mod cleanup;
 mod fair;
 mod fencing;
 mod locker_impl;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
 
 pub(crate) use cleanup::Unheard;
 
@@ -17,7 +19,7 @@ use crate::error::{unknown_outcome, Result};
 use crate::keys::check_key;
 use crate::lock::{
     extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
-    ExtendOutcome, Lock, ReleaseOutcome, SetNx,
+    ExtendOutcome, Hold, Lock, ReleaseOutcome, SetNx,
 };
 use crate::options::{validate_ttl, ClientOptions, LockOptions, WaitMode};
 use crate::scripts;
@@ -115,7 +117,7 @@ impl LockClient {
         let start = Instant::now();
         let sent = [(key, token.as_str())];
         // Armed until the outcome is settled, clean-ups included (see `cleanup`).
-        let unheard = Unheard::arm(self, &sent, start, false);
+        let unheard = Unheard::arm(self, &sent, start, Hold::Lock);
         // In a block: nothing of the round trip is kept across the rare awaits below.
         let taken = {
             let get = self.conns.set_nx_get();
@@ -143,7 +145,7 @@ impl LockClient {
         // in every attempt's future.
         if let Some(e) = spent(key, opts, opts.valid_until(start)) {
             // Boxed: a rare path; inline it would enlarge every attempt's future.
-            let e = Box::pin(self.refuse_spent(conn, key, &token, e, false)).await;
+            let e = Box::pin(self.refuse_spent(conn, key, &token, e, Hold::Lock)).await;
             unheard.disarm();
             return Err(e);
         }
@@ -201,13 +203,13 @@ impl LockClient {
     /// `lock`, just taken over `conn`, if more than its `min_validity` is left now; otherwise it
     /// is given back (over `conn`, behind the command that took it; in the background if that
     /// fails) and the answer is [`Error::TooLittleValidity`](crate::Error::TooLittleValidity):
-    /// no single attempt hands back a lock its caller cannot use. `fair`: taken in fair mode.
-    pub(crate) async fn keep_if_valid(&self, conn: &Conn, lock: Lock, fair: bool) -> Result<Lock> {
+    /// no single attempt hands back a lock its caller cannot use. `hold`: what `lock` holds.
+    pub(crate) async fn keep_if_valid(&self, conn: &Conn, lock: Lock, hold: Hold) -> Result<Lock> {
         match spent(&lock.key, &lock.options, lock.valid_until) {
             None => Ok(lock),
             // Boxed: a rare path; inline it would enlarge every attempt's future.
             Some(e) => {
-                Err(Box::pin(self.refuse_spent(conn, &lock.key, &lock.token, e, fair)).await)
+                Err(Box::pin(self.refuse_spent(conn, &lock.key, &lock.token, e, hold)).await)
             }
         }
     }
@@ -219,25 +221,33 @@ impl LockClient {
         key: &str,
         token: &str,
         e: crate::Error,
-        fair: bool,
+        hold: Hold,
     ) -> crate::Error {
-        self.give_back(conn, key, token, fair).await;
+        self.give_back(conn, key, token, hold).await;
         e
     }
 
-    /// Compare-and-delete of `key` for `token` over `conn`; of a lock taken in fair mode with
-    /// `fair` (its release names the queue's head).
+    /// Compare-and-delete of `key` for `token` over `conn`, by what it holds: a lock taken in
+    /// fair mode (its release names the queue's head), a semaphore's permit, a read-write lock.
     pub(crate) async fn release_on(
         &self,
         conn: &Conn,
         key: &str,
         token: &str,
-        fair: bool,
+        hold: Hold,
     ) -> Result<ReleaseOutcome> {
+        // Boxed: the other primitives' releases would enlarge every plain release's future.
+        match hold {
+            Hold::Lock | Hold::Fair => {}
+            Hold::Permit => return Box::pin(self.release_permit(conn, key, token)).await,
+            Hold::Read | Hold::Write => {
+                return Box::pin(self.release_rw(conn, key, token, hold == Hold::Write)).await
+            }
+        }
         let channel = self.conns.release_channel(key);
         let marker = self.conns.released_marker(key);
         let (marker, channel) = (marker.as_deref(), channel.as_deref());
-        let v = if fair {
+        let v = if hold == Hold::Fair {
             // Boxed: the fair release's keys would enlarge every plain release's future.
             Box::pin(async {
                 let [key, queue, leases] = &self.fair_script_keys(key)?;
@@ -270,16 +280,16 @@ impl LockClient {
     pub(crate) async fn release_node(&self, lock: &Lock) -> Result<ReleaseOutcome> {
         // The retry uses the same connection: after a drop it is the one being re-established.
         let conn = self.conns.conn_for(&lock.token);
-        let fair = lock.options.fair.on;
-        match self.release_on(conn, &lock.key, &lock.token, fair).await {
+        let hold = Hold::mutex(lock.options.fair.on);
+        match self.release_on(conn, &lock.key, &lock.token, hold).await {
             Err(e) if e.is_retryable() => {
                 tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
                 // Boxed: a rare path; inline it would enlarge every release's future.
-                let again = Box::pin(self.release_on(conn, &lock.key, &lock.token, fair)).await;
+                let again = Box::pin(self.release_on(conn, &lock.key, &lock.token, hold)).await;
                 if matches!(&again, Err(e) if e.is_retryable()) {
                     // Still unreachable: report the error, and keep trying for a few seconds so
                     // the lock does not outlive its holder's intent by a whole TTL.
-                    self.release_in_background(&lock.key, &lock.token, fair);
+                    self.release_in_background(&lock.key, &lock.token, hold);
                 }
                 again.map(|o| resent_outcome(&e, lock, o))
             }

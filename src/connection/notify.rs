@@ -254,7 +254,19 @@ impl Hub {
             key: key.to_string(),
             conn,
             slot: None,
+            shared: false,
         }
+    }
+
+    /// A waiter for a key several holders share (a semaphore's permits, a read-write lock): it
+    /// tries at once when it becomes the head of its client's queue (the release that woke the
+    /// head before it may have freed more than one place), and waits at most the retry pause
+    /// between releases (a lease that ends publishes nothing, and the key's TTL is its longest
+    /// lease, not its first).
+    pub(crate) fn shared_waiter(&self, key: &str, conn: Conn) -> NotifyWaiter {
+        let mut waiter = self.waiter(key, conn);
+        waiter.shared = true;
+        waiter
     }
 }
 
@@ -265,6 +277,8 @@ pub(crate) struct NotifyWaiter {
     key: String,
     conn: Conn,
     slot: Option<Arc<Slot>>,
+    /// Several holders share the key ([`Hub::shared_waiter`]).
+    shared: bool,
 }
 
 impl NotifyWaiter {
@@ -298,6 +312,7 @@ impl NotifyWaiter {
         self.hub.kick();
         let until = tokio::time::Instant::now() + time_left;
         let (slot, mut head) = self.join();
+        let waited_for_turn = !head;
         while !head {
             if tokio::time::timeout_at(until, slot.promoted.notified())
                 .await
@@ -306,6 +321,9 @@ impl NotifyWaiter {
                 return;
             }
             head = self.join().1;
+        }
+        if waited_for_turn && self.shared {
+            return;
         }
         // Polls instead (the pause, within the deadline) where subscribing or reading the TTL
         // fails or does not answer before the deadline.
@@ -325,6 +343,7 @@ impl NotifyWaiter {
         let wait = match pttl {
             Err(_) => return,     // the deadline: the loop gives up or tries once more
             Ok(Ok(-2)) => return, // gone: try now
+            Ok(Ok(ms)) if ms > 0 && self.shared => Duration::from_millis(ms as u64 + 1).min(pause),
             Ok(Ok(ms)) if ms > 0 => Duration::from_millis(ms as u64 + 1), // the holder's TTL at most
             Ok(Ok(_)) => pause, // a key without TTL (not a lockkit lock): poll it
             Ok(Err(_)) => return poll().await,

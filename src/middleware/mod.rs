@@ -114,13 +114,21 @@
 //! - A header-supplied user id is what the client says (see the trust model above).
 //! - Requests of unknown users share one lock namespace ([`ANONYMOUS`]): two such clients sending
 //!   the same request at once block each other.
+//!
+//! # Fencing at the resource
+//! [`FencingCheckLayer`] is the other side of a fencing token: put on the service that owns a
+//! resource, it refuses (409) a request whose `Fencing-Token` header is older than one it has
+//! accepted for the same path, so a lock holder paused past its TTL cannot write after the
+//! next holder did.
 
+mod fencing;
 mod idempotency;
 mod key;
 mod options;
 mod replay;
 mod service;
 
+pub use fencing::{AcceptedFencingToken, FencingCheck, FencingCheckLayer, FENCING_TOKEN_HEADER};
 pub use key::{
     body_digest, request_key, DefaultKeyBuilder, HeaderUser, KeyBuilder, KeyInput, UserExtractor,
     ANONYMOUS,

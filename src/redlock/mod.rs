@@ -627,7 +627,7 @@ impl Nodes {
             node.conns.conn_for(token),
             key,
             token,
-            false,
+            crate::lock::Hold::Lock,
             Some(sent),
             false,
         );

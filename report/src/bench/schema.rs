@@ -148,6 +148,11 @@ pub struct Safety {
     /// `lost_locks`).
     #[serde(default)]
     pub watchdog_lost: u64,
+    /// The most holders of one key at once that the checker saw (1 for a mutex without
+    /// violations; up to `--permits` for a semaphore; readers sharing for a read-write lock).
+    /// 0 in reports written before it was added.
+    #[serde(default)]
+    pub max_holders: u64,
     /// Writes to the fenced resource (`--fencing`; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fencing: Option<FencingReport>,
