@@ -1,0 +1,292 @@
+//! The third round of attacks on the sandbox (issue 40), run as a user runs them: `lockkit lua
+//! exec` and `lockkit lua serve` with several connections, through the built binary, so that
+//! an abort or a hang of the old code is a failed test (a run killed by a signal, a Rust
+//! panic, or an answer that did not come within a generous bound), not a dead test run.
+//! Where Redis answers, the same lines go to a real redis-server 7.0.15 and the printed
+//! replies must match. docs/HARNESS.md "What the sandbox guarantees" names these tests.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Lockkit, Run};
+use lockkit_test_support::RedisServer;
+
+/// How long a reply may take before the test calls the server stuck: far beyond what any of
+/// these requests costs on a loaded machine once fixed.
+const STUCK: Duration = Duration::from_secs(20);
+
+fn no_crash(run: &Run) {
+    assert!(
+        run.code.is_some(),
+        "lockkit was killed by a signal (crash)\n{}",
+        run.all()
+    );
+    assert!(
+        !run.stderr.contains("panicked"),
+        "a Rust panic\n{}",
+        run.all()
+    );
+}
+
+/// Runs `lines` offline and against a fresh redis-server: the same output, no crash.
+fn same_as_redis(lines: &str) -> String {
+    let got = Lockkit::new(&["lua", "exec", "-"]).stdin(Some(lines)).run();
+    no_crash(&got);
+    let server = RedisServer::start();
+    let want = Lockkit::new(&["lua", "exec", "--url", &server.url(), "-"])
+        .stdin(Some(lines))
+        .run();
+    assert_eq!(want.code, Some(0), "redis-server run: {}", want.all());
+    assert_eq!(
+        got.stdout,
+        want.stdout,
+        "offline (left) and redis-server (right) differ\n{}",
+        got.all()
+    );
+    got.stdout
+}
+
+/// `lockkit lua serve --port 0 [extra]`, killed and reaped on drop.
+#[derive(Debug)]
+pub struct Serve {
+    child: Child,
+    pub port: u16,
+}
+
+impl Serve {
+    pub fn start(extra: &[&str]) -> Serve {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
+            .args(["lua", "serve", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("lockkit starts");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("piped stdout");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("lockkit prints its port");
+        let port = line.trim().parse().unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("the first line is the port, got {line:?}")
+        });
+        Serve { child, port }
+    }
+
+    /// A new client connection.
+    pub fn connect(&self) -> Client {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to lua serve");
+        s.set_read_timeout(Some(STUCK)).expect("read timeout");
+        Client {
+            reader: BufReader::new(s.try_clone().expect("clone socket")),
+            stream: s,
+        }
+    }
+
+    /// Whether the process is still running (not aborted).
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+
+    /// The server's resident memory now and at its peak, in KiB (`/proc/PID/status`).
+    #[allow(dead_code)]
+    pub fn rss_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One client connection speaking RESP2.
+#[derive(Debug)]
+pub struct Client {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Client {
+    /// Sends one command (bulk strings, any bytes) and reads its reply.
+    pub fn call(&mut self, argv: &[&[u8]]) -> Reply {
+        self.send(argv);
+        self.reply()
+    }
+
+    pub fn send(&mut self, argv: &[&[u8]]) {
+        let mut out = format!("*{}\r\n", argv.len()).into_bytes();
+        for a in argv {
+            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            out.extend_from_slice(a);
+            out.extend_from_slice(b"\r\n");
+        }
+        self.stream.write_all(&out).expect("send");
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads one reply; a stuck server (nothing within [`STUCK`]) fails the test.
+    pub fn reply(&mut self) -> Reply {
+        self.try_reply()
+            .unwrap_or_else(|e| panic!("no reply within {STUCK:?}: {e}"))
+    }
+
+    pub fn try_reply(&mut self) -> std::io::Result<Reply> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line)?;
+        if line.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed",
+            ));
+        }
+        let text = String::from_utf8_lossy(&line[1..line.len().saturating_sub(2)]).into_owned();
+        Ok(match line[0] {
+            b'+' => Reply::Status(text),
+            b'-' => Reply::Error(text),
+            b':' => Reply::Int(text.parse().expect("integer reply")),
+            b'$' if text == "-1" => Reply::Nil,
+            b'$' => {
+                let n: usize = text.parse().expect("bulk length");
+                let mut body = vec![0; n + 2];
+                self.reader.read_exact(&mut body)?;
+                body.truncate(n);
+                Reply::Bulk(body)
+            }
+            b'*' if text == "-1" => Reply::Nil,
+            b'*' => {
+                let n: usize = text.parse().expect("array length");
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.try_reply()?);
+                }
+                Reply::Array(items)
+            }
+            other => panic!("unexpected reply type {:?}", other as char),
+        })
+    }
+}
+
+/// A reply as a test looks at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Status(String),
+    Error(String),
+    Int(i64),
+    Bulk(Vec<u8>),
+    Nil,
+    Array(Vec<Reply>),
+}
+
+fn ok() -> Reply {
+    Reply::Status("OK".into())
+}
+
+/// Case 1: `DEBUG SLEEP "1\xff"` panicked the process (the decimal parser cut a lossy UTF-8
+/// string at byte positions); Redis reads the number before the bad byte and sleeps.
+#[test]
+fn debug_arguments_with_bad_bytes_are_read_as_redis_reads_them() {
+    let out = same_as_redis(
+        "SET k v PX 1000\n\
+         DEBUG SLEEP \"1.2\\xff\"\n\
+         GET k\n\
+         DEBUG SET-DISABLE-DENY-SCRIPTS \"0\\xff\"\n\
+         DEBUG SET-DISABLE-DENY-SCRIPTS \"\\xff1\"\n\
+         DEBUG SLEEP \"\\xff\\xfe\"\n\
+         DEBUG SLEEP \" 0x0.1p-4\\xff\"\n",
+    );
+    assert_eq!(out, "OK\nOK\n(nil)\nOK\nOK\nOK\nOK\n");
+}
+
+/// Case 2: a panic inside a script left the server's "in a script" flag set, so for every
+/// connection of `lua serve` DEBUG SLEEP stopped moving the clock (and SORT behaved as if
+/// called from a script). Another connection's key with PX 1000 must expire over a 2 s sleep.
+#[test]
+fn a_failing_command_in_a_script_leaves_no_server_state_behind() {
+    let mut serve = Serve::start(&[]);
+    let mut a = serve.connect();
+    let mut b = serve.connect();
+    assert_eq!(a.call(&[b"DEBUG", b"SET-DISABLE-DENY-SCRIPTS", b"1"]), ok());
+    let script = b"return redis.call('DEBUG', 'SLEEP', ARGV[1])";
+    // Redis: the script's DEBUG SLEEP reads 0 and answers OK, which the script returns.
+    assert_eq!(a.call(&[b"EVAL", script, b"0", b"0\xff"]), ok());
+    assert_eq!(b.call(&[b"SET", b"b", b"v", b"PX", b"1000"]), ok());
+    assert_eq!(b.call(&[b"DEBUG", b"SLEEP", b"2"]), ok());
+    assert_eq!(
+        b.call(&[b"GET", b"b"]),
+        Reply::Nil,
+        "connection B's key outlived its TTL: the clock stopped for everyone"
+    );
+    assert!(serve.alive());
+}
+
+/// Case 3: the decimal parser was quadratic: one DEBUG SLEEP with 200,000 digits held the
+/// whole server for 24.8 s (release build) while another client's PING waited. Redis reads
+/// it in one pass.
+#[test]
+fn a_huge_debug_argument_does_not_hold_the_server() {
+    let serve = Serve::start(&[]);
+    let mut a = serve.connect();
+    let mut b = serve.connect();
+    // The decimal parser of old re-read the prefix at each length: 0.000...1 was its worst.
+    let mut digits = b"0.".to_vec();
+    digits.extend(std::iter::repeat_n(b'0', 400_000));
+    digits.push(b'1');
+    let started = Instant::now();
+    a.send(&[b"DEBUG", b"SLEEP", &digits]);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(b.call(&[b"PING"]), Reply::Status("PONG".into()));
+    assert_eq!(a.reply(), ok());
+    let took = started.elapsed();
+    assert!(took < STUCK, "the server was held for {took:?}");
+}
+
+/// Case 7: an empty password passed the loopback guard: `--listen <non-loopback>
+/// --requirepass ""` bound, and anyone logged in with `AUTH ""`. Redis's `requirepass ""` is
+/// no password; a non-loopback listener without one is refused.
+#[test]
+fn an_empty_password_does_not_open_a_non_loopback_listener() {
+    for (flags, env) in [(vec!["--requirepass", ""], None), (vec![], Some(""))] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockkit"));
+        cmd.args(["lua", "serve", "--listen", "0.0.0.0:0"])
+            .args(&flags)
+            .env_remove("LOCKKIT_SERVE_PASSWORD")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(pw) = env {
+            cmd.env("LOCKKIT_SERVE_PASSWORD", pw);
+        }
+        let child = cmd.spawn().expect("lockkit starts");
+        let run = common::wait_for(child, Duration::from_secs(15));
+        let Some(run) = run else {
+            panic!("{flags:?} env {env:?}: lockkit lua serve bound a non-loopback listener with an empty password");
+        };
+        assert_eq!(run.code, Some(2), "{}", run.all());
+        assert!(
+            run.stderr.contains("--requirepass"),
+            "says what to do: {}",
+            run.all()
+        );
+    }
+}
