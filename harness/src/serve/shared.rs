@@ -334,7 +334,7 @@ impl ServeShared {
         });
         // Whatever way the call ends, the script no longer runs: no connection may be left
         // answered BUSY by a script that is gone.
-        let running = Ran {
+        let running = ScriptRunGuard {
             shared: self,
             timer,
         };
@@ -352,12 +352,12 @@ impl ServeShared {
 }
 
 /// The running script's record and its BUSY timer, cleared when dropped (see `run_one`).
-struct Ran<'a> {
+struct ScriptRunGuard<'a> {
     shared: &'a ServeShared,
     timer: tokio::task::JoinHandle<()>,
 }
 
-impl Ran<'_> {
+impl ScriptRunGuard<'_> {
     /// The record of the script that ended.
     fn end(self) -> Option<Running> {
         self.timer.abort();
@@ -365,7 +365,7 @@ impl Ran<'_> {
     }
 }
 
-impl Drop for Ran<'_> {
+impl Drop for ScriptRunGuard<'_> {
     fn drop(&mut self) {
         self.timer.abort();
         self.shared.state().running = None;
