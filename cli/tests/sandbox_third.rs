@@ -290,3 +290,37 @@ fn an_empty_password_does_not_open_a_non_loopback_listener() {
         );
     }
 }
+
+/// Cases 8-9: `cmsgpack.unpack` (and `unpack_one`, `unpack_limit`) and `cjson.decode` never
+/// looked at the clock: a 60 MB msgpack map ran 18-24 s and an 84 MB JSON object 11-14 s under
+/// a 1 s script limit. Now they are stopped at the limit, and the server answers others.
+#[test]
+fn the_decoders_stop_at_the_time_limit() {
+    let mut serve = Serve::start(&["--script-timeout", "1s", "--busy-reply-threshold", "500ms"]);
+    let mut a = serve.connect();
+    let scripts: [&[u8]; 3] = [
+        // 30 million entries of one key: a 60 MB map whose table stays small.
+        b"local n = 30000000 \
+          local m = '\\223' .. struct.pack('>I4', n) .. string.rep('\\1\\1', n) \
+          cmsgpack.unpack(m) return 1",
+        b"local n = 30000000 \
+          local m = '\\223' .. struct.pack('>I4', n) .. string.rep('\\1\\1', n) \
+          cmsgpack.unpack_limit(m, 1) return 1",
+        b"local n = 8000000 \
+          cjson.decode('{' .. string.rep('\"a\":1,', n) .. '\"a\":1}') return 1",
+    ];
+    for script in scripts {
+        let started = Instant::now();
+        let reply = a.call(&[b"EVAL", script, b"0"]);
+        let took = started.elapsed();
+        match &reply {
+            Reply::Error(e) if e.contains("time limit") => {}
+            other => panic!(
+                "{}: ran to the end ({other:?}) in {took:?} under a 1 s limit",
+                String::from_utf8_lossy(script)
+            ),
+        }
+        assert_eq!(a.call(&[b"PING"]), Reply::Status("PONG".into()));
+        assert!(serve.alive());
+    }
+}
