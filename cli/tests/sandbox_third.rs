@@ -375,3 +375,11 @@ fn idle_connections_give_their_big_buffers_back() {
     assert!(serve.alive());
     assert_eq!(readers[0].call(&[b"STRLEN", b"big"]), Reply::Int(64 << 20));
 }
+
+/// Small: `lockkit lua exec --url` sent a transcript's `#` comment lines to the server as
+/// commands. Comments are skipped, offline and against a server alike.
+#[test]
+fn comment_lines_are_not_sent_as_commands() {
+    let out = same_as_redis("# take the lock\nSET k v NX\n  # indented comment\nGET k\n");
+    assert_eq!(out, "OK\n\"v\"\n");
+}
