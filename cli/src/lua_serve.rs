@@ -65,9 +65,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(p) => format!("127.0.0.1:{p}"),
         None => args.listen.clone(),
     };
-    if args.requirepass.is_none() && !is_loopback(&listen)? {
+    // Redis's `requirepass ""` is no password at all: an empty one must not open a
+    // non-loopback listener that anyone then logs into with `AUTH ""`.
+    let requirepass = args.requirepass.clone().filter(|pw| !pw.is_empty());
+    if requirepass.is_none() && !is_loopback(&listen)? {
         return Err(bad_input(format!(
-            "--listen {listen} is not a loopback address: the server runs any script a client sends; give --requirepass (or LOCKKIT_SERVE_PASSWORD) to serve other hosts"
+            "--listen {listen} is not a loopback address: the server runs any script a client sends; give a non-empty --requirepass (or LOCKKIT_SERVE_PASSWORD) to serve other hosts"
         )));
     }
     if args.busy_reply_threshold.is_zero() || args.script_timeout.is_zero() {
@@ -84,7 +87,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         } else {
             ClockMode::Frozen
         })
-        .requirepass(args.requirepass)
+        .requirepass(requirepass)
         .max_clients(args.maxclients)
         .keyspace_limit(
             args.maxmemory

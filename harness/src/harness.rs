@@ -206,8 +206,8 @@ impl Harness {
             Run::Plain(f) => {
                 let mut server = self.engine.server_mut();
                 match server.db.check_memory(spec.deny_oom, spec.name, argv) {
-                    Ok(()) if resp3 => f(&mut server, argv),
-                    Ok(()) => f(&mut server, argv).into_resp2(),
+                    Ok(()) if resp3 => commands::run_caught(f, &mut server, argv),
+                    Ok(()) => commands::run_caught(f, &mut server, argv).into_resp2(),
                     Err(e) => Reply::Error(e),
                 }
             }

@@ -288,3 +288,30 @@ fn redis_log_keeps_a_bounded_tail() {
     );
     assert!(log[9_999].message.starts_with("12000 "));
 }
+
+/// Issue 40, case 10: a proxy plugin's hook (a `Sandbox` call, 50 ms) that ran one
+/// `cmsgpack.unpack` of a 16 MB map held each command 4-7 s: the decoders never looked at the
+/// clock. They do now, so the call is stopped near its limit. The 16 MB value is built before
+/// the call, under a generous limit, as a plugin would receive it.
+#[test]
+fn a_sandbox_call_decoding_a_big_value_is_stopped_at_its_time_limit() {
+    let mut sb = lockkit_harness::Sandbox::new(Duration::from_secs(30), 256 << 20).unwrap();
+    let hooks = sb
+        .load(
+            b"local n = 8000000 \
+              local m = '\\223' .. struct.pack('>I4', n) .. string.rep('\\1\\1', n) \
+              return { hook = function() cmsgpack.unpack(m) return 1 end }",
+            "=plugin",
+            (),
+        )
+        .unwrap();
+    let mlua::Value::Table(t) = hooks else {
+        panic!("a table of hooks")
+    };
+    let hook: mlua::Function = t.get("hook").unwrap();
+    sb.set_time_limit(Duration::from_millis(50));
+    let e = sb
+        .call(&hook, ())
+        .expect_err("a 16 MB map decoded within 50 ms");
+    assert!(e.stopped, "{e}");
+}

@@ -17,7 +17,7 @@
 //!
 //! - [`request`]: the reader, its limits and its errors;
 //! - [`inline`]: inline requests split into words (`sdssplitargs`);
-//! - [`number`]: integers as Redis reads them (`string2ll`);
+//! - [`number`]: numbers as Redis reads them (`string2ll`, and C's `strtod`/`strtol`/`atoi`);
 //! - [`errors`]: the command-level error texts every server and proxy of ours answers alike.
 //!
 //! ```

@@ -144,6 +144,21 @@ pub fn wait(mut child: Child, what: &str) -> Run {
     }
 }
 
+/// Waits at most `limit` for `child`: its output, or `None` (and the child killed) when it
+/// was still running then.
+pub fn wait_for(mut child: Child, limit: Duration) -> Option<Run> {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().ok()?.is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(wait(child, "a finished child"))
+}
+
 /// `lockkit args...` with `stdin`, run to the end.
 pub fn lockkit(args: &[&str], stdin: Option<&str>) -> Run {
     Lockkit::new(args).stdin(stdin).run()

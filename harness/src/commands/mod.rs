@@ -66,6 +66,26 @@ pub struct Spec {
     pub run: Run,
 }
 
+/// Runs a command's handler; a panic in it (a defect of the harness, never the client's
+/// doing) becomes an error reply for that one command instead of ending the process or
+/// unwinding through the script or the server that called it.
+pub fn run_caught(f: Handler, server: &mut Server, argv: &[Vec<u8>]) -> Reply {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(server, argv))).unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_default();
+        let name = argv
+            .first()
+            .map(|n| String::from_utf8_lossy(n).to_ascii_lowercase())
+            .unwrap_or_default();
+        Reply::err(format!(
+            "ERR harness: the command '{name}' failed inside the harness ({why})"
+        ))
+    })
+}
+
 /// The table, generated from a real redis-server 7.0.15 by `harness/tests/command_table.rs`.
 const TABLE_TSV: &str = include_str!("../../data/commands-7.0.15.tsv");
 

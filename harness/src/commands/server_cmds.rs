@@ -62,9 +62,16 @@ pub fn pubsub(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// scripts call `noscript` commands. Other DEBUG subcommands are not emulated.
 pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if is(&a[1], "sleep") && a.len() == 3 {
-        let text = String::from_utf8_lossy(&a[2]);
-        let secs = strtod_prefix(text.trim_start());
-        let us = (secs * 1_000_000.0) as i64;
+        // Redis: `dtime = strtod(arg, NULL); utime = dtime * 1000000` and a sleep of that many
+        // microseconds; a product C cannot fit in a `long long` reads as LLONG_MIN on x86-64,
+        // and a negative time sleeps not at all.
+        let (secs, _) = lockkit_resp::number::strtod(&a[2]);
+        let us = secs * 1_000_000.0;
+        let us = if us.is_finite() && us.abs() < 9.2e18 {
+            us as i64
+        } else {
+            0
+        };
         if s.in_script {
             s.slept_in_script_us = s.slept_in_script_us.saturating_add(us.max(0));
         } else {
@@ -73,9 +80,8 @@ pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         return Reply::ok();
     }
     if is(&a[1], "set-disable-deny-scripts") && a.len() == 3 {
-        // C's atoi: any leading integer other than 0 turns it on.
-        let text = String::from_utf8_lossy(&a[2]);
-        s.allow_noscript = strtod_prefix(text.trim_start()).trunc() != 0.0;
+        // Redis: `atoi(arg)`, so any value whose int is not 0 turns it on.
+        s.allow_noscript = lockkit_resp::number::atoi(&a[2]) != 0;
         return Reply::ok();
     }
     if is(&a[1], "sleep") || is(&a[1], "set-disable-deny-scripts") {
@@ -90,30 +96,28 @@ pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     ))
 }
 
-/// C's `strtod(s, NULL)`: the longest numeric prefix, 0 when there is none.
-fn strtod_prefix(s: &str) -> f64 {
-    let b = s.as_bytes();
-    let mut end = 0;
-    let mut best = 0.0;
-    while end < b.len() {
-        end += 1;
-        if let Ok(v) = s[..end].parse::<f64>() {
-            best = v;
-        }
-    }
-    if best.is_finite() {
-        best
-    } else {
-        0.0
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn debug_sleep(arg: &[u8]) -> i64 {
+        let mut s = Server::new(0);
+        let reply = debug(
+            &mut s,
+            &[b"DEBUG".to_vec(), b"SLEEP".to_vec(), arg.to_vec()],
+        );
+        assert_eq!(reply, Reply::ok());
+        s.now_us()
+    }
+
     #[test]
-    fn strtod_prefix_reads_leading_number() {
-        assert_eq!(super::strtod_prefix("1.5s"), 1.5);
-        assert_eq!(super::strtod_prefix("abc"), 0.0);
-        assert_eq!(super::strtod_prefix("0.25"), 0.25);
+    fn debug_sleep_reads_the_leading_number_of_any_bytes() {
+        assert_eq!(debug_sleep(b"1.5s"), 1_500_000);
+        assert_eq!(debug_sleep(b"abc"), 0);
+        assert_eq!(debug_sleep(b"0.25\xff"), 250_000);
+        assert_eq!(debug_sleep(b"\xff1"), 0);
+        assert_eq!(debug_sleep(b"-3"), 0);
+        assert_eq!(debug_sleep(b"1e300"), 0);
+        assert_eq!(debug_sleep(b"inf"), 0);
     }
 }

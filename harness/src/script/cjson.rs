@@ -255,6 +255,8 @@ struct Parser<'a> {
     lua: &'a Lua,
     depth: usize,
     max_depth: usize,
+    /// A look at the time limit every 1,024 values: an 84 MB object is millions of them.
+    budget: Budget<'a>,
 }
 
 impl Parser<'_> {
@@ -291,6 +293,7 @@ impl Parser<'_> {
     }
 
     fn value(&mut self) -> Result<Value, String> {
+        self.budget.step()?;
         self.ws();
         let lua_err = |e: mlua::Error| e.to_string();
         match self.s.get(self.i) {
@@ -493,6 +496,7 @@ fn decode(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
         lua,
         depth: 0,
         max_depth: config(lua).decode_max_depth,
+        budget: Budget::new(lua),
     };
     let v = p.value()?;
     p.ws();

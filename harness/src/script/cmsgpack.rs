@@ -156,6 +156,8 @@ struct Reader<'a> {
     b: &'a [u8],
     i: usize,
     depth: usize,
+    /// A look at the time limit every 1,024 values: a 60 MB map is millions of them.
+    budget: Budget<'a>,
 }
 
 /// Nesting beyond this is refused (the harness would otherwise recurse without bound).
@@ -178,6 +180,7 @@ impl Reader<'_> {
     }
 
     fn value(&mut self, lua: &Lua) -> Result<Value, String> {
+        self.budget.step()?;
         self.depth += 1;
         if self.depth > MAX_DECODE_DEPTH {
             return Err("harness: MessagePack data nested more than 200 levels".into());
@@ -282,6 +285,7 @@ fn unpack_full(
         b,
         i: start,
         depth: 0,
+        budget: Budget::new(lua),
     };
     let lerr = |e: mlua::Error| e.to_string();
     let mut out = Results::new(lua).map_err(lerr)?;

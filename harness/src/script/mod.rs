@@ -722,9 +722,10 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
             if let Err(e) = room {
                 return Reply::Error(e);
             }
-            server.in_script = true;
-            let reply = f(&mut server, argv);
-            server.in_script = false;
+            let reply = {
+                let mut flag = InScript::enter(&mut server);
+                commands::run_caught(f, flag.server(), argv)
+            };
             drop(server);
             if spec.write && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
@@ -739,5 +740,27 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
             reply
         }
         _ => err("ERR harness: command unavailable inside a script"),
+    }
+}
+
+/// The "in a script" flag of the server, set while a script's command runs and cleared when
+/// this guard goes, however the command ended: a command that failed or panicked must not
+/// leave every later command (of every connection) running as if called from a script.
+struct InScript<'a>(&'a mut Server);
+
+impl<'a> InScript<'a> {
+    fn enter(server: &'a mut Server) -> Self {
+        server.in_script = true;
+        InScript(server)
+    }
+
+    fn server(&mut self) -> &mut Server {
+        self.0
+    }
+}
+
+impl Drop for InScript<'_> {
+    fn drop(&mut self) {
+        self.0.in_script = false;
     }
 }

@@ -9,7 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::resp::{self, Parser};
+use lockkit_resp::RequestParser;
+
+use super::resp;
 use super::Ctx;
 use crate::commands::{glob_match, is, resolve};
 use crate::reply::Reply;
@@ -18,6 +20,9 @@ use crate::server::Caller;
 /// Bytes a client may have sent and not yet had answered (Redis's
 /// `client-query-buffer-limit`, 1 GiB).
 const MAX_QUERY: usize = 1 << 30;
+/// The most a connection's read or reply buffer keeps between requests (Redis shrinks an
+/// idle client's query buffer too).
+const IDLE_BUFFER: usize = 16 * 1024;
 /// Commands Redis runs while a script is busy (flagged `allow_busy`).
 const ALLOW_BUSY: [&str; 13] = [
     "auth",
@@ -108,8 +113,8 @@ async fn serve_requests(
     socket: &mut TcpStream,
     stop: &mut watch::Receiver<bool>,
 ) {
-    let mut parser = Parser::default();
-    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut parser = RequestParser::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(IDLE_BUFFER);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut out = Vec::new();
     loop {
@@ -121,10 +126,19 @@ async fn serve_requests(
             },
         };
         buf.extend_from_slice(&chunk[..n]);
+        // Requests are read from `start` on; their bytes are dropped once per read.
+        let mut start = 0;
         loop {
-            match parser.next(&mut buf) {
-                Ok(Some(argv)) if argv.is_empty() => continue,
-                Ok(Some(argv)) => {
+            // Before login, Redis's limits (a count of at most 10, bulks of at most 16 KiB)
+            // refuse a big request at its first header, before any of it is kept.
+            match parser.parse(&buf[start..], c.authed) {
+                Ok(Some(request)) => {
+                    let len = request.len();
+                    let argv = request.into_args(&buf[start..]);
+                    start += len;
+                    if argv.is_empty() {
+                        continue;
+                    }
                     let reply = c.handle(argv).await;
                     c.ctx.shared.count_errors(&reply);
                     resp::encode(&reply, c.resp3, &mut out);
@@ -134,15 +148,16 @@ async fn serve_requests(
                     }
                 }
                 Ok(None) => break,
-                Err(resp::QueryError(text)) => {
-                    let reply = Reply::Error(text);
+                Err(e) => {
+                    let reply = Reply::Error(format!("ERR {}", e.message()));
                     c.ctx.shared.count_errors(&reply);
-                    resp::encode(&reply, c.resp3, &mut out);
                     let _ = socket.write_all(&out).await;
+                    let _ = socket.write_all(&e.reply()).await;
                     return;
                 }
             }
         }
+        buf.drain(..start);
         if buf.len() > MAX_QUERY {
             return;
         }
@@ -151,6 +166,14 @@ async fn serve_requests(
                 return;
             }
             out.clear();
+        }
+        // An idle connection keeps no big buffer: a client that once read a 64 MB value (or
+        // sent one) must not hold that memory for as long as it stays connected.
+        if out.capacity() > IDLE_BUFFER {
+            out = Vec::new();
+        }
+        if buf.capacity() > IDLE_BUFFER && buf.len() <= IDLE_BUFFER {
+            buf.shrink_to(IDLE_BUFFER);
         }
     }
 }

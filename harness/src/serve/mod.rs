@@ -1,7 +1,7 @@
 //! The harness as a RESP server (`lockkit lua serve`): many connections, one keyspace, one
 //! script cache, one function library and one virtual clock.
 //!
-//! Each connection is a task (`conn`) that reads requests ([`resp`]), answers what belongs
+//! Each connection is a task (`conn`) that reads requests (`lockkit_resp::RequestParser`, with Redis's limits before login) and writes replies ([`resp`]), answers what belongs
 //! to a connection itself (HELLO, AUTH, CLIENT, MULTI/EXEC, CONFIG, the kill commands) and
 //! sends the rest to the one shared [`Harness`] (`shared`).
 //!

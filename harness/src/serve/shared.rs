@@ -332,9 +332,14 @@ impl ServeShared {
             }
             me.busy.notify_waiters();
         });
+        // Whatever way the call ends, the script no longer runs: no connection may be left
+        // answered BUSY by a script that is gone.
+        let running = ScriptRunGuard {
+            shared: self,
+            timer,
+        };
         let reply = h.call_argv_as(argv, resp3);
-        timer.abort();
-        let killed = self.state().running.take().is_some_and(|r| r.killed);
+        let killed = running.end().is_some_and(|r| r.killed);
         if killed && h.stopped() {
             // Redis adds `, on @user_script:LINE.`: the line where the hook stopped it,
             // which the harness does not know.
@@ -344,7 +349,30 @@ impl ServeShared {
         }
         reply
     }
+}
 
+/// The running script's record and its BUSY timer, cleared when dropped (see `run_one`).
+struct ScriptRunGuard<'a> {
+    shared: &'a ServeShared,
+    timer: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptRunGuard<'_> {
+    /// The record of the script that ended.
+    fn end(self) -> Option<Running> {
+        self.timer.abort();
+        self.shared.state().running.take()
+    }
+}
+
+impl Drop for ScriptRunGuard<'_> {
+    fn drop(&mut self) {
+        self.timer.abort();
+        self.shared.state().running = None;
+    }
+}
+
+impl ServeShared {
     /// Runs `f` on the harness when no script of another connection is busy.
     ///
     /// # Errors

@@ -41,7 +41,8 @@ impl CommandTarget {
 }
 
 /// Runs redis-cli style lines from `input` (named `name` in errors), printing each reply as
-/// `redis-cli --no-raw` does. Every line is parsed before any runs.
+/// `redis-cli --no-raw` does; blank lines and `#` comments are skipped. Every line is parsed
+/// before any runs.
 ///
 /// # Errors
 /// A line that does not parse (`name:line: why`), a broken server connection, or a script the
@@ -71,7 +72,9 @@ pub fn exec_in(
 ) -> Result<(), String> {
     let mut commands = Vec::new();
     for (i, line) in input.lines().enumerate() {
-        if line.trim().is_empty() {
+        // Blank lines and `#` comments, as in a transcript: never sent to a server.
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
         let (argv, repeat) =
