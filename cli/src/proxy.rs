@@ -74,16 +74,59 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub op_timeout: Duration,
 
+    /// How long a known-slow command (EVAL, EVALSHA, FCALL, KEYS, FLUSHALL, ...) on a shared
+    /// upstream connection may go without a reply before the connection is given up. Other
+    /// commands have --op-timeout counted from the server's last reply, so those queued behind
+    /// a slow one wait for it, as with Redis direct.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub slow_timeout: Duration,
+
     /// On SIGTERM or Ctrl-C: how long the commands already forwarded may take to get their
     /// replies before the remaining connections are closed (no new connections meanwhile).
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub drain_timeout: Duration,
+
+    /// Clients served at once (Redis's `maxclients`); one more is answered
+    /// `-ERR max number of clients reached` and closed. Lowered, with a warning, to what the
+    /// open-file limit allows (2 descriptors a client, 32 kept).
+    #[arg(long, default_value_t = lockkit_proxy::DEFAULT_MAX_CLIENTS, value_name = "N")]
+    pub max_clients: usize,
+
+    /// A client that has to log in (--requirepass, --user, --users-file) and has not within
+    /// this long is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub login_timeout: Duration,
+
+    /// Close a client idle this long (Redis's `timeout`): no command and no reply owed;
+    /// pub/sub and blocked clients are not idle. Default: never.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub idle_timeout: Option<Duration>,
 
     /// Serve live metrics in Prometheus text format at http://ADDR/metrics (lockkit_proxy_*:
     /// connections, commands and their latency, upstream errors, plugin faults, observe's
     /// figures; docs/PROXY.md).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+
+    /// Scrapes of /metrics must send `Authorization: Bearer TOKEN` (/health and /ready need
+    /// none). Needed for a --metrics-listen address other hosts reach.
+    #[arg(
+        long,
+        env = "LOCKKIT_PROXY_METRICS_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub metrics_token: Option<String>,
+
+    /// Serve /metrics on an address other hosts reach without a token: anyone who reaches it
+    /// reads the proxy's figures.
+    #[arg(long)]
+    pub metrics_insecure: bool,
+
+    /// Key names as labels (`observe:top=N`'s hot keys and big values); off by default, since
+    /// key names may hold what the keys are about.
+    #[arg(long)]
+    pub metrics_keys: bool,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -173,7 +216,18 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         lockkit_report::files::check_writable(&args.out).map_err(exit::bad_input)?;
     }
     let metrics = match &args.metrics_listen {
-        Some(_) => {
+        Some(listen) => {
+            let token = args.metrics_token.as_deref().filter(|t| !t.is_empty());
+            if token.is_none()
+                && !args.metrics_insecure
+                && !crate::proxy_access::is_loopback(listen)
+            {
+                return Err(exit::bad_input(format!(
+                    "--metrics-listen {listen} is reachable from other hosts: give scrapers a \
+                     token with --metrics-token TOKEN (or $LOCKKIT_PROXY_METRICS_TOKEN), or \
+                     pass --metrics-insecure to serve it to anyone who reaches it"
+                )));
+            }
             let handle = lockkit_proxy::metrics::install()?;
             // First: it counts every command, even one a later plugin answers itself.
             plugins.insert(
@@ -184,6 +238,14 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if args.max_clients == 0 {
+        return Err(exit::bad_input("--max-clients must be at least 1"));
+    }
+    let (max_clients, lowered) =
+        crate::proxy_ops::fit_max_clients(args.max_clients, args.shared_connections);
+    if let Some(warning) = lowered {
+        eprintln!("{warning}");
+    }
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
@@ -214,7 +276,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         })?;
         let shown = upstream.shown().to_string();
         if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
-            let addr = lockkit_proxy::metrics::serve(listen, handle)
+            lockkit_proxy::metrics::show_keys(args.metrics_keys);
+            let token = args.metrics_token.clone().filter(|t| !t.is_empty());
+            let addr = lockkit_proxy::metrics::serve_with_token(listen, handle, token)
                 .await
                 .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
             if !args.quiet {
@@ -224,9 +288,13 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
             .op_timeout(args.op_timeout)
+            .slow_timeout(args.slow_timeout)
             .drain_timeout(args.drain_timeout)
             .client_auth(client_auth)
-            .tls(tls);
+            .tls(tls)
+            .max_clients(max_clients)
+            .login_timeout(args.login_timeout)
+            .idle_timeout(args.idle_timeout);
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;

@@ -108,7 +108,7 @@ impl AccessArgs {
 
 /// Whether every address `listen` names is a loopback one (one that does not resolve counts
 /// as reachable: binding it fails later with its own message).
-fn is_loopback(listen: &str) -> bool {
+pub(crate) fn is_loopback(listen: &str) -> bool {
     match listen.to_socket_addrs() {
         Ok(addrs) => {
             let addrs: Vec<_> = addrs.collect();

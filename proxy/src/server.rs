@@ -133,6 +133,17 @@ async fn accept_loop(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
+                if tasks.len() >= shared.max_clients {
+                    while tasks.try_join_next().is_some() {}
+                }
+                if tasks.len() >= shared.max_clients {
+                    // As Redis: the error, then the connection closes (in a task: a client
+                    // that reads nothing holds up no one).
+                    crate::metrics::connection_refused();
+                    let tls = shared.tls.is_some();
+                    tokio::spawn(refuse(client, tls));
+                    continue;
+                }
                 let info = ConnInfo { id: next_id.fetch_add(1, Ordering::Relaxed), peer: Some(peer) };
                 let open = crate::metrics::connection_accepted();
                 let task = handle(client, info, shared.clone(), stop.clone());
@@ -184,6 +195,19 @@ async fn accept_loop(
         duration: started.elapsed(),
         commands: shared.command_counts(),
     }
+}
+
+/// Redis's answer to a client past `maxclients`; plain text only on a plain listener (a TLS
+/// client is closed without it).
+async fn refuse(mut client: TcpStream, tls: bool) {
+    if !tls {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            client.write_all(b"-ERR max number of clients reached\r\n"),
+        )
+        .await;
+    }
+    let _ = client.shutdown().await;
 }
 
 async fn handle(

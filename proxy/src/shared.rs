@@ -16,6 +16,33 @@ use crate::tls::ListenerTls;
 use crate::upstream::link::Pool;
 use crate::upstream::Upstream;
 
+/// Distinct command names counted at most (Redis 7.0 has about 240 commands and
+/// subcommands): past it, the rest share [`OTHER_NAME`].
+pub(crate) const MAX_COUNTED_NAMES: usize = 512;
+
+/// Names Redis does not know that a connection counts apart before they share
+/// [`OTHER_NAME`].
+pub(crate) const MAX_UNKNOWN_NAMES: usize = 16;
+
+/// The bucket of names past the bounds.
+pub(crate) const OTHER_NAME: &[u8] = b"(other)";
+
+/// The key a new name is counted under in a table of `len` names: itself while the table
+/// has room (a name Redis does not know only among the first [`MAX_UNKNOWN_NAMES`]),
+/// [`OTHER_NAME`] past it.
+pub(crate) fn bounded_name(name: &[u8], known: bool, len: usize) -> Vec<u8> {
+    let room = if known {
+        MAX_COUNTED_NAMES
+    } else {
+        MAX_UNKNOWN_NAMES
+    };
+    if len < room {
+        name.to_vec()
+    } else {
+        OTHER_NAME.to_vec()
+    }
+}
+
 /// What every connection task shares.
 #[derive(Debug)]
 pub struct ProxyShared {
@@ -38,6 +65,12 @@ pub struct ProxyShared {
     pub(crate) tls: Option<ListenerTls>,
     /// What no reply may show: the upstream's secrets.
     pub(crate) secrets: Secrets,
+    /// Clients served at once at most.
+    pub(crate) max_clients: usize,
+    /// How long a client may stay without logging in (when it has to).
+    pub(crate) login_timeout: Duration,
+    /// Idle clients are closed after this long.
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 impl ProxyShared {
@@ -71,7 +104,8 @@ impl ProxyShared {
         let workers = crate::offload::Workers::new(&plugins);
         let pool = (options.shared_connections > 0).then(|| {
             let n = options.shared_connections;
-            Pool::new(n, upstream.clone(), stop, options.op_timeout)
+            let timeouts = (options.op_timeout, options.slow_timeout);
+            Pool::new(n, upstream.clone(), stop, timeouts)
         });
         ProxyShared {
             plugins,
@@ -85,6 +119,9 @@ impl ProxyShared {
             client_auth: options.client_auth.clone(),
             tls: options.tls.clone(),
             secrets: Secrets::new(upstream.password()),
+            max_clients: options.max_clients,
+            login_timeout: options.login_timeout,
+            idle_timeout: options.idle_timeout,
             upstream,
         }
     }
@@ -94,11 +131,18 @@ impl ProxyShared {
         self.routes.get(name).map_or(&self.every, Vec::as_slice)
     }
 
-    /// Adds (and empties) a connection's command counts.
+    /// Adds (and empties) a connection's command counts. Names past [`MAX_COUNTED_NAMES`]
+    /// are counted as [`OTHER_NAME`].
     pub(crate) fn add_counts(&self, counts: &mut FnvHashMap<Vec<u8>, u64>) {
         let mut all = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
         for (k, v) in counts.drain() {
-            *all.entry(k).or_default() += v;
+            if let Some(c) = all.get_mut(&k) {
+                *c += v;
+            } else if all.len() < MAX_COUNTED_NAMES {
+                all.insert(k, v);
+            } else {
+                *all.entry(OTHER_NAME.to_vec()).or_default() += v;
+            }
         }
     }
 

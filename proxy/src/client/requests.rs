@@ -164,9 +164,12 @@ impl ClientConn {
         }
         let cmd = ClientCommand::classify(req, bytes);
         self.commands += 1;
-        match cmd.name() {
-            Some(name) => self.count(name.as_bytes()),
-            None => self.count(&unknown_name(req.arg(bytes, 0).unwrap_or_default())),
+        // Nothing is counted (or kept) for a client before it logged in.
+        if self.login.logged_in() {
+            match cmd.name() {
+                Some(name) => self.count(name.as_bytes(), true),
+                None => self.count(&unknown_name(req.arg(bytes, 0).unwrap_or_default()), false),
+            }
         }
         // `CLIENT REPLY ON` is answered even when its own reply was to be skipped.
         let on = cmd.special == Special::ClientReply(Some(ReplyMode::On));
@@ -398,6 +401,11 @@ impl ClientConn {
                 &unknown
             }
         };
+        if f.cmd.slow && up.is_shared() {
+            // Sent on its own, so its longer allowance covers it alone.
+            self.flush(up, buf, batch, at.start).await?;
+            up.mark_slow();
+        }
         let shared = self.shared.clone();
         let plugins = shared.plugins_for(name);
         if plugins.is_empty() {
