@@ -295,9 +295,12 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             .max_clients(max_clients)
             .login_timeout(args.login_timeout)
             .idle_timeout(args.idle_timeout);
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;
+        crate::proxy_ops::reload_on_sighup(hup, args.access.clone(), proxy.shared().clone());
         if !args.quiet {
             eprintln!(
                 "lockkit proxy: listening on {} -> {shown} (Ctrl-C stops and writes the reports)",

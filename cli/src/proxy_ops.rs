@@ -41,6 +41,37 @@ pub fn fit_max_clients(wanted: usize, shared_connections: usize) -> (usize, Opti
     (fits, Some(warning))
 }
 
+/// On each SIGHUP: re-reads the users (--requirepass, --user, --users-file, their environment
+/// forms) and the listener's certificate and key; what cannot be read is named on stderr and
+/// the proxy keeps what it had. Connections stay; logged-in clients stay logged in.
+///
+/// `hup` is installed before the listener opens, so no SIGHUP ends the proxy.
+pub fn reload_on_sighup(
+    mut hup: tokio::signal::unix::Signal,
+    access: crate::proxy_access::AccessArgs,
+    shared: std::sync::Arc<lockkit_proxy::ProxyShared>,
+) {
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let users = access
+                .client_auth()
+                .and_then(|auth| shared.reload_auth(auth));
+            match users {
+                Ok(()) => eprintln!("lockkit proxy: SIGHUP: users reloaded"),
+                Err(e) => eprintln!("lockkit proxy: SIGHUP: kept the users of before: {e}"),
+            }
+            match access.listener_tls() {
+                Ok(None) => {}
+                Ok(Some(tls)) => match shared.reload_tls(tls) {
+                    Ok(()) => eprintln!("lockkit proxy: SIGHUP: TLS certificate and key reloaded"),
+                    Err(e) => eprintln!("lockkit proxy: SIGHUP: kept the TLS of before: {e}"),
+                },
+                Err(e) => eprintln!("lockkit proxy: SIGHUP: kept the TLS of before: {e}"),
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -347,3 +347,42 @@ fn the_metrics_listener_is_protected() {
     let run = proxy.stop();
     assert!(run.success(), "{}", run.all());
 }
+/// SIGHUP re-reads the users file without dropping connections; a bad file keeps the old one.
+#[test]
+fn sighup_reloads_the_users_file_and_keeps_serving() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(&users, "app:pw1\n").unwrap();
+    std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let users_arg = users.to_string_lossy().into_owned();
+    let proxy = ProxyRun::start(
+        &server.url(),
+        &["--quiet", "--users-file", &users_arg],
+        dir.path(),
+    );
+    let mut app = connect(proxy.port);
+    app.write_all(&cmd(&["AUTH", "app", "pw1"])).unwrap();
+    assert_eq!(reply_line(&mut app), "+OK");
+    std::fs::write(&users, "app:pw2\n").unwrap();
+    proxy.send("HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    app.write_all(&cmd(&["PING"])).unwrap();
+    assert_eq!(reply_line(&mut app), "+PONG", "the logged-in client stays");
+    let auth = |pw: &str| {
+        let mut c = connect(proxy.port);
+        c.write_all(&cmd(&["AUTH", "app", pw])).unwrap();
+        reply_line(&mut c)
+    };
+    assert_eq!(auth("pw2"), "+OK");
+    assert!(auth("pw1").starts_with("-WRONGPASS"));
+    std::fs::write(&users, "no colon here\n").unwrap();
+    proxy.send("HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(auth("pw2"), "+OK", "a bad file keeps the users of before");
+    let run = proxy.stop();
+    assert!(run.success(), "{}", run.all());
+    assert!(run.stderr.contains("SIGHUP"), "{}", run.all());
+    assert!(!run.stderr.contains("pw2"), "{}", run.all());
+}

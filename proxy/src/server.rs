@@ -75,6 +75,12 @@ impl Proxy {
         self.addr
     }
 
+    /// What its connections share: [`ProxyShared::reload_auth`] and
+    /// [`ProxyShared::reload_tls`] replace the users and the certificate while it runs.
+    pub fn shared(&self) -> &Arc<ProxyShared> {
+        &self.shared
+    }
+
     /// The plugins it runs.
     pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
         &self.shared.plugins
@@ -140,7 +146,7 @@ async fn accept_loop(
                     // As Redis: the error, then the connection closes (in a task: a client
                     // that reads nothing holds up no one).
                     crate::metrics::connection_refused();
-                    let tls = shared.tls.is_some();
+                    let tls = shared.tls().is_some();
                     tokio::spawn(refuse(client, tls));
                     continue;
                 }
@@ -217,7 +223,7 @@ async fn handle(
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
-    let Some(tls) = shared.tls.clone() else {
+    let Some(tls) = shared.tls() else {
         return serve_client(client.into_split(), info, shared, stop).await;
     };
     // A client that fails the handshake (no certificate, a wrong one) is simply closed.

@@ -2,7 +2,7 @@
 //! each wants, the shared upstream connections, the timeouts, who may log in.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use fnv::FnvHashMap;
@@ -60,9 +60,10 @@ pub struct ProxyShared {
     /// The threads of the plugins whose hooks run off the connections' threads.
     pub(crate) workers: crate::offload::Workers,
     pub(crate) drain_timeout: Duration,
-    /// Who may log in at the proxy.
-    pub(crate) client_auth: ClientAuth,
-    pub(crate) tls: Option<ListenerTls>,
+    /// Who may log in at the proxy (replaced by [`ProxyShared::reload_auth`]).
+    auth: RwLock<Arc<ClientAuth>>,
+    /// The listener's TLS (replaced by [`ProxyShared::reload_tls`]).
+    listener_tls: RwLock<Option<ListenerTls>>,
     /// What no reply may show: the upstream's secrets.
     pub(crate) secrets: Secrets,
     /// Clients served at once at most.
@@ -116,14 +117,60 @@ impl ProxyShared {
             op_timeout: options.op_timeout,
             drain_timeout: options.drain_timeout,
             workers,
-            client_auth: options.client_auth.clone(),
-            tls: options.tls.clone(),
+            auth: RwLock::new(Arc::new(options.client_auth.clone())),
+            listener_tls: RwLock::new(options.tls.clone()),
             secrets: Secrets::new(upstream.password()),
             max_clients: options.max_clients,
             login_timeout: options.login_timeout,
             idle_timeout: options.idle_timeout,
             upstream,
         }
+    }
+
+    /// Who may log in now.
+    pub(crate) fn client_auth(&self) -> Arc<ClientAuth> {
+        self.auth
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The listener's TLS now (`None`: plain TCP).
+    pub(crate) fn tls(&self) -> Option<ListenerTls> {
+        self.listener_tls
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// New users for the logins from now on (clients logged in stay logged in).
+    ///
+    /// # Errors
+    /// Clients did not have to log in at start, or would not have to with `auth`: a reload
+    /// cannot turn client authentication on or off.
+    pub fn reload_auth(&self, auth: ClientAuth) -> Result<(), String> {
+        let mut now = self.auth.write().unwrap_or_else(PoisonError::into_inner);
+        if now.is_required() != auth.is_required() {
+            return Err("a reload cannot turn client authentication on or off".into());
+        }
+        *now = Arc::new(auth);
+        Ok(())
+    }
+
+    /// A new certificate and key for the TLS handshakes from now on.
+    ///
+    /// # Errors
+    /// The listener serves plain TCP.
+    pub fn reload_tls(&self, tls: ListenerTls) -> Result<(), String> {
+        let mut now = self
+            .listener_tls
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if now.is_none() {
+            return Err("the listener serves plain TCP".into());
+        }
+        *now = Some(tls);
+        Ok(())
     }
 
     /// The plugins that want command `name` (upper case).

@@ -132,7 +132,7 @@ pub(crate) async fn serve<CR, CW>(
     CW: AsyncWrite + Unpin,
 {
     let mut conn = ClientConn {
-        login: Login::new(&shared.client_auth),
+        login: Login::new(&shared.client_auth()),
         shared,
         info,
         parser: RequestParser::default(),
