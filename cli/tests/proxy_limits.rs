@@ -386,3 +386,45 @@ fn sighup_reloads_the_users_file_and_keeps_serving() {
     assert!(run.stderr.contains("SIGHUP"), "{}", run.all());
     assert!(!run.stderr.contains("pw2"), "{}", run.all());
 }
+
+/// A users file others may write is refused (exit 2); one others may read is warned about.
+#[test]
+fn a_users_file_others_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(&users, "app:s3cret\n").unwrap();
+    let run_with = |mode: u32| {
+        std::fs::set_permissions(&users, std::fs::Permissions::from_mode(mode)).unwrap();
+        common::lockkit(
+            &[
+                "proxy",
+                "--upstream",
+                &server.url(),
+                "--listen",
+                "127.0.0.1:0",
+                "--users-file",
+                &users.to_string_lossy(),
+                "--duration",
+                "200ms",
+                "--quiet",
+            ],
+            None,
+        )
+    };
+    let writable = run_with(0o666);
+    assert_eq!(writable.code, Some(2), "{}", writable.all());
+    assert!(writable.stderr.contains("chmod 600"), "{}", writable.all());
+    let readable = run_with(0o644);
+    assert!(readable.success(), "{}", readable.all());
+    assert!(
+        readable.stderr.contains("readable by others"),
+        "{}",
+        readable.all()
+    );
+    let private = run_with(0o600);
+    assert!(private.success(), "{}", private.all());
+    assert!(!private.stderr.contains("readable by others"), "{}", private.all());
+    assert!(!writable.all().contains("s3cret"));
+}

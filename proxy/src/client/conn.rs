@@ -202,6 +202,12 @@ pub(crate) async fn serve<CR, CW>(
                 let since = conn.owed_since.unwrap_or_else(Instant::now);
                 if since.elapsed() >= op_timeout {
                     crate::metrics::upstream_error("timeout");
+                    eprintln!(
+                        "lockkit proxy: client {}: its own connection to upstream {} gave no reply within {}; closed",
+                        conn.info.id,
+                        conn.shared.upstream.shown(),
+                        crate::health::shown(op_timeout)
+                    );
                     conn.shared.upstream.backoff().failed();
                     let _ = conn.fail_owed(&mut cw).await;
                     Ok(Next::Close)

@@ -109,6 +109,10 @@ impl Pool {
                 return link.clone();
             }
             crate::metrics::upstream_reconnect();
+            eprintln!(
+                "lockkit proxy: reconnecting to upstream {}",
+                self.upstream.shown()
+            );
         }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(
@@ -161,8 +165,15 @@ async fn run(
                 backoff: upstream.backoff(),
             };
             let e = serve(r, w, &mut rx, &mut stop, &mut waiting, ops).await;
-            if !*stop.borrow() && !e.starts_with(NO_REPLY) {
-                crate::metrics::upstream_error("lost");
+            if !*stop.borrow() {
+                if !e.starts_with(NO_REPLY) {
+                    crate::metrics::upstream_error("lost");
+                }
+                // Once per event, the upstream as shown (its password never).
+                eprintln!(
+                    "lockkit proxy: shared connection to upstream {} given up: {e}",
+                    upstream.shown()
+                );
             }
             let text = format!(
                 "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
@@ -172,6 +183,10 @@ async fn run(
         }
         Err(e) => {
             crate::metrics::upstream_error("connect");
+            eprintln!(
+                "lockkit proxy: shared connection to upstream {} could not be made: {e}",
+                upstream.shown()
+            );
             let text = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 upstream.shown()
