@@ -102,6 +102,12 @@ pub struct ProxyArgs {
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub idle_timeout: Option<Duration>,
 
+    /// Exit (code 3) when the upstream cannot be reached at start. Without it the proxy starts
+    /// anyway and connects when it can (with back-off), answering clients with an error
+    /// meanwhile; a refused password exits 3 either way.
+    #[arg(long)]
+    pub require_upstream: bool,
+
     /// Serve live metrics in Prometheus text format at http://ADDR/metrics (lockkit_proxy_*:
     /// connections, commands and their latency, upstream errors, plugin faults, observe's
     /// figures; docs/PROXY.md).
@@ -134,7 +140,7 @@ pub const EXIT_HELP: &str = "Exit codes:
   0    stopped by --duration or SIGTERM, reports written
   1    any other failure (a report that cannot be written, ...)
   2    bad input: a flag value, a URL that does not parse, an unknown plugin, an unwritable --out
-  3    the upstream server cannot be used: unreachable, wrong password
+  3    the upstream server cannot be used: a refused password; unreachable with --require-upstream
   130  stopped with Ctrl-C (the reports are written)";
 
 /// Builds the plugin `spec` names.
@@ -268,12 +274,22 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        upstream.connect().await.map_err(|e| {
-            exit::unreachable(format!(
-                "upstream {}: {e}; check that the server runs and the URL's password",
+        if let Err(e) = upstream.connect().await {
+            let refused_login = ["WRONGPASS", "NOAUTH", "invalid password", "AUTH"]
+                .iter()
+                .any(|w| e.to_string().contains(w));
+            if args.require_upstream || refused_login {
+                return Err(exit::unreachable(format!(
+                    "upstream {}: {e}; check that the server runs and the URL's password",
+                    upstream.shown()
+                )));
+            }
+            eprintln!(
+                "lockkit proxy: upstream {} not reachable yet ({e}): starting anyway; clients get \
+                 an error until it is (--require-upstream exits instead)",
                 upstream.shown()
-            ))
-        })?;
+            );
+        }
         let shown = upstream.shown().to_string();
         if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
             lockkit_proxy::metrics::show_keys(args.metrics_keys);

@@ -425,6 +425,52 @@ fn a_users_file_others_may_write_is_refused() {
     );
     let private = run_with(0o600);
     assert!(private.success(), "{}", private.all());
-    assert!(!private.stderr.contains("readable by others"), "{}", private.all());
+    assert!(
+        !private.stderr.contains("readable by others"),
+        "{}",
+        private.all()
+    );
     assert!(!writable.all().contains("s3cret"));
+}
+
+/// An upstream that is not up yet: the proxy starts, clients get a clear error, and once the
+/// server is up the next client is served.
+#[test]
+fn the_proxy_starts_before_its_upstream() {
+    let port = lockkit_test_support::free_port().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = format!("redis://127.0.0.1:{port}");
+    let proxy = ProxyRun::start(&upstream, &["--quiet"], dir.path());
+    let mut c = connect(proxy.port);
+    c.write_all(&cmd(&["PING"])).unwrap();
+    let first = reply_line(&mut c);
+    assert!(first.starts_with("-ERR lockkit proxy: upstream"), "{first}");
+    let mut server = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < Duration::from_secs(10) {
+        let mut c = connect(proxy.port);
+        c.write_all(&cmd(&["PING"])).unwrap();
+        last = reply_line(&mut c);
+        if last == "+PONG" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let run = proxy.stop();
+    assert_eq!(last, "+PONG", "{}", run.all());
+    assert!(run.stderr.contains("not reachable yet"), "{}", run.all());
 }
