@@ -389,6 +389,9 @@ fn hand_out(
     // The run of frames for the client at the head of the queue.
     let mut run_start = 0;
     let mut run_n = 0u32;
+    // A demoted primary answers writes `-READONLY`: the replies go out, then the connection is
+    // given up, and the next one is made anew (the name resolved again).
+    let mut readonly = false;
     let result = loop {
         let len = match resp::frame_len(&buf[pos..]) {
             Ok(Some(len)) => len,
@@ -402,6 +405,7 @@ fn hand_out(
         let Some(head) = waiting.front_mut() else {
             break Err("a reply no command asked for".into());
         };
+        readonly |= buf[pos..].starts_with(b"-READONLY");
         pos += len;
         frames += 1;
         run_n += 1;
@@ -424,5 +428,8 @@ fn hand_out(
     }
     buf.drain(..pos);
     flow.answered += frames;
-    result
+    match result {
+        Ok(()) if readonly => Err("the server answered READONLY: it is a replica now".into()),
+        other => other,
+    }
 }
