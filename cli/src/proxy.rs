@@ -97,6 +97,12 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub login_timeout: Duration,
 
+    /// The largest request a client may send (Redis's `client-query-buffer-limit`): requests
+    /// are held whole before they go upstream, so one bigger closes the client (logged).
+    /// Bytes, or with kb, mb, gb (1024-based).
+    #[arg(long, default_value = "1gb", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
+    pub client_query_buffer_limit: usize,
+
     /// Close a client idle this long (Redis's `timeout`): no command and no reply owed;
     /// pub/sub and blocked clients are not idle. Default: never.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -310,7 +316,8 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             .tls(tls)
             .max_clients(max_clients)
             .login_timeout(args.login_timeout)
-            .idle_timeout(args.idle_timeout);
+            .idle_timeout(args.idle_timeout)
+            .query_buffer_limit(args.client_query_buffer_limit);
         let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)

@@ -41,6 +41,30 @@ pub fn fit_max_clients(wanted: usize, shared_connections: usize) -> (usize, Opti
     (fits, Some(warning))
 }
 
+/// A size in bytes: a number, optionally followed by `kb`, `mb` or `gb` (1024-based, as
+/// redis.conf reads them; `k`, `m`, `g` too).
+///
+/// # Errors
+/// Not such a size, or past what fits in memory.
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(digits);
+    let scale: u64 = match unit {
+        "" | "b" => 1,
+        "k" | "kb" => 1 << 10,
+        "m" | "mb" => 1 << 20,
+        "g" | "gb" => 1 << 30,
+        _ => return Err(format!("`{s}`: a size such as 512mb or 1gb")),
+    };
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}`: a size such as 512mb or 1gb"))?;
+    n.checked_mul(scale)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| format!("`{s}`: too large"))
+}
+
 /// On each SIGHUP: re-reads the users (--requirepass, --user, --users-file, their environment
 /// forms) and the listener's certificate and key; what cannot be read is named on stderr and
 /// the proxy keeps what it had. Connections stay; logged-in clients stay logged in.
@@ -75,6 +99,14 @@ pub fn reload_on_sighup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_read_as_redis_conf_reads_them() {
+        assert_eq!(parse_bytes("1gb"), Ok(1 << 30));
+        assert_eq!(parse_bytes("512mb"), Ok(512 << 20));
+        assert_eq!(parse_bytes("100"), Ok(100));
+        assert!(parse_bytes("lots").is_err() && parse_bytes("1tb").is_err());
+    }
 
     #[test]
     fn a_small_limit_is_fitted_and_a_fitting_one_kept() {

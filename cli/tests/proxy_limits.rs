@@ -474,3 +474,24 @@ fn the_proxy_starts_before_its_upstream() {
     assert_eq!(last, "+PONG", "{}", run.all());
     assert!(run.stderr.contains("not reachable yet"), "{}", run.all());
 }
+
+/// A request over --client-query-buffer-limit closes its client, with a line on stderr; the
+/// others go on.
+#[test]
+fn a_request_over_the_query_buffer_limit_closes_its_client() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = ProxyRun::start(
+        &server.url(),
+        &["--quiet", "--client-query-buffer-limit", "1mb"],
+        dir.path(),
+    );
+    let mut big = connect(proxy.port);
+    let value = "x".repeat(2 << 20);
+    let _ = big.write_all(&cmd(&["SET", "big", &value]));
+    assert_eq!(reply_line(&mut big), "", "closed without a reply");
+    assert_eq!(redis_cli(proxy.port, &["SET", "small", "v"]), "OK\n");
+    let run = proxy.stop();
+    assert!(run.success(), "{}", run.all());
+    assert!(run.stderr.contains("query buffer limit"), "{}", run.all());
+}

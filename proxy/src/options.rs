@@ -16,6 +16,9 @@ pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
 /// shared upstream connection without a reply by default.
 pub const DEFAULT_SLOW_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The largest request held by default (Redis's default `client-query-buffer-limit`, 1 GiB).
+pub const DEFAULT_QUERY_BUFFER_LIMIT: usize = 1 << 30;
+
 /// How long a client may take to log in by default (when clients have to).
 pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,6 +34,7 @@ pub struct ProxyOptions {
     pub(crate) login_timeout: Duration,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) slow_timeout: Duration,
+    pub(crate) query_buffer_limit: usize,
 }
 
 impl Default for ProxyOptions {
@@ -45,6 +49,7 @@ impl Default for ProxyOptions {
             login_timeout: DEFAULT_LOGIN_TIMEOUT,
             idle_timeout: None,
             slow_timeout: DEFAULT_SLOW_TIMEOUT,
+            query_buffer_limit: DEFAULT_QUERY_BUFFER_LIMIT,
         }
     }
 }
@@ -96,6 +101,16 @@ impl ProxyOptions {
     #[must_use]
     pub fn op_timeout(mut self, d: Duration) -> Self {
         self.op_timeout = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The largest request a client may send (default [`DEFAULT_QUERY_BUFFER_LIMIT`], Redis's
+    /// `client-query-buffer-limit`): a request is held whole before it is forwarded, so a
+    /// client that sends a bigger one is closed (as Redis closes it), with a line on stderr.
+    /// At least 1 KiB.
+    #[must_use]
+    pub fn query_buffer_limit(mut self, bytes: usize) -> Self {
+        self.query_buffer_limit = bytes.max(1024);
         self
     }
 

@@ -70,6 +70,8 @@ pub struct ProxyShared {
     pub(crate) max_clients: usize,
     /// How long a client may stay without logging in (when it has to).
     pub(crate) login_timeout: Duration,
+    /// The largest request held: a client that sends a bigger one is closed.
+    pub(crate) query_buffer_limit: usize,
     /// Idle clients are closed after this long.
     pub(crate) idle_timeout: Option<Duration>,
 }
@@ -123,6 +125,7 @@ impl ProxyShared {
             max_clients: options.max_clients,
             login_timeout: options.login_timeout,
             idle_timeout: options.idle_timeout,
+            query_buffer_limit: options.query_buffer_limit,
             upstream,
         }
     }

@@ -19,10 +19,6 @@ use crate::plugin::{Action, PluginCommand};
 use crate::upstream::route::{Up, WINDOW};
 use crate::upstream::RespVersion;
 
-/// The largest request held (Redis's default `client-query-buffer-limit`): a client that sends
-/// a bigger one is closed without a reply, as Redis closes it.
-pub(crate) const QUERY_BUFFER_MAX: usize = 1 << 30;
-
 /// Requests read in one go and forwarded as read, not yet written upstream: `buf[from..]` up to
 /// the current request, `sent` of them.
 #[derive(Debug, Default)]
@@ -74,7 +70,13 @@ impl ClientConn {
             let req = match self.parser.parse(&buf[pos..], self.login.logged_in()) {
                 Ok(Some(r)) => r,
                 Ok(None) => {
-                    if self.parser.wanted() > QUERY_BUFFER_MAX {
+                    let limit = self.shared.query_buffer_limit;
+                    if self.parser.wanted() > limit {
+                        eprintln!(
+                            "lockkit proxy: client {} closed: its request needs {} bytes, over the query buffer limit of {limit}",
+                            self.info.id,
+                            self.parser.wanted()
+                        );
                         next = Next::Close;
                     }
                     break;
