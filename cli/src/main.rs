@@ -17,6 +17,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod probe;
 mod proxy;
 mod proxy_access;
+mod proxy_ops;
 mod report;
 
 /// Redis distributed locks, measured and tested: benchmark a target, size TTLs, test Lua offline.

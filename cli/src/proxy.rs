@@ -74,16 +74,71 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub op_timeout: Duration,
 
+    /// How long a known-slow command (EVAL, EVALSHA, FCALL, KEYS, FLUSHALL, ...) on a shared
+    /// upstream connection may go without a reply before the connection is given up. Other
+    /// commands have --op-timeout counted from the server's last reply, so those queued behind
+    /// a slow one wait for it, as with Redis direct.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    pub slow_timeout: Duration,
+
     /// On SIGTERM or Ctrl-C: how long the commands already forwarded may take to get their
     /// replies before the remaining connections are closed (no new connections meanwhile).
     #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub drain_timeout: Duration,
+
+    /// Clients served at once (Redis's `maxclients`); one more is answered
+    /// `-ERR max number of clients reached` and closed. Lowered, with a warning, to what the
+    /// open-file limit allows (2 descriptors a client, 32 kept).
+    #[arg(long, default_value_t = lockkit_proxy::DEFAULT_MAX_CLIENTS, value_name = "N")]
+    pub max_clients: usize,
+
+    /// A client that has to log in (--requirepass, --user, --users-file) and has not within
+    /// this long is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub login_timeout: Duration,
+
+    /// The largest request a client may send (Redis's `client-query-buffer-limit`): requests
+    /// are held whole before they go upstream, so one bigger closes the client (logged).
+    /// Bytes, or with kb, mb, gb (1024-based).
+    #[arg(long, default_value = "1gb", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
+    pub client_query_buffer_limit: usize,
+
+    /// Close a client idle this long (Redis's `timeout`): no command and no reply owed;
+    /// pub/sub and blocked clients are not idle. Default: never.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub idle_timeout: Option<Duration>,
+
+    /// Exit (code 3) when the upstream cannot be reached at start. Without it the proxy starts
+    /// anyway and connects when it can (with back-off), answering clients with an error
+    /// meanwhile; a refused password exits 3 either way.
+    #[arg(long)]
+    pub require_upstream: bool,
 
     /// Serve live metrics in Prometheus text format at http://ADDR/metrics (lockkit_proxy_*:
     /// connections, commands and their latency, upstream errors, plugin faults, observe's
     /// figures; docs/PROXY.md).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+
+    /// Scrapes of /metrics must send `Authorization: Bearer TOKEN` (/health and /ready need
+    /// none). Needed for a --metrics-listen address other hosts reach.
+    #[arg(
+        long,
+        env = "LOCKKIT_PROXY_METRICS_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub metrics_token: Option<String>,
+
+    /// Serve /metrics on an address other hosts reach without a token: anyone who reaches it
+    /// reads the proxy's figures.
+    #[arg(long)]
+    pub metrics_insecure: bool,
+
+    /// Key names as labels (`observe:top=N`'s hot keys and big values); off by default, since
+    /// key names may hold what the keys are about.
+    #[arg(long)]
+    pub metrics_keys: bool,
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
@@ -91,7 +146,7 @@ pub const EXIT_HELP: &str = "Exit codes:
   0    stopped by --duration or SIGTERM, reports written
   1    any other failure (a report that cannot be written, ...)
   2    bad input: a flag value, a URL that does not parse, an unknown plugin, an unwritable --out
-  3    the upstream server cannot be used: unreachable, wrong password
+  3    the upstream server cannot be used: a refused password; unreachable with --require-upstream
   130  stopped with Ctrl-C (the reports are written)";
 
 /// Builds the plugin `spec` names.
@@ -173,7 +228,18 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         lockkit_report::files::check_writable(&args.out).map_err(exit::bad_input)?;
     }
     let metrics = match &args.metrics_listen {
-        Some(_) => {
+        Some(listen) => {
+            let token = args.metrics_token.as_deref().filter(|t| !t.is_empty());
+            if token.is_none()
+                && !args.metrics_insecure
+                && !crate::proxy_access::is_loopback(listen)
+            {
+                return Err(exit::bad_input(format!(
+                    "--metrics-listen {listen} is reachable from other hosts: give scrapers a \
+                     token with --metrics-token TOKEN (or $LOCKKIT_PROXY_METRICS_TOKEN), or \
+                     pass --metrics-insecure to serve it to anyone who reaches it"
+                )));
+            }
             let handle = lockkit_proxy::metrics::install()?;
             // First: it counts every command, even one a later plugin answers itself.
             plugins.insert(
@@ -184,6 +250,14 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    if args.max_clients == 0 {
+        return Err(exit::bad_input("--max-clients must be at least 1"));
+    }
+    let (max_clients, lowered) =
+        crate::proxy_ops::fit_max_clients(args.max_clients, args.shared_connections);
+    if let Some(warning) = lowered {
+        eprintln!("{warning}");
+    }
     let threads = args.threads.unwrap_or(1);
     if threads == 0 {
         return Err(exit::bad_input("--threads must be at least 1"));
@@ -206,15 +280,27 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        upstream.connect().await.map_err(|e| {
-            exit::unreachable(format!(
-                "upstream {}: {e}; check that the server runs and the URL's password",
+        if let Err(e) = upstream.connect().await {
+            let refused_login = ["WRONGPASS", "NOAUTH", "invalid password", "AUTH"]
+                .iter()
+                .any(|w| e.to_string().contains(w));
+            if args.require_upstream || refused_login {
+                return Err(exit::unreachable(format!(
+                    "upstream {}: {e}; check that the server runs and the URL's password",
+                    upstream.shown()
+                )));
+            }
+            eprintln!(
+                "lockkit proxy: upstream {} not reachable yet ({e}): starting anyway; clients get \
+                 an error until it is (--require-upstream exits instead)",
                 upstream.shown()
-            ))
-        })?;
+            );
+        }
         let shown = upstream.shown().to_string();
         if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
-            let addr = lockkit_proxy::metrics::serve(listen, handle)
+            lockkit_proxy::metrics::show_keys(args.metrics_keys);
+            let token = args.metrics_token.clone().filter(|t| !t.is_empty());
+            let addr = lockkit_proxy::metrics::serve_with_token(listen, handle, token)
                 .await
                 .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
             if !args.quiet {
@@ -224,12 +310,20 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let options = ProxyOptions::new()
             .shared_connections(args.shared_connections)
             .op_timeout(args.op_timeout)
+            .slow_timeout(args.slow_timeout)
             .drain_timeout(args.drain_timeout)
             .client_auth(client_auth)
-            .tls(tls);
+            .tls(tls)
+            .max_clients(max_clients)
+            .login_timeout(args.login_timeout)
+            .idle_timeout(args.idle_timeout)
+            .query_buffer_limit(args.client_query_buffer_limit);
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("installing the SIGHUP handler")?;
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
             .await
             .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;
+        crate::proxy_ops::reload_on_sighup(hup, args.access.clone(), proxy.shared().clone());
         if !args.quiet {
             eprintln!(
                 "lockkit proxy: listening on {} -> {shown} (Ctrl-C stops and writes the reports)",

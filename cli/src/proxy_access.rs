@@ -68,6 +68,7 @@ impl AccessArgs {
                 .map_err(|e| format!("--user {name}:***: {e}"))?;
         }
         if let Some(file) = &self.users_file {
+            check_users_file_mode(file)?;
             auth = auth
                 .users_file(file)
                 .map_err(|e| format!("--users-file: {e}"))?;
@@ -106,9 +107,34 @@ impl AccessArgs {
     }
 }
 
+/// A users file others may write is refused (anyone could add a user); one others may read
+/// is warned about, as ssh does for its keys.
+fn check_users_file_mode(file: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Ok(()); // reading it names the error
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "--users-file {}: others may write it (mode {mode:03o}): anyone could add a user; \
+             chmod 600 it",
+            file.display()
+        ));
+    }
+    if mode & 0o044 != 0 {
+        eprintln!(
+            "lockkit proxy: warning: --users-file {} is readable by others (mode {mode:03o}): \
+             chmod 600 it",
+            file.display()
+        );
+    }
+    Ok(())
+}
+
 /// Whether every address `listen` names is a loopback one (one that does not resolve counts
 /// as reachable: binding it fails later with its own message).
-fn is_loopback(listen: &str) -> bool {
+pub(crate) fn is_loopback(listen: &str) -> bool {
     match listen.to_socket_addrs() {
         Ok(addrs) => {
             let addrs: Vec<_> = addrs.collect();

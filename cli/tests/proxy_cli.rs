@@ -136,7 +136,13 @@ fn bad_input_and_unreachable_upstream_exit_with_their_codes_without_the_password
             "is not a valid Redis URL",
         ),
         (
-            &["--upstream", &dead, "--duration", "1s"],
+            &[
+                "--upstream",
+                &dead,
+                "--duration",
+                "1s",
+                "--require-upstream",
+            ],
             3,
             "upstream redis://user:***@127.0.0.1:",
         ),
@@ -169,6 +175,7 @@ fn protected_mode_refuses_other_hosts_without_client_passwords() {
             "0.0.0.0:0",
             "--upstream",
             &dead,
+            "--require-upstream",
         ])
         .args(extra)
         .run()

@@ -202,6 +202,7 @@ fn metrics_endpoint_serves_the_proxy_families_and_the_histogram_moves() {
             "observe:top=3",
             "--metrics-listen",
             &listen,
+            "--metrics-keys",
         ],
         dir.path(),
     );

@@ -105,7 +105,10 @@ mod upstream;
 
 pub use auth::ClientAuth;
 pub use health::{DEFAULT_DRAIN_TIMEOUT, DEFAULT_OP_TIMEOUT};
-pub use options::{ProxyOptions, DEFAULT_SHARED_CONNECTIONS};
+pub use options::{
+    ProxyOptions, DEFAULT_LOGIN_TIMEOUT, DEFAULT_MAX_CLIENTS, DEFAULT_QUERY_BUFFER_LIMIT,
+    DEFAULT_SHARED_CONNECTIONS, DEFAULT_SLOW_TIMEOUT,
+};
 pub use plugin::{Action, ConnInfo, Plugin, PluginCommand, ReportCtx};
 pub use server::Proxy;
 pub use shared::ProxyShared;

@@ -20,9 +20,9 @@
 //! | `lockkit_proxy_hot_key_commands` | gauge | `key` | `observe:top=N`: commands on each of the window's top keys so far |
 //! | `lockkit_proxy_big_value_bytes` | gauge | `key` | `observe:top=N`: the window's largest replies, by key |
 //!
-//! Command names are labels only for the names of Redis's command table shape (letters, digits,
-//! `_`, `-`, `.`; at most 32 bytes) and at most [`MAX_COMMAND_LABELS`] distinct ones; others count
-//! under `other`. Lock patterns are bounded by `observe` (1,000, then `{other}`). Keys are labels
+//! Command names are labels only for the names of Redis 7.0's command table, at most
+//! [`MAX_COMMAND_LABELS`] distinct ones; any other name (a module's, a made-up one) counts under
+//! `other`. Lock patterns are bounded by `observe` (1,000, then `{other}`). Keys are labels
 //! only of the two `top` gauges: at most N each per window; a key that left the top reads 0,
 //! and its series goes after [`KEY_SERIES_KEPT`] without an update (gauges not updated for that
 //! long are dropped; the proxy's own gauges are refreshed every second).
@@ -167,6 +167,30 @@ fn describe() {
 /// # Errors
 /// The address cannot be bound.
 pub async fn serve(listen: &str, handle: PrometheusHandle) -> std::io::Result<SocketAddr> {
+    serve_with_token(listen, handle, None).await
+}
+
+/// Whether key names are labels (`observe:top=N`'s gauges): off unless asked for.
+static KEYS: AtomicBool = AtomicBool::new(false);
+
+/// Key names as labels of the `top` gauges (`lockkit proxy --metrics-keys`); without it those
+/// gauges are not exported.
+pub fn show_keys(on: bool) {
+    KEYS.store(on, Ordering::Relaxed);
+}
+
+/// As [`serve`], and with `token`, `/metrics` answers only requests that send
+/// `Authorization: Bearer TOKEN` (401 otherwise). `/health` and `/ready` answer `200` to
+/// anyone: the proxy runs and accepts clients.
+///
+/// # Errors
+/// The address cannot be bound.
+pub async fn serve_with_token(
+    listen: &str,
+    handle: PrometheusHandle,
+    token: Option<String>,
+) -> std::io::Result<SocketAddr> {
+    let token: Option<std::sync::Arc<str>> = token.map(Into::into);
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let upkeep = handle.clone();
@@ -183,16 +207,50 @@ pub async fn serve(listen: &str, handle: PrometheusHandle) -> std::io::Result<So
                 continue;
             };
             let handle = handle.clone();
+            let token = token.clone();
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(Duration::from_secs(10), answer(conn, &handle)).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    answer(conn, &handle, token.as_deref()),
+                )
+                .await;
             });
         }
     });
     Ok(addr)
 }
 
+/// Whether the request's headers hold `Authorization: Bearer TOKEN` (compared in constant time
+/// for tokens of one length).
+fn bearer_is(req: &[u8], token: &str) -> bool {
+    let head = req.split(|&b| b == b'\n');
+    head.filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = line.split_at(colon);
+        name.eq_ignore_ascii_case(b"authorization")
+            .then(|| value[1..].trim_ascii())
+    })
+    .any(|v| {
+        if v.len() < 7 || !v[..7].eq_ignore_ascii_case(b"bearer ") {
+            return false;
+        }
+        let given = &v[7..];
+        given.len() == token.len()
+            && given
+                .iter()
+                .zip(token.as_bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    })
+}
+
 /// Answers one HTTP/1.x request and closes.
-async fn answer(mut conn: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+async fn answer(
+    mut conn: TcpStream,
+    handle: &PrometheusHandle,
+    token: Option<&str>,
+) -> std::io::Result<()> {
     let mut req = Vec::with_capacity(1024);
     while !req.windows(4).any(|w| w == b"\r\n\r\n") {
         if req.len() > 16 * 1024 || conn.read_buf(&mut req).await? == 0 {
@@ -203,7 +261,16 @@ async fn answer(mut conn: TcpStream, handle: &PrometheusHandle) -> std::io::Resu
     let mut parts = line.split(|&b| b == b' ');
     let (method, path) = (parts.next(), parts.next());
     let path = path.map(|p| p.split(|&b| b == b'?').next().unwrap_or_default());
+    let authorized = token.is_none_or(|t| bearer_is(&req, t));
     let (status, kind, body) = match (method, path) {
+        (Some(b"GET" | b"HEAD"), Some(b"/health" | b"/ready")) => {
+            ("200 OK", "text/plain; charset=utf-8", "ok\n".to_string())
+        }
+        (Some(b"GET" | b"HEAD"), Some(b"/metrics")) if !authorized => (
+            "401 Unauthorized",
+            "text/plain; charset=utf-8",
+            "lockkit proxy: /metrics needs Authorization: Bearer TOKEN\n".to_string(),
+        ),
         (Some(b"GET" | b"HEAD"), Some(b"/metrics")) => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
@@ -310,7 +377,7 @@ pub(crate) fn lock_pattern(pattern: &str, acquired: u64, contended: u64, ttl: Op
 /// `observe:top=N`'s current window: its hot keys and big values as gauges; a key that left
 /// the top is set to 0 once (its series then goes after [`KEY_SERIES_KEPT`]).
 pub(crate) fn top_window(w: &crate::observe::TopWindow) {
-    if !on() {
+    if !on() || !KEYS.load(Ordering::Relaxed) {
         return;
     }
     const HOT: &str = "lockkit_proxy_hot_key_commands";
@@ -358,7 +425,9 @@ impl CommandMetrics {
             && name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-        let label = if plain && all.len() < MAX_COMMAND_LABELS {
+        // A name Redis's table does not know shares `other` (clients can make up any number).
+        let known = crate::client::spec::is_known_command(name.as_bytes());
+        let label = if plain && known && all.len() < MAX_COMMAND_LABELS {
             name
         } else {
             "other"

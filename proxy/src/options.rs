@@ -8,6 +8,20 @@ use crate::tls::ListenerTls;
 /// Shared upstream connections by default.
 pub const DEFAULT_SHARED_CONNECTIONS: usize = 1;
 
+/// Clients served at once by default: Redis's `maxclients` (`lockkit proxy` lowers it to what
+/// the open-file limit allows).
+pub const DEFAULT_MAX_CLIENTS: usize = 10_000;
+
+/// How long a known-slow command (a script, a function, KEYS, FLUSHALL, ...) may keep a
+/// shared upstream connection without a reply by default.
+pub const DEFAULT_SLOW_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest request held by default (Redis's default `client-query-buffer-limit`, 1 GiB).
+pub const DEFAULT_QUERY_BUFFER_LIMIT: usize = 1 << 30;
+
+/// How long a client may take to log in by default (when clients have to).
+pub const DEFAULT_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How a [`Proxy`](crate::Proxy) runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyOptions {
@@ -16,6 +30,11 @@ pub struct ProxyOptions {
     pub(crate) drain_timeout: Duration,
     pub(crate) client_auth: ClientAuth,
     pub(crate) tls: Option<ListenerTls>,
+    pub(crate) max_clients: usize,
+    pub(crate) login_timeout: Duration,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) slow_timeout: Duration,
+    pub(crate) query_buffer_limit: usize,
 }
 
 impl Default for ProxyOptions {
@@ -26,6 +45,11 @@ impl Default for ProxyOptions {
             drain_timeout: crate::DEFAULT_DRAIN_TIMEOUT,
             client_auth: ClientAuth::default(),
             tls: None,
+            max_clients: DEFAULT_MAX_CLIENTS,
+            login_timeout: DEFAULT_LOGIN_TIMEOUT,
+            idle_timeout: None,
+            slow_timeout: DEFAULT_SLOW_TIMEOUT,
+            query_buffer_limit: DEFAULT_QUERY_BUFFER_LIMIT,
         }
     }
 }
@@ -80,11 +104,59 @@ impl ProxyOptions {
         self
     }
 
+    /// The largest request a client may send (default [`DEFAULT_QUERY_BUFFER_LIMIT`], Redis's
+    /// `client-query-buffer-limit`): a request is held whole before it is forwarded, so a
+    /// client that sends a bigger one is closed (as Redis closes it), with a line on stderr.
+    /// At least 1 KiB.
+    #[must_use]
+    pub fn query_buffer_limit(mut self, bytes: usize) -> Self {
+        self.query_buffer_limit = bytes.max(1024);
+        self
+    }
+
+    /// How long a known-slow command (`EVAL`, `EVALSHA`, `FCALL`, `KEYS`, `FLUSHALL`, ...)
+    /// at the head of a shared upstream connection may take (default
+    /// [`DEFAULT_SLOW_TIMEOUT`]; never less than the operation timeout). Other commands have
+    /// the operation timeout counted from when the server sent its last bytes, so those
+    /// queued behind a slow one wait for it, as with Redis direct.
+    #[must_use]
+    pub fn slow_timeout(mut self, d: Duration) -> Self {
+        self.slow_timeout = d;
+        self
+    }
+
     /// How long [`Proxy::stop`](crate::Proxy::stop) lets the commands already forwarded get
     /// their replies (default [`crate::DEFAULT_DRAIN_TIMEOUT`]) before it closes what is left.
     #[must_use]
     pub fn drain_timeout(mut self, d: Duration) -> Self {
         self.drain_timeout = d;
+        self
+    }
+
+    /// How many clients are served at once (default [`DEFAULT_MAX_CLIENTS`], Redis's
+    /// `maxclients`): one more is answered `-ERR max number of clients reached` and closed, as
+    /// Redis does. At least 1.
+    #[must_use]
+    pub fn max_clients(mut self, n: usize) -> Self {
+        self.max_clients = n.max(1);
+        self
+    }
+
+    /// How long a client that has to log in may stay connected without having done so
+    /// (default [`DEFAULT_LOGIN_TIMEOUT`]); then it is closed. Zero is taken as one
+    /// millisecond.
+    #[must_use]
+    pub fn login_timeout(mut self, d: Duration) -> Self {
+        self.login_timeout = d.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Closes a client idle this long (Redis's `timeout`; `None`, the default: never): no
+    /// command read and no reply owed. Clients in pub/sub, MONITOR or a blocking command are
+    /// not idle.
+    #[must_use]
+    pub fn idle_timeout(mut self, d: Option<Duration>) -> Self {
+        self.idle_timeout = d.filter(|d| !d.is_zero());
         self
     }
 }

@@ -75,6 +75,12 @@ impl Proxy {
         self.addr
     }
 
+    /// What its connections share: [`ProxyShared::reload_auth`] and
+    /// [`ProxyShared::reload_tls`] replace the users and the certificate while it runs.
+    pub fn shared(&self) -> &Arc<ProxyShared> {
+        &self.shared
+    }
+
     /// The plugins it runs.
     pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
         &self.shared.plugins
@@ -133,6 +139,17 @@ async fn accept_loop(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
+                if tasks.len() >= shared.max_clients {
+                    while tasks.try_join_next().is_some() {}
+                }
+                if tasks.len() >= shared.max_clients {
+                    // As Redis: the error, then the connection closes (in a task: a client
+                    // that reads nothing holds up no one).
+                    crate::metrics::connection_refused();
+                    let tls = shared.tls().is_some();
+                    tokio::spawn(refuse(client, tls));
+                    continue;
+                }
                 let info = ConnInfo { id: next_id.fetch_add(1, Ordering::Relaxed), peer: Some(peer) };
                 let open = crate::metrics::connection_accepted();
                 let task = handle(client, info, shared.clone(), stop.clone());
@@ -186,6 +203,19 @@ async fn accept_loop(
     }
 }
 
+/// Redis's answer to a client past `maxclients`; plain text only on a plain listener (a TLS
+/// client is closed without it).
+async fn refuse(mut client: TcpStream, tls: bool) {
+    if !tls {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            client.write_all(b"-ERR max number of clients reached\r\n"),
+        )
+        .await;
+    }
+    let _ = client.shutdown().await;
+}
+
 async fn handle(
     client: TcpStream,
     info: ConnInfo,
@@ -193,7 +223,7 @@ async fn handle(
     stop: watch::Receiver<bool>,
 ) {
     let _ = client.set_nodelay(true);
-    let Some(tls) = shared.tls.clone() else {
+    let Some(tls) = shared.tls() else {
         return serve_client(client.into_split(), info, shared, stop).await;
     };
     // A client that fails the handshake (no certificate, a wrong one) is simply closed.

@@ -2,7 +2,7 @@
 //! each wants, the shared upstream connections, the timeouts, who may log in.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use fnv::FnvHashMap;
@@ -15,6 +15,33 @@ use crate::plugin::Plugin;
 use crate::tls::ListenerTls;
 use crate::upstream::link::Pool;
 use crate::upstream::Upstream;
+
+/// Distinct command names counted at most (Redis 7.0 has about 240 commands and
+/// subcommands): past it, the rest share [`OTHER_NAME`].
+pub(crate) const MAX_COUNTED_NAMES: usize = 512;
+
+/// Names Redis does not know that a connection counts apart before they share
+/// [`OTHER_NAME`].
+pub(crate) const MAX_UNKNOWN_NAMES: usize = 16;
+
+/// The bucket of names past the bounds.
+pub(crate) const OTHER_NAME: &[u8] = b"(other)";
+
+/// The key a new name is counted under in a table of `len` names: itself while the table
+/// has room (a name Redis does not know only among the first [`MAX_UNKNOWN_NAMES`]),
+/// [`OTHER_NAME`] past it.
+pub(crate) fn bounded_name(name: &[u8], known: bool, len: usize) -> Vec<u8> {
+    let room = if known {
+        MAX_COUNTED_NAMES
+    } else {
+        MAX_UNKNOWN_NAMES
+    };
+    if len < room {
+        name.to_vec()
+    } else {
+        OTHER_NAME.to_vec()
+    }
+}
 
 /// What every connection task shares.
 #[derive(Debug)]
@@ -33,11 +60,20 @@ pub struct ProxyShared {
     /// The threads of the plugins whose hooks run off the connections' threads.
     pub(crate) workers: crate::offload::Workers,
     pub(crate) drain_timeout: Duration,
-    /// Who may log in at the proxy.
-    pub(crate) client_auth: ClientAuth,
-    pub(crate) tls: Option<ListenerTls>,
+    /// Who may log in at the proxy (replaced by [`ProxyShared::reload_auth`]).
+    auth: RwLock<Arc<ClientAuth>>,
+    /// The listener's TLS (replaced by [`ProxyShared::reload_tls`]).
+    listener_tls: RwLock<Option<ListenerTls>>,
     /// What no reply may show: the upstream's secrets.
     pub(crate) secrets: Secrets,
+    /// Clients served at once at most.
+    pub(crate) max_clients: usize,
+    /// How long a client may stay without logging in (when it has to).
+    pub(crate) login_timeout: Duration,
+    /// The largest request held: a client that sends a bigger one is closed.
+    pub(crate) query_buffer_limit: usize,
+    /// Idle clients are closed after this long.
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 impl ProxyShared {
@@ -71,7 +107,8 @@ impl ProxyShared {
         let workers = crate::offload::Workers::new(&plugins);
         let pool = (options.shared_connections > 0).then(|| {
             let n = options.shared_connections;
-            Pool::new(n, upstream.clone(), stop, options.op_timeout)
+            let timeouts = (options.op_timeout, options.slow_timeout);
+            Pool::new(n, upstream.clone(), stop, timeouts)
         });
         ProxyShared {
             plugins,
@@ -82,11 +119,61 @@ impl ProxyShared {
             op_timeout: options.op_timeout,
             drain_timeout: options.drain_timeout,
             workers,
-            client_auth: options.client_auth.clone(),
-            tls: options.tls.clone(),
+            auth: RwLock::new(Arc::new(options.client_auth.clone())),
+            listener_tls: RwLock::new(options.tls.clone()),
             secrets: Secrets::new(upstream.password()),
+            max_clients: options.max_clients,
+            login_timeout: options.login_timeout,
+            idle_timeout: options.idle_timeout,
+            query_buffer_limit: options.query_buffer_limit,
             upstream,
         }
+    }
+
+    /// Who may log in now.
+    pub(crate) fn client_auth(&self) -> Arc<ClientAuth> {
+        self.auth
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The listener's TLS now (`None`: plain TCP).
+    pub(crate) fn tls(&self) -> Option<ListenerTls> {
+        self.listener_tls
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// New users for the logins from now on (clients logged in stay logged in).
+    ///
+    /// # Errors
+    /// Clients did not have to log in at start, or would not have to with `auth`: a reload
+    /// cannot turn client authentication on or off.
+    pub fn reload_auth(&self, auth: ClientAuth) -> Result<(), String> {
+        let mut now = self.auth.write().unwrap_or_else(PoisonError::into_inner);
+        if now.is_required() != auth.is_required() {
+            return Err("a reload cannot turn client authentication on or off".into());
+        }
+        *now = Arc::new(auth);
+        Ok(())
+    }
+
+    /// A new certificate and key for the TLS handshakes from now on.
+    ///
+    /// # Errors
+    /// The listener serves plain TCP.
+    pub fn reload_tls(&self, tls: ListenerTls) -> Result<(), String> {
+        let mut now = self
+            .listener_tls
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        if now.is_none() {
+            return Err("the listener serves plain TCP".into());
+        }
+        *now = Some(tls);
+        Ok(())
     }
 
     /// The plugins that want command `name` (upper case).
@@ -94,11 +181,18 @@ impl ProxyShared {
         self.routes.get(name).map_or(&self.every, Vec::as_slice)
     }
 
-    /// Adds (and empties) a connection's command counts.
+    /// Adds (and empties) a connection's command counts. Names past [`MAX_COUNTED_NAMES`]
+    /// are counted as [`OTHER_NAME`].
     pub(crate) fn add_counts(&self, counts: &mut FnvHashMap<Vec<u8>, u64>) {
         let mut all = self.commands.lock().unwrap_or_else(PoisonError::into_inner);
         for (k, v) in counts.drain() {
-            *all.entry(k).or_default() += v;
+            if let Some(c) = all.get_mut(&k) {
+                *c += v;
+            } else if all.len() < MAX_COUNTED_NAMES {
+                all.insert(k, v);
+            } else {
+                *all.entry(OTHER_NAME.to_vec()).or_default() += v;
+            }
         }
     }
 

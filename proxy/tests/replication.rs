@@ -54,3 +54,29 @@ async fn sync_streams_the_writes_through_the_proxy() {
     }
     proxy.stop().await;
 }
+
+/// A primary demoted under the proxy answers `-READONLY`: the shared connection is given up
+/// after that reply, and the next command goes on a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_demoted_primary_is_left_after_its_first_readonly() {
+    let primary = RedisServer::start();
+    let other = RedisServer::start();
+    let proxy = start_proxy(&primary.url(), vec![]).await;
+    let port = proxy.addr().port();
+    assert_eq!(redis_cli(port, &[], "SET k v\n"), "OK\n");
+    primary
+        .inline(&format!("REPLICAOF 127.0.0.1 {}", other.port()))
+        .unwrap();
+    let before = lockkit_test_support::connections_received(&primary);
+    let out = redis_cli(port, &[], "SET k v2\n");
+    assert!(out.contains("READONLY"), "{out}");
+    primary.inline("REPLICAOF NO ONE").unwrap();
+    assert_eq!(redis_cli(port, &[], "SET k v3\n"), "OK\n");
+    // REPLICAOF NO ONE and this question are two; a new shared connection the third.
+    let after = lockkit_test_support::connections_received(&primary);
+    assert!(
+        after - before >= 3,
+        "{before} -> {after}: the connection was kept"
+    );
+    proxy.stop().await;
+}

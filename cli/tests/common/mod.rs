@@ -185,7 +185,8 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 /// `lockkit proxy` started on a free loopback port in front of `upstream`, already listening.
 pub struct ProxyRun {
-    child: Child,
+    /// `None` once waited for.
+    child: Option<Child>,
     /// The port it listens on.
     pub port: u16,
 }
@@ -201,6 +202,32 @@ impl ProxyRun {
             .arg("--out")
             .arg(out)
             .spawn();
+        ProxyRun::wait_listening(child, port)
+    }
+
+    /// Starts it as [`ProxyRun::start`] does, under `ulimit -n NOFILE` (through bash).
+    pub fn start_with_nofile(nofile: u32, upstream: &str, extra: &[&str], out: &Path) -> ProxyRun {
+        let port = lockkit_test_support::free_port().unwrap();
+        let listen = format!("127.0.0.1:{port}");
+        let mut c = Command::new("bash");
+        c.arg("-c")
+            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_lockkit"))
+            .args(["proxy", "--listen", &listen, "--upstream", upstream])
+            .args(extra)
+            .arg("--out")
+            .arg(out)
+            .env_remove("REDIS_URL")
+            .current_dir(repo())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let child = c.spawn().expect("run lockkit through bash");
+        ProxyRun::wait_listening(child, port)
+    }
+
+    fn wait_listening(child: Child, port: u16) -> ProxyRun {
+        let listen = format!("127.0.0.1:{port}");
         let up = (0..200).any(|_| {
             let ok = std::net::TcpStream::connect(&listen).is_ok();
             if !ok {
@@ -209,7 +236,24 @@ impl ProxyRun {
             ok
         });
         assert!(up, "the proxy never listened");
-        ProxyRun { child, port }
+        ProxyRun {
+            child: Some(child),
+            port,
+        }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// A line of its `/proc/PID/status` (`VmRSS`, `VmHWM`) in KiB.
+    pub fn status_kib(&self, field: &str) -> u64 {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {text}"))
     }
 
     /// `redis://127.0.0.1:PORT`.
@@ -224,7 +268,7 @@ impl ProxyRun {
 
     /// Sends it `signal` (`TERM`, `KILL`, ...) without waiting.
     pub fn send(&self, signal: &str) {
-        let pid = self.child.id().to_string();
+        let pid = self.pid().to_string();
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &pid])
             .status()
@@ -239,8 +283,19 @@ impl ProxyRun {
     }
 
     /// Waits for it to end (at most 60 s).
-    pub fn wait(self) -> Run {
-        wait(self.child, "lockkit proxy")
+    pub fn wait(mut self) -> Run {
+        wait(self.child.take().expect("running"), "lockkit proxy")
+    }
+}
+
+impl Drop for ProxyRun {
+    /// A test that failed half-way leaves no proxy behind (it would hold the build lock's
+    /// descriptor, inherited from cargo, and every later build would wait for it).
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 

@@ -99,7 +99,25 @@ pub(crate) struct ClientCommand {
     pub(crate) secrets: bool,
     /// Where its first key is among the arguments (0 is the name).
     pub(crate) first_key: Option<usize>,
+    /// Known to run long on the server ([`SLOW`]): on a shared connection it has the longer
+    /// allowance ([`crate::ProxyOptions::slow_timeout`]).
+    pub(crate) slow: bool,
 }
+
+/// Commands that may run long on the server by design: scripts, functions, whole-keyspace
+/// walks and flushes.
+const SLOW: [&str; 10] = [
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "FCALL",
+    "FCALL_RO",
+    "KEYS",
+    "FLUSHALL",
+    "FLUSHDB",
+    "SCRIPT|LOAD",
+];
 
 /// C's `strcasecmp(arg, word) == 0`: `arg` read up to its first NUL, as Redis reads options.
 pub(crate) fn c_eq(arg: &[u8], word: &[u8]) -> bool {
@@ -249,6 +267,7 @@ impl ClientCommand {
             admin: false,
             secrets: false,
             first_key: None,
+            slow: false,
         };
         if c_eq(name, b"post") || c_eq(name, b"host:") {
             cmd.special = Special::Http;
@@ -282,6 +301,7 @@ impl ClientCommand {
             cmd.blocking = (1..argc).any(|i| c_eq(arg(i), b"BLOCK"));
             cmd.shareable = !cmd.blocking;
         }
+        cmd.slow = SLOW.contains(&row.name);
         cmd.unpairs = UNPAIRING.contains(&row.name)
             || (row.name == "SCRIPT|DEBUG" && !(argc == 3 && c_eq(arg(2), b"no")));
         cmd.special = special_of(row, argc, arg(2));

@@ -132,7 +132,7 @@ pub(crate) async fn serve<CR, CW>(
     CW: AsyncWrite + Unpin,
 {
     let mut conn = ClientConn {
-        login: Login::new(&shared.client_auth),
+        login: Login::new(&shared.client_auth()),
         shared,
         info,
         parser: RequestParser::default(),
@@ -159,8 +159,22 @@ pub(crate) async fn serve<CR, CW>(
     let op_timeout = conn.shared.op_timeout;
     let timer = tokio::time::sleep(op_timeout);
     tokio::pin!(timer);
+    // Until its first login, a client that has to log in is closed at the login timeout.
+    let mut login_due =
+        (!conn.login.logged_in()).then(|| Instant::now() + conn.shared.login_timeout);
+    let login_timer = tokio::time::sleep_until(login_due.unwrap_or_else(Instant::now).into());
+    tokio::pin!(login_timer);
+    // The idle timeout: checked when it fires, not reset per command.
+    let idle = conn.shared.idle_timeout;
+    let mut active = Instant::now();
+    let idle_timer = tokio::time::sleep(idle.unwrap_or(Duration::MAX / 4));
+    tokio::pin!(idle_timer);
     let mut draining = false;
     loop {
+        if login_due.is_some() && conn.login.logged_in() {
+            login_due = None;
+        }
+        let idles = idle.is_some() && !draining && conn.mode.paired() && !conn.owes(&up);
         if draining && !conn.owes(&up) {
             let _ = conn.send_local_replies(&mut cw).await;
             break;
@@ -188,6 +202,12 @@ pub(crate) async fn serve<CR, CW>(
                 let since = conn.owed_since.unwrap_or_else(Instant::now);
                 if since.elapsed() >= op_timeout {
                     crate::metrics::upstream_error("timeout");
+                    eprintln!(
+                        "lockkit proxy: client {}: its own connection to upstream {} gave no reply within {}; closed",
+                        conn.info.id,
+                        conn.shared.upstream.shown(),
+                        crate::health::shown(op_timeout)
+                    );
                     conn.shared.upstream.backoff().failed();
                     let _ = conn.fail_owed(&mut cw).await;
                     Ok(Next::Close)
@@ -196,9 +216,20 @@ pub(crate) async fn serve<CR, CW>(
                     Ok(Next::Continue)
                 }
             }
+            () = &mut login_timer, if login_due.is_some() => Ok(Next::Close),
+            () = &mut idle_timer, if idles => {
+                let limit = idle.unwrap_or(Duration::MAX / 4);
+                if active.elapsed() >= limit {
+                    Ok(Next::Close)
+                } else {
+                    idle_timer.as_mut().reset((active + limit).into());
+                    Ok(Next::Continue)
+                }
+            }
             r = cr.read_buf(&mut cbuf), if !conn.held && !draining => match r {
                 Ok(0) | Err(_) => Ok(Next::Close),
                 Ok(_) => {
+                    active = Instant::now();
                     let next = conn.on_client_bytes(&mut cbuf, &mut up, &mut cw).await;
                     conn.track_owed(&up, false);
                     next
@@ -319,12 +350,14 @@ impl ClientConn {
         matches!(self.owed.front(), Some(OwedReply::Close))
     }
 
-    /// Counts one command by name.
-    pub(crate) fn count(&mut self, name: &[u8]) {
+    /// Counts one command by name (`known`: a name of Redis's table; the others share one
+    /// bucket past the first few, so the table stays bounded).
+    pub(crate) fn count(&mut self, name: &[u8], known: bool) {
         match self.counts.get_mut(name) {
             Some(c) => *c += 1,
             None => {
-                self.counts.insert(name.to_vec(), 1);
+                let key = crate::shared::bounded_name(name, known, self.counts.len());
+                *self.counts.entry(key).or_default() += 1;
             }
         }
     }

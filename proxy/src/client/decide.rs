@@ -203,14 +203,14 @@ impl ClientConn {
     /// `AUTH`: answered by the proxy when clients log in at it; otherwise the client logs in
     /// upstream itself, on a connection of its own.
     fn auth(&mut self, args: &[&[u8]]) -> Decision {
-        if !self.shared.client_auth.is_required() {
+        if !self.shared.client_auth().is_required() {
             return Decision::Forward(Route::own());
         }
         if !self.mode.answerable() {
             return Decision::Instead(refusal("AUTH-inside-MULTI-or-pubsub"), Route::own());
         }
-        let auth = &self.shared.client_auth;
-        Decision::Answer(self.login.auth(auth, args))
+        let auth = self.shared.client_auth();
+        Decision::Answer(self.login.auth(&auth, args))
     }
 
     /// `HELLO [protover [AUTH user pass] [SETNAME name]]`, checked in Redis's order; what
@@ -220,13 +220,16 @@ impl ClientConn {
             Ok(h) => h,
             Err(reply) => return Decision::Answer(reply),
         };
-        let proxy_login = self.shared.client_auth.is_required();
+        let proxy_login = self.shared.client_auth().is_required();
         if let (Some((user, password)), true) = (hello.auth, proxy_login) {
             if !self.mode.answerable() {
                 let why = "HELLO-AUTH-inside-MULTI-or-pubsub";
                 return Decision::Instead(refusal(why), Route::own());
             }
-            if !self.login.log_in(&self.shared.client_auth, user, password) {
+            if !self
+                .login
+                .log_in(&self.shared.client_auth(), user, password)
+            {
                 return Decision::Answer(WRONGPASS.to_vec());
             }
         }

@@ -50,7 +50,7 @@ mod replies;
 mod requests;
 pub(crate) mod secrets;
 mod setup;
-mod spec;
+pub(crate) mod spec;
 mod table;
 
 pub(crate) use conn::serve;

@@ -90,7 +90,7 @@ impl ClientConn {
     /// What `RESET` resets at the proxy: the login (with client passwords), the name, the
     /// protocol, `CLIENT REPLY`, the transaction.
     pub(crate) fn reset_state(&mut self) {
-        self.login.reset(&self.shared.client_auth);
+        self.login.reset(&self.shared.client_auth());
         self.setup = Setup::default();
         self.replies = ReplyControl::default();
         self.resp = RespVersion::Resp2;

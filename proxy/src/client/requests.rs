@@ -19,10 +19,6 @@ use crate::plugin::{Action, PluginCommand};
 use crate::upstream::route::{Up, WINDOW};
 use crate::upstream::RespVersion;
 
-/// The largest request held (Redis's default `client-query-buffer-limit`): a client that sends
-/// a bigger one is closed without a reply, as Redis closes it.
-pub(crate) const QUERY_BUFFER_MAX: usize = 1 << 30;
-
 /// Requests read in one go and forwarded as read, not yet written upstream: `buf[from..]` up to
 /// the current request, `sent` of them.
 #[derive(Debug, Default)]
@@ -74,7 +70,13 @@ impl ClientConn {
             let req = match self.parser.parse(&buf[pos..], self.login.logged_in()) {
                 Ok(Some(r)) => r,
                 Ok(None) => {
-                    if self.parser.wanted() > QUERY_BUFFER_MAX {
+                    let limit = self.shared.query_buffer_limit;
+                    if self.parser.wanted() > limit {
+                        eprintln!(
+                            "lockkit proxy: client {} closed: its request needs {} bytes, over the query buffer limit of {limit}",
+                            self.info.id,
+                            self.parser.wanted()
+                        );
                         next = Next::Close;
                     }
                     break;
@@ -164,9 +166,12 @@ impl ClientConn {
         }
         let cmd = ClientCommand::classify(req, bytes);
         self.commands += 1;
-        match cmd.name() {
-            Some(name) => self.count(name.as_bytes()),
-            None => self.count(&unknown_name(req.arg(bytes, 0).unwrap_or_default())),
+        // Nothing is counted (or kept) for a client before it logged in.
+        if self.login.logged_in() {
+            match cmd.name() {
+                Some(name) => self.count(name.as_bytes(), true),
+                None => self.count(&unknown_name(req.arg(bytes, 0).unwrap_or_default()), false),
+            }
         }
         // `CLIENT REPLY ON` is answered even when its own reply was to be skipped.
         let on = cmd.special == Special::ClientReply(Some(ReplyMode::On));
@@ -398,6 +403,11 @@ impl ClientConn {
                 &unknown
             }
         };
+        if f.cmd.slow && up.is_shared() {
+            // Sent on its own, so its longer allowance covers it alone.
+            self.flush(up, buf, batch, at.start).await?;
+            up.mark_slow();
+        }
         let shared = self.shared.clone();
         let plugins = shared.plugins_for(name);
         if plugins.is_empty() {

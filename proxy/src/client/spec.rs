@@ -161,6 +161,11 @@ pub(crate) fn lookup(name: &[u8], sub: Option<&[u8]>) -> RowLookup {
     }
 }
 
+/// Whether `name` is a command of Redis 7.0's table (a container's name counts).
+pub(crate) fn is_known_command(name: &[u8]) -> bool {
+    !matches!(lookup(name, None), RowLookup::Unknown)
+}
+
 /// Every row of the table.
 #[cfg(test)]
 pub(crate) fn all() -> &'static [CommandSpec] {

@@ -41,6 +41,9 @@ pub(crate) struct UpstreamRequest {
     pub bytes: Vec<u8>,
     /// How many replies they get.
     pub n: u32,
+    /// One of them is known to be slow (a script, a function, KEYS, ...): it may take
+    /// the longer allowance at the head of the connection.
+    pub slow: bool,
     /// Where the replies go.
     pub to: DeliveryTx,
 }
@@ -73,6 +76,8 @@ pub(crate) struct Pool {
     stop: watch::Receiver<bool>,
     /// How long a command may wait for its reply before its connection is given up.
     op_timeout: Duration,
+    /// The same for a known-slow command (a script, a function, KEYS, FLUSHALL, ...).
+    slow_timeout: Duration,
 }
 
 impl Pool {
@@ -81,7 +86,7 @@ impl Pool {
         n: usize,
         upstream: Upstream,
         stop: watch::Receiver<bool>,
-        op_timeout: Duration,
+        (op_timeout, slow_timeout): (Duration, Duration),
     ) -> Pool {
         let set = || (0..n.max(1)).map(|_| Mutex::new(None)).collect();
         Pool {
@@ -89,6 +94,7 @@ impl Pool {
             upstream,
             stop,
             op_timeout,
+            slow_timeout,
         }
     }
 
@@ -103,6 +109,10 @@ impl Pool {
                 return link.clone();
             }
             crate::metrics::upstream_reconnect();
+            eprintln!(
+                "lockkit proxy: reconnecting to upstream {}",
+                self.upstream.shown()
+            );
         }
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(
@@ -110,7 +120,7 @@ impl Pool {
             resp,
             rx,
             self.stop.clone(),
-            self.op_timeout,
+            (self.op_timeout, self.slow_timeout),
         ));
         let link = UpstreamLink { tx };
         *held = Some(link.clone());
@@ -129,6 +139,8 @@ struct Waiting {
     to: DeliveryTx,
     /// When its commands were queued for writing.
     since: Instant,
+    /// One of its commands is known to be slow.
+    slow: bool,
 }
 
 /// One shared connection, from opening it to failing what is left on it.
@@ -137,7 +149,7 @@ async fn run(
     resp: RespVersion,
     mut rx: mpsc::UnboundedReceiver<UpstreamRequest>,
     mut stop: watch::Receiver<bool>,
-    op_timeout: Duration,
+    (op_timeout, slow_timeout): (Duration, Duration),
 ) {
     let conn = tokio::select! {
         c = upstream.connect_as(resp) => c,
@@ -149,11 +161,19 @@ async fn run(
             let (r, w) = conn.into_split();
             let ops = Ops {
                 timeout: op_timeout,
+                slow: slow_timeout,
                 backoff: upstream.backoff(),
             };
             let e = serve(r, w, &mut rx, &mut stop, &mut waiting, ops).await;
-            if !*stop.borrow() && !e.starts_with(NO_REPLY) {
-                crate::metrics::upstream_error("lost");
+            if !*stop.borrow() {
+                if !e.starts_with(NO_REPLY) {
+                    crate::metrics::upstream_error("lost");
+                }
+                // Once per event, the upstream as shown (its password never).
+                eprintln!(
+                    "lockkit proxy: shared connection to upstream {} given up: {e}",
+                    upstream.shown()
+                );
             }
             let text = format!(
                 "ERR lockkit proxy: connection to upstream {} lost ({e}); the command may or may not have run",
@@ -163,6 +183,10 @@ async fn run(
         }
         Err(e) => {
             crate::metrics::upstream_error("connect");
+            eprintln!(
+                "lockkit proxy: shared connection to upstream {} could not be made: {e}",
+                upstream.shown()
+            );
             let text = format!(
                 "ERR lockkit proxy: upstream {} unusable: {e}",
                 upstream.shown()
@@ -197,6 +221,7 @@ const NO_REPLY: &str = "no reply within";
 /// The operation timeout of a shared connection, and the back-off its failures feed.
 struct Ops<'a> {
     timeout: Duration,
+    slow: Duration,
     backoff: &'a Backoff,
 }
 
@@ -218,7 +243,12 @@ async fn serve(
     let mut flow = Flow::default();
     let stopped = stop.changed();
     tokio::pin!(stopped);
-    // Checked when it fires, not reset per reply: the oldest command waiting decides.
+    // Checked when it fires, not reset per reply. The command at the head of the queue (the
+    // one the server is running, or whose reply is coming) has the operation timeout from
+    // when it was sent or from the server's last bytes, whichever is later: commands merely
+    // queued behind a slow one are not failed for its time; a known-slow command at the
+    // head has the longer allowance.
+    let mut progress = Instant::now();
     let timer = tokio::time::sleep(ops.timeout);
     tokio::pin!(timer);
     loop {
@@ -243,6 +273,7 @@ async fn serve(
                 Ok(0) => return "closed by the server".into(),
                 Err(e) => return e.to_string(),
                 Ok(_) => {
+                    progress = Instant::now();
                     if let Err(e) = hand_out(&mut rbuf, waiting, &mut flow) {
                         return e;
                     }
@@ -251,13 +282,15 @@ async fn serve(
             },
             () = &mut timer, if !waiting.is_empty() => {
                 let now = Instant::now();
-                let oldest = waiting.front().map_or(now, |w| w.since);
-                if now.saturating_duration_since(oldest) >= ops.timeout {
+                let (since, slow) = waiting.front().map_or((now, false), |w| (w.since, w.slow));
+                let from = since.max(progress);
+                let allowed = if slow { ops.slow.max(ops.timeout) } else { ops.timeout };
+                if now.saturating_duration_since(from) >= allowed {
                     ops.backoff.failed();
                     crate::metrics::upstream_error("timeout");
-                    return format!("{NO_REPLY} {}", crate::health::shown(ops.timeout));
+                    return format!("{NO_REPLY} {}", crate::health::shown(allowed));
                 }
-                timer.as_mut().reset((oldest + ops.timeout).into());
+                timer.as_mut().reset((from + allowed).into());
             },
             // Writing, then flushing (TLS holds records back until flushed).
             r = write_or_flush(&mut uw, if writable { &wbuf[wpos..] } else { &[] }), if writable || unflushed => match r {
@@ -339,6 +372,7 @@ fn take(
             n: req.n,
             to: req.to,
             since: Instant::now(),
+            slow: req.slow,
         });
     }
 }
@@ -355,6 +389,9 @@ fn hand_out(
     // The run of frames for the client at the head of the queue.
     let mut run_start = 0;
     let mut run_n = 0u32;
+    // A demoted primary answers writes `-READONLY`: the replies go out, then the connection is
+    // given up, and the next one is made anew (the name resolved again).
+    let mut readonly = false;
     let result = loop {
         let len = match resp::frame_len(&buf[pos..]) {
             Ok(Some(len)) => len,
@@ -368,6 +405,7 @@ fn hand_out(
         let Some(head) = waiting.front_mut() else {
             break Err("a reply no command asked for".into());
         };
+        readonly |= buf[pos..].starts_with(b"-READONLY");
         pos += len;
         frames += 1;
         run_n += 1;
@@ -390,5 +428,8 @@ fn hand_out(
     }
     buf.drain(..pos);
     flow.answered += frames;
-    result
+    match result {
+        Ok(()) if readonly => Err("the server answered READONLY: it is a replica now".into()),
+        other => other,
+    }
 }

@@ -34,6 +34,8 @@ pub(crate) struct SharedUp {
     closing: bool,
     /// The protocol of the shared connections it uses: the client's own.
     resp: RespVersion,
+    /// The next send holds a known-slow command.
+    slow: bool,
 }
 
 impl Up {
@@ -47,6 +49,7 @@ impl Up {
             owed: 0,
             closing: false,
             resp: RespVersion::Resp2,
+            slow: false,
         })
     }
 
@@ -81,6 +84,13 @@ impl Up {
         match self {
             Up::Shared(s) => s.owed,
             Up::Own { .. } => 0,
+        }
+    }
+
+    /// The next send (on a shared connection) holds a known-slow command.
+    pub(crate) fn mark_slow(&mut self) {
+        if let Up::Shared(s) = self {
+            s.slow = true;
         }
     }
 
@@ -145,6 +155,7 @@ impl SharedUp {
         let req = UpstreamRequest {
             bytes: bytes.to_vec(),
             n,
+            slow: std::mem::take(&mut self.slow),
             to: self.tx.clone(),
         };
         self.owed += n;
