@@ -160,7 +160,15 @@ fn function_library_loads_from_a_file() {
             "lockkit_acquire_fenced",
             "lockkit_acquire_fair",
             "lockkit_release_fair",
-            "lockkit_leave_fair"
+            "lockkit_leave_fair",
+            "lockkit_semaphore_acquire",
+            "lockkit_semaphore_release",
+            "lockkit_semaphore_extend",
+            "lockkit_rw_acquire",
+            "lockkit_rw_release",
+            "lockkit_rw_extend",
+            "lockkit_rw_downgrade",
+            "lockkit_fenced_set"
         ]
     );
     assert_eq!(
