@@ -260,28 +260,60 @@ redis.register_function('lockkit_semaphore_acquire', function(KEYS, ARGV)
   -- ARGV[1]  the token for this permit (a fresh random value)
   -- ARGV[2]  the lease in milliseconds (a positive integer)
   -- ARGV[3]  how many permits the semaphore has (a positive integer)
+  -- KEYS[2]  optional, fencing: a hash with a numbered slot per permit (1 to ARGV[3]); field `i`
+  --          is slot i's fencing counter (it only grows), field `holder:i` the token that took
+  --          slot i last. A permit is one slot: it takes a slot whose last holder's lease has
+  --          ended, and draws that slot's next fencing token, so a resource that keeps the highest
+  --          token per slot refuses a paused holder once the slot's next holder wrote. The hash
+  --          has no TTL (the counters must outlive every lease) and at most 2 * ARGV[3] fields;
+  --          in Redis Cluster it must share KEYS[1]'s hash tag
   --
-  -- Replies (array of two integers):
+  -- Replies (array of integers):
   --   {1, n}   acquired: ARGV[1] holds a permit for ARGV[2] ms; n holders now, this one included.
   --            The same call repeated while ARGV[1] still holds (a cluster client re-sends a
   --            command after a dropped connection) answers the same, its lease renewed
+  --   {1, n, f, i}  acquired with KEYS[2]: the permit is slot i, its fencing token f. The same
+  --            call repeated answers the slot and token the first one drew
   --   {0, n}   busy: n holders (ARGV[3] or more) hold a permit; nothing changed but the purge of
   --            ended leases
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local key, token = KEYS[1], ARGV[1]
+  local permits = tonumber(ARGV[3])
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   local held = redis.call('ZCARD', key)
   if redis.call('ZSCORE', key, token) == false then
-    if held >= tonumber(ARGV[3]) then
+    if held >= permits then
       return {0, held}
     end
     held = held + 1
   end
+  local reply = {1, held}
+  if KEYS[2] then
+    local fence, mine, free = KEYS[2], nil, nil
+    for i = 1, permits do
+      local last = redis.call('HGET', fence, 'holder:' .. i)
+      if last == token then
+        mine = i
+        break
+      end
+      if free == nil and (last == false or redis.call('ZSCORE', key, last) == false) then
+        free = i
+      end
+    end
+    if mine then
+      reply = {1, held, tonumber(redis.call('HGET', fence, mine)) or 0, mine}
+    elseif free then
+      redis.call('HSET', fence, 'holder:' .. free, token)
+      reply = {1, held, redis.call('HINCRBY', fence, free, 1), free}
+    else
+      return redis.error_reply('ERR no free permit slot: the semaphore is used with another number of permits')
+    end
+  end
   redis.call('ZADD', key, string.format('%d', now + tonumber(ARGV[2])), token)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   redis.call('PEXPIRE', key, string.format('%d', tonumber(last[2]) - now))
-  return {1, held}
+  return reply
 end)
 
 redis.register_function('lockkit_semaphore_release', function(KEYS, ARGV)
@@ -361,11 +393,20 @@ redis.register_function('lockkit_rw_acquire', function(KEYS, ARGV)
   -- ARGV[4]  (write) how long a waiting writer's claim lasts, in milliseconds: each attempt
   --          leaves one (under its own token), and a writer that gets in clears them all (a
   --          writer still waiting leaves its claim again at its next attempt)
+  -- KEYS[4]  optional, fencing: a counter (a string, INCR) that every hold taken draws its
+  --          fencing token from, readers' and writers' alike. A writer gets in only when no
+  --          reader's and no writer's lease is live, so its token is newer than every hold it
+  --          follows: a resource that keeps the highest token of any access refuses a write of a
+  --          paused holder once a later one came in. No TTL; in Redis Cluster it must share
+  --          KEYS[1]'s hash tag
   --
-  -- Replies (array of two integers):
+  -- Replies (array of integers):
   --   {1, n}   acquired: ARGV[1] holds the lock for ARGV[2] ms; n readers now (0 for a writer).
   --            The same call repeated while ARGV[1] still holds (a re-sent command) answers the
   --            same, its lease renewed
+  --   {1, n, f}  acquired with KEYS[4]: f is the hold's fencing token. The same call repeated
+  --            answers the counter's value: for a writer the token it drew; for a reader a token
+  --            at least its own and older than any writer's after it
   --   {0, 1}   busy: a writer holds the lock
   --   {0, 2}   busy (read): a writer waits for the lock, so no new reader enters
   --   {0, 3}   busy (write): readers hold the lock; the writer's claim is left (or renewed)
@@ -383,7 +424,8 @@ redis.register_function('lockkit_rw_acquire', function(KEYS, ARGV)
   redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
   local current = redis.call('GET', writer)
   if ARGV[3] == 'read' then
-    if redis.call('ZSCORE', readers, token) == false then
+    local again = redis.call('ZSCORE', readers, token) ~= false
+    if not again then
       if current then
         return {0, 1}
       end
@@ -393,7 +435,14 @@ redis.register_function('lockkit_rw_acquire', function(KEYS, ARGV)
     end
     redis.call('ZADD', readers, string.format('%d', now + lease), token)
     keep_ttl(readers)
-    return {1, redis.call('ZCARD', readers)}
+    local n = redis.call('ZCARD', readers)
+    if KEYS[4] then
+      if again then
+        return {1, n, tonumber(redis.call('GET', KEYS[4]) or '0') or 0}
+      end
+      return {1, n, redis.call('INCR', KEYS[4])}
+    end
+    return {1, n}
   end
   if current ~= token then
     local busy = 0
@@ -410,6 +459,12 @@ redis.register_function('lockkit_rw_acquire', function(KEYS, ARGV)
   end
   redis.call('SET', writer, token, 'PX', lease)
   redis.call('DEL', waiting)
+  if KEYS[4] then
+    if current == token then
+      return {1, 0, tonumber(redis.call('GET', KEYS[4]) or '0') or 0}
+    end
+    return {1, 0, redis.call('INCR', KEYS[4])}
+  end
   return {1, 0}
 end)
 

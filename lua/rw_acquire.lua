@@ -17,11 +17,20 @@
 -- ARGV[4]  (write) how long a waiting writer's claim lasts, in milliseconds: each attempt
 --          leaves one (under its own token), and a writer that gets in clears them all (a
 --          writer still waiting leaves its claim again at its next attempt)
+-- KEYS[4]  optional, fencing: a counter (a string, INCR) that every hold taken draws its
+--          fencing token from, readers' and writers' alike. A writer gets in only when no
+--          reader's and no writer's lease is live, so its token is newer than every hold it
+--          follows: a resource that keeps the highest token of any access refuses a write of a
+--          paused holder once a later one came in. No TTL; in Redis Cluster it must share
+--          KEYS[1]'s hash tag
 --
--- Replies (array of two integers):
+-- Replies (array of integers):
 --   {1, n}   acquired: ARGV[1] holds the lock for ARGV[2] ms; n readers now (0 for a writer).
 --            The same call repeated while ARGV[1] still holds (a re-sent command) answers the
 --            same, its lease renewed
+--   {1, n, f}  acquired with KEYS[4]: f is the hold's fencing token. The same call repeated
+--            answers the counter's value: for a writer the token it drew; for a reader a token
+--            at least its own and older than any writer's after it
 --   {0, 1}   busy: a writer holds the lock
 --   {0, 2}   busy (read): a writer waits for the lock, so no new reader enters
 --   {0, 3}   busy (write): readers hold the lock; the writer's claim is left (or renewed)
@@ -39,7 +48,8 @@ redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', waiting, '-inf', now)
 local current = redis.call('GET', writer)
 if ARGV[3] == 'read' then
-  if redis.call('ZSCORE', readers, token) == false then
+  local again = redis.call('ZSCORE', readers, token) ~= false
+  if not again then
     if current then
       return {0, 1}
     end
@@ -49,7 +59,14 @@ if ARGV[3] == 'read' then
   end
   redis.call('ZADD', readers, string.format('%d', now + lease), token)
   keep_ttl(readers)
-  return {1, redis.call('ZCARD', readers)}
+  local n = redis.call('ZCARD', readers)
+  if KEYS[4] then
+    if again then
+      return {1, n, tonumber(redis.call('GET', KEYS[4]) or '0') or 0}
+    end
+    return {1, n, redis.call('INCR', KEYS[4])}
+  end
+  return {1, n}
 end
 if current ~= token then
   local busy = 0
@@ -66,4 +83,10 @@ if current ~= token then
 end
 redis.call('SET', writer, token, 'PX', lease)
 redis.call('DEL', waiting)
+if KEYS[4] then
+  if current == token then
+    return {1, 0, tonumber(redis.call('GET', KEYS[4]) or '0') or 0}
+  end
+  return {1, 0, redis.call('INCR', KEYS[4])}
+end
 return {1, 0}

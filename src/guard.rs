@@ -190,6 +190,11 @@ impl<L: Locker> LockGuard<L> {
         self.shared.snapshot().fencing_token
     }
 
+    /// A fenced semaphore permit's slot ([`Lock::fencing_slot`]).
+    pub fn fencing_slot(&self) -> Option<u32> {
+        self.shared.snapshot().fencing_slot()
+    }
+
     /// A handle that resolves when the lock is lost: when the watchdog finds it lost, or,
     /// without a watchdog, when its validity ends.
     pub fn loss_signal(&self) -> LossSignal {

@@ -64,7 +64,9 @@
 //! - A lock is a lease: if the holder pauses (GC, swap, SIGSTOP) past the TTL, the key expires and
 //!   another holder can enter while the first still thinks it holds it. The watchdog narrows the
 //!   window; only a fencing token checked by the resource closes it
-//!   ([`LockClient::try_acquire_fenced`]).
+//!   ([`LockClient::try_acquire_fenced`]; a semaphore's permits are fenced per permit slot,
+//!   [`Semaphore::try_acquire_fenced`], and a read-write lock's holds by one counter for readers
+//!   and writers, [`RwLocker::try_acquire_fenced`]).
 //! - Validity is measured with the client's monotonic clock from the moment the `SET` was sent,
 //!   minus a drift allowance (0.01 × TTL + 2 ms); a server whose clock jumps can still expire a key
 //!   early.

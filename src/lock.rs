@@ -65,6 +65,9 @@ pub struct Lock {
     pub(crate) acquired_at: Instant,
     pub(crate) valid_until: Instant,
     pub(crate) fencing_token: Option<u64>,
+    /// A fenced semaphore permit: its slot (1 to the permits), whose own counter drew
+    /// `fencing_token`; 0 for every other lock.
+    pub(crate) fencing_slot: u32,
     /// Redlock: the nodes (bit `i` for node `i`) the acquiring `SET` was never sent to, their
     /// circuit breaker being open. The lock cannot be on them, so its extends and its release
     /// skip them. Zero for every other lock.
@@ -87,6 +90,7 @@ impl Lock {
             acquired_at: sent,
             valid_until: options.valid_until(sent),
             fencing_token,
+            fencing_slot: 0,
             unsent: 0,
         }
     }
@@ -153,9 +157,18 @@ impl Lock {
     }
 
     /// The fencing token, when acquired with
-    /// [`LockClient::try_acquire_fenced`](crate::LockClient::try_acquire_fenced).
+    /// [`LockClient::try_acquire_fenced`](crate::LockClient::try_acquire_fenced),
+    /// [`Semaphore::try_acquire_fenced`](crate::Semaphore::try_acquire_fenced) or
+    /// [`RwLocker::try_acquire_fenced`](crate::RwLocker::try_acquire_fenced).
     pub fn fencing_token(&self) -> Option<u64> {
         self.fencing_token
+    }
+
+    /// The slot of a fenced semaphore permit (1 to the semaphore's permits): its
+    /// [`fencing_token`](Self::fencing_token) is that slot's, so a resource compares it with
+    /// the highest token *of this slot* it has accepted. `None` for every other lock.
+    pub fn fencing_slot(&self) -> Option<u32> {
+        (self.fencing_slot > 0).then_some(self.fencing_slot)
     }
 }
 

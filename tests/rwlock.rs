@@ -218,3 +218,63 @@ async fn readers_and_writers_at_once_keep_the_rule() {
         "readers never shared"
     );
 }
+
+/// Fenced holds draw from one counter for readers and writers, and a writer gets in only
+/// after every earlier hold, so its token is newer than all of theirs: a writer paused past
+/// its lease has its late write through `fenced_set` refused once the next writer wrote.
+#[tokio::test]
+async fn a_paused_writers_write_is_refused_once_the_next_writer_wrote() {
+    let server = RedisServer::start();
+    let rw = rwlock(&server).await;
+    let client = rw.client().clone();
+    let (reader, writer) = (rw.reader(), rw.writer());
+    let (key, fence) = ("{cat}", "{cat}:fence");
+    let long = Duration::from_secs(30);
+    let paused = writer.try_acquire_fenced(key, fence, Duration::from_millis(200));
+    let paused = paused.await.unwrap().expect("a free lock");
+    assert_eq!(paused.fencing_token(), Some(1));
+    assert!(reader
+        .try_acquire_fenced(key, fence, long)
+        .await
+        .unwrap()
+        .is_none());
+    // The writer stops past its lease; readers come in, each with a newer token.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r1 = reader
+        .try_acquire_fenced(key, fence, long)
+        .await
+        .unwrap()
+        .unwrap();
+    let r2 = reader
+        .try_acquire_fenced(key, fence, long)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((r1.fencing_token(), r2.fencing_token()), (Some(2), Some(3)));
+    assert!(writer
+        .try_acquire_fenced(key, fence, long)
+        .await
+        .unwrap()
+        .is_none());
+    for r in [&r1, &r2] {
+        assert_eq!(reader.release(r).await.unwrap(), ReleaseOutcome::Released);
+    }
+    let next = writer
+        .try_acquire_fenced(key, fence, long)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.fencing_token(), Some(4));
+    let (doc, bar) = ("{cat}:doc", "{cat}:doc:fence");
+    assert!(client.fenced_set(doc, bar, 4, b"next").await.unwrap());
+    assert!(!client.fenced_set(doc, bar, 1, b"stale").await.unwrap());
+    assert!(server.inline("GET {cat}:doc").unwrap().contains("next"));
+    assert_eq!(
+        writer.release(&next).await.unwrap(),
+        ReleaseOutcome::Released
+    );
+    assert_eq!(
+        writer.release(&paused).await.unwrap(),
+        ReleaseOutcome::NotHeld
+    );
+}

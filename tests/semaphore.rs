@@ -246,3 +246,67 @@ async fn concurrent_holders_never_exceed_the_permits() {
     assert!(most <= 3, "{most} holders at once with 3 permits");
     assert!(most >= 2, "the permits were never shared ({most} at most)");
 }
+
+/// A fenced permit is one of N numbered slots with a counter each: a holder paused past its
+/// lease loses its slot to the next holder, whose newer token writes first, and the paused
+/// holder's late write through `fenced_set` (one stored token per slot) is refused, while the
+/// holder of the other slot goes on writing.
+#[tokio::test]
+async fn a_paused_permit_holders_write_is_refused_once_its_slots_next_holder_wrote() {
+    let server = RedisServer::start();
+    let sem = semaphore(&server, 2).await;
+    let client = sem.client().clone();
+    let (key, fence) = ("{up}", "{up}:fence");
+    let short = Duration::from_millis(200);
+    let long = Duration::from_secs(30);
+    let paused = sem.try_acquire_fenced(key, fence, short).await.unwrap();
+    let paused = paused.expect("a free permit");
+    let other = sem.try_acquire_fenced(key, fence, long).await.unwrap();
+    let other = other.expect("the second permit");
+    let slots = (paused.fencing_slot(), other.fencing_slot());
+    assert_eq!(slots, (Some(1), Some(2)));
+    assert_eq!(
+        (paused.fencing_token(), other.fencing_token()),
+        (Some(1), Some(1))
+    );
+    assert!(sem
+        .try_acquire_fenced(key, fence, long)
+        .await
+        .unwrap()
+        .is_none());
+    // Slot 1's holder stops past its lease; the next holder gets slot 1, and a newer token.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let next = sem.try_acquire_fenced(key, fence, long).await.unwrap();
+    let next = next.expect("the paused holder's permit came back");
+    assert_eq!(
+        (next.fencing_slot(), next.fencing_token()),
+        (Some(1), Some(2))
+    );
+    let write = |p: &lockkit::Lock, value: &'static [u8]| {
+        let client = client.clone();
+        let slot = p.fencing_slot().unwrap();
+        let token = p.fencing_token().unwrap();
+        async move {
+            let stored = format!("{{up}}:doc:{slot}");
+            let bar = format!("{stored}:fence");
+            client
+                .fenced_set(&stored, &bar, token, value)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(write(&next, b"next").await);
+    assert!(
+        !write(&paused, b"stale").await,
+        "the stale write is refused"
+    );
+    assert!(write(&other, b"other").await, "slot 2's holder goes on");
+    assert!(server.inline("GET {up}:doc:1").unwrap().contains("next"));
+    assert_eq!(sem.release(&paused).await.unwrap(), ReleaseOutcome::NotHeld);
+    for p in [&other, &next] {
+        assert_eq!(sem.release(p).await.unwrap(), ReleaseOutcome::Released);
+    }
+    // The counters stay (no TTL); the semaphore went with its last holder.
+    assert_eq!(pttl(&server, fence), -1);
+    assert_eq!(pttl(&server, key), -2);
+}

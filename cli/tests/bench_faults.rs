@@ -33,9 +33,10 @@ fn args(out: &Path, urls: &[String], extra: &[&str]) -> BenchArgs {
         "--quiet".into(),
         "--seed".into(),
         "5".into(),
-        "--clients".into(),
-        "2".into(),
     ];
+    if !extra.contains(&"--clients") {
+        v.extend(["--clients".into(), "2".into()]);
+    }
     for u in urls {
         v.push("--url".into());
         v.push(u.clone());
@@ -230,4 +231,62 @@ async fn network_faults_on_a_cluster_are_refused_before_anything_is_written() {
         lockkit_report::exit::BAD_INPUT
     );
     assert!(!out.exists(), "no folder left behind");
+}
+
+/// The done-when under faults: a paused holder and dropped replies at once, with
+/// fencing on, for a semaphore and a read-write lock: 0 violations (only the accesses the
+/// fenced resource accepted count), while the pauses did let holders overlap at the lease
+/// level and the dropped replies did cut commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_and_dropped_replies_with_fencing_leave_no_violation_for_the_primitives() {
+    for primitive in [
+        &[
+            "--primitive",
+            "semaphore",
+            "--permits",
+            "3",
+            "--clients",
+            "6",
+        ][..],
+        &[
+            "--primitive",
+            "rwlock",
+            "--read-ratio",
+            "0.5",
+            "--clients",
+            "4",
+        ][..],
+    ] {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let mut extra = primitive.to_vec();
+        extra.extend([
+            "--duration",
+            "4s",
+            "--key-dist",
+            "hot",
+            "--ttl",
+            "200ms",
+            "--hold",
+            "20ms",
+            "--retry",
+            "--fencing",
+            "--faults",
+            "drop=2%,holder-pause=600ms/1s",
+        ]);
+        let (r, v) = bench(dir.path(), &[server.url()], &extra).await;
+        let s = &r.report.safety;
+        let f = s.fencing.expect("safety.fencing");
+        let n = r.report.faults.as_ref().and_then(|f| f.network);
+        let n = n.expect("the network faults' counts");
+        assert!(n.dropped_before_send + n.dropped_reply_lost > 0, "{v}");
+        assert!(f.lease_overlaps > 0, "{primitive:?}: {v}");
+        assert!(f.refused > 0, "{primitive:?}: {v}");
+        assert_eq!(
+            (s.violations, f.unsafe_writes),
+            (0, 0),
+            "{primitive:?}: {v}"
+        );
+        assert!(r.report.throughput.cycles > 0, "{v}");
+    }
 }

@@ -293,10 +293,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
 
-    /// Every holder takes its lock with a fencing token and writes it, on entering and at the
-    /// end of its critical section, to an in-process resource that refuses older tokens; the
-    /// report counts writes, refused and unsafe writes (safety.fencing). One server only
-    /// (Redlock cannot issue fencing tokens). Leaves one counter per key, PREFIXfence:{KEY}.
+    /// Every holder takes its lock with a fencing token and presents it, on entering and at
+    /// the end of its critical section, to an in-process resource that refuses older tokens
+    /// (a semaphore's per permit slot; a read-write lock's readers read, its writers write);
+    /// safety.violations then counts only what the resource accepted, and safety.fencing the
+    /// writes, refused and unsafe accesses and the lease overlaps. One server only (Redlock
+    /// cannot issue fencing tokens). Leaves one counter per key, PREFIXfence:{KEY}.
     #[arg(long)]
     pub fencing: bool,
 
@@ -395,9 +397,9 @@ impl BenchArgs {
                     "--primitive {name} runs on one server (Redlock has only the mutex); use one --url"
                 ));
             }
-            if self.batch > 1 || self.wait.is_fair() || self.fencing {
+            if self.batch > 1 || self.wait.is_fair() {
                 return Err(format!(
-                    "--primitive {name} does not combine with --batch > 1, --wait fair or --fencing (they are the mutex's); drop them"
+                    "--primitive {name} does not combine with --batch > 1 or --wait fair (they are the mutex's); drop them"
                 ));
             }
         }

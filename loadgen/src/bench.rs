@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use crate::args::{BenchArgs, PrimitiveArg};
 use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
+use crate::locker::Fencer;
 use crate::run::{round3, BenchRun};
 use crate::target::{self, connect_hint, throwaway_hint};
 use lockkit::Locker;
@@ -78,10 +79,16 @@ pub fn run_with(
         );
         return Ok(ExitCode::SUCCESS);
     }
+    // With 0 violations (fencing stopped every stale write), only leases were lost.
+    let what = if violations > 0 {
+        "mutual exclusion did not hold (a TTL shorter than the hold time?)"
+    } else {
+        "the rule held, but leases ran out under their holders (a TTL shorter than the hold \
+         time, or paused holders?)"
+    };
     eprintln!(
         "error: the safety checker found {violations} violation(s) and {lost} lost lock(s): \
-         mutual exclusion did not hold (a TTL shorter than the hold time?); exit code {} \
-         (--allow-violations exits 0 for a demonstration)",
+         {what}; exit code {} (--allow-violations exits 0 for a demonstration)",
         exit::UNSAFE
     );
     Ok(ExitCode::from(exit::UNSAFE))
@@ -330,9 +337,9 @@ async fn bench_into(
                 .map_err(connect_err)?;
             preflight(&client, &args, &redacted).await?;
             run.wait = wait_label(args.wait, client.wait_mode());
-            let fenced = args.fencing.then(|| client.clone());
             match args.primitive {
                 PrimitiveArg::Mutex => {
+                    let fenced = args.fencing.then(|| Fencer::Mutex(client.clone()));
                     run.execute(client, fenced, None, &mut info_conns, rx, &interrupted)
                         .await?
                 }
@@ -340,12 +347,14 @@ async fn bench_into(
                     let permits = u32::try_from(args.permits).unwrap_or(u32::MAX);
                     let sem = lockkit::Semaphore::new(client, permits)
                         .map_err(lockkit_report::exit::bad_input)?;
-                    run.execute(sem, None, None, &mut info_conns, rx, &interrupted)
+                    let fenced = args.fencing.then(|| Fencer::Semaphore(sem.clone()));
+                    run.execute(sem, fenced, None, &mut info_conns, rx, &interrupted)
                         .await?
                 }
                 PrimitiveArg::Rwlock => {
                     let rw = lockkit::RwLock::new(client.clone());
-                    run.execute(client, None, Some(rw), &mut info_conns, rx, &interrupted)
+                    let fenced = args.fencing.then_some(Fencer::RwLock);
+                    run.execute(client, fenced, Some(rw), &mut info_conns, rx, &interrupted)
                         .await?
                 }
             }

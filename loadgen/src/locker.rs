@@ -1,7 +1,8 @@
 //! The locker every worker drives: the target's own ([`LockClient`] or [`lockkit::Redlock`]),
 //! passed through, plus the two things the bench adds to it.
-//! - `--fencing`: each attempt is [`LockClient::try_acquire_fenced`], so the lock carries a
-//!   fencing token; the retry loop, the guard and the watchdog stay the library's.
+//! - `--fencing`: each attempt is the primitive's fenced one ([`Fencer`]), so the lock carries
+//!   a fencing token (and a semaphore's permit its slot); the retry loop, the guard and the
+//!   watchdog stay the library's.
 //! - `--primitive rwlock`: each cycle reads or writes ([`BenchLocker::set_writing`]); its
 //!   attempts, extends and release go to that side of the [`RwLock`].
 //! - A paused holder (`--faults holder-pause`) is a paused process: its renewals do not go out
@@ -14,16 +15,29 @@ use std::time::{Duration, Instant};
 
 use lockkit::{
     ClientStats, ExtendOutcome, Lock, LockClient, LockOptions, Locker, ReleaseOutcome, RwLock,
-    RwLocker,
+    RwLocker, Semaphore,
 };
+
+/// With `--fencing`: what draws the fencing tokens, one per primitive.
+#[derive(Debug, Clone)]
+pub enum Fencer {
+    /// A mutex: [`LockClient::try_acquire_fenced`], one counter per key.
+    Mutex(LockClient),
+    /// A semaphore: [`Semaphore::try_acquire_fenced`], a counter per permit slot.
+    Semaphore(Semaphore),
+    /// A read-write lock: [`RwLocker::try_acquire_fenced`] on the side the cycle takes, one
+    /// counter per key for readers and writers.
+    RwLock,
+}
 
 /// One worker's view of the target.
 #[derive(Debug, Clone)]
 pub struct BenchLocker<L> {
     inner: L,
-    /// With `--fencing`: the one server that draws the tokens (Redlock cannot).
-    fenced: Option<LockClient>,
-    /// Where the fencing counters live: `PREFIXfence:{KEY}` (same cluster slot as KEY).
+    /// With `--fencing`: what draws the tokens, on one server (Redlock cannot).
+    fenced: Option<Fencer>,
+    /// Where the fencing counters live: `PREFIXfence:{KEY}` (same cluster slot as KEY; a hash
+    /// of the slots' counters for a semaphore).
     fence_prefix: Arc<str>,
     /// Until when this worker's process is "paused" (no renewal goes out).
     paused_until: Arc<Mutex<Option<Instant>>>,
@@ -35,7 +49,7 @@ pub struct BenchLocker<L> {
 
 impl<L: Locker> BenchLocker<L> {
     /// Wraps `inner`; with `fenced`, every attempt draws a fencing token from it.
-    pub fn new(inner: L, fenced: Option<LockClient>, key_prefix: &str) -> Self {
+    pub fn new(inner: L, fenced: Option<Fencer>, key_prefix: &str) -> Self {
         BenchLocker {
             inner,
             fenced,
@@ -67,6 +81,11 @@ impl<L: Locker> BenchLocker<L> {
         self.rw.is_none() || self.writing.load(Ordering::Relaxed)
     }
 
+    /// The fencing counter of `key`: `PREFIXfence:{KEY}`.
+    fn fence_key(&self, key: &str) -> String {
+        format!("{}{{{key}}}", self.fence_prefix)
+    }
+
     fn side(&self) -> Option<RwLocker> {
         self.rw.as_ref().map(|rw| {
             if self.writing.load(Ordering::Relaxed) {
@@ -95,17 +114,24 @@ impl<L: Locker> BenchLocker<L> {
 
 impl<L: Locker> Locker for BenchLocker<L> {
     async fn attempt(&self, key: &str, opts: &LockOptions) -> lockkit::Result<Option<Lock>> {
+        // Boxed: inline, the rwlock and the fenced paths would enlarge every attempt's future.
         if let Some(side) = self.side() {
-            // Boxed: inline, the rwlock path would enlarge every attempt's future.
+            if self.fenced.is_some() {
+                let fence_key = self.fence_key(key);
+                return Box::pin(side.try_acquire_fenced_with(key, &fence_key, opts)).await;
+            }
             return Box::pin(side.attempt(key, opts)).await;
         }
         match &self.fenced {
-            Some(client) => {
-                let fence_key = format!("{}{{{key}}}", self.fence_prefix);
-                // Boxed: inline, the fenced path would enlarge every attempt's future.
+            Some(Fencer::Mutex(client)) => {
+                let fence_key = self.fence_key(key);
                 Box::pin(client.try_acquire_fenced_with(key, &fence_key, opts)).await
             }
-            None => self.inner.attempt(key, opts).await,
+            Some(Fencer::Semaphore(sem)) => {
+                let fence_key = self.fence_key(key);
+                Box::pin(sem.try_acquire_fenced_with(key, &fence_key, opts)).await
+            }
+            Some(Fencer::RwLock) | None => self.inner.attempt(key, opts).await,
         }
     }
 

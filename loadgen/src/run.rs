@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use lockkit::{LockClient, LockOptions, RetryOptions, ScriptMode};
+use lockkit::{LockOptions, RetryOptions, ScriptMode};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -16,13 +16,13 @@ use crate::faults::{
 };
 use crate::fencing::FencedResource;
 use crate::keys::KeyPicker;
-use crate::locker::BenchLocker;
+use crate::locker::{BenchLocker, Fencer};
 use crate::progress::Progress;
 use crate::target::{self, ServerInfo};
 use crate::ttl_cmd::work_from_config;
 use crate::worker::{run_worker, WorkerPlan, WorkerShared};
 use lockkit::Locker;
-use lockkit_report::bench::{self as report, Report, TimelinePoint};
+use lockkit_report::bench::{self as report, FencingReport, Report, TimelinePoint};
 use lockkit_report::faults::{FaultsOptions, FaultsReport};
 use lockkit_report::files::IntervalLog;
 use lockkit_report::stats::{lock, Interval, Op, SharedStats, TaskStats};
@@ -119,11 +119,11 @@ pub(crate) struct BenchRun<'a> {
 
 impl BenchRun<'_> {
     /// Runs the workload on `locker` until the duration, the cycle budget or `stop_rx`; with
-    /// `fenced` (`--fencing`), every acquire draws a fencing token from that client.
+    /// `fenced` (`--fencing`), every acquire draws a fencing token from it.
     pub(crate) async fn execute<L: Locker>(
         &self,
         locker: L,
-        fenced: Option<LockClient>,
+        fenced: Option<Fencer>,
         rw: Option<lockkit::RwLock>,
         info_conns: &mut [redis::aio::MultiplexedConnection],
         mut stop_rx: watch::Receiver<bool>,
@@ -303,7 +303,7 @@ impl BenchRun<'_> {
                             ),
                             format_duration(Duration::from_micros(cyc.value_at_quantile(0.99))),
                             rec.total.counters.error_total(),
-                            shared.checker.violations(),
+                            shared.violations(),
                         ),
                     );
                 }
@@ -357,11 +357,14 @@ impl BenchRun<'_> {
             &rec.total,
             duration_s,
             (cpu0, cpu1),
-            shared.checker.violations(),
+            shared.violations(),
             interrupted.load(Ordering::SeqCst),
         )?;
         report.timeline = rec.timeline;
-        report.safety.fencing = shared.fencing.as_ref().map(FencedResource::report);
+        report.safety.fencing = shared.fencing.as_ref().map(|f| FencingReport {
+            lease_overlaps: shared.checker.violations(),
+            ..f.report()
+        });
         report.safety.max_holders = shared.checker.max_holders();
         report.faults = a.faults.as_ref().map(|list| FaultsReport {
             seed,

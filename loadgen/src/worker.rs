@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use crate::args::{HoldDist, KeyDist};
 use crate::checker::SafetyChecker;
 use crate::faults::{FaultKind, FaultLog, HolderPause};
-use crate::fencing::FencedResource;
+use crate::fencing::{Access, FencedResource};
 use crate::keys::{KeyChoice, KeyPicker};
 use crate::locker::BenchLocker;
 use lockkit_report::stats::{lock, Op, SharedStats};
@@ -46,6 +46,18 @@ pub struct WorkerShared {
     pub fault_log: OnceLock<Arc<FaultLog>>,
     /// The fenced resource (`--fencing`).
     pub fencing: Option<FencedResource>,
+}
+
+impl WorkerShared {
+    /// The run's violations: the checker's overlaps, or with `--fencing` only the accesses
+    /// the fenced resource accepted against the rule (the overlaps of the leases it stopped
+    /// are `safety.fencing.lease_overlaps`).
+    pub fn violations(&self) -> u64 {
+        match &self.fencing {
+            Some(resource) => resource.unsafe_writes(),
+            None => self.checker.violations(),
+        }
+    }
 }
 
 /// The workload of one worker, fixed for the run.
@@ -313,13 +325,30 @@ impl<L: Locker> Worker<L> {
     /// Marks the holder of `slot` inside its critical section and, with `--fencing`, presents
     /// its token to the resource: `false` when the resource refused it (the lock is already
     /// stale, so the holder does no work).
-    fn enter(&self, slot: Option<u64>, token: Option<u64>) -> bool {
+    fn enter(&self, slot: Option<u64>, fence: Option<(u64, u32)>) -> bool {
         let Some(i) = slot else {
             return true;
         };
         self.shared.checker.enter_as(i, self.locker.is_writing());
-        match (&self.shared.fencing, token) {
-            (Some(resource), Some(t)) => resource.enter(i, t),
+        self.present(i, fence, true)
+    }
+
+    /// With `--fencing`, the holder's access to key `i` with its token and (a semaphore's)
+    /// slot: a write, or a read for a read-write lock's reader. `false` when refused.
+    fn present(&self, i: u64, fence: Option<(u64, u32)>, entering: bool) -> bool {
+        match (&self.shared.fencing, fence) {
+            (Some(resource), Some((token, slot))) => {
+                let write = self.locker.is_writing();
+                resource.present(
+                    Access {
+                        key: i,
+                        slot,
+                        token,
+                        write,
+                    },
+                    entering,
+                )
+            }
             _ => true,
         }
     }
@@ -334,7 +363,7 @@ impl<L: Locker> Worker<L> {
     /// offer is taken here, between the holder's last look at its lock and its write, where a
     /// GC pause hurts most: nothing the lock does can stop the write once the holder runs again.
     /// `true` when it paused.
-    async fn finish_work(&mut self, slot: Option<u64>, token: Option<u64>) -> bool {
+    async fn finish_work(&mut self, slot: Option<u64>, fence: Option<(u64, u32)>) -> bool {
         let mut paused = false;
         if let Some(d) = self.shared.holder_pause.claim() {
             paused = true;
@@ -345,8 +374,8 @@ impl<L: Locker> Worker<L> {
             }
             self.shared.holder_pause.finish();
         }
-        if let (Some(resource), Some(i), Some(t)) = (&self.shared.fencing, slot, token) {
-            resource.write(i, t);
+        if let Some(i) = slot {
+            self.present(i, fence, false);
         }
         paused
     }
@@ -360,8 +389,10 @@ impl<L: Locker> Worker<L> {
             return;
         };
         let slot = self.checked_slot(choice);
-        let token = held.fencing_token();
-        let admitted = self.enter(slot, token);
+        let fence = held
+            .fencing_token()
+            .map(|t| (t, held.fencing_slot().unwrap_or(0)));
+        let admitted = self.enter(slot, fence);
         let d = hold_time(&self.plan, &mut self.rng);
         let (outcome, lost_by_watchdog, t) = if self.plan.watchdog {
             match self.locker.guard(held, Some(WatchdogOptions::new())) {
@@ -379,7 +410,7 @@ impl<L: Locker> Worker<L> {
                         }
                     };
                     if still_held && admitted {
-                        let _ = self.finish_work(slot, token).await;
+                        let _ = self.finish_work(slot, fence).await;
                     }
                     self.leave(slot);
                     let lost = guard.is_lost().is_some();
@@ -397,7 +428,7 @@ impl<L: Locker> Worker<L> {
             if held_on {
                 let _ = self.hold(&mut held, d).await;
             }
-            let paused = admitted && self.finish_work(slot, token).await;
+            let paused = admitted && self.finish_work(slot, fence).await;
             self.leave(slot);
             // Nothing waited since the acquire's reply (no hold, no pause: the release goes out
             // in the same poll): it is when the release is sent, without reading the clock.

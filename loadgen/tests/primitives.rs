@@ -3,9 +3,10 @@
 //! runs; no timing assertions.
 
 use std::path::Path;
+use std::time::Duration;
 
 use clap::Parser;
-use lockkit_loadgen::args::BenchArgs;
+use lockkit_loadgen::args::{BenchArgs, TtlArgs};
 use lockkit_loadgen::bench::{run_async, RunResult};
 use lockkit_test_support::RedisServer;
 
@@ -28,6 +29,19 @@ fn args(url: String, out: &Path, extra: &[&str]) -> BenchArgs {
     ];
     v.extend(extra.iter().map(|s| s.to_string()));
     Cli::parse_from(v).bench
+}
+
+#[derive(Debug, Parser)]
+struct TtlCli {
+    #[command(flatten)]
+    ttl: TtlArgs,
+}
+
+/// `lockkit ttl` on the report a run wrote: a TTL sized from its hold and latencies.
+fn ttl_of(r: &RunResult) -> lockkit_report::ttl::TtlRecommendation {
+    let path = r.json_path.display().to_string();
+    let args = TtlCli::parse_from(["ttl", path.as_str()]).ttl;
+    lockkit_loadgen::ttl_cmd::recommendation(&args).unwrap()
 }
 
 async fn bench(server: &RedisServer, out: &Path, extra: &[&str]) -> RunResult {
@@ -67,6 +81,10 @@ async fn a_semaphore_bench_admits_up_to_its_permits_and_no_more() {
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["safety"]["max_holders"], s.max_holders);
     assert_eq!(v["config"]["primitive"], "semaphore");
+    // `lockkit ttl` sizes a permit's lease from the run's hold (2 ms) and latencies.
+    let t = ttl_of(&r);
+    assert!(t.ttl > Duration::from_millis(4), "{t:?}");
+    assert!(t.basis.contains("hold 2.000 ms"), "{}", t.basis);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,6 +113,8 @@ async fn an_rwlock_bench_lets_readers_share_and_keeps_writers_alone() {
     let s = &r.report.safety;
     assert_eq!((s.violations, s.lost_locks), (0, 0), "{s:?}");
     assert!(s.max_holders >= 2, "readers never shared: {s:?}");
+    let t = ttl_of(&r);
+    assert!(t.basis.contains("hold 1.000 ms"), "{}", t.basis);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,7 +145,10 @@ async fn primitives_refuse_what_only_the_mutex_has() {
     let dir = tempfile::tempdir().unwrap();
     let url = || "redis://127.0.0.1:1".to_string();
     for (extra, says) in [
-        (&["--primitive", "semaphore", "--fencing"][..], "--fencing"),
+        (
+            &["--primitive", "semaphore", "--wait", "fair"][..],
+            "--wait fair",
+        ),
         (&["--primitive", "rwlock", "--batch", "2"][..], "--batch"),
         (
             &["--primitive", "semaphore", "--permits", "0"][..],
@@ -144,5 +167,66 @@ async fn primitives_refuse_what_only_the_mutex_has() {
         let msg = format!("{e:#}");
         assert!(msg.contains(says), "{extra:?}: {msg}");
         assert!(!msg.contains('\n'), "{msg}");
+    }
+}
+
+/// A holder paused past its lease (`--faults holder-pause`) lets the next holder in, for a
+/// semaphore and a read-write lock as for a mutex; with `--fencing` the paused holder's late
+/// write carries a stale token (its slot's, for a semaphore) and the resource refuses it, so
+/// the checker counts no violation: only the writes the resource accepted count. The overlaps
+/// the leases let happen are still reported (`safety.fencing.lease_overlaps`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_with_fencing_has_its_stale_write_refused_for_every_primitive() {
+    for primitive in [
+        &[
+            "--primitive",
+            "semaphore",
+            "--permits",
+            "3",
+            "--clients",
+            "6",
+        ][..],
+        &[
+            "--primitive",
+            "rwlock",
+            "--read-ratio",
+            "0.5",
+            "--clients",
+            "4",
+        ][..],
+    ] {
+        let server = RedisServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let mut extra = primitive.to_vec();
+        extra.extend([
+            "--key-dist",
+            "hot",
+            "--ttl",
+            "200ms",
+            "--hold",
+            "20ms",
+            "--fencing",
+            "--faults",
+            "holder-pause=600ms/1s",
+            "--seed",
+            "7",
+            "--duration",
+            "4s",
+        ]);
+        let r = bench(&server, dir.path(), &extra).await;
+        let s = &r.report.safety;
+        let f = s.fencing.expect("safety.fencing with --fencing");
+        let pauses = r.report.faults.as_ref().map_or(0, |f| f.events.len());
+        assert!(pauses > 0, "{primitive:?}: no holder pause ran: {s:?}");
+        assert_eq!(s.violations, 0, "{primitive:?}: {s:?}");
+        assert_eq!(f.unsafe_writes, 0, "{primitive:?}: {s:?}");
+        assert!(
+            f.refused > 0,
+            "{primitive:?}: no stale write refused: {s:?}"
+        );
+        assert!(
+            f.lease_overlaps > 0,
+            "{primitive:?}: the pauses let nobody in: {s:?}"
+        );
     }
 }

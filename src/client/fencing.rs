@@ -150,14 +150,8 @@ impl LockClient {
         }
     }
 
-    /// One fenced attempt with validated options, uncounted.
-    async fn attempt_fenced(
-        &self,
-        key: &str,
-        fence_key: &str,
-        opts: &LockOptions,
-    ) -> Result<Option<Lock>> {
-        let ttl = opts.ttl;
+    /// `key` and its fencing counter `fence_key` are good keys, in one hash slot on a cluster.
+    pub(crate) fn check_fence_key(&self, key: &str, fence_key: &str) -> Result<()> {
         check_key(key)?;
         check_key(fence_key)?;
         if self.topology() == crate::Topology::Cluster
@@ -171,6 +165,18 @@ impl LockClient {
                 ),
             });
         }
+        Ok(())
+    }
+
+    /// One fenced attempt with validated options, uncounted.
+    async fn attempt_fenced(
+        &self,
+        key: &str,
+        fence_key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<Lock>> {
+        let ttl = opts.ttl;
+        self.check_fence_key(key, fence_key)?;
         let token = self.conns.task_token();
         let ms = ttl_ms(ttl).to_string();
         let conn = self.conns.conn_for(&token);

@@ -106,7 +106,9 @@ impl RwLock {
     /// As [`try_read`](Self::try_read).
     pub async fn try_write(&self, key: &str, ttl: Duration) -> Result<Option<Lock>> {
         let opts = LockOptions::new(ttl)?;
-        let attempt = self.client.attempt_rw(key, &opts, true, Duration::ZERO);
+        let attempt = self
+            .client
+            .attempt_rw(key, &opts, true, Duration::ZERO, None);
         crate::metrics::observe_attempt(self.client.mode(), key, attempt).await
     }
 
@@ -147,6 +149,70 @@ impl RwLocker {
         self.write
     }
 
+    /// One attempt at `key` on this side whose hold comes with a fencing token drawn from the
+    /// counter `fence_key`: `Ok(None)` when busy. A single attempt, as
+    /// [`RwLock::try_write`]: a writer leaves no claim.
+    ///
+    /// Readers and writers draw from the one counter, and a writer gets in only when no lease
+    /// of anyone is live, so a writer's token is newer than every hold before it. The resource
+    /// keeps the highest token of any access, a read's included, and refuses a *write* whose
+    /// token is older than that (a writer paused past its lease, after a later reader or
+    /// writer came in), and a *read* whose token is older than the highest write's (a reader
+    /// paused past its lease, after a writer wrote). A resource that only takes writes
+    /// ([`LockClient::fenced_set`]) covers the first half: writers against writers.
+    /// `fence_key` has no TTL; in Redis Cluster it must share `key`'s hash tag.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, Locker, RwLock};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let writer = RwLock::new(client.clone()).writer();
+    /// let ttl = Duration::from_secs(5);
+    /// if let Some(w) = writer.try_acquire_fenced("{cat}", "{cat}:fence", ttl).await? {
+    ///     let token = w.fencing_token().unwrap();
+    ///     client.fenced_set("{cat}:doc", "{cat}:doc:fence", token, b"v2").await?;
+    ///     writer.release(&w).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A bad key or TTL, keys in different cluster slots, a Redis error or a timeout.
+    pub async fn try_acquire_fenced(
+        &self,
+        key: &str,
+        fence_key: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lock>> {
+        let opts = LockOptions::new(ttl)?;
+        self.client.check_fence_key(key, fence_key)?;
+        let attempt =
+            self.client
+                .attempt_rw(key, &opts, self.write, Duration::ZERO, Some(fence_key));
+        crate::metrics::observe_attempt(self.mode(), key, attempt).await
+    }
+
+    /// [`try_acquire_fenced`](Self::try_acquire_fenced) with full options, as one attempt of
+    /// the retry loop ([`Locker::attempt`]): a writer that finds the lock busy leaves its
+    /// claim, so readers coming and going can not keep it out. The retry policy itself is not
+    /// used (one attempt).
+    ///
+    /// # Errors
+    /// As [`try_acquire_fenced`](Self::try_acquire_fenced).
+    pub async fn try_acquire_fenced_with(
+        &self,
+        key: &str,
+        fence_key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<Lock>> {
+        self.client.check_fence_key(key, fence_key)?;
+        let attempt =
+            self.client
+                .attempt_rw(key, opts, self.write, claim_for(opts), Some(fence_key));
+        crate::metrics::observe_attempt(self.mode(), key, attempt).await
+    }
+
     fn hold(&self) -> Hold {
         if self.write {
             Hold::Write
@@ -166,9 +232,9 @@ impl RwLocker {
 
 impl Locker for RwLocker {
     async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        let pause = opts.retry.delay + opts.retry.jitter;
-        let claim = MIN_CLAIM.max(pause * 4);
-        let attempt = self.client.attempt_rw(key, opts, self.write, claim);
+        let attempt = self
+            .client
+            .attempt_rw(key, opts, self.write, claim_for(opts), None);
         crate::metrics::observe_attempt(self.mode(), key, attempt).await
     }
 
@@ -201,15 +267,22 @@ impl Locker for RwLocker {
     }
 }
 
+/// How long a waiting writer's claim lasts: the larger of 1 s and four retry pauses.
+fn claim_for(opts: &LockOptions) -> Duration {
+    MIN_CLAIM.max((opts.retry.delay + opts.retry.jitter) * 4)
+}
+
 impl LockClient {
     /// One attempt at `key` for reading or (`write`) writing; a writer that finds it busy
-    /// leaves a claim of `claim` (none when zero).
+    /// leaves a claim of `claim` (none when zero). With `fence_key`, the hold draws a fencing
+    /// token from that counter.
     pub(crate) async fn attempt_rw(
         &self,
         key: &str,
         opts: &LockOptions,
         write: bool,
         claim: Duration,
+        fence_key: Option<&str>,
     ) -> Result<Option<Lock>> {
         let writer = companion_key(key, "writer");
         let waiting = companion_key(key, "writers");
@@ -219,15 +292,14 @@ impl LockClient {
         } else {
             (Hold::Read, &[b"read"])
         };
-        self.attempt_shared(
-            key,
-            opts,
-            hold,
-            &scripts::RW_ACQUIRE,
-            &[key, &writer, &waiting],
-            args,
-        )
-        .await
+        let all: [&str; 4] = [key, &writer, &waiting, fence_key.unwrap_or_default()];
+        let keys = if fence_key.is_some() {
+            &all[..]
+        } else {
+            &all[..3]
+        };
+        self.attempt_shared(key, opts, hold, &scripts::RW_ACQUIRE, keys, args)
+            .await
     }
 
     /// The release script of a read-write lock's hold (`rw_release.lua`).

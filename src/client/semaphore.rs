@@ -97,6 +97,76 @@ impl Semaphore {
         self.attempt(key, opts).await
     }
 
+    /// One attempt for a permit of `key` that comes with a fencing token: `Ok(None)` when every
+    /// permit is held.
+    ///
+    /// A single counter can not fence N holders at once (the newest token would refuse the
+    /// other N − 1 live holders), so a fenced permit is one of N numbered *slots*
+    /// ([`Lock::fencing_slot`], 1 to N), and each slot has its own counter: the permit takes a
+    /// slot whose last holder's lease has ended and draws that slot's next token. A resource
+    /// keeps the highest token it accepted *per slot* and refuses an older one: a holder paused
+    /// past its lease is refused once the next holder of its slot has written, while the other
+    /// slots' holders go on. `fence_key` is one hash holding every slot's counter (no TTL, at
+    /// most two fields a permit); in Redis Cluster it must share `key`'s hash tag. Release and
+    /// extend the permit as any other ([`Locker::release`], [`Locker::extend`]).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use lockkit::{LockClient, Locker, Semaphore};
+    /// # async fn demo() -> lockkit::Result<()> {
+    /// let client = LockClient::connect("redis://127.0.0.1:6379").await?;
+    /// let uploads = Semaphore::new(client.clone(), 3)?;
+    /// let ttl = Duration::from_secs(30);
+    /// if let Some(permit) = uploads.try_acquire_fenced("{up}", "{up}:fence", ttl).await? {
+    ///     let (token, slot) = (permit.fencing_token().unwrap(), permit.fencing_slot().unwrap());
+    ///     // Each slot is fenced on its own: one stored highest token per slot.
+    ///     let stored = format!("{{up}}:written:{slot}");
+    ///     if !client.fenced_set(&stored, &format!("{stored}:fence"), token, b"v").await? {
+    ///         eprintln!("a newer holder of slot {slot} wrote first: this permit is stale");
+    ///     }
+    ///     uploads.release(&permit).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`try_acquire`](Self::try_acquire); keys in different cluster slots; a `fence_key`
+    /// that is not a hash (`WRONGTYPE`).
+    pub async fn try_acquire_fenced(
+        &self,
+        key: &str,
+        fence_key: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lock>> {
+        self.try_acquire_fenced_with(key, fence_key, &LockOptions::new(ttl)?)
+            .await
+    }
+
+    /// [`try_acquire_fenced`](Self::try_acquire_fenced) with full options; the retry policy is
+    /// not used (one attempt).
+    ///
+    /// # Errors
+    /// As [`try_acquire_fenced`](Self::try_acquire_fenced).
+    pub async fn try_acquire_fenced_with(
+        &self,
+        key: &str,
+        fence_key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<Lock>> {
+        self.client.check_fence_key(key, fence_key)?;
+        let n = self.permits.to_string();
+        let (keys, args) = ([key, fence_key], [n.as_bytes()]);
+        let attempt = self.client.attempt_shared(
+            key,
+            opts,
+            Hold::Permit,
+            &scripts::SEMAPHORE_ACQUIRE,
+            &keys,
+            &args,
+        );
+        crate::metrics::observe_attempt(self.mode(), key, attempt).await
+    }
+
     /// How many live permits `key` has now (leases that ended are not counted).
     ///
     /// # Errors
@@ -161,22 +231,43 @@ impl Locker for Semaphore {
     }
 }
 
-/// `{flag, n}`, the reply of an acquiring script: whether it took the hold.
-pub(crate) fn taken(v: &Value, what: &'static str) -> Result<bool> {
+/// What an acquiring script of a shared primitive took: its fencing token and (a semaphore's
+/// permit) its slot, when fenced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Taken {
+    pub(crate) fencing_token: Option<u64>,
+    pub(crate) slot: u32,
+}
+
+/// `{flag, n}`, the reply of an acquiring script (`{1, n, f}` or `{1, n, f, slot}` when
+/// fenced): `None` busy, `Some` what it took.
+pub(crate) fn taken(v: &Value, what: &'static str) -> Result<Option<Taken>> {
+    let unexpected = || Error::UnexpectedReply {
+        what,
+        reply: format!("{v:?}"),
+    };
     match v {
         Value::Array(items) => match items.as_slice() {
-            [Value::Int(1), Value::Int(_)] => Ok(true),
-            [Value::Int(0), Value::Int(_)] => Ok(false),
-            _ => Err(Error::UnexpectedReply {
-                what,
-                reply: format!("{v:?}"),
-            }),
+            [Value::Int(0), Value::Int(_)] => Ok(None),
+            [Value::Int(1), Value::Int(_), rest @ ..] => {
+                let (fencing_token, slot) = match rest {
+                    [] => (None, 0),
+                    [Value::Int(f)] if *f > 0 => (Some(*f as u64), 0),
+                    [Value::Int(f), Value::Int(i)] if *f > 0 && *i > 0 => (
+                        Some(*f as u64),
+                        u32::try_from(*i).map_err(|_| unexpected())?,
+                    ),
+                    _ => return Err(unexpected()),
+                };
+                Ok(Some(Taken {
+                    fencing_token,
+                    slot,
+                }))
+            }
+            _ => Err(unexpected()),
         },
         Value::ServerError(e) => Err(Error::Redis(e.clone().into())),
-        other => Err(Error::UnexpectedReply {
-            what,
-            reply: format!("{other:?}"),
-        }),
+        _ => Err(unexpected()),
     }
 }
 
@@ -215,7 +306,11 @@ impl LockClient {
         let unheard = Unheard::arm(self, &sent, start, hold);
         let reply = self.conns.run_script(conn, script, keys, &all).await;
         let taken = match reply.and_then(|v| taken(&v, script.name())) {
-            Ok(taken) => taken,
+            Ok(Some(taken)) => taken,
+            Ok(None) => {
+                unheard.disarm();
+                return Ok(None);
+            }
             Err(e) if e.is_unknown_outcome() => {
                 unheard.clean_up(conn).await;
                 return Err(e);
@@ -225,17 +320,15 @@ impl LockClient {
                 return Err(e);
             }
         };
-        if !taken {
-            unheard.disarm();
-            return Ok(None);
-        }
         if let Some(e) = spent(key, opts, opts.valid_until(start)) {
             let e = self.refuse_spent(conn, key, &token, e, hold).await;
             unheard.disarm();
             return Err(e);
         }
         unheard.disarm();
-        Ok(Some(Lock::acquired(key, token, opts, start, None)))
+        let mut lock = Lock::acquired(key, token, opts, start, taken.fencing_token);
+        lock.fencing_slot = taken.slot;
+        Ok(Some(lock))
     }
 
     /// The release of `lock`, held as `hold`; sent once more when its reply was lost, as a

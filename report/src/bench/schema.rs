@@ -140,7 +140,10 @@ pub struct Throughput {
 /// `safety`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Safety {
-    /// Two holders inside one key's critical section at once (exact, in this process).
+    /// Two holders inside one key's critical section at once against the primitive's rule
+    /// (exact, in this process). With `--fencing`, only the accesses the fenced resource
+    /// accepted count (`fencing.unsafe_writes`); the overlaps of the leases are
+    /// `fencing.lease_overlaps`.
     pub violations: u64,
     /// Releases/extends that found another token or no key; watchdog losses.
     pub lost_locks: u64,
@@ -200,10 +203,21 @@ pub struct CpuReport {
 pub struct FencingReport {
     /// Writes presented to the resource (two per critical section: on entering and at the end).
     pub writes: u64,
-    /// Writes refused because a newer token had been accepted.
+    /// Reads presented to the resource (a read-write lock's readers, two per critical
+    /// section); 0 for the other primitives and in reports written before it was added.
+    #[serde(default)]
+    pub reads: u64,
+    /// Accesses refused because a newer token had been accepted (a read: a newer write).
     pub refused: u64,
-    /// Writes accepted although a holder with a newer token had already entered.
+    /// Accesses accepted although a holder they must not overlap, with a newer token, had
+    /// already entered (for a semaphore: in the same permit slot). With `--fencing` this is
+    /// `safety.violations`: only what the resource accepted counts.
     pub unsafe_writes: u64,
+    /// The overlaps the leases let happen (two holders inside at once against the primitive's
+    /// rule, as the checker counts them without `--fencing`), that the fencing tokens then
+    /// had to stop. 0 in reports written before it was added.
+    #[serde(default)]
+    pub lease_overlaps: u64,
 }
 
 /// `ceiling`: `redis-benchmark -P 16` on the same server.

@@ -80,9 +80,13 @@ pub fn summary(r: &Report) -> String {
         ));
     }
     if let Some(f) = &r.safety.fencing {
+        let reads = match f.reads {
+            0 => String::new(),
+            n => format!(", reads {n}"),
+        };
         s.push_str(&format!(
-            "  fencing: writes {}, refused {} (stale tokens stopped), unsafe writes {}\n",
-            f.writes, f.refused, f.unsafe_writes
+            "  fencing: writes {}{reads}, refused {} (stale tokens stopped), unsafe writes {}, lease overlaps {}\n",
+            f.writes, f.refused, f.unsafe_writes, f.lease_overlaps
         ));
     }
     if let Some(f) = &r.faults {

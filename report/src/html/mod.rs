@@ -218,6 +218,38 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_primitive_and_the_most_holders_are_on_the_page() {
+        let mut v = report_json();
+        v["config"]["primitive"] = "semaphore".into();
+        v["config"]["permits"] = 3.into();
+        v["safety"]["max_holders"] = 3.into();
+        v["safety"]["fencing"] = serde_json::json!({"writes": 10, "refused": 2,
+            "unsafe_writes": 0, "lease_overlaps": 4});
+        let mut rw = report_json();
+        rw["config"]["primitive"] = "rwlock".into();
+        rw["config"]["read_ratio"] = 0.9.into();
+        rw["safety"]["max_holders"] = 16.into();
+        // A report written before --primitive: a mutex, with no max_holders.
+        let old = report_json();
+        let html = page::render(&[
+            run_from(&v, "sem"),
+            run_from(&rw, "rw"),
+            run_from(&old, "old"),
+        ]);
+        for needle in [
+            "<th>max holders</th>",
+            "semaphore, 3 permits",
+            "rwlock, read ratio 0.9",
+            "mutex, 8 clients",
+            "<td>16</td>",
+            "<th>fencing refused</th>",
+            "<th>lease overlaps</th>",
+        ] {
+            assert!(html.contains(needle), "missing {needle}");
+        }
+    }
+
+    #[test]
     fn several_runs_share_the_plots_with_a_legend() {
         let a = run_from(&report_json(), "before");
         let mut v = report_json();

@@ -155,7 +155,8 @@ fn runs_table(s: &mut String, runs: &[RunData]) {
         let rep = &r.report;
         let c = &rep.config;
         let workload = format!(
-            "{} clients, {} connections, {} keys, hold {}, TTL {} ms{}",
+            "{}, {} clients, {} connections, {} keys, hold {}, TTL {} ms{}",
+            primitive(c),
             c["clients"],
             c["connections"],
             c["keys"],
@@ -197,11 +198,26 @@ fn runs_table(s: &mut String, runs: &[RunData]) {
     s.push_str("</table>\n");
 }
 
+/// The primitive a run took (`config.primitive`; reports written before it are a mutex's).
+fn primitive(c: &serde_json::Value) -> String {
+    match c["primitive"].as_str().unwrap_or("mutex") {
+        "semaphore" => format!("semaphore, {} permits", c["permits"]),
+        "rwlock" => format!("rwlock, read ratio {}", c["read_ratio"]),
+        other => other.to_string(),
+    }
+}
+
 fn summary_table(s: &mut String, runs: &[RunData]) {
+    let fenced = runs.iter().any(|r| r.report.safety.fencing.is_some());
     s.push_str(
         "<h2 id=\"summary\">Summary</h2><table><tr><th class=\"l\">run</th><th>cycles/s</th><th>attempts/s</th>\
-         <th>contention</th><th>errors</th><th>violations</th><th>lost locks</th>\
-         <th>lockkit CPU/cycle</th><th>server CPU/cycle</th><th>of server ceiling</th></tr>\n",
+         <th>contention</th><th>errors</th><th>violations</th><th>max holders</th><th>lost locks</th>",
+    );
+    if fenced {
+        s.push_str("<th>fencing refused</th><th>lease overlaps</th>");
+    }
+    s.push_str(
+        "<th>lockkit CPU/cycle</th><th>server CPU/cycle</th><th>of server ceiling</th></tr>\n",
     );
     for r in runs {
         let rep = &r.report;
@@ -213,17 +229,29 @@ fn summary_table(s: &mut String, runs: &[RunData]) {
                 n.to_string()
             }
         };
+        // 0 in reports written before the field: unknown, not "nobody held".
+        let max_holders = match rep.safety.max_holders {
+            0 => "–".to_string(),
+            n => n.to_string(),
+        };
+        let fencing = match (&rep.safety.fencing, fenced) {
+            (Some(f), _) => format!("<td>{}</td><td>{}</td>", f.refused, f.lease_overlaps),
+            (None, true) => "<td>–</td><td>–</td>".to_string(),
+            (None, false) => String::new(),
+        };
         let _ = writeln!(
             s,
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.2}%</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{}</td><td>{}</td>{}<td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.label),
             format_rate(rep.throughput.cycles_per_s),
             format_rate(rep.throughput.attempts_per_s),
             rep.contention_rate * 100.0,
             bad(rep.errors.total),
             bad(rep.safety.violations),
+            max_holders,
             bad(rep.safety.lost_locks),
+            fencing,
             opt(rep.cpu.tool_us_per_cycle),
             opt(rep.cpu.server_us_per_cycle),
             rep.ceiling
