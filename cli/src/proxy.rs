@@ -130,6 +130,16 @@ pub struct ProxyArgs {
     )]
     pub metrics_token: Option<String>,
 
+    /// --metrics-token read from a file (its first line): kept off the command line and the
+    /// environment, as a mounted secret.
+    #[arg(
+        long,
+        env = "LOCKKIT_PROXY_METRICS_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "metrics_token"
+    )]
+    pub metrics_token_file: Option<PathBuf>,
+
     /// Serve /metrics on an address other hosts reach without a token: anyone who reaches it
     /// reads the proxy's figures.
     #[arg(long)]
@@ -227,9 +237,16 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_report::files::check_writable(&args.out).map_err(exit::bad_input)?;
     }
+    let metrics_token = match &args.metrics_token_file {
+        Some(file) => Some(
+            crate::proxy_access::read_secret_file("--metrics-token-file", file)
+                .map_err(exit::bad_input)?,
+        ),
+        None => args.metrics_token.clone().filter(|t| !t.is_empty()),
+    };
     let metrics = match &args.metrics_listen {
         Some(listen) => {
-            let token = args.metrics_token.as_deref().filter(|t| !t.is_empty());
+            let token = metrics_token.as_deref();
             if token.is_none()
                 && !args.metrics_insecure
                 && !crate::proxy_access::is_loopback(listen)
@@ -299,7 +316,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let shown = upstream.shown().to_string();
         if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
             lockkit_proxy::metrics::show_keys(args.metrics_keys);
-            let token = args.metrics_token.clone().filter(|t| !t.is_empty());
+            let token = metrics_token.clone();
             let addr = lockkit_proxy::metrics::serve_with_token(listen, handle, token)
                 .await
                 .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
