@@ -103,6 +103,20 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "1gb", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
     pub client_query_buffer_limit: usize,
 
+    /// The most held of the replies owed to one client and not yet written to it (Redis's
+    /// `client-output-buffer-limit` for normal clients, hard limit): a client past it is
+    /// closed (logged). 0, the default, as Redis's `normal 0 0 0`: no limit; the replies held
+    /// for one client on a shared connection are bounded anyway (past 32 MiB the shared
+    /// connection waits for it; one that takes none for --op-timeout meanwhile is closed).
+    #[arg(long, default_value = "0", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
+    pub client_output_buffer_limit: usize,
+
+    /// The most the replies held for all clients together may take (Redis's
+    /// `maxmemory-clients`): past it, the client holding most is closed (logged). 0, the
+    /// default: no cap.
+    #[arg(long, default_value = "0", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
+    pub maxmemory_clients: usize,
+
     /// Close a client idle this long (Redis's `timeout`): no command and no reply owed;
     /// pub/sub and blocked clients are not idle. Default: never.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -334,7 +348,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             .max_clients(max_clients)
             .login_timeout(args.login_timeout)
             .idle_timeout(args.idle_timeout)
-            .query_buffer_limit(args.client_query_buffer_limit);
+            .query_buffer_limit(args.client_query_buffer_limit)
+            .output_buffer_limit(Some(args.client_output_buffer_limit).filter(|&b| b > 0))
+            .maxmemory_clients(Some(args.maxmemory_clients).filter(|&b| b > 0));
         let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
