@@ -103,6 +103,20 @@ pub struct ProxyArgs {
     #[arg(long, default_value = "1gb", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
     pub client_query_buffer_limit: usize,
 
+    /// The most held of the replies owed to one client and not yet written to it (Redis's
+    /// `client-output-buffer-limit` for normal clients, hard limit): a client past it is
+    /// closed (logged). 0, the default, as Redis's `normal 0 0 0`: no limit; the replies held
+    /// for one client on a shared connection are bounded anyway (past 32 MiB the shared
+    /// connection waits for it; one that takes none for --op-timeout meanwhile is closed).
+    #[arg(long, default_value = "0", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
+    pub client_output_buffer_limit: usize,
+
+    /// The most the replies held for all clients together may take (Redis's
+    /// `maxmemory-clients`): past it, the client holding most is closed (logged). 0, the
+    /// default: no cap.
+    #[arg(long, default_value = "0", value_parser = crate::proxy_ops::parse_bytes, value_name = "BYTES")]
+    pub maxmemory_clients: usize,
+
     /// Close a client idle this long (Redis's `timeout`): no command and no reply owed;
     /// pub/sub and blocked clients are not idle. Default: never.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -129,6 +143,16 @@ pub struct ProxyArgs {
         value_name = "TOKEN"
     )]
     pub metrics_token: Option<String>,
+
+    /// --metrics-token read from a file (its first line): kept off the command line and the
+    /// environment, as a mounted secret.
+    #[arg(
+        long,
+        env = "LOCKKIT_PROXY_METRICS_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "metrics_token"
+    )]
+    pub metrics_token_file: Option<PathBuf>,
 
     /// Serve /metrics on an address other hosts reach without a token: anyone who reaches it
     /// reads the proxy's figures.
@@ -227,9 +251,16 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_report::files::check_writable(&args.out).map_err(exit::bad_input)?;
     }
+    let metrics_token = match &args.metrics_token_file {
+        Some(file) => Some(
+            crate::proxy_access::read_secret_file("--metrics-token-file", file)
+                .map_err(exit::bad_input)?,
+        ),
+        None => args.metrics_token.clone().filter(|t| !t.is_empty()),
+    };
     let metrics = match &args.metrics_listen {
         Some(listen) => {
-            let token = args.metrics_token.as_deref().filter(|t| !t.is_empty());
+            let token = metrics_token.as_deref();
             if token.is_none()
                 && !args.metrics_insecure
                 && !crate::proxy_access::is_loopback(listen)
@@ -299,7 +330,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let shown = upstream.shown().to_string();
         if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
             lockkit_proxy::metrics::show_keys(args.metrics_keys);
-            let token = args.metrics_token.clone().filter(|t| !t.is_empty());
+            let token = metrics_token.clone();
             let addr = lockkit_proxy::metrics::serve_with_token(listen, handle, token)
                 .await
                 .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
@@ -317,7 +348,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             .max_clients(max_clients)
             .login_timeout(args.login_timeout)
             .idle_timeout(args.idle_timeout)
-            .query_buffer_limit(args.client_query_buffer_limit);
+            .query_buffer_limit(args.client_query_buffer_limit)
+            .output_buffer_limit(Some(args.client_output_buffer_limit).filter(|&b| b > 0))
+            .maxmemory_clients(Some(args.maxmemory_clients).filter(|&b| b > 0));
         let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)

@@ -20,6 +20,16 @@ pub struct AccessArgs {
     )]
     pub requirepass: Option<String>,
 
+    /// --requirepass read from a file (its first line; re-read on SIGHUP): the password kept
+    /// off the command line and the environment, as a mounted secret.
+    #[arg(
+        long,
+        env = "LOCKKIT_PROXY_REQUIREPASS_FILE",
+        value_name = "FILE",
+        conflicts_with = "requirepass"
+    )]
+    pub requirepass_file: Option<PathBuf>,
+
     /// A named user, `AUTH NAME PASSWORD` (repeatable): one secret per application.
     #[arg(long = "user", value_name = "NAME:PASSWORD")]
     pub users: Vec<String>,
@@ -61,6 +71,12 @@ impl AccessArgs {
                 .requirepass(pw)
                 .map_err(|e| format!("--requirepass: {e}"))?;
         }
+        if let Some(file) = &self.requirepass_file {
+            let pw = read_secret_file("--requirepass-file", file)?;
+            auth = auth
+                .requirepass(&pw)
+                .map_err(|e| format!("--requirepass-file {}: {e}", file.display()))?;
+        }
         for spec in &self.users {
             let name = spec.split_once(':').map_or("", |(n, _)| n);
             auth = auth
@@ -68,7 +84,7 @@ impl AccessArgs {
                 .map_err(|e| format!("--user {name}:***: {e}"))?;
         }
         if let Some(file) = &self.users_file {
-            check_users_file_mode(file)?;
+            check_secret_file_mode("--users-file", file)?;
             auth = auth
                 .users_file(file)
                 .map_err(|e| format!("--users-file: {e}"))?;
@@ -107,9 +123,32 @@ impl AccessArgs {
     }
 }
 
-/// A users file others may write is refused (anyone could add a user); one others may read
-/// is warned about, as ssh does for its keys.
-fn check_users_file_mode(file: &std::path::Path) -> Result<(), String> {
+/// A secret's first line, from `file` (given as `flag`): its mode checked as a users file's,
+/// the line's end (`\n` or `\r\n`) left out. The text of an error never holds the secret.
+///
+/// # Errors
+/// The file cannot be read, others may write it, or its first line is empty.
+pub fn read_secret_file(flag: &str, file: &std::path::Path) -> Result<String, String> {
+    check_secret_file_mode(flag, file)?;
+    let text =
+        std::fs::read_to_string(file).map_err(|e| format!("{flag} {}: {e}", file.display()))?;
+    let line = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('\r');
+    if line.is_empty() {
+        return Err(format!(
+            "{flag} {}: its first line is empty",
+            file.display()
+        ));
+    }
+    Ok(line.to_string())
+}
+
+/// A file of secrets others may write is refused (anyone could add a user or set the
+/// password); one others may read is warned about, as ssh does for its keys.
+fn check_secret_file_mode(flag: &str, file: &std::path::Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let Ok(meta) = std::fs::metadata(file) else {
         return Ok(()); // reading it names the error
@@ -117,14 +156,14 @@ fn check_users_file_mode(file: &std::path::Path) -> Result<(), String> {
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o022 != 0 {
         return Err(format!(
-            "--users-file {}: others may write it (mode {mode:03o}): anyone could add a user; \
-             chmod 600 it",
+            "{flag} {}: others may write it (mode {mode:03o}): anyone could change who may \
+             log in; chmod 600 it",
             file.display()
         ));
     }
     if mode & 0o044 != 0 {
         eprintln!(
-            "lockkit proxy: warning: --users-file {} is readable by others (mode {mode:03o}): \
+            "lockkit proxy: warning: {flag} {} is readable by others (mode {mode:03o}): \
              chmod 600 it",
             file.display()
         );

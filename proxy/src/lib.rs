@@ -75,10 +75,13 @@
 //!   scrub). `CLIENT REPLY OFF|SKIP|ON` is carried out by the proxy, so replies keep pairing.
 //! - A plugin's answer of its own is not used inside MULTI (the client waits for QUEUED).
 //! - One frame is held whole in memory before it is forwarded: memory per connection is the
-//!   largest command or reply in flight (plus 16 KB; on a shared connection up to 128 replies
-//!   per client), not a fixed bound. A client that does not read its replies is pushed back:
-//!   its connection reads nothing more from it (nor from its own upstream connection) until its
-//!   replies can be written (other connections go on).
+//!   largest command or reply in flight (plus 16 KB), not a fixed bound. A client that does not
+//!   read its replies is pushed back: its connection reads nothing more from it (nor from its
+//!   own upstream connection) until its replies can be written. On a shared connection the
+//!   replies held for one client are bounded in bytes (32 MiB, or
+//!   [`ProxyOptions::output_buffer_limit`]): past it the shared connection waits for that
+//!   client, which is closed after the operation timeout if it takes none of them
+//!   ([`ProxyOptions::maxmemory_clients`] caps all clients' together).
 //! - `CLIENT SETINFO`, `CLIENT SETNAME`/`GETNAME`, `HELLO [2|3]` and `SELECT` of the URL's
 //!   database are answered so that a client keeps sharing.
 //! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.

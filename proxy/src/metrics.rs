@@ -11,6 +11,7 @@
 //! | `lockkit_proxy_command_duration_seconds` | histogram | `command` | proxy → server → proxy, from forwarding a command to its reply |
 //! | `lockkit_proxy_upstream_errors_total` | counter | `kind` (`connect`, `timeout`, `lost`) | upstream connections that failed |
 //! | `lockkit_proxy_upstream_reconnects_total` | counter | | shared upstream connections opened again after one failed |
+//! | `lockkit_proxy_clients_closed_for_memory_total` | counter | | clients closed for the replies held for them (output buffer limit, `--maxmemory-clients`, a shared connection left waiting) |
 //! | `lockkit_proxy_plugin_faults_total` | counter | `plugin` | Lua plugin hooks that failed (error, time or memory limit) |
 //! | `lockkit_proxy_plugin_hooks_dropped_total` | counter | `plugin` | hooks nobody waits for (`on_reply`, ...) dropped because the plugin's queue was full |
 //! | `lockkit_proxy_lock_acquired_total` | counter | `pattern` | `observe`: acquisitions per lock pattern |
@@ -92,6 +93,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     ::metrics::counter!("lockkit_proxy_connections_accepted_total").absolute(0);
     ::metrics::counter!("lockkit_proxy_connections_refused_total").absolute(0);
     ::metrics::counter!("lockkit_proxy_upstream_reconnects_total").absolute(0);
+    ::metrics::counter!("lockkit_proxy_clients_closed_for_memory_total").absolute(0);
     for kind in ["connect", "timeout", "lost"] {
         ::metrics::counter!("lockkit_proxy_upstream_errors_total", "kind" => kind).absolute(0);
     }
@@ -119,6 +121,10 @@ fn describe() {
     describe_counter!(
         "lockkit_proxy_upstream_errors_total",
         "Upstream connections that failed, by kind (connect, timeout, lost)"
+    );
+    describe_counter!(
+        "lockkit_proxy_clients_closed_for_memory_total",
+        "Clients closed for the replies held for them"
     );
     describe_counter!(
         "lockkit_proxy_upstream_reconnects_total",
@@ -332,6 +338,14 @@ pub(crate) fn connection_refused() {
 pub(crate) fn upstream_error(kind: &'static str) {
     if on() {
         ::metrics::counter!("lockkit_proxy_upstream_errors_total", "kind" => kind).increment(1);
+    }
+}
+
+/// A client was closed for the memory its replies held (its output buffer limit,
+/// `--maxmemory-clients`, or a shared connection left waiting for it).
+pub(crate) fn client_closed_for_memory() {
+    if on() {
+        ::metrics::counter!("lockkit_proxy_clients_closed_for_memory_total").increment(1);
     }
 }
 

@@ -35,6 +35,8 @@ pub struct ProxyOptions {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) slow_timeout: Duration,
     pub(crate) query_buffer_limit: usize,
+    pub(crate) output_buffer_limit: Option<usize>,
+    pub(crate) maxmemory_clients: Option<usize>,
 }
 
 impl Default for ProxyOptions {
@@ -50,6 +52,8 @@ impl Default for ProxyOptions {
             idle_timeout: None,
             slow_timeout: DEFAULT_SLOW_TIMEOUT,
             query_buffer_limit: DEFAULT_QUERY_BUFFER_LIMIT,
+            output_buffer_limit: None,
+            maxmemory_clients: None,
         }
     }
 }
@@ -111,6 +115,29 @@ impl ProxyOptions {
     #[must_use]
     pub fn query_buffer_limit(mut self, bytes: usize) -> Self {
         self.query_buffer_limit = bytes.max(1024);
+        self
+    }
+
+    /// The most the proxy holds of the replies owed to one client that it has not written yet
+    /// (Redis's `client-output-buffer-limit` for normal clients, hard limit; `None`, the
+    /// default, as Redis's `0 0 0`: no limit): a client past it is closed, with a line on
+    /// stderr. On a shared connection the replies held for one client are bounded anyway: past
+    /// 32 MiB (or this limit, if lower) the shared connection waits for the client to drain, and
+    /// a client that takes none of its replies for the operation timeout meanwhile is closed.
+    /// On a connection of its own a client's replies are read only as it takes them; the limit
+    /// counts the reply being read. At least 1 KiB.
+    #[must_use]
+    pub fn output_buffer_limit(mut self, bytes: Option<usize>) -> Self {
+        self.output_buffer_limit = bytes.map(|b| b.max(1024));
+        self
+    }
+
+    /// The most the replies held for all clients together may take (Redis's
+    /// `maxmemory-clients`; `None`, the default: no cap): past it, the client holding most is
+    /// closed, with a line on stderr. At least 1 KiB.
+    #[must_use]
+    pub fn maxmemory_clients(mut self, bytes: Option<usize>) -> Self {
+        self.maxmemory_clients = bytes.map(|b| b.max(1024));
         self
     }
 

@@ -93,8 +93,13 @@ pub fn error_reply(text: &str) -> Vec<u8> {
 /// Bytes read at a time; a buffer grows past this only to hold one larger frame.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
 
-/// Room for the next read; a partial frame bigger than the chunk keeps its bytes.
+/// Room for the next read; a partial frame bigger than the chunk keeps its bytes. A bulk
+/// string at the start of `buf` whose length line is in gets room for all of it at once (a
+/// buffer grown by doubling would hold old and new copies at once, and more than it needs).
 pub(crate) fn reserve(buf: &mut Vec<u8>) {
+    if let Some(total) = bulk_len(buf) {
+        reserve_total(buf, total);
+    }
     if buf.capacity() - buf.len() < READ_CHUNK / 4 {
         buf.reserve(READ_CHUNK);
     }
@@ -104,9 +109,38 @@ pub(crate) fn reserve(buf: &mut Vec<u8>) {
     }
 }
 
+/// Room for `total` bytes in `buf` (plus a chunk, so that reading them never grows it again),
+/// given at once when that is big.
+pub(crate) fn reserve_total(buf: &mut Vec<u8>, total: usize) {
+    if total > 4 * READ_CHUNK && total + READ_CHUNK > buf.capacity() {
+        buf.reserve_exact(total + READ_CHUNK - buf.len());
+    }
+}
+
+/// The length of the bulk string reply `$N\r\n...\r\n` at the start of `buf`, once its length
+/// line is in.
+fn bulk_len(buf: &[u8]) -> Option<usize> {
+    if buf.first() != Some(&b'$') {
+        return None;
+    }
+    let end = find_crlf(&buf[..buf.len().min(24)], 0)?;
+    let n = usize::try_from(parse_len(&buf[1..end])?).ok()?;
+    n.checked_add(end + 4)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_big_bulk_gets_its_room_at_once() {
+        assert_eq!(bulk_len(b"$5\r\nab"), Some(11));
+        assert_eq!(bulk_len(b"$-1\r\n"), None);
+        assert_eq!(bulk_len(b"+OK\r\n"), None);
+        let mut buf = b"$1000000\r\nab".to_vec();
+        reserve(&mut buf);
+        assert!(buf.capacity() >= 1_000_012);
+    }
 
     #[test]
     fn a_bulk_may_hold_crlf_and_binary() {

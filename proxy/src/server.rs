@@ -246,7 +246,7 @@ async fn serve_client<CR, CW>(
     CW: tokio::io::AsyncWrite + Unpin,
 {
     if shared.pool.is_some() {
-        let up = Up::shared();
+        let up = Up::shared(info.id, &shared);
         client::serve(shared, info, (cr, cw), up, stop).await;
         return;
     }

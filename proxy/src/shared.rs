@@ -72,6 +72,10 @@ pub struct ProxyShared {
     pub(crate) login_timeout: Duration,
     /// The largest request held: a client that sends a bigger one is closed.
     pub(crate) query_buffer_limit: usize,
+    /// The most held of the replies owed to one client (`None`: no limit).
+    pub(crate) output_buffer_limit: Option<usize>,
+    /// Every client's replies held, and their cap.
+    pub(crate) clients_memory: Arc<crate::upstream::outbuf::ClientsMemory>,
     /// Idle clients are closed after this long.
     pub(crate) idle_timeout: Option<Duration>,
 }
@@ -126,6 +130,10 @@ impl ProxyShared {
             login_timeout: options.login_timeout,
             idle_timeout: options.idle_timeout,
             query_buffer_limit: options.query_buffer_limit,
+            output_buffer_limit: options.output_buffer_limit,
+            clients_memory: Arc::new(crate::upstream::outbuf::ClientsMemory::new(
+                options.maxmemory_clients,
+            )),
             upstream,
         }
     }

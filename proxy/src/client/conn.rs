@@ -191,12 +191,29 @@ pub(crate) async fn serve<CR, CW>(
             }
             r = up.read(&mut ubuf) => match r {
                 Ok(0) | Err(_) => {
-                    if conn.owes(&up) {
+                    if conn.owes(&up) && !up.killed() {
                         crate::metrics::upstream_error("lost");
                     }
                     Ok(Next::Close)
                 }
-                Ok(_) => conn.on_upstream_readable(&mut ubuf, &mut cbuf, &mut up, &mut cw, draining).await,
+                Ok(_) => match up.outbuf() {
+                    // Closed for the replies held for it while it was writing one (it waits
+                    // for the kill only when the write does not go through at once).
+                    Some(out) => tokio::select! {
+                        biased;
+                        r = conn.on_upstream_readable(&mut ubuf, &mut cbuf, &mut up, &mut cw, draining) => r,
+                        () = out.killed() => Ok(Next::Close),
+                    },
+                    // Read from its own connection and not yet written: past the limit, closed
+                    // (as Redis closes a client whose reply passes its hard limit).
+                    None => match conn.shared.output_buffer_limit {
+                        Some(limit) if ubuf.len() > limit => {
+                            conn.over_output_limit(ubuf.len(), limit);
+                            Ok(Next::Close)
+                        }
+                        _ => conn.on_upstream_readable(&mut ubuf, &mut cbuf, &mut up, &mut cw, draining).await,
+                    },
+                },
             },
             () = &mut timer, if timed => {
                 let since = conn.owed_since.unwrap_or_else(Instant::now);
@@ -256,7 +273,9 @@ impl ClientConn {
         cw: &mut CW,
         draining: bool,
     ) -> std::io::Result<Next> {
-        match self.on_upstream_bytes(ubuf, cw).await? {
+        let written = self.on_upstream_bytes(ubuf, cw).await?;
+        up.written();
+        match written {
             Next::Continue => {}
             Next::Reset => match self.reset(up, cw).await? {
                 Next::Continue => ubuf.clear(),
@@ -276,6 +295,15 @@ impl ClientConn {
             return self.on_client_bytes(cbuf, up, cw).await;
         }
         Ok(Next::Continue)
+    }
+
+    /// A reply on the client's own connection is bigger than its output buffer limit.
+    fn over_output_limit(&self, held: usize, limit: usize) {
+        eprintln!(
+            "lockkit proxy: client {} closed: {held} bytes of replies held for it, over the output buffer limit of {limit}",
+            self.info.id
+        );
+        crate::metrics::client_closed_for_memory();
     }
 
     /// Whether the operation timeout runs: on a connection of its own, with replies owed that

@@ -110,7 +110,7 @@ impl ClientConn {
         // The client's commands read meanwhile are taken up once the fresh connection is in place.
         self.held = true;
         if self.shared.pool.is_some() {
-            *up = Up::shared();
+            *up = Up::shared(self.info.id, &self.shared);
             return Ok(Next::Continue);
         }
         match self.shared.upstream.connect().await {

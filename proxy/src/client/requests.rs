@@ -63,7 +63,7 @@ impl ClientConn {
         let arrived = Instant::now();
         let mut next = Next::Continue;
         loop {
-            if up.is_shared() && up.owed() + batch.sent >= WINDOW {
+            if up.is_shared() && (up.owed() + batch.sent >= WINDOW || up.backlogged()) {
                 self.held = true;
                 break;
             }
@@ -78,6 +78,8 @@ impl ClientConn {
                             self.parser.wanted()
                         );
                         next = Next::Close;
+                    } else {
+                        crate::resp::reserve_total(buf, pos + self.parser.wanted());
                     }
                     break;
                 }
@@ -99,6 +101,13 @@ impl ClientConn {
                 next = n;
                 break;
             }
+        }
+        if batch.from == 0 && pos == buf.len() && pos > crate::upstream::link::MOVE_OVER {
+            // A big request, all of the buffer: moved on, not copied.
+            let n = std::mem::take(&mut batch.sent);
+            up.send_vec(&self.shared, self.info.id, std::mem::take(buf), n)
+                .await?;
+            pos = 0;
         }
         self.flush(up, buf, &mut batch, pos).await?;
         buf.drain(..pos);

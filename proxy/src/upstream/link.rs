@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use crate::health::Backoff;
 use crate::resp;
 use crate::sock::{UpRead as ReadHalf, UpWrite as WriteHalf};
+use crate::upstream::outbuf::OutBuf;
 use crate::upstream::{RespVersion, Upstream};
 
 /// What a client gets back from a shared connection, in the order of its requests.
@@ -29,6 +30,9 @@ pub(crate) enum Delivery {
     /// This many commands got no reply: the error text to answer each with, and whether the
     /// client's connection closes after it (the upstream server could not be reached at all).
     Failed { n: u32, why: Arc<str>, close: bool },
+    /// The client is closed for the replies held for it (its output buffer limit,
+    /// `--maxmemory-clients`, or a shared connection left waiting).
+    Closed,
 }
 
 /// Where a client's deliveries go.
@@ -46,6 +50,8 @@ pub(crate) struct UpstreamRequest {
     pub slow: bool,
     /// Where the replies go.
     pub to: DeliveryTx,
+    /// The client's output buffer: what it was handed and has not written yet.
+    pub out: Arc<OutBuf>,
 }
 
 /// A handle on one shared connection's task.
@@ -141,6 +147,8 @@ struct Waiting {
     since: Instant,
     /// One of its commands is known to be slow.
     slow: bool,
+    /// The client's output buffer.
+    out: Arc<OutBuf>,
 }
 
 /// One shared connection, from opening it to failing what is left on it.
@@ -251,7 +259,16 @@ async fn serve(
     let mut progress = Instant::now();
     let timer = tokio::time::sleep(ops.timeout);
     tokio::pin!(timer);
+    // A client holds so many replies not yet written that nothing more is read from the server
+    // until it drains (the server holds the rest); it has the operation timeout to take some.
+    let mut paused: Option<(Arc<OutBuf>, Instant)> = None;
     loop {
+        if let Some((out, _)) = &paused {
+            if !out.full() || out.is_killed() {
+                paused = None;
+                progress = Instant::now();
+            }
+        }
         // Everything queued goes out in one write: that is the batch the server reads.
         drain(rx, &mut wbuf, wpos, waiting, &mut flow);
         // A new write starts once the server answered the one before (or the batch is big):
@@ -269,18 +286,33 @@ async fn serve(
         tokio::select! {
             biased;
             _ = &mut stopped => return "the proxy is stopping".into(),
-            r = ur.read_buf(&mut rbuf) => match r {
+            r = ur.read_buf(&mut rbuf), if paused.is_none() => match r {
                 Ok(0) => return "closed by the server".into(),
                 Err(e) => return e.to_string(),
                 Ok(_) => {
                     progress = Instant::now();
-                    if let Err(e) = hand_out(&mut rbuf, waiting, &mut flow) {
-                        return e;
+                    match hand_out(&mut rbuf, waiting, &mut flow) {
+                        Err(e) => return e,
+                        Ok(full) => paused = full.map(|out| (out, Instant::now())),
                     }
                     ops.backoff.succeeded();
                 }
             },
-            () = &mut timer, if !waiting.is_empty() => {
+            () = wait_for_drain(paused.as_ref(), ops.timeout) => {
+                if let Some((out, since)) = &mut paused {
+                    if since.elapsed() >= ops.timeout {
+                        out.kill(&format!(
+                            "it took none of its replies ({} bytes held) for {} while its shared \
+                             upstream connection waited for it",
+                            out.held(),
+                            crate::health::shown(ops.timeout)
+                        ));
+                    } else {
+                        *since = Instant::now();
+                    }
+                }
+            },
+            () = &mut timer, if !waiting.is_empty() && paused.is_none() => {
                 let now = Instant::now();
                 let (since, slow) = waiting.front().map_or((now, false), |w| (w.since, w.slow));
                 let from = since.max(progress);
@@ -303,6 +335,10 @@ async fn serve(
                     wpos += n;
                     if wpos == wbuf.len() {
                         wbuf.clear();
+                        if wbuf.capacity() > 4 * WRITE_LIMIT {
+                            // Grown (or moved in) for one big request: given back.
+                            wbuf = Vec::with_capacity(16 * 1024);
+                        }
                         wpos = 0;
                         unflushed = true;
                     }
@@ -314,6 +350,18 @@ async fn serve(
                 None => senders_gone = true,
             },
         }
+    }
+}
+
+/// While `paused` (on a client, since when): resolves when that client wrote some of its
+/// replies, or at the operation timeout after `since`. Never otherwise.
+async fn wait_for_drain(paused: Option<&(Arc<OutBuf>, Instant)>, timeout: Duration) {
+    let Some((out, since)) = paused else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        () = out.drained() => {}
+        () = tokio::time::sleep_until((*since + timeout).into()) => {}
     }
 }
 
@@ -366,24 +414,59 @@ fn take(
     flow: &mut Flow,
 ) {
     flow.asked += u64::from(req.n);
-    wbuf.extend_from_slice(&req.bytes);
+    if wbuf.is_empty() && req.bytes.len() > WRITE_LIMIT {
+        // A big request is moved, not copied.
+        *wbuf = req.bytes;
+    } else {
+        wbuf.extend_from_slice(&req.bytes);
+    }
     if req.n > 0 {
         waiting.push_back(Waiting {
             n: req.n,
             to: req.to,
             since: Instant::now(),
             slow: req.slow,
+            out: req.out,
         });
     }
 }
 
+/// Replies bigger than this are handed to their client as read (moved, not copied).
+pub(crate) const MOVE_OVER: usize = 64 * 1024;
+
+/// Hands `w`'s client `bytes` (`n` replies), counted in its output buffer; dropped when the
+/// client is gone or being closed. Sets `full` to the client when it holds too much.
+fn deliver(w: &Waiting, bytes: Vec<u8>, n: u32, full: &mut Option<Arc<OutBuf>>) {
+    let len = bytes.len();
+    // Past its limits the client is closed: what it was to get is dropped.
+    if w.to.is_closed() || !w.out.add(len) || w.out.is_killed() {
+        return;
+    }
+    if w.to.send(Delivery::Replies(bytes, n)).is_err() {
+        w.out.sub(len);
+    } else if w.out.full() {
+        *full = Some(w.out.clone());
+    }
+}
+
+/// `buf[from..to]`: the whole buffer moved out when that is all of a big one, a copy otherwise.
+fn cut(buf: &mut Vec<u8>, from: usize, to: usize, moved: &mut bool) -> Vec<u8> {
+    if from == 0 && to == buf.len() && to > MOVE_OVER {
+        *moved = true;
+        std::mem::take(buf)
+    } else {
+        buf[from..to].to_vec()
+    }
+}
+
 /// Splits the complete replies in `buf` and sends each run of them to the client they belong
-/// to; keeps the incomplete tail.
+/// to; keeps the incomplete tail. A client that holds too many replies not yet written now
+/// (the shared connection is to wait for it).
 fn hand_out(
     buf: &mut Vec<u8>,
     waiting: &mut VecDeque<Waiting>,
     flow: &mut Flow,
-) -> Result<(), String> {
+) -> Result<Option<Arc<OutBuf>>, String> {
     let mut pos = 0;
     let mut frames = 0u64;
     // The run of frames for the client at the head of the queue.
@@ -392,6 +475,9 @@ fn hand_out(
     // A demoted primary answers writes `-READONLY`: the replies go out, then the connection is
     // given up, and the next one is made anew (the name resolved again).
     let mut readonly = false;
+    let mut full = None;
+    // `buf` was handed out whole.
+    let mut moved = false;
     let result = loop {
         let len = match resp::frame_len(&buf[pos..]) {
             Ok(Some(len)) => len,
@@ -410,26 +496,30 @@ fn hand_out(
         frames += 1;
         run_n += 1;
         if run_n == head.n {
-            let _ = head
-                .to
-                .send(Delivery::Replies(buf[run_start..pos].to_vec(), run_n));
+            let bytes = cut(buf, run_start, pos, &mut moved);
+            deliver(head, bytes, run_n, &mut full);
             waiting.pop_front();
             run_start = pos;
             run_n = 0;
+            if moved {
+                break Ok(());
+            }
         }
     };
     if run_n > 0 {
         if let Some(head) = waiting.front_mut() {
-            let _ = head
-                .to
-                .send(Delivery::Replies(buf[run_start..pos].to_vec(), run_n));
+            let bytes = cut(buf, run_start, pos, &mut moved);
+            deliver(head, bytes, run_n, &mut full);
             head.n -= run_n;
         }
     }
-    buf.drain(..pos);
+    if !moved {
+        buf.drain(..pos);
+    }
     flow.answered += frames;
     match result {
         Ok(()) if readonly => Err("the server answered READONLY: it is a replica now".into()),
-        other => other,
+        Ok(()) => Ok(full),
+        Err(e) => Err(e),
     }
 }

@@ -5,6 +5,7 @@
 //! upstream connections ([`link`]) and where each client's commands go ([`route`]).
 
 pub(crate) mod link;
+pub(crate) mod outbuf;
 pub(crate) mod route;
 
 use std::time::Duration;

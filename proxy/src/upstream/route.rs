@@ -2,12 +2,15 @@
 //! command so far was stateless, then a connection of the client's own.
 
 use crate::sock::{UpConn as ServerStream, UpRead as ReadHalf, UpWrite as WriteHalf};
+use std::sync::Arc;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::resp;
 use crate::shared::ProxyShared;
 use crate::upstream::link::{Delivery, DeliveryTx, UpstreamLink, UpstreamRequest};
+use crate::upstream::outbuf::OutBuf;
 use crate::upstream::RespVersion;
 
 /// Commands of one client in flight on a shared connection at most: a client that does not read
@@ -36,12 +39,23 @@ pub(crate) struct SharedUp {
     resp: RespVersion,
     /// The next send holds a known-slow command.
     slow: bool,
+    /// The replies handed to it and not yet written (bounded in bytes).
+    out: Arc<OutBuf>,
+    /// Bytes of replies taken off the channel since the last [`Up::written`].
+    taken: usize,
 }
 
 impl Up {
-    /// Sharing, until a command needs a connection of its own (RESP2, as a new connection).
-    pub(crate) fn shared() -> Up {
+    /// Client `id` sharing, until a command needs a connection of its own (RESP2, as a new
+    /// connection).
+    pub(crate) fn shared(id: u64, shared: &ProxyShared) -> Up {
         let (tx, rx) = mpsc::unbounded_channel();
+        let out = OutBuf::new(
+            id,
+            shared.output_buffer_limit,
+            &shared.clients_memory,
+            tx.clone(),
+        );
         Up::Shared(SharedUp {
             link: None,
             tx,
@@ -50,7 +64,37 @@ impl Up {
             closing: false,
             resp: RespVersion::Resp2,
             slow: false,
+            out,
+            taken: 0,
         })
+    }
+
+    /// The replies read for the client were written: they are no longer held.
+    pub(crate) fn written(&mut self) {
+        if let Up::Shared(s) = self {
+            if s.taken > 0 {
+                s.out.sub(std::mem::take(&mut s.taken));
+            }
+        }
+    }
+
+    /// The output buffer of a sharing client.
+    pub(crate) fn outbuf(&self) -> Option<Arc<OutBuf>> {
+        match self {
+            Up::Shared(s) => Some(s.out.clone()),
+            Up::Own { .. } => None,
+        }
+    }
+
+    /// A sharing client was closed for the replies held for it.
+    pub(crate) fn killed(&self) -> bool {
+        matches!(self, Up::Shared(s) if s.out.is_killed())
+    }
+
+    /// A sharing client holds so many replies not yet written that it sends no more commands
+    /// until it drains.
+    pub(crate) fn backlogged(&self) -> bool {
+        matches!(self, Up::Shared(s) if s.out.full())
     }
 
     /// Moves a sharing client to the shared connections of protocol `resp`. Only with nothing
@@ -108,6 +152,10 @@ impl Up {
         match self {
             Up::Own { r, .. } => r.read_buf(buf).await,
             Up::Shared(s) => match s.rx.recv().await {
+                // Closed for the replies held for it: none of them is passed on.
+                Some(_) if s.out.is_killed() => {
+                    Err(std::io::Error::other("closed for the replies held for it"))
+                }
                 Some(d) => Ok(s.accept(d, buf)),
                 // It holds a sender of its own: never.
                 None => std::future::pending().await,
@@ -129,9 +177,26 @@ impl Up {
         match self {
             Up::Own { w, .. } => w.write_all(bytes).await,
             Up::Shared(s) => {
+                s.send(shared, id, bytes.to_vec(), n);
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Up::send`] of bytes it may keep (no copy on the way to a shared connection).
+    pub(crate) async fn send_vec(
+        &mut self,
+        shared: &ProxyShared,
+        id: u64,
+        bytes: Vec<u8>,
+        n: u32,
+    ) -> std::io::Result<()> {
+        match self {
+            Up::Shared(s) if !bytes.is_empty() => {
                 s.send(shared, id, bytes, n);
                 Ok(())
             }
+            _ => self.send(shared, id, &bytes, n).await,
         }
     }
 
@@ -143,7 +208,7 @@ impl Up {
 }
 
 impl SharedUp {
-    fn send(&mut self, shared: &ProxyShared, id: u64, bytes: &[u8], n: u32) {
+    fn send(&mut self, shared: &ProxyShared, id: u64, bytes: Vec<u8>, n: u32) {
         // Only with nothing owed may it change connections: the replies of two connections
         // would race each other.
         if self.owed == 0 && self.link.as_ref().is_none_or(UpstreamLink::is_dead) {
@@ -153,8 +218,9 @@ impl SharedUp {
         }
         let Some(link) = &self.link else { return };
         let req = UpstreamRequest {
-            bytes: bytes.to_vec(),
+            bytes,
             n,
+            out: self.out.clone(),
             slow: std::mem::take(&mut self.slow),
             to: self.tx.clone(),
         };
@@ -181,8 +247,15 @@ impl SharedUp {
         match d {
             Delivery::Replies(bytes, n) => {
                 self.owed -= n;
-                buf.extend_from_slice(&bytes);
-                bytes.len()
+                let len = bytes.len();
+                self.taken += len;
+                if buf.is_empty() && len > crate::upstream::link::MOVE_OVER {
+                    // A big reply is moved, not copied.
+                    *buf = bytes;
+                } else {
+                    buf.extend_from_slice(&bytes);
+                }
+                len
             }
             Delivery::Failed { n, why, close } => {
                 self.owed -= n;
@@ -193,6 +266,7 @@ impl SharedUp {
                 }
                 e.len() * n as usize
             }
+            Delivery::Closed => 0,
         }
     }
 }
