@@ -45,7 +45,7 @@ struct Registered {
 }
 
 /// Loaded libraries and their functions (names compared case-insensitively, as Redis does).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Registry {
     libraries: BTreeMap<String, FunctionLibrary>,
     functions: HashMap<String, Registered>,
@@ -220,7 +220,38 @@ fn register_fn(
     })
 }
 
+/// The function libraries as they were before a change that may fail (FUNCTION RESTORE):
+/// the registry and the table of compiled callbacks, put back as they were, so a failure
+/// neither drops a library nor runs its top level again.
+#[derive(Debug)]
+pub(crate) struct SavedFunctions {
+    registry: Registry,
+    bodies: Table,
+}
+
 impl Engine {
+    /// Keeps the libraries as they are now; later loads go to a copy of the callback table.
+    ///
+    /// # Errors
+    /// Lua could not copy the table (memory).
+    pub(crate) fn save_functions(&mut self) -> mlua::Result<SavedFunctions> {
+        let copy = self.lua.create_table()?;
+        for pair in self.function_bodies.pairs::<Value, Value>() {
+            let (k, v) = pair?;
+            copy.raw_set(k, v)?;
+        }
+        Ok(SavedFunctions {
+            registry: self.functions.clone(),
+            bodies: std::mem::replace(&mut self.function_bodies, copy),
+        })
+    }
+
+    /// Puts back the libraries [`save_functions`](Self::save_functions) kept, as they were.
+    pub(crate) fn put_back_functions(&mut self, saved: SavedFunctions) {
+        self.functions = saved.registry;
+        self.function_bodies = saved.bodies;
+    }
+
     /// `FUNCTION LOAD [REPLACE] code`: the library name, or Redis's error.
     pub fn function_load(&mut self, code: &[u8], replace: bool) -> Reply {
         match self.try_function_load(code, replace) {

@@ -509,6 +509,11 @@ impl Engine {
         r
     }
 
+    /// Bytes the Lua heap may use while code runs.
+    pub(crate) fn memory_limit(&self) -> usize {
+        self.limits.memory_limit
+    }
+
     /// (scripts in the cache, bytes of the Lua heap).
     pub fn cache_figures(&self) -> (usize, usize) {
         (self.scripts.len(), self.lua.used_memory())
