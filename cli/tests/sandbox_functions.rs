@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::serve::{function_payload, rdb_len, seal_payload, Client, Reply, Serve};
+use common::serve::{function_payload, ok, rdb_len, seal_payload, Client, Reply, Serve};
 use lockkit_test_support::RedisServer;
 
 fn pong() -> Reply {
@@ -116,4 +116,63 @@ fn another_clients_failed_restore_keeps_every_library_as_it_was() {
         assert_eq!(owner.call(&fresh), redis_owner.call(&fresh), "{policy}");
     }
     assert_eq!(other.call(&[b"PING"]), pong());
+}
+
+/// Known open from round two: SORT ... STORE with GET patterns, COPY and the other *STORE
+/// commands were not bounded before they ran. Under `--maxmemory 64mb`, SORT of a list of
+/// 1,000 elements with `GET big*` (a 1 MB value) stored 1,000 copies: 1.1 GB of RSS (and 2.7
+/// GB for the reply without STORE); SUNIONSTORE of one set named 300 times copied it 300
+/// times. Now what they copy and build is checked against the keyspace's room (twice
+/// maxmemory, less what it holds) first, with an OOM error that says so.
+#[test]
+fn store_commands_are_bounded_before_they_run() {
+    let mut serve = Serve::start(&["--maxmemory", "64mb"]);
+    let mut c = serve.connect();
+    assert_eq!(c.call(&[b"SET", b"big", &vec![b'x'; 1 << 20]]), ok());
+    let mut push: Vec<&[u8]> = vec![b"RPUSH", b"list"];
+    push.extend(std::iter::repeat_n(b"".as_slice(), 1000));
+    assert_eq!(c.call(&push), Reply::Int(1000));
+    let oom = |r: Reply, what: &str| match r {
+        Reply::Error(e) if e.starts_with("OOM harness: ") => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    oom(
+        c.call(&[
+            b"SORT", b"list", b"BY", b"nosort", b"GET", b"big*", b"STORE", b"dst",
+        ]),
+        "SORT STORE",
+    );
+    oom(
+        c.call(&[
+            b"SORT", b"list", b"BY", b"nosort", b"GET", b"big*", b"GET", b"#",
+        ]),
+        "SORT GET",
+    );
+    assert_eq!(c.call(&[b"EXISTS", b"dst"]), Reply::Int(0));
+    let members: Vec<Vec<u8>> = (0..10_000)
+        .map(|i| format!("{i:0100}").into_bytes())
+        .collect();
+    let mut sadd: Vec<&[u8]> = vec![b"SADD", b"s"];
+    sadd.extend(members.iter().map(Vec::as_slice));
+    assert_eq!(c.call(&sadd), Reply::Int(10_000));
+    let mut union: Vec<&[u8]> = vec![b"SUNIONSTORE", b"u"];
+    union.extend(std::iter::repeat_n(b"s".as_slice(), 300));
+    oom(c.call(&union), "SUNIONSTORE of one set 300 times");
+    // Within the bound they answer as Redis does.
+    assert_eq!(
+        c.call(&[b"SUNIONSTORE", b"u", b"s", b"s"]),
+        Reply::Int(10_000)
+    );
+    assert_eq!(c.call(&[b"COPY", b"big", b"big2"]), Reply::Int(1));
+    assert_eq!(
+        c.call(&[
+            b"SORT", b"list", b"BY", b"nosort", b"LIMIT", b"0", b"10", b"GET", b"big*", b"STORE",
+            b"dst"
+        ]),
+        Reply::Int(10)
+    );
+    let (rss, peak) = serve.rss_kib();
+    eprintln!("lua serve --maxmemory 64mb: VmRSS {rss} KiB, VmHWM {peak} KiB");
+    assert!(peak < 600 * 1024, "VmHWM {peak} KiB");
+    assert!(serve.alive());
 }
