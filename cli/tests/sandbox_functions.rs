@@ -176,3 +176,57 @@ fn store_commands_are_bounded_before_they_run() {
     assert!(peak < 600 * 1024, "VmHWM {peak} KiB");
     assert!(serve.alive());
 }
+
+/// Case 13: function libraries used up the Lua memory cap of every other script (one shared
+/// heap): two libraries keeping 100 MB each made an unrelated EVAL of 80 MB fail at the
+/// 256 MB cap ("exceeded the Lua memory cap of 268435456 bytes"). Redis runs functions in a Lua state of their own; so does the harness now,
+/// each state under its own cap. Redis answers the same.
+#[test]
+fn function_libraries_do_not_use_up_the_memory_of_scripts() {
+    let serve = Serve::start(&[]);
+    let redis = RedisServer::start();
+    let mut c = serve.connect();
+    let mut r = Client::to(redis.port());
+    // Distinct contents: Lua keeps one copy of equal strings.
+    for (name, fill) in [("hold_a", 'a'), ("hold_b", 'b')] {
+        let code = format!(
+            "#!lua name={name}\n\
+             local keep = nil\n\
+             redis.register_function('{name}', function()\n\
+               if not keep then keep = string.rep('{fill}', 100 * 1024 * 1024) end\n\
+               return #keep\n\
+             end)"
+        );
+        let load: [&[u8]; 3] = [b"FUNCTION", b"LOAD", code.as_bytes()];
+        assert_eq!(c.call(&load), Reply::Bulk(name.into()));
+        assert_eq!(r.call(&load), Reply::Bulk(name.into()));
+        let call: [&[u8]; 3] = [b"FCALL", name.as_bytes(), b"0"];
+        assert_eq!(c.call(&call), Reply::Int(100 << 20));
+        assert_eq!(r.call(&call), Reply::Int(100 << 20));
+    }
+    let eval: [&[u8]; 3] = [
+        b"EVAL",
+        b"local s = string.rep('e', 80 * 1024 * 1024) return #s",
+        b"0",
+    ];
+    assert_eq!(r.call(&eval), Reply::Int(80 << 20));
+    assert_eq!(
+        c.call(&eval),
+        Reply::Int(80 << 20),
+        "the libraries' memory made an unrelated EVAL fail"
+    );
+    // The libraries still hold theirs, and a script's failure at the cap leaves them alone.
+    let hog: [&[u8]; 3] = [
+        b"EVAL",
+        b"local t = {} for i = 1, 1e9 do t[i] = string.rep('h', 1024 * 1024) .. i end",
+        b"0",
+    ];
+    match c.call(&hog) {
+        Reply::Error(e) => assert!(e.contains("memory cap"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    for name in ["hold_a", "hold_b"] {
+        let call: [&[u8]; 3] = [b"FCALL", name.as_bytes(), b"0"];
+        assert_eq!(c.call(&call), Reply::Int(100 << 20));
+    }
+}
