@@ -7,17 +7,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::serve::{ok, Client, Reply, Serve, STUCK};
 use common::{Lockkit, Run};
 use lockkit_test_support::RedisServer;
-
-/// How long a reply may take before the test calls the server stuck: far beyond what any of
-/// these requests costs on a loaded machine once fixed.
-const STUCK: Duration = Duration::from_secs(20);
 
 fn no_crash(run: &Run) {
     assert!(
@@ -48,158 +43,6 @@ fn same_as_redis(lines: &str) -> String {
         got.all()
     );
     got.stdout
-}
-
-/// `lockkit lua serve --port 0 [extra]`, killed and reaped on drop.
-#[derive(Debug)]
-pub struct Serve {
-    child: Child,
-    pub port: u16,
-}
-
-impl Serve {
-    pub fn start(extra: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
-            .args(["lua", "serve", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("lockkit starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("piped stdout");
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("lockkit prints its port");
-        let port = line.trim().parse().unwrap_or_else(|_| {
-            let _ = child.kill();
-            panic!("the first line is the port, got {line:?}")
-        });
-        Serve { child, port }
-    }
-
-    /// A new client connection.
-    pub fn connect(&self) -> Client {
-        let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to lua serve");
-        s.set_read_timeout(Some(STUCK)).expect("read timeout");
-        Client {
-            reader: BufReader::new(s.try_clone().expect("clone socket")),
-            stream: s,
-        }
-    }
-
-    /// Whether the process is still running (not aborted).
-    pub fn alive(&mut self) -> bool {
-        self.child.try_wait().expect("try_wait").is_none()
-    }
-
-    /// The server's resident memory now and at its peak, in KiB (`/proc/PID/status`).
-    #[allow(dead_code)]
-    pub fn rss_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One client connection speaking RESP2.
-#[derive(Debug)]
-pub struct Client {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
-}
-
-impl Client {
-    /// Sends one command (bulk strings, any bytes) and reads its reply.
-    pub fn call(&mut self, argv: &[&[u8]]) -> Reply {
-        self.send(argv);
-        self.reply()
-    }
-
-    pub fn send(&mut self, argv: &[&[u8]]) {
-        let mut out = format!("*{}\r\n", argv.len()).into_bytes();
-        for a in argv {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.stream.write_all(&out).expect("send");
-    }
-
-    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.stream.write_all(bytes)
-    }
-
-    /// Reads one reply; a stuck server (nothing within [`STUCK`]) fails the test.
-    pub fn reply(&mut self) -> Reply {
-        self.try_reply()
-            .unwrap_or_else(|e| panic!("no reply within {STUCK:?}: {e}"))
-    }
-
-    pub fn try_reply(&mut self) -> std::io::Result<Reply> {
-        let mut line = Vec::new();
-        self.reader.read_until(b'\n', &mut line)?;
-        if line.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "connection closed",
-            ));
-        }
-        let text = String::from_utf8_lossy(&line[1..line.len().saturating_sub(2)]).into_owned();
-        Ok(match line[0] {
-            b'+' => Reply::Status(text),
-            b'-' => Reply::Error(text),
-            b':' => Reply::Int(text.parse().expect("integer reply")),
-            b'$' if text == "-1" => Reply::Nil,
-            b'$' => {
-                let n: usize = text.parse().expect("bulk length");
-                let mut body = vec![0; n + 2];
-                self.reader.read_exact(&mut body)?;
-                body.truncate(n);
-                Reply::Bulk(body)
-            }
-            b'*' if text == "-1" => Reply::Nil,
-            b'*' => {
-                let n: usize = text.parse().expect("array length");
-                let mut items = Vec::with_capacity(n);
-                for _ in 0..n {
-                    items.push(self.try_reply()?);
-                }
-                Reply::Array(items)
-            }
-            other => panic!("unexpected reply type {:?}", other as char),
-        })
-    }
-}
-
-/// A reply as a test looks at it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
-    Status(String),
-    Error(String),
-    Int(i64),
-    Bulk(Vec<u8>),
-    Nil,
-    Array(Vec<Reply>),
-}
-
-fn ok() -> Reply {
-    Reply::Status("OK".into())
 }
 
 /// Case 1: `DEBUG SLEEP "1\xff"` panicked the process (the decimal parser cut a lossy UTF-8

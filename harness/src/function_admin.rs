@@ -188,7 +188,12 @@ fn read_len(p: &[u8], pos: &mut usize) -> Result<(u64, bool), ()> {
     }
 }
 
-fn read_string(p: &[u8], pos: &mut usize) -> Result<Vec<u8>, ()> {
+/// The most bytes LZF writes per byte it reads: a back reference of 264 bytes takes 3.
+const LZF_MAX_RATIO: usize = 88;
+
+/// Reads a string; an LZF one may declare at most `max_len` bytes once decompressed (and at
+/// most what its compressed bytes can give), so a declared length is never reserved blindly.
+fn read_string(p: &[u8], pos: &mut usize, max_len: usize) -> Result<Vec<u8>, ()> {
     let (len, encoded) = read_len(p, pos)?;
     if !encoded {
         let len = usize::try_from(len).map_err(|_| ())?;
@@ -206,12 +211,15 @@ fn read_string(p: &[u8], pos: &mut usize) -> Result<Vec<u8>, ()> {
     let ulen = usize::try_from(ulen).map_err(|_| ())?;
     let data = p.get(*pos..pos.checked_add(clen).ok_or(())?).ok_or(())?;
     *pos += clen;
+    if ulen > max_len || ulen > clen.saturating_mul(LZF_MAX_RATIO) {
+        return Err(());
+    }
     lzf_decompress(data, ulen)
 }
 
-/// liblzf's decompressor, bounded by the declared length.
+/// liblzf's decompressor, bounded by the declared length (which the caller bounded).
 fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, ()> {
-    let mut out: Vec<u8> = Vec::with_capacity(out_len.min(input.len().saturating_mul(256)));
+    let mut out: Vec<u8> = Vec::with_capacity(out_len);
     let mut ip = 0;
     while ip < input.len() {
         let ctrl = usize::from(input[ip]);
@@ -249,8 +257,9 @@ fn lzf_decompress(input: &[u8], out_len: usize) -> Result<Vec<u8>, ()> {
     }
 }
 
-/// The libraries' codes in a payload, or Redis's error.
-fn parse_payload(p: &[u8]) -> Result<Vec<Vec<u8>>, Reply> {
+/// The libraries' codes in a payload, or Redis's error. `max_len` bounds one library's code
+/// (the Lua heap's cap: longer code could never load).
+fn parse_payload(p: &[u8], max_len: usize) -> Result<Vec<Vec<u8>>, Reply> {
     let bad = || err("ERR payload version or checksum are wrong");
     if p.len() < 10 {
         return Err(bad());
@@ -268,7 +277,7 @@ fn parse_payload(p: &[u8]) -> Result<Vec<Vec<u8>>, Reply> {
         match p[pos] {
             OPCODE_FUNCTION2 => {
                 pos += 1;
-                let code = read_string(&p[..body], &mut pos)
+                let code = read_string(&p[..body], &mut pos, max_len)
                     .map_err(|()| err("ERR Failed loading library payload"))?;
                 codes.push(code);
             }
@@ -302,22 +311,23 @@ pub(crate) fn restore(engine: &mut Engine, argv: &[Vec<u8>]) -> Reply {
                 "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
             ),
         };
-    let codes = match parse_payload(&argv[2]) {
+    let codes = match parse_payload(&argv[2], engine.memory_limit()) {
         Ok(c) => c,
         Err(e) => return e,
     };
-    let before = engine.libraries();
+    // A failure puts the libraries back exactly as they were (compiled, not loaded again: a
+    // library's top level runs once, and one that could not load now is not lost).
+    let saved = match engine.save_functions() {
+        Ok(s) => s,
+        Err(e) => return err(format!("ERR harness: {e}")),
+    };
     if policy == Policy::Flush {
         engine.function_flush();
     }
     for code in &codes {
         let reply = engine.function_load(code, policy == Policy::Replace);
         if let Reply::Error(e) = reply {
-            // Put the libraries back as they were.
-            engine.function_flush();
-            for l in &before {
-                engine.function_load(&l.code, false);
-            }
+            engine.put_back_functions(saved);
             return Reply::Error(append_error(&e));
         }
     }
@@ -354,11 +364,11 @@ mod tests {
             details: Vec::new(),
         };
         let p = payload(std::slice::from_ref(&lib));
-        assert_eq!(parse_payload(&p).unwrap(), vec![lib.code.clone()]);
+        assert_eq!(parse_payload(&p, 1 << 20).unwrap(), vec![lib.code.clone()]);
         let mut bad = p.clone();
         bad[3] ^= 1;
-        assert!(parse_payload(&bad).is_err());
-        assert!(parse_payload(b"bad_payload").is_err());
+        assert!(parse_payload(&bad, 1 << 20).is_err());
+        assert!(parse_payload(b"bad_payload", 1 << 20).is_err());
     }
 
     #[test]
@@ -367,5 +377,31 @@ mod tests {
         let out = lzf_decompress(&[0x00, b'a', 0xe0, 0x00, 0x00], 10).unwrap();
         assert_eq!(out, b"aaaaaaaaaa");
         assert!(lzf_decompress(&[0x05, b'a'], 6).is_err());
+    }
+
+    /// An LZF string whose declared length is past what its bytes can give, or past the
+    /// bound, is refused before anything is reserved.
+    #[test]
+    fn lzf_declared_lengths_are_bounded() {
+        let lzf = |clen: usize, ulen: u64| {
+            let mut s = vec![0xc3];
+            write_len(&mut s, clen as u64);
+            write_len(&mut s, ulen);
+            s.extend(std::iter::repeat_n(0u8, clen));
+            s
+        };
+        for (clen, ulen, max) in [
+            (4, 1 << 40, usize::MAX),
+            (4, 4 * 89, usize::MAX),
+            (4, 64, 63),
+        ] {
+            let s = lzf(clen, ulen);
+            assert!(read_string(&s, &mut 0, max).is_err(), "{clen} {ulen} {max}");
+        }
+        // "aaaaaaaaaa" within both bounds.
+        let mut s = vec![0xc3, 5, 10, 0x00, b'a', 0xe0, 0x00, 0x00];
+        assert_eq!(read_string(&s, &mut 0, 10).unwrap(), b"aaaaaaaaaa");
+        s[2] = 11;
+        assert!(read_string(&s, &mut 0, 100).is_err());
     }
 }

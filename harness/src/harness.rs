@@ -80,7 +80,8 @@ impl HarnessOptions {
         self
     }
 
-    /// Bytes the Lua heap may use; a script that needs more fails with an error.
+    /// Bytes the Lua heap may use; a script that needs more fails with an error. Function
+    /// libraries run in a Lua state of their own (as in Redis) under the same cap, apart.
     #[must_use]
     pub fn memory_limit(mut self, bytes: usize) -> Self {
         self.memory_limit = bytes;

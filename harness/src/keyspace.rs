@@ -233,7 +233,7 @@ pub struct Entry {
 /// Bytes a key costs beyond its name and value (dict entry, object header, expiry).
 const KEY_OVERHEAD: usize = 64;
 /// Bytes an element of a list, set, hash or sorted set costs beyond its own bytes.
-const ELEMENT_OVERHEAD: usize = 24;
+pub(crate) const ELEMENT_OVERHEAD: usize = 24;
 
 /// `denyoom` commands that can grow memory by more than their own arguments (copies, stores,
 /// offsets that pad): after one of them the keyspace is measured again before the next.
@@ -317,6 +317,16 @@ pub const MAX_STRING: usize = 512 << 20;
 
 /// Redis's reply past `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// The error of a command whose result (or the copies it makes) would carry the keyspace past
+/// its hard bound; Redis has no such check (it builds the result and goes past `maxmemory`).
+pub(crate) fn too_big(command: &str, bytes: usize, room: usize) -> String {
+    format!(
+        "OOM harness: {} would build at least {bytes} bytes, more than the {room} bytes the \
+         keyspace has left under its bound (twice maxmemory)",
+        command.to_ascii_uppercase()
+    )
+}
 
 impl Value {
     /// Approximate bytes this value takes: its own bytes plus a fixed overhead per element.
@@ -498,6 +508,55 @@ impl Db {
         argv: &[Vec<u8>],
     ) -> Result<(), String> {
         self.check_memory_under(self.max_memory.saturating_mul(2), deny_oom, name, argv)
+    }
+
+    /// The bytes `key` is counted at now (0 when missing), its count brought up to date.
+    fn size_of(&mut self, key: &[u8]) -> usize {
+        if self.dirty.remove(key) {
+            if let Some((e, size)) = self.map.get_mut(key) {
+                let now = usage(key, e);
+                self.counted = self.counted - *size + now;
+                *size = now;
+            }
+        }
+        self.map.get(key).map_or(0, |(_, size)| *size)
+    }
+
+    /// Bytes one command may still build (a result to store or answer, copies of its
+    /// inputs): the keyspace's hard bound, twice `maxmemory`, less what it holds. `None`
+    /// without a limit.
+    pub fn room(&mut self) -> Option<usize> {
+        if self.max_memory == 0 {
+            return None;
+        }
+        if self.pending > 0 || !self.dirty.is_empty() {
+            self.used_memory();
+        }
+        Some(
+            self.max_memory
+                .saturating_mul(2)
+                .saturating_sub(self.counted),
+        )
+    }
+
+    /// Checks, before anything is copied, that a command which copies the values of `keys`
+    /// (each time one is named) and builds a result no bigger than them (SUNIONSTORE,
+    /// ZINTERSTORE, BITOP, COPY...) fits in the [`room`](Self::room).
+    ///
+    /// # Errors
+    /// An OOM error that names the command and the sizes.
+    pub fn check_copies(&mut self, command: &str, keys: &[Vec<u8>]) -> Result<(), String> {
+        let Some(room) = self.room() else {
+            return Ok(());
+        };
+        let mut bytes = 0usize;
+        for k in keys {
+            bytes = bytes.saturating_add(self.size_of(k));
+            if bytes > room {
+                return Err(too_big(command, bytes, room));
+            }
+        }
+        Ok(())
     }
 
     fn check_memory_under(

@@ -53,7 +53,10 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// A fresh sandbox: each call may run `time_limit`, the Lua heap may use `memory_limit`
-    /// bytes (at least 1 MiB).
+    /// bytes (at least 1 MiB), and so may the private keyspace `redis.call` writes to (as
+    /// Redis's `maxmemory` with `noeviction`: a write command past it answers
+    /// `OOM command not allowed when used memory > 'maxmemory'.`; one command never carries it
+    /// past twice that).
     ///
     /// # Errors
     /// A zero time limit, a cap under 1 MiB, or a Lua state that cannot be created.
@@ -77,8 +80,13 @@ impl Sandbox {
             time_limit,
             memory_limit,
         };
+        // The private keyspace is bounded as the heap is: a write past `memory_limit` bytes of
+        // keys answers Redis's OOM error (`maxmemory` with `noeviction`), so a plugin storing
+        // a value per command cannot grow the process without end.
+        let mut server = Server::new(now);
+        server.db.set_max_memory(memory_limit);
         Ok(Sandbox {
-            engine: Engine::new(Server::new(now), limits)?,
+            engine: Engine::new(server, limits)?,
             limits,
         })
     }

@@ -323,3 +323,47 @@ fn a_sandbox_call_decoding_a_big_value_is_stopped_at_its_time_limit() {
         .expect_err("a 16 MB map decoded within 50 ms");
     assert!(e.stopped, "{e}");
 }
+
+/// Case 15 of issue 40: a failed FUNCTION RESTORE flushed the libraries and loaded each
+/// again, running every library's top level once more (up to 500 ms each, holding the
+/// server). Now the libraries before it are put back as they were: no top level runs again.
+#[test]
+fn a_failed_restore_does_not_run_the_libraries_again() {
+    let mine = "#!lua name=mine\n\
+                redis.log(redis.LOG_WARNING, 'top level of mine ran')\n\
+                redis.register_function('mine', function() return 'mine' end)";
+    let mut h = Harness::new().unwrap();
+    assert_eq!(
+        h.call(&["FUNCTION", "LOAD", mine]),
+        Reply::Bulk(b"mine".to_vec())
+    );
+    // Another library named `mine`: APPEND fails on it (as in Redis, without changing anything).
+    let mut other = Harness::new().unwrap();
+    other.call(&[
+        "FUNCTION",
+        "LOAD",
+        "#!lua name=mine\nredis.register_function('theirs', function() return 1 end)",
+    ]);
+    let Reply::Bulk(payload) = other.call(&["FUNCTION", "DUMP"]) else {
+        panic!("FUNCTION DUMP answers a payload");
+    };
+    let ran = |h: &Harness| {
+        h.log()
+            .iter()
+            .filter(|l| l.message == "top level of mine ran")
+            .count()
+    };
+    for _ in 0..3 {
+        let r = h.call(&[b"FUNCTION".as_slice(), b"RESTORE", &payload, b"APPEND"]);
+        assert_eq!(r, Reply::Error("ERR Library mine already exists".into()));
+    }
+    assert_eq!(ran(&h), 1, "the top level ran again: {:?}", h.log());
+    assert_eq!(
+        h.call(&["FCALL", "mine", "0"]),
+        Reply::Bulk(b"mine".to_vec())
+    );
+    assert_eq!(
+        h.call(&["FCALL", "theirs", "0"]),
+        Reply::Error("ERR Function not found".into())
+    );
+}

@@ -7,11 +7,12 @@
 //!
 //! A plugin's queue holds [`QUEUE`] hooks: past that, a connection waits to queue its
 //! `on_command`, and the hooks nobody waits for (`on_reply`, `on_tick`, `on_connect`,
-//! `on_close`) are dropped rather than let the proxy's memory grow (a plugin slower than the
-//! traffic it declared misses some replies: counted in `lockkit_proxy_plugin_hooks_dropped_total`
-//! and said on stderr when the proxy stops).
+//! `on_close`) are dropped rather than let the proxy's memory grow; so is an `on_reply` whose
+//! copies would take the plugin's queued hooks past [`QUEUED_REPLY_BYTES`] of replies and
+//! commands (a plugin slower than the traffic it declared misses some replies: counted in
+//! `lockkit_proxy_plugin_hooks_dropped_total` and said on stderr when the proxy stops).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,11 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Hooks queued per plugin at most.
 pub const QUEUE: usize = 4096;
+
+/// Bytes of replies and commands the queued `on_reply` hooks of one plugin may hold copies of
+/// (200 pipelined GETs of a 16 MB value would otherwise queue 3.2 GB); a reply bigger than
+/// this alone is still handed over when nothing else is queued.
+pub const QUEUED_REPLY_BYTES: usize = 64 << 20;
 
 use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand};
 
@@ -47,6 +53,8 @@ fn plugin_name(plugins: &[Arc<dyn Plugin>], p: usize) -> &str {
 pub(crate) struct Workers {
     queues: Vec<Option<mpsc::Sender<Job>>>,
     dropped: Vec<AtomicU64>,
+    /// Bytes the queued `on_reply` hooks of each plugin hold.
+    queued_bytes: Vec<Arc<AtomicUsize>>,
 }
 
 /// A command copied for another thread.
@@ -105,7 +113,12 @@ impl Workers {
             })
             .collect();
         let dropped = plugins.iter().map(|_| AtomicU64::new(0)).collect();
-        Workers { queues, dropped }
+        let queued_bytes = plugins.iter().map(|_| Arc::default()).collect();
+        Workers {
+            queues,
+            dropped,
+            queued_bytes,
+        }
     }
 
     /// Hooks of plugin `p` dropped because its queue was full.
@@ -113,12 +126,22 @@ impl Workers {
         self.dropped.get(p).map_or(0, |d| d.load(Ordering::Relaxed))
     }
 
-    /// Queues `job` for plugin `p` unless its queue is full (then it is counted as dropped).
-    fn try_queue(&self, p: usize, name: &str, queue: &mpsc::Sender<Job>, job: Job) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = queue.try_send(job) {
-            self.dropped[p].fetch_add(1, Ordering::Relaxed);
-            crate::metrics::plugin_hook_dropped(name);
+    /// Queues `job` for plugin `p` unless its queue is full (then it is counted as dropped);
+    /// whether it was queued.
+    fn try_queue(&self, p: usize, name: &str, queue: &mpsc::Sender<Job>, job: Job) -> bool {
+        match queue.try_send(job) {
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.count_drop(p, name);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Ok(()) => true,
         }
+    }
+
+    fn count_drop(&self, p: usize, name: &str) {
+        self.dropped[p].fetch_add(1, Ordering::Relaxed);
+        crate::metrics::plugin_hook_dropped(name);
     }
 
     /// Waits until every hook queued so far has run (before the reports are read).
@@ -189,12 +212,28 @@ impl Workers {
             plugin.on_reply(conn, cmd, reply, latency);
             return;
         };
+        let name = plugin_name(plugins, p);
+        // Counted before anything is copied: the copies stay within the plugin's bytes.
+        let bytes = reply.len() + cmd.args.iter().map(|a| a.len()).sum::<usize>();
+        let held = self.queued_bytes[p].clone();
+        let before = held.fetch_add(bytes, Ordering::AcqRel);
+        if before > 0 && before.saturating_add(bytes) > QUEUED_REPLY_BYTES {
+            held.fetch_sub(bytes, Ordering::AcqRel);
+            self.count_drop(p, name);
+            return;
+        }
         let (plugin, conn, owned, reply) =
             (plugin.clone(), *conn, OwnedCommand::of(cmd), reply.to_vec());
+        let release = held.clone();
         let job: Job = Box::new(move || {
             owned.with(|c| plugin.on_reply(&conn, c, &reply, latency));
+            drop(reply);
+            release.fetch_sub(bytes, Ordering::AcqRel);
         });
-        self.try_queue(p, plugin_name(plugins, p), queue, job);
+        if !self.try_queue(p, name, queue, job) {
+            // The job (and its copies) is gone with the refusal.
+            held.fetch_sub(bytes, Ordering::AcqRel);
+        }
     }
 
     /// Runs `hook` with plugin `p`, queued on its thread if it has one (nothing waits for it):

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test crate uses part of it
 
+pub mod serve;
+
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -475,6 +475,7 @@ pub fn bitop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
                 "ERR BITOP NOT must be called with a single source key.",
             ));
         }
+        s.db.check_copies("bitop", &a[3..]).map_err(Reply::Error)?;
         let mut srcs = Vec::with_capacity(a.len() - 3);
         for key in &a[3..] {
             srcs.push(read(s, key)?.unwrap_or_default());

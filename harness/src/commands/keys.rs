@@ -243,6 +243,7 @@ pub fn copy(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             ));
         }
         let now = s.now_ms;
+        s.db.check_copies("copy", &a[1..2]).map_err(Reply::Error)?;
         let Some(entry) = s.db.get_mut(&a[1], now).map(|e| e.clone()) else {
             return Ok(Reply::Int(0));
         };

@@ -104,8 +104,12 @@ pub fn smembers(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-/// Every set named in `keys` (a missing key is `None`), or WRONGTYPE if any is not a set.
-fn sets(s: &mut Server, keys: &[Vec<u8>]) -> Result<Vec<Option<Set>>, Reply> {
+/// Every set named in `keys` (a missing key is `None`), or WRONGTYPE if any is not a set;
+/// the copies must fit in the keyspace's room first (a key named 1,000 times is copied 1,000
+/// times).
+fn sets(s: &mut Server, name: &[u8], keys: &[Vec<u8>]) -> Result<Vec<Option<Set>>, Reply> {
+    s.db.check_copies(&String::from_utf8_lossy(name), keys)
+        .map_err(Reply::Error)?;
     keys.iter()
         .map(|k| read(s, k).map(|m| m.cloned()))
         .collect()
@@ -139,8 +143,8 @@ fn combine(sets: Vec<Option<Set>>, op: SetOp) -> Set {
     }
 }
 
-fn set_op(s: &mut Server, keys: &[Vec<u8>], op: SetOp) -> Result<Set, Reply> {
-    let all = sets(s, keys)?;
+fn set_op(s: &mut Server, name: &[u8], keys: &[Vec<u8>], op: SetOp) -> Result<Set, Reply> {
+    let all = sets(s, name, keys)?;
     if op == SetOp::Inter && all.iter().any(Option::is_none) {
         return Ok(Set::new());
     }
@@ -158,19 +162,19 @@ fn store(s: &mut Server, dst: &[u8], result: Set) -> Reply {
 }
 
 pub fn sinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done(set_op(s, &a[1..], SetOp::Inter).map(|r| array(&r)))
+    done(set_op(s, &a[0], &a[1..], SetOp::Inter).map(|r| array(&r)))
 }
 
 pub fn sunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done(set_op(s, &a[1..], SetOp::Union).map(|r| array(&r)))
+    done(set_op(s, &a[0], &a[1..], SetOp::Union).map(|r| array(&r)))
 }
 
 pub fn sdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done(set_op(s, &a[1..], SetOp::Diff).map(|r| array(&r)))
+    done(set_op(s, &a[0], &a[1..], SetOp::Diff).map(|r| array(&r)))
 }
 
 fn op_store(s: &mut Server, a: &[Vec<u8>], op: SetOp) -> Reply {
-    match set_op(s, &a[2..], op) {
+    match set_op(s, &a[0], &a[2..], op) {
         Ok(r) => store(s, &a[1], r),
         Err(e) => e,
     }
@@ -213,7 +217,7 @@ pub fn sintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             }
             j += 1;
         }
-        let n = set_op(s, &a[2..2 + numkeys], SetOp::Inter)?.len();
+        let n = set_op(s, &a[0], &a[2..2 + numkeys], SetOp::Inter)?.len();
         Ok(Reply::Int(if limit > 0 { n.min(limit) } else { n } as i64))
     })())
 }

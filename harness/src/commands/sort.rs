@@ -5,6 +5,10 @@
 
 use super::{done, is, set, wrongtype};
 use crate::keyspace::Value;
+
+/// What one element of SORT's result costs beyond its bytes (as the keyspace counts a list
+/// element).
+const ELEMENT_COST: usize = crate::keyspace::ELEMENT_OVERHEAD;
 use crate::number;
 use crate::reply::{errors, Reply};
 use crate::server::Server;
@@ -207,13 +211,22 @@ fn sort_generic(s: &mut Server, a: &[Vec<u8>], readonly: bool) -> Reply {
         } else {
             vec![]
         };
+        // GET patterns multiply what SORT builds (each element times each pattern, each a
+        // copy of a value): the result must fit in the keyspace's room as it grows.
+        let room = s.db.room();
+        let mut built = 0usize;
         let mut out: Vec<Option<Vec<u8>>> = Vec::new();
         for e in &range {
             if gets.is_empty() {
                 out.push(Some(e.clone()));
             }
             for g in &gets {
-                out.push(by_pattern(s, g, e));
+                let v = by_pattern(s, g, e);
+                built = built.saturating_add(v.as_ref().map_or(0, Vec::len) + ELEMENT_COST);
+                if let Some(room) = room.filter(|&r| built > r) {
+                    return Err(Reply::Error(crate::keyspace::too_big("sort", built, room)));
+                }
+                out.push(v);
             }
         }
         match store {

@@ -760,8 +760,10 @@ fn set_op(s: &mut Server, a: &[Vec<u8>], op: SetOp, store: bool, card_only: bool
         }
         let n = n as usize;
         let now = s.now_ms;
+        let keys = &a[numkeys_at + 1..numkeys_at + 1 + n];
+        s.db.check_copies(&name, keys).map_err(Reply::Error)?;
         let mut srcs: Vec<Vec<(Vec<u8>, f64)>> = Vec::with_capacity(n);
-        for key in &a[numkeys_at + 1..numkeys_at + 1 + n] {
+        for key in keys {
             srcs.push(match s.db.get_mut(key, now).map(|e| &e.value) {
                 None => vec![],
                 Some(Value::ZSet(z)) => z.iter().map(|(m, sc)| (m.clone(), sc)).collect(),

@@ -9,6 +9,7 @@ use mlua::{Function, Lua, Table, Value};
 use super::shebang::{parse_flag, ScriptFlags};
 use super::{err, libargs, Engine, RunCtx};
 use crate::reply::Reply;
+use crate::server::Server;
 
 /// One loaded library: its name, its code, the names of its functions.
 #[derive(Debug, Clone)]
@@ -45,7 +46,7 @@ struct Registered {
 }
 
 /// Loaded libraries and their functions (names compared case-insensitively, as Redis does).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Registry {
     libraries: BTreeMap<String, FunctionLibrary>,
     functions: HashMap<String, Registered>,
@@ -220,9 +221,116 @@ fn register_fn(
     })
 }
 
+/// The function libraries as they were before a change that may fail (FUNCTION RESTORE):
+/// the registry and the table of compiled callbacks, put back as they were, so a failure
+/// neither drops a library nor runs its top level again.
+#[derive(Debug)]
+pub(crate) struct SavedFunctions {
+    registry: Registry,
+    bodies: Table,
+}
+
+/// The server handed from one Lua state to another while the other runs code (the functions'
+/// state), and handed back when this guard goes, however that code ended.
+struct ServerHandedOver {
+    from: Lua,
+    to: Lua,
+}
+
+impl ServerHandedOver {
+    fn new(from: &Lua, to: &Lua) -> ServerHandedOver {
+        if let Some(server) = from.remove_app_data::<Server>() {
+            to.set_app_data(server);
+        }
+        ServerHandedOver {
+            from: from.clone(),
+            to: to.clone(),
+        }
+    }
+}
+
+impl Drop for ServerHandedOver {
+    fn drop(&mut self) {
+        if let Some(server) = self.to.remove_app_data::<Server>() {
+            self.from.set_app_data(server);
+        }
+    }
+}
+
 impl Engine {
+    /// Runs `f` in the functions' state (made on first use) with the server handed to it;
+    /// the server comes back however `f` ends. In that state itself, `f` runs on it.
+    pub(crate) fn in_functions<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> mlua::Result<R> {
+        if self.is_functions_state {
+            return Ok(f(self));
+        }
+        let state = match &mut self.functions_state {
+            Some(state) => state,
+            none => {
+                let mut state = Engine::build(
+                    Server::default(),
+                    self.limits,
+                    self.timer.clone(),
+                    self.rand.clone(),
+                )?;
+                state.is_functions_state = true;
+                none.insert(Box::new(state))
+            }
+        };
+        state.client_resp3.set(self.client_resp3.get());
+        let r = {
+            let _moved = ServerHandedOver::new(&self.lua, &state.lua);
+            f(state)
+        };
+        self.stopped.set(state.stopped.get());
+        Ok(r)
+    }
+
+    /// The functions' state, if a library was ever loaded (for reading its registry).
+    pub(crate) fn functions_state(&self) -> Option<&Engine> {
+        if self.is_functions_state {
+            Some(self)
+        } else {
+            self.functions_state.as_deref()
+        }
+    }
+
+    /// Keeps the libraries as they are now; later loads go to a copy of the callback table.
+    ///
+    /// # Errors
+    /// Lua could not copy the table (memory).
+    pub(crate) fn save_functions(&mut self) -> mlua::Result<SavedFunctions> {
+        if !self.is_functions_state {
+            return self.in_functions(Engine::save_functions)?;
+        }
+        let copy = self.lua.create_table()?;
+        for pair in self.function_bodies.pairs::<Value, Value>() {
+            let (k, v) = pair?;
+            copy.raw_set(k, v)?;
+        }
+        Ok(SavedFunctions {
+            registry: self.functions.clone(),
+            bodies: std::mem::replace(&mut self.function_bodies, copy),
+        })
+    }
+
+    /// Puts back the libraries [`save_functions`](Self::save_functions) kept, as they were.
+    pub(crate) fn put_back_functions(&mut self, saved: SavedFunctions) {
+        if !self.is_functions_state {
+            let _ = self.in_functions(|f| f.put_back_functions(saved));
+            return;
+        }
+        self.functions = saved.registry;
+        self.function_bodies = saved.bodies;
+    }
+
     /// `FUNCTION LOAD [REPLACE] code`: the library name, or Redis's error.
     pub fn function_load(&mut self, code: &[u8], replace: bool) -> Reply {
+        if !self.is_functions_state {
+            return self
+                .in_functions(|f| f.function_load(code, replace))
+                .unwrap_or_else(|e| err(format!("ERR harness: {e}")));
+        }
         match self.try_function_load(code, replace) {
             Ok(name) => Reply::Bulk(name.into_bytes()),
             Err(e) => err(format!("ERR {e}")),
@@ -349,6 +457,14 @@ impl Engine {
 
     /// `FUNCTION DELETE name`.
     pub fn function_delete(&mut self, name: &[u8]) -> Reply {
+        if !self.is_functions_state {
+            return match self.functions_state {
+                Some(_) => self
+                    .in_functions(|f| f.function_delete(name))
+                    .unwrap_or_else(|e| err(format!("ERR harness: {e}"))),
+                None => err("ERR Library not found"),
+            };
+        }
         if self.function_delete_library(&String::from_utf8_lossy(name)) {
             Reply::ok()
         } else {
@@ -358,6 +474,12 @@ impl Engine {
 
     /// `FUNCTION FLUSH`.
     pub fn function_flush(&mut self) {
+        if !self.is_functions_state {
+            if self.functions_state.is_some() {
+                let _ = self.in_functions(Engine::function_flush);
+            }
+            return;
+        }
         self.functions = Registry::default();
         if let Ok(t) = self.lua.create_table() {
             self.function_bodies = t;
@@ -366,11 +488,21 @@ impl Engine {
 
     /// The loaded libraries.
     pub fn libraries(&self) -> Vec<FunctionLibrary> {
-        self.functions.libraries.values().cloned().collect()
+        self.functions_state().map_or_else(Vec::new, |f| {
+            f.functions.libraries.values().cloned().collect()
+        })
     }
 
     /// `FCALL` / `FCALL_RO` of function `name` with `keys` and `argv` (numkeys already checked).
     pub fn fcall(&mut self, name: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>], ro: bool) -> Reply {
+        if !self.is_functions_state {
+            return match self.functions_state {
+                Some(_) => self
+                    .in_functions(|f| f.fcall(name, keys, argv, ro))
+                    .unwrap_or_else(|e| err(format!("ERR harness: {e}"))),
+                None => err("ERR Function not found"),
+            };
+        }
         let key = String::from_utf8_lossy(name).to_ascii_lowercase();
         let Some(f) = self.functions.functions.get(&key).cloned() else {
             return err("ERR Function not found");

@@ -73,6 +73,9 @@ const GC_STEP_MULTIPLIER: i32 = 200;
 struct Timer {
     deadline: Option<Instant>,
     fired: bool,
+    /// How many times a limit was reached: a Lua state whose hook was last set before the
+    /// latest time switches its every-instruction hook back.
+    fires: u64,
     /// The running script wrote (SCRIPT KILL then answers UNKILLABLE, as Redis does).
     wrote: bool,
 }
@@ -131,6 +134,11 @@ pub struct Limits {
 }
 
 /// The Lua state with Redis's environment, the script cache and the function libraries.
+///
+/// Function libraries live in a Lua state of their own (a second `Engine`, made at the first
+/// FUNCTION LOAD), as Redis keeps them apart from EVAL's: each has its own heap under its own
+/// memory cap, so libraries keeping memory never make an unrelated script fail. The server
+/// (keyspace, clock, log) is handed to that state while function code runs.
 #[derive(Debug)]
 pub struct Engine {
     lua: Lua,
@@ -146,6 +154,14 @@ pub struct Engine {
     functions: functions::Registry,
     limits: Limits,
     timer: Arc<Mutex<Timer>>,
+    /// `math.random`'s generator, one for both states as in Redis (a C global).
+    rand: Arc<Mutex<rand48::Rand48>>,
+    /// The timer's `fires` when this state's hook was last set to its normal pace.
+    hook_fires: std::cell::Cell<u64>,
+    /// The functions' state (`None` until a library is loaded); always `None` in that state.
+    functions_state: Option<Box<Engine>>,
+    /// This is the functions' state of another engine.
+    is_functions_state: bool,
     /// The last run was stopped by the harness (time limit, memory cap), not by the script.
     stopped: std::cell::Cell<bool>,
     /// The client speaks RESP3: a script's maps and doubles reach it as such.
@@ -173,6 +189,17 @@ pub fn sha1hex(body: &[u8]) -> String {
 impl Engine {
     /// A fresh Lua state holding `server`, with Redis's environment.
     pub fn new(server: Server, limits: Limits) -> mlua::Result<Engine> {
+        let timer = Arc::new(Mutex::new(Timer::default()));
+        let rand = Arc::new(Mutex::new(rand48::Rand48::default()));
+        Engine::build(server, limits, timer, rand)
+    }
+
+    fn build(
+        server: Server,
+        limits: Limits,
+        timer: Arc<Mutex<Timer>>,
+        rand: Arc<Mutex<rand48::Rand48>>,
+    ) -> mlua::Result<Engine> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
@@ -229,11 +256,7 @@ impl Engine {
         internals.set("null", LightUserData(std::ptr::null_mut()))?;
         internals.set("version", REDIS_VERSION)?;
         internals.set("version_num", REDIS_VERSION_NUM)?;
-        lib_misc::register(
-            &lua,
-            &internals,
-            Arc::new(Mutex::new(rand48::Rand48::default())),
-        )?;
+        lib_misc::register(&lua, &internals, rand.clone())?;
         patterns::register(&lua, &internals)?;
         let [pack, unpack, size] = structlib::create(&lua)?;
         internals.set("struct_pack", pack)?;
@@ -246,7 +269,6 @@ impl Engine {
         internals.set("msgpack_unpack_limit", unpack_limit)?;
         let (_env, run, run_fn, globals, load_env): (Table, Function, Function, Table, Function) =
             lua.load(PRELUDE).set_name("=harness").call(internals)?;
-        let timer = Arc::new(Mutex::new(Timer::default()));
         lua.set_app_data(timer.clone());
         install_hook(&lua, &timer, HOOK_EVERY)?;
         // The cap is armed only while Lua code runs (see `capped`): mlua protects every API
@@ -265,6 +287,10 @@ impl Engine {
             functions: functions::Registry::default(),
             limits,
             timer,
+            rand,
+            hook_fires: std::cell::Cell::new(0),
+            functions_state: None,
+            is_functions_state: false,
             stopped: std::cell::Cell::new(false),
             client_resp3: std::cell::Cell::new(false),
         })
@@ -274,14 +300,14 @@ impl Engine {
     pub fn server(&self) -> mlua::AppDataRef<'_, Server> {
         self.lua
             .app_data_ref::<Server>()
-            .expect("the server is stored at construction and never removed")
+            .expect("the server is stored at construction and handed back after each use")
     }
 
     /// The server state, mutably.
     pub fn server_mut(&self) -> mlua::AppDataRefMut<'_, Server> {
         self.lua
             .app_data_mut::<Server>()
-            .expect("the server is stored at construction and never removed")
+            .expect("the server is stored at construction and handed back after each use")
     }
 
     /// The Lua state (for [`crate::Sandbox`], which runs other code in this environment).
@@ -477,15 +503,19 @@ impl Engine {
             self.lua.gc_restart();
             self.lua.gc_inc(GC_PAUSE, GC_STEP_MULTIPLIER, 0);
         }
-        let was_fired = match self.timer.lock() {
+        let fires = match self.timer.lock() {
             Ok(mut t) => {
                 t.deadline = Some(Instant::now() + limit);
                 t.wrote = false;
-                std::mem::replace(&mut t.fired, false)
+                t.fired = false;
+                t.fires
             }
-            Err(_) => false,
+            Err(_) => self.hook_fires.get(),
         };
-        if was_fired {
+        // A stop switched the hook of the state it happened in to every instruction; the
+        // timer is shared by both states, so each compares the count with its own.
+        if fires != self.hook_fires.get() {
+            self.hook_fires.set(fires);
             let _ = install_hook(&self.lua, &self.timer, HOOK_EVERY);
         }
     }
@@ -507,6 +537,11 @@ impl Engine {
         let r = f();
         let _ = self.lua.set_memory_limit(0);
         r
+    }
+
+    /// Bytes the Lua heap may use while code runs.
+    pub(crate) fn memory_limit(&self) -> usize {
+        self.limits.memory_limit
     }
 
     /// (scripts in the cache, bytes of the Lua heap).
@@ -624,6 +659,9 @@ fn check_deadline(lua: &Lua, t: &Arc<Mutex<Timer>>) -> mlua::Result<()> {
         Some(d) if Instant::now() >= d => {
             let first = !g.fired;
             g.fired = true;
+            if first {
+                g.fires += 1;
+            }
             drop(g);
             if first {
                 install_hook(lua, t, 1)?;
