@@ -116,3 +116,46 @@ fn queued_reply_hooks_are_bounded_in_bytes() {
     // 100 copies of 16 MB would be 1.6 GB; the queue holds 64 MB of them.
     assert!(peak < 700 * 1024, "VmHWM {peak} KiB");
 }
+
+/// Case 10, through a running proxy: a plugin's `on_command` that decodes one 16 MB
+/// MessagePack map (8 million entries) made each command it declared wait 4-7 s, though a
+/// hook's limit is 50 ms: the decoders never looked at the clock. They do now (see
+/// `the_decoders_stop_at_the_time_limit`), so the hook is stopped near its limit and the
+/// command is answered. The bound asserted is generous (2 s a command on a shared machine).
+#[test]
+fn a_plugin_hook_decoding_a_big_value_does_not_hold_its_commands() {
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let file = plugin(
+        dir.path(),
+        "decode.lua",
+        "local n = 8000000\n\
+         local m = '\\223' .. struct.pack('>I4', n) .. string.rep('\\1\\1', n)\n\
+         local calls = 0\n\
+         return {\n\
+           commands = { 'PING' },\n\
+           on_command = function() calls = calls + 1 cmsgpack.unpack(m) end,\n\
+           report = function() return { calls = calls } end,\n\
+         }\n",
+    );
+    let proxy = ProxyRun::start(&server.url(), &["--quiet", "--plugin", &file], &out);
+    let mut c = Client::to(proxy.port);
+    let mut slowest = std::time::Duration::ZERO;
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        assert_eq!(c.call(&[b"PING"]), Reply::Status("PONG".into()));
+        slowest = slowest.max(started.elapsed());
+    }
+    eprintln!("PING through a plugin decoding 16 MB per call: slowest {slowest:?}");
+    let run = proxy.stop();
+    assert!(
+        slowest < std::time::Duration::from_secs(2),
+        "a PING waited {slowest:?} for its plugin's 50 ms hook\n{}",
+        run.all()
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(json_in(&out)).unwrap()).unwrap();
+    assert_eq!(report["report"]["calls"], 3, "{report}");
+}
