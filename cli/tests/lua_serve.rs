@@ -3,48 +3,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use common::repo;
+use common::serve::Serve;
 use lockkit_test_support::python_with_redis;
-
-/// `lockkit lua serve --port 0`, killed and reaped on drop.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Serve {
-    fn start(extra: &[&str]) -> Serve {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lockkit"))
-            .args(["lua", "serve", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("lockkit starts");
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("piped stdout");
-        // The port is the first line, printed once the socket is bound.
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("lockkit prints its port");
-        let port = line.trim().parse().unwrap_or_else(|_| {
-            let _ = child.kill();
-            panic!("the first line is the port, got {line:?}")
-        });
-        Serve { child, port }
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// redis-py's Lock through the server: taken, refused to a second holder, expired by moving
 /// the virtual clock (no sleeping), then released by its new holder only.

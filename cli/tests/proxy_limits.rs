@@ -7,34 +7,13 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{redis_cli, ProxyRun};
+use common::{cmd, redis_cli, reply_line, ProxyRun};
 use lockkit_test_support::RedisServer;
 
 fn connect(port: u16) -> TcpStream {
     let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c
-}
-
-/// Reads one line of reply ("" when the peer closed first or said nothing in time).
-fn reply_line(c: &mut TcpStream) -> String {
-    let mut got = Vec::new();
-    let mut byte = [0u8; 1];
-    while !got.ends_with(b"\r\n") {
-        match c.read(&mut byte) {
-            Ok(1) => got.push(byte[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&got).trim_end().to_string()
-}
-
-fn cmd(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    out
 }
 
 /// 12,000 commands of distinct 16 KiB names before login: each is refused, and nothing of them

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{redis_cli, ProxyRun};
+use common::{redis_cli, reply_line, ProxyRun};
 use lockkit_test_support::RedisServer;
 
 const RELEASE: &str =
@@ -113,20 +113,6 @@ fn snapshots_and_the_final_report_share_one_file() {
     assert_eq!(read_json(&files[0])["locks"][0]["acquired"], 1);
     // No temporary file is left behind.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-}
-
-/// Reads one line of reply from `c` ("" when the proxy closed the connection first).
-fn reply_line(c: &mut std::net::TcpStream) -> String {
-    use std::io::Read;
-    let mut got = Vec::new();
-    let mut byte = [0u8; 1];
-    while !got.ends_with(b"\r\n") {
-        match c.read(&mut byte) {
-            Ok(1) => got.push(byte[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&got).trim_end().to_string()
 }
 
 #[test]

@@ -11,34 +11,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{Lockkit, ProxyRun};
+use common::{cmd, reply_line, Lockkit, ProxyRun};
 use lockkit_test_support::RedisServer;
 
 fn connect(port: u16) -> TcpStream {
     let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c
-}
-
-/// Reads one line of reply ("" when the peer closed first or said nothing in time).
-fn reply_line(c: &mut impl Read) -> String {
-    let mut got = Vec::new();
-    let mut byte = [0u8; 1];
-    while !got.ends_with(b"\r\n") {
-        match c.read(&mut byte) {
-            Ok(1) => got.push(byte[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&got).trim_end().to_string()
-}
-
-fn cmd(args: &[&str]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-    }
-    out
 }
 
 fn secret_file(path: &Path, text: &str, mode: u32) {

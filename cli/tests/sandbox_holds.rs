@@ -12,7 +12,7 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{wait, Lockkit, ProxyRun, Run};
+use common::{no_crash, wait, Lockkit, ProxyRun, Run};
 use lockkit_test_support::RedisServer;
 
 /// `lockkit lua exec [flags] -` on `lines`; fails the test on a crash.
@@ -28,19 +28,6 @@ fn exec_with(flags: &[&str], lines: &str) -> Run {
 
 fn exec(lines: &str) -> Run {
     exec_with(&[], lines)
-}
-
-fn no_crash(run: &Run) {
-    assert!(
-        run.code.is_some(),
-        "lockkit was killed by a signal (crash)\n{}",
-        run.all()
-    );
-    assert!(
-        !run.stderr.contains("panicked"),
-        "a Rust panic\n{}",
-        run.all()
-    );
 }
 
 /// Runs `lines` offline and against a fresh redis-server: the same output.

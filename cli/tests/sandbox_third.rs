@@ -11,21 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::serve::{ok, Client, Reply, Serve, STUCK};
-use common::{Lockkit, Run};
+use common::{no_crash, Lockkit};
 use lockkit_test_support::RedisServer;
-
-fn no_crash(run: &Run) {
-    assert!(
-        run.code.is_some(),
-        "lockkit was killed by a signal (crash)\n{}",
-        run.all()
-    );
-    assert!(
-        !run.stderr.contains("panicked"),
-        "a Rust panic\n{}",
-        run.all()
-    );
-}
 
 /// Runs `lines` offline and against a fresh redis-server: the same output, no crash.
 fn same_as_redis(lines: &str) -> String {

@@ -13,6 +13,42 @@ use std::time::{Duration, Instant};
 /// How long a run may take before it is killed and the test fails (a hang is a failure).
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// Reads one line of reply ("" when the peer closed first or said nothing in time).
+pub fn reply_line(c: &mut impl Read) -> String {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n") {
+        match c.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).trim_end().to_string()
+}
+
+/// One command in RESP, its arguments as text.
+pub fn cmd(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// Fails the test if `run` was killed by a signal (a crash) or printed a Rust panic.
+pub fn no_crash(run: &Run) {
+    assert!(
+        run.code.is_some(),
+        "lockkit was killed by a signal (crash)\n{}",
+        run.all()
+    );
+    assert!(
+        !run.stderr.contains("panicked"),
+        "a Rust panic\n{}",
+        run.all()
+    );
+}
+
 /// The repository root (the working directory of every run unless changed).
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
