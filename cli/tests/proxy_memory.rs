@@ -110,6 +110,10 @@ fn a_client_that_does_not_read_holds_a_bounded_window_of_replies() {
 
 /// A client that takes none of its replies while its shared connection waits for it is closed
 /// after the operation timeout (logged), and the other clients on that connection go on.
+/// The timeout is 3 s, not 1 s: with 1 s, one CI run on a loaded 2-core machine saw the
+/// shared connection given up ("no reply within 1 s", so the other client's SET failed); the
+/// cause is not proven (a second without bytes read from the server while not waiting for the
+/// client: most likely the debug build starved on the loaded machine).
 #[test]
 fn a_client_that_leaves_its_shared_connection_waiting_is_closed() {
     let server = RedisServer::start();
@@ -117,7 +121,7 @@ fn a_client_that_leaves_its_shared_connection_waiting_is_closed() {
     let dir = tempfile::tempdir().unwrap();
     let proxy = ProxyRun::start(
         &server.url(),
-        &["--quiet", "--op-timeout", "1s"],
+        &["--quiet", "--op-timeout", "3s"],
         dir.path(),
     );
     let mut stuck = connect(proxy.port);
