@@ -765,7 +765,9 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
                 commands::run_caught(f, flag.server(), argv)
             };
             drop(server);
-            if spec.write && !matches!(reply, Reply::Error(_)) {
+            // The first write of a run marks it (the timer's mark is behind a lock, and
+            // both marks stay until the next run starts).
+            if spec.write && !ctx.wrote && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
                     c.wrote = true;
                 }
