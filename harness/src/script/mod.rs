@@ -765,8 +765,7 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
                 commands::run_caught(f, flag.server(), argv)
             };
             drop(server);
-            // The first write of a run marks it (the timer's mark is behind a lock, and
-            // both marks stay until the next run starts).
+            // Only the first write marks the run (both marks stay until the next run).
             if spec.write && !ctx.wrote && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
                     c.wrote = true;
