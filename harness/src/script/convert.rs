@@ -205,28 +205,82 @@ pub enum ArgsError {
 }
 
 /// `redis.call`'s arguments as a command: strings as they are, numbers with `%.17g` (7.0);
-/// refused before any copy when the strings add up to more than `max` bytes (one string
-/// named a hundred times is a hundred copies).
+/// refused as soon as the copies add up to more than `max` bytes (one string named a hundred
+/// times is a hundred copies), so no call holds more than `max` bytes of copies. Each argument
+/// is read from the script once (a read through mlua costs as much as the copy).
 pub fn lua_args(args: &Args, max: usize) -> Result<Vec<Vec<u8>>, ArgsError> {
     if args.is_empty() {
         return Err(ArgsError::Empty);
     }
     let mut total = 0usize;
+    let mut bad = false;
+    let mut argv = Vec::with_capacity(args.len());
     for v in args.iter() {
-        total = total.saturating_add(match v {
+        total = total.saturating_add(match &v {
             Value::String(s) => s.as_bytes().len(),
             _ => 24,
         });
         if total > max {
             return Err(ArgsError::TooLarge);
         }
+        if bad {
+            continue;
+        }
+        match v {
+            Value::String(s) => argv.push(s.as_bytes().to_vec()),
+            Value::Integer(i) => argv.push(format_g(i as f64, 17).into_bytes()),
+            Value::Number(n) => argv.push(format_g(n, 17).into_bytes()),
+            _ => {
+                // Too large still wins over a bad type, as when the sizes were added first.
+                bad = true;
+                argv = Vec::new();
+            }
+        }
     }
-    args.iter()
-        .map(|v| match v {
-            Value::String(s) => Ok(s.as_bytes().to_vec()),
-            Value::Integer(i) => Ok(format_g(i as f64, 17).into_bytes()),
-            Value::Number(n) => Ok(format_g(n, 17).into_bytes()),
-            _ => Err(ArgsError::BadType),
-        })
-        .collect()
+    if bad {
+        return Err(ArgsError::BadType);
+    }
+    Ok(argv)
+}
+
+#[cfg(test)]
+mod args_tests {
+    use crate::{Harness, HarnessOptions, Reply};
+
+    fn harness() -> Harness {
+        Harness::with_options(HarnessOptions::new().memory_limit(1 << 20)).expect("harness")
+    }
+
+    #[test]
+    fn arguments_become_a_command_in_one_read() {
+        let mut h = harness();
+        let r = h.eval(
+            "redis.call('SET', KEYS[1], 1.5, 'PX', 60000) return redis.call('GET', KEYS[1])",
+            &["k"],
+            &[],
+        );
+        assert_eq!(r, Reply::Bulk(b"1.5".to_vec()));
+    }
+
+    #[test]
+    fn a_bad_type_is_refused_and_too_many_bytes_win_over_it() {
+        let mut h = harness();
+        let r = h.eval("return redis.pcall('SET', {}, 'x')['err']", &[], &[]);
+        assert_eq!(
+            r,
+            Reply::Bulk(
+                b"ERR Lua redis lib command arguments must be strings or integers".to_vec()
+            )
+        );
+        let r = h.eval(
+            "local s = string.rep('x', 300000) return redis.pcall('SET', {}, s, s, s, s)",
+            &[],
+            &[],
+        );
+        assert!(
+            matches!(&r, Reply::Error(e) if e.contains("memory")),
+            "{r:?}"
+        );
+        assert_eq!(h.call(&["PING"]), Reply::Status("PONG".into()));
+    }
 }

@@ -765,7 +765,8 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
                 commands::run_caught(f, flag.server(), argv)
             };
             drop(server);
-            if spec.write && !matches!(reply, Reply::Error(_)) {
+            // Only the first write marks the run (both marks stay until the next run).
+            if spec.write && !ctx.wrote && !matches!(reply, Reply::Error(_)) {
                 if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
                     c.wrote = true;
                 }
