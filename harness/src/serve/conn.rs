@@ -71,6 +71,8 @@ struct ServeConn {
     authed: bool,
     /// Inside MULTI: the queued commands, and whether one was refused.
     multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
+    /// The reply is EXEC's null array (`*-1` in RESP2), not a null bulk string.
+    nil_array: bool,
     quit: bool,
 }
 
@@ -101,10 +103,12 @@ pub(super) async fn serve(
         lib: (None, None),
         resp3: false,
         multi: None,
+        nil_array: false,
         quit: false,
     };
     c.ctx.shared.connected(true);
     serve_requests(&mut c, &mut socket, &mut stop).await;
+    c.ctx.shared.unwatch(c.id);
     c.ctx.shared.connected(false);
 }
 
@@ -141,7 +145,11 @@ async fn serve_requests(
                     }
                     let reply = c.handle(argv).await;
                     c.ctx.shared.count_errors(&reply);
-                    resp::encode(&reply, c.resp3, &mut out);
+                    if std::mem::take(&mut c.nil_array) && !c.resp3 {
+                        out.extend_from_slice(b"*-1\r\n");
+                    } else {
+                        resp::encode(&reply, c.resp3, &mut out);
+                    }
                     if c.quit {
                         let _ = socket.write_all(&out).await;
                         return;
@@ -237,6 +245,7 @@ impl ServeConn {
             }
             "reset" => {
                 self.multi = None;
+                self.ctx.shared.unwatch(self.id);
                 self.name = None;
                 self.resp3 = false;
                 self.authed = self.ctx.requirepass.is_none();
@@ -248,12 +257,26 @@ impl ServeConn {
                 Reply::ok()
             }
             "discard" => match self.multi.take() {
-                Some(_) => Reply::ok(),
+                Some(_) => {
+                    self.ctx.shared.unwatch(self.id);
+                    Reply::ok()
+                }
                 None => err("ERR DISCARD without MULTI"),
             },
             "exec" => self.exec().await,
             "watch" if self.multi.is_some() => err("ERR WATCH inside MULTI is not allowed"),
-            "unwatch" => Reply::ok(),
+            "watch" if argv.len() < 2 => err("ERR wrong number of arguments for 'watch' command"),
+            "watch" => match self.ctx.shared.watch(self.id, argv[1..].to_vec()).await {
+                Ok(()) => Reply::ok(),
+                Err(busy) => busy,
+            },
+            "unwatch" if argv.len() > 1 => {
+                err("ERR wrong number of arguments for 'unwatch' command")
+            }
+            "unwatch" => {
+                self.ctx.shared.unwatch(self.id);
+                Reply::ok()
+            }
             "select" if argv.len() == 2 => match crate::number::parse_i64(&argv[1]) {
                 Some(0) => Reply::ok(),
                 Some(_) => err("ERR DB index is out of range"),
@@ -303,7 +326,23 @@ impl ServeConn {
             return err("ERR EXEC without MULTI");
         };
         if refused {
+            self.ctx.shared.unwatch(self.id);
             return err("EXECABORT Transaction discarded because of previous errors.");
+        }
+        // The watched keys are checked with the harness held for the first run of harness
+        // commands (or on their own when the transaction starts with the connection's own).
+        let mut watcher = self.ctx.shared.watching(self.id).then_some(self.id);
+        if watcher.is_some() && queued.first().is_none_or(|a| is_local(a)) {
+            match self
+                .ctx
+                .shared
+                .execute_watched(Vec::new(), self.resp3, watcher.take())
+                .await
+            {
+                Ok(Some(_)) => {}
+                Ok(None) => return self.aborted(),
+                Err(busy) => return busy,
+            }
         }
         // Runs of harness commands go to the harness at once (atomically); the connection's
         // own commands (CLIENT SETNAME...) are answered in between.
@@ -312,7 +351,10 @@ impl ServeConn {
         for argv in queued {
             if is_local(&argv) {
                 if !run.is_empty() {
-                    replies.extend(self.batch(std::mem::take(&mut run)).await);
+                    match self.batch(std::mem::take(&mut run), watcher.take()).await {
+                        Some(r) => replies.extend(r),
+                        None => return self.aborted(),
+                    }
                 }
                 let name = full_name(&argv);
                 let top = name.split('|').next().unwrap_or_default().to_string();
@@ -322,16 +364,32 @@ impl ServeConn {
             }
         }
         if !run.is_empty() {
-            replies.extend(self.batch(run).await);
+            match self.batch(run, watcher.take()).await {
+                Some(r) => replies.extend(r),
+                None => return self.aborted(),
+            }
         }
         Reply::Array(replies)
     }
 
-    async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
+    /// EXEC's answer when a watched key was written: a null array.
+    fn aborted(&mut self) -> Reply {
+        self.nil_array = true;
+        Reply::Nil
+    }
+
+    /// Runs a transaction's commands on the harness; `None` when `watcher`'s watched keys
+    /// were written (the EXEC answers a nil array).
+    async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>, watcher: Option<u64>) -> Option<Vec<Reply>> {
         let n = run.len();
-        match self.ctx.shared.execute(run, self.resp3).await {
+        match self
+            .ctx
+            .shared
+            .execute_watched(run, self.resp3, watcher)
+            .await
+        {
             Ok(r) => r,
-            Err(busy) => vec![busy; n],
+            Err(busy) => Some(vec![busy; n]),
         }
     }
 

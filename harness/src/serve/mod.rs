@@ -17,6 +17,7 @@
 mod conn;
 pub mod resp;
 mod shared;
+mod watched;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
