@@ -427,4 +427,11 @@ impl Harness {
         let s = self.engine.server();
         s.db.is_stale(key, s.now_ms)
     }
+
+    /// Makes PUBLISH (from a client or a script) call `deliver(channel, message)`, which
+    /// answers how many subscribers received it (`lua serve`'s subscribers).
+    pub fn set_publisher(&mut self, deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static) {
+        self.engine.server_mut().publisher =
+            Some(crate::server::Publisher(std::sync::Arc::new(deliver)));
+    }
 }

@@ -11,6 +11,9 @@ use tokio::sync::watch;
 
 use lockkit_resp::RequestParser;
 
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::pubsub::Subscriptions;
 use super::resp;
 use super::Ctx;
 use crate::commands::{glob_match, is, resolve};
@@ -39,6 +42,30 @@ const ALLOW_BUSY: [&str; 13] = [
     "unwatch",
     "watch",
 ];
+
+/// Commands a RESP2 connection with subscriptions may send (Redis's subscribed context).
+const SUBSCRIBED: [&str; 9] = [
+    "subscribe",
+    "psubscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "sunsubscribe",
+    "ping",
+    "quit",
+    "reset",
+];
+
+/// Writes a message or a subscription reply: an array in RESP2, a push in RESP3.
+fn push(r: &Reply, resp3: bool, out: &mut Vec<u8>) {
+    match r {
+        Reply::Array(items) if resp3 => {
+            out.extend_from_slice(format!(">{}\r\n", items.len()).as_bytes());
+            items.iter().for_each(|i| resp::encode(i, true, out));
+        }
+        other => resp::encode(other, resp3, out),
+    }
+}
 
 fn err(m: impl Into<String>) -> Reply {
     Reply::Error(m.into())
@@ -73,6 +100,10 @@ struct ServeConn {
     multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
     /// The reply is EXEC's null array (`*-1` in RESP2), not a null bulk string.
     nil_array: bool,
+    /// Its channels and patterns.
+    subs: Subscriptions,
+    /// The reply is several replies (SUBSCRIBE's, one per channel), sent one after another.
+    several: bool,
     quit: bool,
 }
 
@@ -92,8 +123,12 @@ pub(super) async fn serve(
         return;
     }
     let _ = socket.set_nodelay(true);
+    let (outbox, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let id = ctx.shared.next_client_id();
     let mut c = ServeConn {
-        id: ctx.shared.next_client_id(),
+        id,
+        subs: Subscriptions::new(id, outbox),
+        several: false,
         authed: ctx.requirepass.is_none(),
         ctx,
         peer,
@@ -107,7 +142,8 @@ pub(super) async fn serve(
         quit: false,
     };
     c.ctx.shared.connected(true);
-    serve_requests(&mut c, &mut socket, &mut stop).await;
+    serve_requests(&mut c, &mut socket, &mut stop, &mut inbox).await;
+    c.subs.clear(&mut c.ctx.shared.hub());
     c.ctx.shared.unwatch(c.id);
     c.ctx.shared.connected(false);
 }
@@ -116,6 +152,7 @@ async fn serve_requests(
     c: &mut ServeConn,
     socket: &mut TcpStream,
     stop: &mut watch::Receiver<bool>,
+    inbox: &mut UnboundedReceiver<Reply>,
 ) {
     let mut parser = RequestParser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(IDLE_BUFFER);
@@ -124,6 +161,17 @@ async fn serve_requests(
     loop {
         let n = tokio::select! {
             _ = stop.changed() => return,
+            Some(message) = inbox.recv() => {
+                push(&message, c.resp3, &mut out);
+                while let Ok(m) = inbox.try_recv() {
+                    push(&m, c.resp3, &mut out);
+                }
+                if socket.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+                continue;
+            }
             r = socket.read(&mut chunk) => match r {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
@@ -145,7 +193,11 @@ async fn serve_requests(
                     }
                     let reply = c.handle(argv).await;
                     c.ctx.shared.count_errors(&reply);
-                    if std::mem::take(&mut c.nil_array) && !c.resp3 {
+                    if std::mem::take(&mut c.several) {
+                        if let Reply::Array(items) = &reply {
+                            items.iter().for_each(|r| push(r, c.resp3, &mut out));
+                        }
+                    } else if std::mem::take(&mut c.nil_array) && !c.resp3 {
                         out.extend_from_slice(b"*-1\r\n");
                     } else {
                         resp::encode(&reply, c.resp3, &mut out);
@@ -192,6 +244,9 @@ impl ServeConn {
         let top = name.split('|').next().unwrap_or_default().to_string();
         if !self.authed && !matches!(top.as_str(), "auth" | "hello" | "quit" | "reset") {
             return err("NOAUTH Authentication required.");
+        }
+        if !self.resp3 && self.subs.count() > 0 && !SUBSCRIBED.contains(&top.as_str()) {
+            return err(format!("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         }
         if !ALLOW_BUSY.contains(&name.as_str()) {
             if let Some(busy) = self.ctx.shared.busy_reply() {
@@ -244,6 +299,7 @@ impl ServeConn {
                 Reply::ok()
             }
             "reset" => {
+                self.subs.clear(&mut self.ctx.shared.hub());
                 self.multi = None;
                 self.ctx.shared.unwatch(self.id);
                 self.name = None;
@@ -251,6 +307,30 @@ impl ServeConn {
                 self.authed = self.ctx.requirepass.is_none();
                 Reply::Status("RESET".into())
             }
+            "subscribe" | "psubscribe" if argv.len() < 2 => {
+                err(format!("ERR wrong number of arguments for '{top}' command"))
+            }
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
+                let mut hub = self.ctx.shared.hub();
+                let replies = self.subs.command(&mut hub, top, &argv[1..]);
+                self.several = true;
+                Reply::Array(replies)
+            }
+            "ping" if !self.resp3 && self.subs.count() > 0 && argv.len() <= 2 => {
+                let arg = argv.get(1).cloned().unwrap_or_default();
+                Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(arg)])
+            }
+            "pubsub" if argv.len() >= 2 && is(&argv[1], "numpat") && argv.len() == 2 => {
+                self.ctx.shared.hub().numpat()
+            }
+            "pubsub" if argv.len() >= 2 && is(&argv[1], "numsub") => {
+                self.ctx.shared.hub().numsub(&argv[2..])
+            }
+            "pubsub" if (2..=3).contains(&argv.len()) && is(&argv[1], "channels") => self
+                .ctx
+                .shared
+                .hub()
+                .channels(argv.get(2).map(Vec::as_slice)),
             "multi" if self.multi.is_some() => err("ERR MULTI calls can not be nested"),
             "multi" => {
                 self.multi = Some((Vec::new(), false));

@@ -15,6 +15,7 @@
 //! ```
 
 mod conn;
+mod pubsub;
 pub mod resp;
 mod shared;
 mod watched;

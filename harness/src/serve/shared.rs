@@ -121,6 +121,7 @@ pub struct ServeShared {
     clock: ClockMode,
     errors: Mutex<ErrorStats>,
     watches: Arc<Mutex<super::watched::Watches>>,
+    hub: Arc<Mutex<super::pubsub::Hub>>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -139,8 +140,18 @@ fn script_kind(argv: &[Vec<u8>]) -> Option<(bool, String)> {
 
 impl ServeShared {
     /// The shared state over `harness`.
-    pub fn new(harness: Harness, busy_threshold: Duration, clock: ClockMode) -> Arc<ServeShared> {
+    pub fn new(
+        mut harness: Harness,
+        busy_threshold: Duration,
+        clock: ClockMode,
+    ) -> Arc<ServeShared> {
         let stop = harness.stop_handle();
+        let hub = Arc::new(Mutex::new(super::pubsub::Hub::default()));
+        let delivery = hub.clone();
+        harness.set_publisher(move |channel, message| {
+            let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
+            hub.publish(channel, message)
+        });
         Arc::new(ServeShared {
             harness: Arc::new(tokio::sync::Mutex::new(harness)),
             stop,
@@ -159,6 +170,7 @@ impl ServeShared {
             clock,
             errors: Mutex::new(ErrorStats::default()),
             watches: Arc::new(Mutex::new(super::watched::Watches::default())),
+            hub,
         })
     }
 
@@ -193,6 +205,11 @@ impl ServeShared {
     /// Whether connection `client` watches any key.
     pub fn watching(&self, client: u64) -> bool {
         self.watches().watching(client)
+    }
+
+    /// The subscriptions of every connection.
+    pub(super) fn hub(&self) -> MutexGuard<'_, super::pubsub::Hub> {
+        self.hub.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn errors(&self) -> MutexGuard<'_, ErrorStats> {
