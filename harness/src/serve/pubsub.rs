@@ -14,7 +14,7 @@ pub(super) type Outbox = UnboundedSender<Reply>;
 
 /// Every subscription of every connection.
 #[derive(Debug, Default)]
-pub(super) struct Hub {
+pub(super) struct Subscribers {
     channels: HashMap<Vec<u8>, Vec<(u64, Outbox)>>,
     /// In the order they were subscribed.
     patterns: Vec<(Vec<u8>, u64, Outbox)>,
@@ -24,7 +24,7 @@ fn bulk(b: &[u8]) -> Reply {
     Reply::Bulk(b.to_vec())
 }
 
-impl Hub {
+impl Subscribers {
     /// Subscribes `client` to `channel`; false if it already was.
     pub(super) fn subscribe(&mut self, client: u64, out: &Outbox, channel: &[u8]) -> bool {
         let subs = self.channels.entry(channel.to_vec()).or_default();
@@ -146,7 +146,12 @@ impl Subscriptions {
 
     /// SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE (`top`, lower case): one reply per
     /// channel or pattern, as Redis sends them.
-    pub(super) fn command(&mut self, hub: &mut Hub, top: &str, args: &[Vec<u8>]) -> Vec<Reply> {
+    pub(super) fn command(
+        &mut self,
+        hub: &mut Subscribers,
+        top: &str,
+        args: &[Vec<u8>],
+    ) -> Vec<Reply> {
         let mut replies = Vec::new();
         match top {
             "subscribe" => {
@@ -200,7 +205,7 @@ impl Subscriptions {
     }
 
     /// Ends every subscription (RESET, a closed connection).
-    pub(super) fn clear(&mut self, hub: &mut Hub) {
+    pub(super) fn clear(&mut self, hub: &mut Subscribers) {
         for c in std::mem::take(&mut self.channels) {
             hub.unsubscribe(self.id, &c);
         }

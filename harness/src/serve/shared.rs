@@ -121,7 +121,7 @@ pub struct ServeShared {
     clock: ClockMode,
     errors: Mutex<ErrorStats>,
     watches: Arc<Mutex<super::watched::Watches>>,
-    hub: Arc<Mutex<super::pubsub::Hub>>,
+    hub: Arc<Mutex<super::pubsub::Subscribers>>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -146,7 +146,7 @@ impl ServeShared {
         clock: ClockMode,
     ) -> Arc<ServeShared> {
         let stop = harness.stop_handle();
-        let hub = Arc::new(Mutex::new(super::pubsub::Hub::default()));
+        let hub = Arc::new(Mutex::new(super::pubsub::Subscribers::default()));
         let delivery = hub.clone();
         harness.set_publisher(move |channel, message| {
             let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
@@ -208,7 +208,7 @@ impl ServeShared {
     }
 
     /// The subscriptions of every connection.
-    pub(super) fn hub(&self) -> MutexGuard<'_, super::pubsub::Hub> {
+    pub(super) fn hub(&self) -> MutexGuard<'_, super::pubsub::Subscribers> {
         self.hub.lock().unwrap_or_else(|p| p.into_inner())
     }
 
