@@ -408,4 +408,30 @@ impl Harness {
     pub fn published(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.engine.server().published.clone()
     }
+
+    /// Records writes to `keys` only (what connections WATCH, for `lua serve`): see
+    /// [`take_touched`](Self::take_touched).
+    pub fn set_watched(&mut self, keys: std::collections::HashSet<Vec<u8>>) {
+        self.engine.server_mut().db.set_watched(keys);
+    }
+
+    /// The watched keys written since the last call (by a command, a script, an expiry
+    /// seen, FLUSHALL), each with whether it is still in the keyspace.
+    pub fn take_touched(&mut self) -> Vec<(Vec<u8>, bool)> {
+        self.engine.server_mut().db.take_touched()
+    }
+
+    /// Whether `key` is past its expiry on the virtual clock but not yet deleted (WATCH
+    /// remembers it, and an EXEC fails when a watched key becomes so).
+    pub fn is_stale(&self, key: &[u8]) -> bool {
+        let s = self.engine.server();
+        s.db.is_stale(key, s.now_ms)
+    }
+
+    /// Makes PUBLISH (from a client or a script) call `deliver(channel, message)`, which
+    /// answers how many subscribers received it (`lua serve`'s subscribers).
+    pub fn set_publisher(&mut self, deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static) {
+        self.engine.server_mut().publisher =
+            Some(crate::server::Publisher(std::sync::Arc::new(deliver)));
+    }
 }

@@ -368,6 +368,27 @@ pub struct Db {
     pending: usize,
     /// `maxmemory` in bytes; 0 for none.
     max_memory: usize,
+    /// The keys connections WATCH, and which of them commands touched (see [`Db::take_touched`]).
+    watch: WatchHook,
+}
+
+/// What WATCH needs from the keyspace: which watched keys were written. A key replaced or
+/// deleted is touched at once; a key handed out mutably is remembered as it was and counted
+/// touched only if it differs afterwards, as reads hand keys out mutably too.
+#[derive(Debug, Clone, Default)]
+struct WatchHook {
+    keys: HashSet<Vec<u8>>,
+    touched: HashSet<Vec<u8>>,
+    before: HashMap<Vec<u8>, Entry>,
+}
+
+impl WatchHook {
+    fn touch(&mut self, key: &[u8]) {
+        if self.keys.contains(key) && !self.touched.contains(key) {
+            self.before.remove(key);
+            self.touched.insert(key.to_vec());
+        }
+    }
 }
 
 impl Db {
@@ -383,6 +404,16 @@ impl Db {
         }
         if !self.dirty.contains(key) {
             self.dirty.insert(key.to_vec());
+        }
+        let w = &mut self.watch;
+        if !w.keys.is_empty()
+            && w.keys.contains(key)
+            && !w.touched.contains(key)
+            && !w.before.contains_key(key)
+        {
+            if let Some((e, _)) = self.map.get(key) {
+                w.before.insert(key.to_vec(), e.clone());
+            }
         }
         self.map.get_mut(key).map(|(e, _)| e)
     }
@@ -412,6 +443,9 @@ impl Db {
             self.counted -= old;
         }
         self.dirty.remove(key);
+        if !self.watch.keys.is_empty() {
+            self.watch.touch(key);
+        }
     }
 
     /// Removes `key` whatever its state; the entry.
@@ -419,6 +453,9 @@ impl Db {
         let (e, size) = self.map.remove(key)?;
         self.counted -= size;
         self.dirty.remove(key);
+        if !self.watch.keys.is_empty() {
+            self.watch.touch(key);
+        }
         Some(e)
     }
 
@@ -443,6 +480,11 @@ impl Db {
 
     /// Removes every key.
     pub fn clear(&mut self) {
+        let present: Vec<Vec<u8>> = (self.watch.keys.iter())
+            .filter(|k| self.map.contains_key(*k))
+            .cloned()
+            .collect();
+        present.iter().for_each(|k| self.watch.touch(k));
         self.map.clear();
         self.dirty.clear();
         self.counted = 0;
@@ -455,6 +497,42 @@ impl Db {
             .iter()
             .map(|(k, (e, _))| (k, e))
             .filter(move |(_, e)| e.expire_at_ms.is_none_or(|t| t >= now_ms))
+    }
+
+    /// Sets the keys some connection WATCHes: only writes to these are recorded.
+    pub fn set_watched(&mut self, keys: HashSet<Vec<u8>>) {
+        self.watch.before.retain(|k, _| keys.contains(k));
+        self.watch.touched.retain(|k| keys.contains(k));
+        self.watch.keys = keys;
+    }
+
+    /// The watched keys written since the last call, each with whether it is still in the
+    /// keyspace (expired or not): Redis's `signalModifiedKey` calls, as WATCH sees them.
+    pub fn take_touched(&mut self) -> Vec<(Vec<u8>, bool)> {
+        if self.watch.touched.is_empty() && self.watch.before.is_empty() {
+            return Vec::new();
+        }
+        let before = std::mem::take(&mut self.watch.before);
+        let mut touched = std::mem::take(&mut self.watch.touched);
+        for (k, was) in before {
+            if self.map.get(&k).map(|(e, _)| e) != Some(&was) {
+                touched.insert(k);
+            }
+        }
+        (touched.into_iter())
+            .map(|k| {
+                let present = self.map.contains_key(&k);
+                (k, present)
+            })
+            .collect()
+    }
+
+    /// Whether `key` is in the keyspace but past its expiry (Redis's `keyIsExpired`: not yet
+    /// deleted, no longer visible).
+    pub fn is_stale(&self, key: &[u8], now_ms: i64) -> bool {
+        self.map
+            .get(key)
+            .is_some_and(|(e, _)| e.expire_at_ms.is_some_and(|t| t < now_ms))
     }
 
     /// The number of live keys.

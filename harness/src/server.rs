@@ -39,6 +39,21 @@ pub struct Server {
     /// What PUBLISH and SPUBLISH sent, in order: (channel, message); the last
     /// [`MAX_PUBLISHED`].
     pub published: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Delivers a PUBLISH to subscribers (`lua serve`) and answers how many received it.
+    pub publisher: Option<Publisher>,
+}
+
+/// Delivers `(channel, message)`; answers how many received it.
+pub type Deliver = dyn Fn(&[u8], &[u8]) -> i64 + Send + Sync;
+
+/// What PUBLISH calls to deliver a message.
+#[derive(Clone)]
+pub struct Publisher(pub std::sync::Arc<Deliver>);
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Publisher")
+    }
 }
 
 /// How many `redis.log` lines are kept (the oldest go first).

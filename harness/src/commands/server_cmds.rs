@@ -31,7 +31,7 @@ pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         s.published.remove(0);
     }
     s.published.push((a[1].clone(), a[2].clone()));
-    Reply::Int(0)
+    Reply::Int(s.publisher.as_ref().map_or(0, |p| (p.0)(&a[1], &a[2])))
 }
 
 /// CLUSTER, ASKING, READONLY, READWRITE: the offline server is a standalone one.

@@ -11,6 +11,9 @@ use tokio::sync::watch;
 
 use lockkit_resp::RequestParser;
 
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::pubsub::Subscriptions;
 use super::resp;
 use super::Ctx;
 use crate::commands::{glob_match, is, resolve};
@@ -39,6 +42,30 @@ const ALLOW_BUSY: [&str; 13] = [
     "unwatch",
     "watch",
 ];
+
+/// Commands a RESP2 connection with subscriptions may send (Redis's subscribed context).
+const SUBSCRIBED: [&str; 9] = [
+    "subscribe",
+    "psubscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "sunsubscribe",
+    "ping",
+    "quit",
+    "reset",
+];
+
+/// Writes a message or a subscription reply: an array in RESP2, a push in RESP3.
+fn push(r: &Reply, resp3: bool, out: &mut Vec<u8>) {
+    match r {
+        Reply::Array(items) if resp3 => {
+            out.extend_from_slice(format!(">{}\r\n", items.len()).as_bytes());
+            items.iter().for_each(|i| resp::encode(i, true, out));
+        }
+        other => resp::encode(other, resp3, out),
+    }
+}
 
 fn err(m: impl Into<String>) -> Reply {
     Reply::Error(m.into())
@@ -71,6 +98,12 @@ struct ServeConn {
     authed: bool,
     /// Inside MULTI: the queued commands, and whether one was refused.
     multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
+    /// The reply is EXEC's null array (`*-1` in RESP2), not a null bulk string.
+    nil_array: bool,
+    /// Its channels and patterns.
+    subs: Subscriptions,
+    /// The reply is several replies (SUBSCRIBE's, one per channel), sent one after another.
+    several: bool,
     quit: bool,
 }
 
@@ -90,8 +123,12 @@ pub(super) async fn serve(
         return;
     }
     let _ = socket.set_nodelay(true);
+    let (outbox, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let id = ctx.shared.next_client_id();
     let mut c = ServeConn {
-        id: ctx.shared.next_client_id(),
+        id,
+        subs: Subscriptions::new(id, outbox),
+        several: false,
         authed: ctx.requirepass.is_none(),
         ctx,
         peer,
@@ -101,10 +138,13 @@ pub(super) async fn serve(
         lib: (None, None),
         resp3: false,
         multi: None,
+        nil_array: false,
         quit: false,
     };
     c.ctx.shared.connected(true);
-    serve_requests(&mut c, &mut socket, &mut stop).await;
+    serve_requests(&mut c, &mut socket, &mut stop, &mut inbox).await;
+    c.subs.clear(&mut c.ctx.shared.hub());
+    c.ctx.shared.unwatch(c.id);
     c.ctx.shared.connected(false);
 }
 
@@ -112,6 +152,7 @@ async fn serve_requests(
     c: &mut ServeConn,
     socket: &mut TcpStream,
     stop: &mut watch::Receiver<bool>,
+    inbox: &mut UnboundedReceiver<Reply>,
 ) {
     let mut parser = RequestParser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(IDLE_BUFFER);
@@ -120,6 +161,17 @@ async fn serve_requests(
     loop {
         let n = tokio::select! {
             _ = stop.changed() => return,
+            Some(message) = inbox.recv() => {
+                push(&message, c.resp3, &mut out);
+                while let Ok(m) = inbox.try_recv() {
+                    push(&m, c.resp3, &mut out);
+                }
+                if socket.write_all(&out).await.is_err() {
+                    return;
+                }
+                out.clear();
+                continue;
+            }
             r = socket.read(&mut chunk) => match r {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
@@ -141,7 +193,15 @@ async fn serve_requests(
                     }
                     let reply = c.handle(argv).await;
                     c.ctx.shared.count_errors(&reply);
-                    resp::encode(&reply, c.resp3, &mut out);
+                    if std::mem::take(&mut c.several) {
+                        if let Reply::Array(items) = &reply {
+                            items.iter().for_each(|r| push(r, c.resp3, &mut out));
+                        }
+                    } else if std::mem::take(&mut c.nil_array) && !c.resp3 {
+                        out.extend_from_slice(b"*-1\r\n");
+                    } else {
+                        resp::encode(&reply, c.resp3, &mut out);
+                    }
                     if c.quit {
                         let _ = socket.write_all(&out).await;
                         return;
@@ -184,6 +244,9 @@ impl ServeConn {
         let top = name.split('|').next().unwrap_or_default().to_string();
         if !self.authed && !matches!(top.as_str(), "auth" | "hello" | "quit" | "reset") {
             return err("NOAUTH Authentication required.");
+        }
+        if !self.resp3 && self.subs.count() > 0 && !SUBSCRIBED.contains(&top.as_str()) {
+            return err(format!("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         }
         if !ALLOW_BUSY.contains(&name.as_str()) {
             if let Some(busy) = self.ctx.shared.busy_reply() {
@@ -236,24 +299,64 @@ impl ServeConn {
                 Reply::ok()
             }
             "reset" => {
+                self.subs.clear(&mut self.ctx.shared.hub());
                 self.multi = None;
+                self.ctx.shared.unwatch(self.id);
                 self.name = None;
                 self.resp3 = false;
                 self.authed = self.ctx.requirepass.is_none();
                 Reply::Status("RESET".into())
             }
+            "subscribe" | "psubscribe" if argv.len() < 2 => {
+                err(format!("ERR wrong number of arguments for '{top}' command"))
+            }
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
+                let mut hub = self.ctx.shared.hub();
+                let replies = self.subs.command(&mut hub, top, &argv[1..]);
+                self.several = true;
+                Reply::Array(replies)
+            }
+            "ping" if !self.resp3 && self.subs.count() > 0 && argv.len() <= 2 => {
+                let arg = argv.get(1).cloned().unwrap_or_default();
+                Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(arg)])
+            }
+            "pubsub" if argv.len() >= 2 && is(&argv[1], "numpat") && argv.len() == 2 => {
+                self.ctx.shared.hub().numpat()
+            }
+            "pubsub" if argv.len() >= 2 && is(&argv[1], "numsub") => {
+                self.ctx.shared.hub().numsub(&argv[2..])
+            }
+            "pubsub" if (2..=3).contains(&argv.len()) && is(&argv[1], "channels") => self
+                .ctx
+                .shared
+                .hub()
+                .channels(argv.get(2).map(Vec::as_slice)),
             "multi" if self.multi.is_some() => err("ERR MULTI calls can not be nested"),
             "multi" => {
                 self.multi = Some((Vec::new(), false));
                 Reply::ok()
             }
             "discard" => match self.multi.take() {
-                Some(_) => Reply::ok(),
+                Some(_) => {
+                    self.ctx.shared.unwatch(self.id);
+                    Reply::ok()
+                }
                 None => err("ERR DISCARD without MULTI"),
             },
             "exec" => self.exec().await,
             "watch" if self.multi.is_some() => err("ERR WATCH inside MULTI is not allowed"),
-            "unwatch" => Reply::ok(),
+            "watch" if argv.len() < 2 => err("ERR wrong number of arguments for 'watch' command"),
+            "watch" => match self.ctx.shared.watch(self.id, argv[1..].to_vec()).await {
+                Ok(()) => Reply::ok(),
+                Err(busy) => busy,
+            },
+            "unwatch" if argv.len() > 1 => {
+                err("ERR wrong number of arguments for 'unwatch' command")
+            }
+            "unwatch" => {
+                self.ctx.shared.unwatch(self.id);
+                Reply::ok()
+            }
             "select" if argv.len() == 2 => match crate::number::parse_i64(&argv[1]) {
                 Some(0) => Reply::ok(),
                 Some(_) => err("ERR DB index is out of range"),
@@ -303,7 +406,23 @@ impl ServeConn {
             return err("ERR EXEC without MULTI");
         };
         if refused {
+            self.ctx.shared.unwatch(self.id);
             return err("EXECABORT Transaction discarded because of previous errors.");
+        }
+        // The watched keys are checked with the harness held for the first run of harness
+        // commands (or on their own when the transaction starts with the connection's own).
+        let mut watcher = self.ctx.shared.watching(self.id).then_some(self.id);
+        if watcher.is_some() && queued.first().is_none_or(|a| is_local(a)) {
+            match self
+                .ctx
+                .shared
+                .execute_watched(Vec::new(), self.resp3, watcher.take())
+                .await
+            {
+                Ok(Some(_)) => {}
+                Ok(None) => return self.aborted(),
+                Err(busy) => return busy,
+            }
         }
         // Runs of harness commands go to the harness at once (atomically); the connection's
         // own commands (CLIENT SETNAME...) are answered in between.
@@ -312,7 +431,10 @@ impl ServeConn {
         for argv in queued {
             if is_local(&argv) {
                 if !run.is_empty() {
-                    replies.extend(self.batch(std::mem::take(&mut run)).await);
+                    match self.batch(std::mem::take(&mut run), watcher.take()).await {
+                        Some(r) => replies.extend(r),
+                        None => return self.aborted(),
+                    }
                 }
                 let name = full_name(&argv);
                 let top = name.split('|').next().unwrap_or_default().to_string();
@@ -322,16 +444,32 @@ impl ServeConn {
             }
         }
         if !run.is_empty() {
-            replies.extend(self.batch(run).await);
+            match self.batch(run, watcher.take()).await {
+                Some(r) => replies.extend(r),
+                None => return self.aborted(),
+            }
         }
         Reply::Array(replies)
     }
 
-    async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
+    /// EXEC's answer when a watched key was written: a null array.
+    fn aborted(&mut self) -> Reply {
+        self.nil_array = true;
+        Reply::Nil
+    }
+
+    /// Runs a transaction's commands on the harness; `None` when `watcher`'s watched keys
+    /// were written (the EXEC answers a nil array).
+    async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>, watcher: Option<u64>) -> Option<Vec<Reply>> {
         let n = run.len();
-        match self.ctx.shared.execute(run, self.resp3).await {
+        match self
+            .ctx
+            .shared
+            .execute_watched(run, self.resp3, watcher)
+            .await
+        {
             Ok(r) => r,
-            Err(busy) => vec![busy; n],
+            Err(busy) => Some(vec![busy; n]),
         }
     }
 

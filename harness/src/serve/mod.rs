@@ -15,8 +15,10 @@
 //! ```
 
 mod conn;
+mod pubsub;
 pub mod resp;
 mod shared;
+mod watched;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -120,6 +120,8 @@ pub struct ServeShared {
     started: Instant,
     clock: ClockMode,
     errors: Mutex<ErrorStats>,
+    watches: Arc<Mutex<super::watched::Watches>>,
+    hub: Arc<Mutex<super::pubsub::Subscribers>>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -138,8 +140,18 @@ fn script_kind(argv: &[Vec<u8>]) -> Option<(bool, String)> {
 
 impl ServeShared {
     /// The shared state over `harness`.
-    pub fn new(harness: Harness, busy_threshold: Duration, clock: ClockMode) -> Arc<ServeShared> {
+    pub fn new(
+        mut harness: Harness,
+        busy_threshold: Duration,
+        clock: ClockMode,
+    ) -> Arc<ServeShared> {
         let stop = harness.stop_handle();
+        let hub = Arc::new(Mutex::new(super::pubsub::Subscribers::default()));
+        let delivery = hub.clone();
+        harness.set_publisher(move |channel, message| {
+            let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
+            hub.publish(channel, message)
+        });
         Arc::new(ServeShared {
             harness: Arc::new(tokio::sync::Mutex::new(harness)),
             stop,
@@ -157,12 +169,47 @@ impl ServeShared {
             started: Instant::now(),
             clock,
             errors: Mutex::new(ErrorStats::default()),
+            watches: Arc::new(Mutex::new(super::watched::Watches::default())),
+            hub,
         })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic never happens while the lock is held; recover the data if one did.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn watches(&self) -> MutexGuard<'_, super::watched::Watches> {
+        self.watches.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// WATCH `keys` for connection `client`.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn watch(self: &Arc<Self>, client: u64, keys: Vec<Vec<u8>>) -> Result<(), Reply> {
+        let me = self.clone();
+        self.with_harness(move |h| {
+            me.sync_clock(h);
+            me.watches().watch(h, client, &keys);
+        })
+        .await
+    }
+
+    /// Forgets what connection `client` watches (UNWATCH, DISCARD, RESET, EXECABORT, a
+    /// closed connection).
+    pub fn unwatch(&self, client: u64) {
+        self.watches().unwatch(client);
+    }
+
+    /// Whether connection `client` watches any key.
+    pub fn watching(&self, client: u64) -> bool {
+        self.watches().watching(client)
+    }
+
+    /// The subscriptions of every connection.
+    pub(super) fn hub(&self) -> MutexGuard<'_, super::pubsub::Subscribers> {
+        self.hub.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn errors(&self) -> MutexGuard<'_, ErrorStats> {
@@ -266,6 +313,21 @@ impl ServeShared {
         batch: Vec<Vec<Vec<u8>>>,
         resp3: bool,
     ) -> Result<Vec<Reply>, Reply> {
+        let run = self.execute_watched(batch, resp3, None).await?;
+        Ok(run.unwrap_or_default())
+    }
+
+    /// [`execute`](Self::execute) for the EXEC of connection `watcher`, if it watches keys:
+    /// `None` (the batch not run) when a key it watches was written or expired since.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn execute_watched(
+        self: &Arc<Self>,
+        batch: Vec<Vec<Vec<u8>>>,
+        resp3: bool,
+        watcher: Option<u64>,
+    ) -> Result<Option<Vec<Reply>>, Reply> {
         let notified = self.busy.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -282,16 +344,36 @@ impl ServeShared {
         let handle = tokio::runtime::Handle::current();
         let joined = tokio::task::spawn_blocking(move || {
             let mut h = guard;
+            me.sync_clock(&mut h);
+            if let Some(id) = watcher {
+                if !me.watches().exec_allowed(&mut h, id) {
+                    return None;
+                }
+            }
             let replies: Vec<Reply> = batch
                 .iter()
-                .map(|argv| me.run_one(&mut h, argv, resp3, &handle))
+                .map(|argv| {
+                    let reply = me.run_one(&mut h, argv, resp3, &handle);
+                    me.watches().touched(&mut h);
+                    reply
+                })
                 .collect();
             let libs = h.libraries();
             me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
-            replies
+            Some(replies)
         })
         .await;
         joined.map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
+    }
+
+    /// In wall mode, moves the harness clock on by the wall time since it last did.
+    fn sync_clock(&self, h: &mut Harness) {
+        if self.clock == ClockMode::Wall {
+            let mut st = self.state();
+            let now = Instant::now();
+            h.advance(now.duration_since(st.synced));
+            st.synced = now;
+        }
     }
 
     fn run_one(
@@ -301,12 +383,7 @@ impl ServeShared {
         resp3: bool,
         rt: &tokio::runtime::Handle,
     ) -> Reply {
-        if self.clock == ClockMode::Wall {
-            let mut st = self.state();
-            let now = Instant::now();
-            h.advance(now.duration_since(st.synced));
-            st.synced = now;
-        }
+        self.sync_clock(h);
         let Some((eval, name)) = script_kind(argv) else {
             return h.call_argv_as(argv, resp3);
         };
@@ -385,9 +462,15 @@ impl ServeShared {
             return Err(busy);
         }
         let guard = self.harness.clone().lock_owned().await;
+        let watches = self.watches.clone();
         tokio::task::spawn_blocking(move || {
             let mut h = guard;
-            f(&mut h)
+            let r = f(&mut h);
+            watches
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .touched(&mut h);
+            r
         })
         .await
         .map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))

@@ -1,0 +1,216 @@
+//! Pub/sub across connections: who is subscribed to which channel and pattern, and the
+//! delivery of a PUBLISH (from a client or a script) to them, channels first, then patterns,
+//! as Redis 7.0's `pubsubPublishMessage`.
+
+use std::collections::HashMap;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::commands::glob_match;
+use crate::reply::Reply;
+
+/// Where a connection's messages go: its task writes them between replies.
+pub(super) type Outbox = UnboundedSender<Reply>;
+
+/// Every subscription of every connection.
+#[derive(Debug, Default)]
+pub(super) struct Subscribers {
+    channels: HashMap<Vec<u8>, Vec<(u64, Outbox)>>,
+    /// In the order they were subscribed.
+    patterns: Vec<(Vec<u8>, u64, Outbox)>,
+}
+
+fn bulk(b: &[u8]) -> Reply {
+    Reply::Bulk(b.to_vec())
+}
+
+impl Subscribers {
+    /// Subscribes `client` to `channel`; false if it already was.
+    pub(super) fn subscribe(&mut self, client: u64, out: &Outbox, channel: &[u8]) -> bool {
+        let subs = self.channels.entry(channel.to_vec()).or_default();
+        if subs.iter().any(|(id, _)| *id == client) {
+            return false;
+        }
+        subs.push((client, out.clone()));
+        true
+    }
+
+    /// Unsubscribes `client` from `channel`.
+    pub(super) fn unsubscribe(&mut self, client: u64, channel: &[u8]) {
+        if let Some(subs) = self.channels.get_mut(channel) {
+            subs.retain(|(id, _)| *id != client);
+            if subs.is_empty() {
+                self.channels.remove(channel);
+            }
+        }
+    }
+
+    /// Subscribes `client` to `pattern`; false if it already was.
+    pub(super) fn psubscribe(&mut self, client: u64, out: &Outbox, pattern: &[u8]) -> bool {
+        if (self.patterns.iter()).any(|(p, id, _)| *id == client && p == pattern) {
+            return false;
+        }
+        self.patterns.push((pattern.to_vec(), client, out.clone()));
+        true
+    }
+
+    /// Unsubscribes `client` from `pattern`.
+    pub(super) fn punsubscribe(&mut self, client: u64, pattern: &[u8]) {
+        self.patterns
+            .retain(|(p, id, _)| !(*id == client && p == pattern));
+    }
+
+    /// Sends `message` to the subscribers of `channel` and of the patterns it matches; how
+    /// many received it.
+    pub(super) fn publish(&self, channel: &[u8], message: &[u8]) -> i64 {
+        let mut n = 0;
+        for (_, out) in self.channels.get(channel).into_iter().flatten() {
+            let m = Reply::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);
+            n += i64::from(out.send(m).is_ok());
+        }
+        for (p, _, out) in &self.patterns {
+            if glob_match(p, channel, false) {
+                let m = Reply::Array(vec![
+                    bulk(b"pmessage"),
+                    bulk(p),
+                    bulk(channel),
+                    bulk(message),
+                ]);
+                n += i64::from(out.send(m).is_ok());
+            }
+        }
+        n
+    }
+
+    /// PUBSUB CHANNELS [pattern]: the channels with a subscriber.
+    pub(super) fn channels(&self, pattern: Option<&[u8]>) -> Reply {
+        let mut names: Vec<&Vec<u8>> = (self.channels.keys())
+            .filter(|c| pattern.is_none_or(|p| glob_match(p, c, false)))
+            .collect();
+        names.sort();
+        Reply::Array(names.into_iter().map(|c| bulk(c)).collect())
+    }
+
+    /// PUBSUB NUMSUB channel...: each channel and its subscribers.
+    pub(super) fn numsub(&self, channels: &[Vec<u8>]) -> Reply {
+        let mut out = Vec::new();
+        for c in channels {
+            out.push(bulk(c));
+            out.push(Reply::Int(
+                self.channels.get(c).map_or(0, |s| s.len() as i64),
+            ));
+        }
+        Reply::Array(out)
+    }
+
+    /// PUBSUB NUMPAT: the distinct patterns subscribed to.
+    pub(super) fn numpat(&self) -> Reply {
+        let mut pats: Vec<&Vec<u8>> = self.patterns.iter().map(|(p, _, _)| p).collect();
+        pats.sort();
+        pats.dedup();
+        Reply::Int(pats.len() as i64)
+    }
+}
+
+/// One connection's subscriptions, in the order it made them.
+#[derive(Debug)]
+pub(super) struct Subscriptions {
+    id: u64,
+    out: Outbox,
+    channels: Vec<Vec<u8>>,
+    patterns: Vec<Vec<u8>>,
+}
+
+impl Subscriptions {
+    pub(super) fn new(id: u64, out: Outbox) -> Subscriptions {
+        Subscriptions {
+            id,
+            out,
+            channels: Vec::new(),
+            patterns: Vec::new(),
+        }
+    }
+
+    /// How many channels and patterns (what the replies count).
+    pub(super) fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    fn confirm(&self, kind: &[u8], name: Option<&[u8]>) -> Reply {
+        Reply::Array(vec![
+            bulk(kind),
+            name.map_or(Reply::Nil, bulk),
+            Reply::Int(self.count() as i64),
+        ])
+    }
+
+    /// SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE (`top`, lower case): one reply per
+    /// channel or pattern, as Redis sends them.
+    pub(super) fn command(
+        &mut self,
+        hub: &mut Subscribers,
+        top: &str,
+        args: &[Vec<u8>],
+    ) -> Vec<Reply> {
+        let mut replies = Vec::new();
+        match top {
+            "subscribe" => {
+                for c in args {
+                    if hub.subscribe(self.id, &self.out, c) {
+                        self.channels.push(c.clone());
+                    }
+                    replies.push(self.confirm(b"subscribe", Some(c)));
+                }
+            }
+            "psubscribe" => {
+                for p in args {
+                    if hub.psubscribe(self.id, &self.out, p) {
+                        self.patterns.push(p.clone());
+                    }
+                    replies.push(self.confirm(b"psubscribe", Some(p)));
+                }
+            }
+            "unsubscribe" => {
+                let names = if args.is_empty() {
+                    self.channels.clone()
+                } else {
+                    args.to_vec()
+                };
+                for c in &names {
+                    hub.unsubscribe(self.id, c);
+                    self.channels.retain(|x| x != c);
+                    replies.push(self.confirm(b"unsubscribe", Some(c)));
+                }
+                if names.is_empty() {
+                    replies.push(self.confirm(b"unsubscribe", None));
+                }
+            }
+            _ => {
+                let names = if args.is_empty() {
+                    self.patterns.clone()
+                } else {
+                    args.to_vec()
+                };
+                for p in &names {
+                    hub.punsubscribe(self.id, p);
+                    self.patterns.retain(|x| x != p);
+                    replies.push(self.confirm(b"punsubscribe", Some(p)));
+                }
+                if names.is_empty() {
+                    replies.push(self.confirm(b"punsubscribe", None));
+                }
+            }
+        }
+        replies
+    }
+
+    /// Ends every subscription (RESET, a closed connection).
+    pub(super) fn clear(&mut self, hub: &mut Subscribers) {
+        for c in std::mem::take(&mut self.channels) {
+            hub.unsubscribe(self.id, &c);
+        }
+        for p in std::mem::take(&mut self.patterns) {
+            hub.punsubscribe(self.id, &p);
+        }
+    }
+}
