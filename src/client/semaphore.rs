@@ -154,14 +154,28 @@ impl Semaphore {
         opts: &LockOptions,
     ) -> Result<Option<Lock>> {
         self.client.check_fence_key(key, fence_key)?;
+        self.attempt_permit(key, Some(fence_key), opts).await
+    }
+
+    /// One attempt at a permit of `key` (fenced when `fence` names the slots' hash), measured.
+    async fn attempt_permit(
+        &self,
+        key: &str,
+        fence: Option<&str>,
+        opts: &LockOptions,
+    ) -> Result<Option<Lock>> {
         let n = self.permits.to_string();
-        let (keys, args) = ([key, fence_key], [n.as_bytes()]);
+        let args = [n.as_bytes()];
+        let keys: &[&str] = match fence {
+            Some(fence_key) => &[key, fence_key],
+            None => &[key],
+        };
         let attempt = self.client.attempt_shared(
             key,
             opts,
             Hold::Permit,
             &scripts::SEMAPHORE_ACQUIRE,
-            &keys,
+            keys,
             &args,
         );
         crate::metrics::observe_attempt(self.mode(), key, attempt).await
@@ -189,17 +203,7 @@ impl Semaphore {
 
 impl Locker for Semaphore {
     async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Option<Lock>> {
-        let n = self.permits.to_string();
-        let (keys, args) = ([key], [n.as_bytes()]);
-        let attempt = self.client.attempt_shared(
-            key,
-            opts,
-            Hold::Permit,
-            &scripts::SEMAPHORE_ACQUIRE,
-            &keys,
-            &args,
-        );
-        crate::metrics::observe_attempt(self.mode(), key, attempt).await
+        self.attempt_permit(key, None, opts).await
     }
 
     async fn release(&self, lock: &Lock) -> Result<ReleaseOutcome> {
