@@ -745,3 +745,51 @@ fn use_trees_expand_and_paths_resolve() {
             });
     assert_eq!(circles(&graph), [vec!["a", "b", "c"]]);
 }
+
+/// Every run folder in `results/` (named `<date>-...`) can be read and repeated on its own: a
+/// README.md saying what ran and what it showed, the run.sh that ran it, the machine.txt it ran on,
+/// and a row in results/README.md's table.
+#[test]
+fn every_results_folder_has_readme_run_script_machine_and_a_row() {
+    let results = repo().join("results");
+    let index = fs::read_to_string(results.join("README.md")).expect("results/README.md");
+    let mut problems = Vec::new();
+    let mut folders = 0;
+    let mut entries: Vec<PathBuf> = fs::read_dir(&results)
+        .expect("results/")
+        .map(|entry| entry.expect("a results/ entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
+        if !path.is_dir() || !name.starts_with("20") {
+            continue;
+        }
+        folders += 1;
+        for file in ["README.md", "run.sh", "machine.txt"] {
+            match fs::read_to_string(path.join(file)) {
+                Ok(text) if text.trim().is_empty() => {
+                    problems.push(format!("{name}/{file} is empty"))
+                }
+                Ok(text) if file == "run.sh" && !text.starts_with("#!") => {
+                    problems.push(format!("{name}/run.sh does not start with #!"))
+                }
+                Ok(_) => {}
+                Err(_) => problems.push(format!("{name}/ has no {file}")),
+            }
+        }
+        if !index.contains(&format!("`{name}/`")) {
+            problems.push(format!("{name}/ has no row in results/README.md"));
+        }
+    }
+    assert!(folders > 20, "found only {folders} run folders in results/");
+    assert!(
+        problems.is_empty(),
+        "results/ folders that cannot be repeated:\n{}",
+        problems.join("\n")
+    );
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Repeats this folder's run on the code it ran on (commit 098a569): the tool and the script of that
+# time, in a temporary checkout, so the figures compare with the files here. Bounded like the
+# original (about 100 s of load at most, loopback only). The new files land in the checkout;
+# this folder is left as it was.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tmp=$(mktemp -d)
+git worktree add --detach "$tmp" 098a569
+( cd "$tmp" && cargo bench -p lockkit --bench lock_ops --bench tokens )
+echo "new files in $tmp (remove the checkout with: git worktree remove --force $tmp)"
