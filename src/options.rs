@@ -91,6 +91,9 @@ pub struct ClientOptions {
     pub(crate) proxy: Option<bool>,
     pub(crate) tls_root_ca: Option<Vec<u8>>,
     pub(crate) wait: WaitMode,
+    /// Whether a release publishes on the key's release channel (for waiters woken by it):
+    /// off for a Redlock node's client, whose waiters poll.
+    pub(crate) publish_releases: bool,
 }
 
 impl Default for ClientOptions {
@@ -105,6 +108,7 @@ impl Default for ClientOptions {
             proxy: None,
             tls_root_ca: None,
             wait: WaitMode::Notify,
+            publish_releases: true,
         }
     }
 }

@@ -18,8 +18,8 @@ use crate::connection::Conn;
 use crate::error::{unknown_outcome, Result};
 use crate::keys::check_key;
 use crate::lock::{
-    extend_outcome, release_outcome, resent_outcome, set_nx_cmd, set_nx_taken, ttl_ms,
-    ExtendOutcome, Hold, Lock, ReleaseOutcome, SetNx,
+    extend_outcome, release_outcome, resent_outcome, set_nx_taken, ttl_ms, ExtendOutcome, Hold,
+    Lock, ReleaseOutcome, SetNx,
 };
 use crate::options::{validate_ttl, ClientOptions, LockOptions, WaitMode};
 use crate::scripts;
@@ -156,7 +156,13 @@ impl LockClient {
     /// `SET key token NX PX ttl` with a given token (Redlock sends one token to every node).
     pub(crate) async fn set_nx(&self, key: &str, token: &str, ttl: Duration) -> Result<bool> {
         let conn = self.conns.conn_for(token);
-        let reply = conn.query(&set_nx_cmd(key, token, ttl, false)).await?;
+        let set = SetNx {
+            key,
+            token,
+            ttl,
+            get: false,
+        };
+        let reply = conn.query_with(&set).await?;
         set_nx_taken(&reply, token, false)
     }
 
@@ -169,7 +175,13 @@ impl LockClient {
         ttl: Duration,
     ) -> Result<(bool, u64)> {
         let conn = self.conns.conn_for(token);
-        let (reply, epoch) = conn.query_on(&set_nx_cmd(key, token, ttl, false)).await?;
+        let set = SetNx {
+            key,
+            token,
+            ttl,
+            get: false,
+        };
+        let (reply, epoch) = conn.query_on(&set).await?;
         Ok((set_nx_taken(&reply, token, false)?, epoch))
     }
 

@@ -86,14 +86,9 @@ impl ConnectionLike for Conn {
 
 impl Conn {
     /// One command's reply, a server error as `Err`: what `cmd.query_async::<Value>` gives, but
-    /// on one server without redis-rs's boxed future (the lock operations' hot path).
-    pub(crate) async fn query(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
-        self.query_with(cmd).await
-    }
-
-    /// [`query`](Self::query) of a command lockkit encodes itself, straight into the
-    /// connection's buffer (its hot commands); a cluster, whose client routes redis-rs's
-    /// commands, gets it as a `Cmd`.
+    /// on one server without redis-rs's boxed future, and for a command lockkit encodes itself
+    /// straight into the connection's buffer (its hot commands); a cluster, whose client routes
+    /// redis-rs's commands, gets it as a `Cmd`.
     pub(crate) async fn query_with(&self, command: &impl Command) -> redis::RedisResult<Value> {
         match self {
             Conn::Single(link) => link

@@ -155,9 +155,11 @@ impl Connections {
     }
 
     /// The channel a release of `key` publishes on: on one server only (a cluster would
-    /// broadcast every release to all its nodes; a proxy does not carry pub/sub).
+    /// broadcast every release to all its nodes; a proxy does not carry pub/sub), and not for a
+    /// Redlock node (Redlock's waiters poll: nobody would hear it).
     pub(crate) fn release_channel(&self, key: &str) -> Option<String> {
-        (self.0.topology == Topology::Standalone).then(|| super::notify::release_channel(key))
+        (self.0.topology == Topology::Standalone && self.0.options.publish_releases)
+            .then(|| super::notify::release_channel(key))
     }
 
     /// Where a release of `key` leaves its "released" marker: in a cluster only, whose client

@@ -253,12 +253,16 @@ impl Redlock {
         if options.node_timeout.is_zero() {
             return Err(Error::invalid("node_timeout", "must be greater than zero"));
         }
-        let client_opts = options
+        let mut client_opts = options
             .client
             .clone()
             .connect_timeout(options.node_timeout.max(Duration::from_millis(100)))
             .response_timeout(Some(options.node_timeout))
             .reconnect_retries(0);
+        // Redlock's waiters poll: a node's client opens no subscriber connection, and its
+        // release publishes to nobody.
+        client_opts.wait = crate::WaitMode::Poll;
+        client_opts.publish_releases = false;
         let attempts = urls.iter().map(|url| {
             let url = url.as_ref().to_string();
             let opts = client_opts.clone();

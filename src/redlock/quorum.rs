@@ -115,6 +115,18 @@ impl Breaker {
         }
     }
 
+    /// An answer that came by `by` at the latest: [`record`](Self::record) of an answer
+    /// without reading the clock. `by` may be later than the answer (a vote passes its
+    /// deadline): the node then counts as silent for less time than it was, so the breaker
+    /// opens no earlier than with the answer's own time.
+    fn record_answer(&self, by: Instant) {
+        let us = u64::try_from(by.saturating_duration_since(self.epoch).as_micros());
+        self.last_answer_us
+            .store(us.unwrap_or(u64::MAX / 2), Ordering::Relaxed);
+        self.timeouts.store(0, Ordering::Relaxed);
+        self.open_until_us.store(0, Ordering::Relaxed);
+    }
+
     pub(crate) fn skipped(&self) -> u64 {
         self.skipped.load(Ordering::Relaxed)
     }
@@ -176,6 +188,12 @@ impl Node {
                 return Ok((at, epoch));
             }
         }
+        // Boxed: once per connection; inline, it would enlarge every vote's future.
+        Box::pin(self.read_start(token)).await
+    }
+
+    /// Reads the node's start over `token`'s connection (`INFO server`) and remembers it.
+    async fn read_start(&self, token: &str) -> Result<(Instant, u64)> {
         let (uptime, epoch) = self.client.server_uptime(token).await?;
         // INFO counts whole seconds: assume the latest start it allows.
         let at = Instant::now()
@@ -306,6 +324,9 @@ impl Nodes {
     {
         let mut replies: Vec<Option<NodeReply<T>>> = (0..self.nodes.len()).map(|_| None).collect();
         let mut in_flight = FuturesUnordered::new();
+        // One deadline for every request of the round (they all go out now): one timer, not
+        // one per node. A request still unanswered then has timed out, in the background too.
+        let deadline = tokio::time::Instant::now() + self.timeout;
         for (i, node) in self.nodes.iter().enumerate() {
             if let Some(answer) = known(i) {
                 replies[i] = Some(NodeReply::Ok(answer));
@@ -317,48 +338,102 @@ impl Nodes {
                 continue;
             }
             let fut = request(Arc::clone(node));
-            let (node, timeout) = (Arc::clone(node), self.timeout);
-            in_flight.push(async move {
-                let error = match tokio::time::timeout(timeout, fut).await {
-                    Ok(Ok(v)) => {
-                        let reply = NodeReply::Ok(v);
-                        node.breaker.record(&reply);
-                        return (i, reply);
-                    }
-                    Ok(Err(e)) => e,
-                    Err(_) => Error::timed_out("Redlock node", timeout),
-                };
-                crate::metrics::redlock_node_error(node.client.target(), &error);
-                if !matches!(error, Error::NodeRestarted { .. }) {
-                    // The node may have restarted: read its uptime again before its next vote.
-                    node.forget_start();
-                }
-                let reply = NodeReply::Failed(NodeError {
-                    node: node.client.target().to_string(),
-                    error: Box::new(error),
-                });
-                node.breaker.record(&reply);
-                (i, reply)
-            });
+            in_flight.push(async move { (i, fut.await) });
         }
+        let timer = tokio::time::sleep_until(deadline);
+        tokio::pin!(timer);
         let decision = loop {
             if let Some(d) = decide(&replies) {
                 break d;
             }
-            match in_flight.next().await {
-                Some((i, reply)) => replies[i] = Some(reply),
-                None => unreachable_decision(),
+            let next = tokio::select! {
+                biased;
+                next = in_flight.next() => next,
+                () = &mut timer => None,
+            };
+            match next {
+                Some((i, result)) => {
+                    replies[i] = Some(self.reply(i, result, deadline.into_std()));
+                }
+                None if in_flight.is_empty() => unreachable_decision(),
+                None => {
+                    // Timed out: every node still to answer failed its vote.
+                    in_flight = FuturesUnordered::new();
+                    for (i, r) in replies.iter_mut().enumerate() {
+                        if r.is_none() {
+                            *r = Some(self.timed_out(i));
+                        }
+                    }
+                }
             }
         };
         if !in_flight.is_empty() {
             let d = decision.clone();
+            let nodes = Arc::clone(self);
+            let mut pending: Vec<usize> = replies
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.is_none())
+                .map(|(i, _)| i)
+                .collect();
             tokio::spawn(async move {
-                while let Some((i, reply)) = in_flight.next().await {
-                    late(i, reply, &d);
+                let timer = tokio::time::sleep_until(deadline);
+                tokio::pin!(timer);
+                loop {
+                    let next = tokio::select! {
+                        biased;
+                        next = in_flight.next() => next,
+                        () = &mut timer => None,
+                    };
+                    match next {
+                        Some((i, result)) => {
+                            pending.retain(|&p| p != i);
+                            late(i, nodes.reply(i, result, deadline.into_std()), &d);
+                        }
+                        None => break,
+                    }
+                }
+                // The requests still out are dropped: their nodes timed out.
+                drop(in_flight);
+                for i in pending {
+                    late(i, nodes.timed_out(i), &d);
                 }
             });
         }
         (decision, Tally { replies })
+    }
+
+    /// Node `i`'s reply to a request that finished, recorded by its breaker (and, for an error,
+    /// in the metrics; the node's start time is read again before its next vote).
+    /// `by`: the round's deadline, by which any answer came (the clock is not read per answer).
+    fn reply<T>(&self, i: usize, result: Result<T>, by: Instant) -> NodeReply<T> {
+        match result {
+            Ok(v) => {
+                self.nodes[i].breaker.record_answer(by);
+                NodeReply::Ok(v)
+            }
+            Err(e) => self.failed(i, e),
+        }
+    }
+
+    /// Node `i`'s vote when its request was still unanswered at the round's deadline.
+    fn timed_out<T>(&self, i: usize) -> NodeReply<T> {
+        self.failed(i, Error::timed_out("Redlock node", self.timeout))
+    }
+
+    fn failed<T>(&self, i: usize, error: Error) -> NodeReply<T> {
+        let node = &self.nodes[i];
+        crate::metrics::redlock_node_error(node.client.target(), &error);
+        if !matches!(error, Error::NodeRestarted { .. }) {
+            // The node may have restarted: read its uptime again before its next vote.
+            node.forget_start();
+        }
+        let reply = NodeReply::Failed(NodeError {
+            node: node.client.target().to_string(),
+            error: Box::new(error),
+        });
+        node.breaker.record(&reply);
+        reply
     }
 
     /// A [`vote`](Self::vote) on `yes` that ends once [`settled`]; replies after that are

@@ -1,0 +1,78 @@
+//! What a Redlock round puts on each node, command by command (issue 42, Redlock speed): only
+//! what the algorithm needs, since every extra command is paid once per node.
+
+use std::time::Duration;
+
+use lockkit::{LockOptions, Locker, Redlock, RedlockOptions, RetryOptions};
+use lockkit_test_support::RedisServer;
+
+/// `calls` of `cmdstat_NAME` in the node's `INFO commandstats` (commands run by scripts count).
+fn calls(server: &RedisServer, name: &str) -> u64 {
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The node's client connections other than the one asking (`CLIENT LIST`).
+fn connections(server: &RedisServer) -> usize {
+    let mut c = redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+    list.lines()
+        .filter(|l| !l.contains(" cmd=client|list "))
+        .count()
+}
+
+/// Redlock's waiters poll (no node's release wakes anyone), so a node's release publishes
+/// nothing (a `PUBLISH` per node per release is server work nobody hears), and a node's client
+/// opens no connection for pub/sub: one connection per node (the default), no more.
+#[tokio::test]
+async fn a_redlock_release_publishes_nothing_on_its_nodes() {
+    let servers = RedisServer::start_many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let redlock = Redlock::connect_with(&urls, RedlockOptions::new().restart_rule(false))
+        .await
+        .unwrap();
+    let opts = LockOptions::builder(Duration::from_secs(5))
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap();
+    // Connecting may publish once (a probe of pub/sub support); the releases come after it.
+    let before: Vec<u64> = servers.iter().map(|s| calls(s, "publish")).collect();
+    for i in 0..10 {
+        let lock = redlock.acquire(&format!("wire:{i}"), &opts).await.unwrap();
+        let released = redlock.release_detailed(&lock).await.unwrap();
+        assert!(released.released >= 2, "{released:?}");
+    }
+    // Stragglers of the rounds finish in the background, within the node timeout.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let published: Vec<u64> = servers
+        .iter()
+        .zip(&before)
+        .map(|(s, b)| calls(s, "publish") - b)
+        .collect();
+    let deleted: Vec<u64> = servers.iter().map(|s| calls(s, "del")).collect();
+    println!("PUBLISH calls per node during the releases: {published:?}; DEL calls per node: {deleted:?}");
+    assert_eq!(deleted, vec![10, 10, 10], "every node released every lock");
+    assert_eq!(published, vec![0, 0, 0], "a Redlock release published");
+    let open: Vec<usize> = servers.iter().map(connections).collect();
+    println!("the Redlock's connections per node: {open:?}");
+    assert_eq!(
+        open,
+        vec![1, 1, 1],
+        "a node got more than the one connection"
+    );
+}
