@@ -36,6 +36,9 @@ use topology::{Addr, SlotMap};
 /// How often the topology is read again, redirections or not.
 pub(crate) const REFRESH_EVERY: Duration = Duration::from_secs(5);
 
+/// Scripts remembered at most.
+pub(crate) const MAX_SCRIPTS: usize = 10_000;
+
 /// One master: where it is and the shared connections to it.
 #[derive(Debug)]
 struct MasterConns {
@@ -52,6 +55,9 @@ pub(crate) struct Router {
     seeds: Vec<Addr>,
     nodes: Mutex<HashMap<Addr, Arc<MasterConns>>>,
     refreshing: AtomicBool,
+    /// Scripts seen in `EVAL` and `SCRIPT LOAD`, by SHA1: loaded on a node that answers an
+    /// `EVALSHA` with `-NOSCRIPT`.
+    scripts: Mutex<HashMap<String, Arc<[u8]>>>,
     stop: watch::Receiver<bool>,
     timeouts: (Duration, Duration),
 }
@@ -112,6 +118,7 @@ impl Router {
                 seeds: seeds.iter().filter_map(addr_of).collect(),
                 nodes: Mutex::new(HashMap::new()),
                 refreshing: AtomicBool::new(false),
+                scripts: Mutex::new(HashMap::new()),
                 stop,
                 timeouts,
             });
@@ -162,6 +169,31 @@ impl Router {
         if let Some(o) = map.owner.get_mut(usize::from(slot)) {
             *o = Some(i);
         }
+    }
+
+    /// Keeps a script's body under its SHA1 (at most [`MAX_SCRIPTS`]; past it, the oldest are
+    /// forgotten all at once, as `SCRIPT FLUSH` would).
+    pub(crate) fn remember_script(&self, body: &[u8]) {
+        let sha = sha1_smol::Sha1::from(body).digest().to_string();
+        let mut scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner);
+        if scripts.contains_key(&sha) {
+            return;
+        }
+        if scripts.len() >= MAX_SCRIPTS {
+            scripts.clear();
+        }
+        scripts.insert(sha, Arc::from(body));
+    }
+
+    /// `SCRIPT FLUSH`: no script is loaded again on `-NOSCRIPT` until seen again.
+    pub(crate) fn forget_scripts(&self) {
+        (self.scripts.lock().unwrap_or_else(PoisonError::into_inner)).clear();
+    }
+
+    /// The body of the script `sha` (lower case), if seen.
+    pub(crate) fn script(&self, sha: &str) -> Option<Arc<[u8]>> {
+        let scripts = self.scripts.lock().unwrap_or_else(PoisonError::into_inner);
+        scripts.get(sha).cloned()
     }
 
     /// The live shared connection to `addr` for protocol `resp`, opened when needed.

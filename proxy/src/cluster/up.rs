@@ -63,6 +63,8 @@ enum Merge {
     First,
     /// INFO: `cluster_enabled:1` shown as `cluster_enabled:0`.
     Info,
+    /// SCAN on master `node` of `n`: its cursor made the client's.
+    Scan { node: u64, n: u64 },
 }
 
 /// One part of a request, on one node.
@@ -73,7 +75,11 @@ struct Part {
     slot: Option<u16>,
     /// Where it goes whatever the slot (a server-wide command on every master, a redirection).
     to: Option<String>,
-    asking: bool,
+    /// A command sent just before it, its reply dropped (`ASKING`, or the `SCRIPT LOAD` of
+    /// a script a node did not have).
+    prefix: Option<Vec<u8>>,
+    /// The SHA1 an `EVALSHA` names.
+    sha: Option<String>,
     rx: Option<mpsc::UnboundedReceiver<Delivery>>,
     got: Vec<u8>,
     got_n: u32,
@@ -89,7 +95,8 @@ impl Part {
             frame,
             slot,
             to,
-            asking: false,
+            prefix: None,
+            sha: None,
             rx: None,
             got: Vec::new(),
             got_n: 0,
@@ -191,6 +198,17 @@ impl ClusterUp {
         if row.group == "cluster" {
             return self.ready(NO_CLUSTER.to_vec());
         }
+        // What the proxy remembers of scripts, whatever the command's route.
+        match name {
+            "EVAL" | "EVAL_RO" | "SCRIPT|LOAD" => {
+                let at = if name == "SCRIPT|LOAD" { 2 } else { 1 };
+                if let Some(body) = req.arg(bytes, at) {
+                    self.router.remember_script(body);
+                }
+            }
+            "SCRIPT|FLUSH" => self.router.forget_scripts(),
+            _ => {}
+        }
         match name {
             "PING" if req.argc() <= 2 => {
                 return self.ready(match req.arg(bytes, 1) {
@@ -198,6 +216,7 @@ impl ClusterUp {
                     None => b"+PONG\r\n".to_vec(),
                 });
             }
+            "SCAN" => return self.scan(req, bytes),
             "DBSIZE" => return self.every_master(&frame, Merge::Sum),
             "KEYS" => return self.every_master(&frame, Merge::Concat),
             "INFO" => return self.push(vec![Part::new(frame, None, None)], Merge::Info),
@@ -205,12 +224,19 @@ impl ClusterUp {
             _ => {}
         }
         let positions = key_positions(row, req, bytes);
-        match keys_of(&positions, req, bytes) {
-            Keys::None => self.push(vec![Part::new(frame, None, None)], Merge::One),
-            Keys::Slot(s) => self.push(vec![Part::new(frame, Some(s), None)], Merge::One),
-            Keys::Cross(_) if SPLIT.contains(&name) => self.split(name, &positions, req, bytes),
-            Keys::Cross(_) => self.ready(CROSSSLOT.to_vec()),
+        let slot = match keys_of(&positions, req, bytes) {
+            Keys::None => None,
+            Keys::Slot(s) => Some(s),
+            Keys::Cross(_) if SPLIT.contains(&name) => {
+                return self.split(name, &positions, req, bytes)
+            }
+            Keys::Cross(_) => return self.ready(CROSSSLOT.to_vec()),
+        };
+        let mut part = Part::new(frame, slot, None);
+        if matches!(name, "EVALSHA" | "EVALSHA_RO") {
+            part.sha = (req.arg(bytes, 1)).map(|s| String::from_utf8_lossy(s).to_lowercase());
         }
+        self.push(vec![part], Merge::One);
     }
 
     /// A multi-key command over several slots, as one command per slot.
@@ -253,6 +279,34 @@ impl ClusterUp {
             _ => Merge::Sum,
         };
         self.push(parts, merge);
+    }
+
+    /// `SCAN cursor ...` over the masters one after the other: the client's cursor is the
+    /// node's cursor times the number of masters plus the node's place among them (sorted by
+    /// address), so that a cursor names its node.
+    fn scan(&mut self, req: &Request, bytes: &[u8]) {
+        let mut masters = self.router.masters();
+        masters.sort();
+        let n = masters.len().max(1) as u64;
+        let cursor = req
+            .arg(bytes, 1)
+            .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok());
+        let Some(cursor) = cursor else {
+            return self.ready(b"-ERR invalid cursor\r\n".to_vec());
+        };
+        let (node, node_cursor) = (cursor % n, cursor / n);
+        let Some(addr) = masters.get(node as usize).cloned() else {
+            return self.ready(b"-ERR invalid cursor\r\n".to_vec());
+        };
+        let mut args: Vec<&[u8]> = req.args(bytes).collect();
+        let c = node_cursor.to_string();
+        args[1] = c.as_bytes();
+        let mut frame = Vec::new();
+        lockkit_resp::write_multibulk(&mut frame, args);
+        self.push(
+            vec![Part::new(frame, None, Some(addr))],
+            Merge::Scan { node, n },
+        );
     }
 
     fn every_master(&mut self, frame: &[u8], merge: Merge) {
@@ -299,12 +353,11 @@ impl ClusterUp {
             return;
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut bytes = Vec::with_capacity(p.frame.len() + ASKING.len());
-        if p.asking {
-            bytes.extend_from_slice(ASKING);
-        }
+        let pre = p.prefix.as_deref().unwrap_or_default();
+        let mut bytes = Vec::with_capacity(p.frame.len() + pre.len());
+        bytes.extend_from_slice(pre);
         bytes.extend_from_slice(&p.frame);
-        p.want = 1 + u32::from(p.asking);
+        p.want = 1 + u32::from(p.prefix.is_some());
         p.got.clear();
         p.got_n = 0;
         let req = UpstreamRequest {
@@ -400,8 +453,8 @@ impl ClusterUp {
                 continue;
             }
             let mut reply = std::mem::take(&mut p.got);
-            if p.asking {
-                // ASKING's own `+OK` first.
+            if p.prefix.is_some() {
+                // The reply to ASKING or SCRIPT LOAD first.
                 let cut = frame_len(&reply).ok().flatten().unwrap_or(0);
                 reply.drain(..cut);
             }
@@ -412,17 +465,30 @@ impl ClusterUp {
                         Redirect::Moved(slot, addr) => {
                             router.moved(slot, &addr);
                             router.refresh_soon();
-                            p.asking = false;
+                            p.prefix = None;
                             // A server-wide part stays on its node unless that node moved it.
                             p.to = Some(addr);
                         }
                         Redirect::Ask(addr) => {
-                            p.asking = true;
+                            p.prefix = Some(ASKING.to_vec());
                             p.to = Some(addr);
+                        }
+                        Redirect::NoScript => {
+                            let body = p.sha.as_deref().and_then(|s| router.script(s));
+                            let Some(body) = body else {
+                                p.done = Some(reply);
+                                continue;
+                            };
+                            let mut load = Vec::new();
+                            lockkit_resp::write_multibulk(
+                                &mut load,
+                                [&b"SCRIPT"[..], b"LOAD", &body],
+                            );
+                            p.prefix = Some(load);
                         }
                         Redirect::Retry => {
                             router.refresh_soon();
-                            p.asking = false;
+                            p.prefix = None;
                             if p.slot.is_some() {
                                 p.to = None;
                             }
@@ -460,6 +526,8 @@ enum Redirect {
     Moved(u16, String),
     Ask(String),
     Retry,
+    /// `-NOSCRIPT`: the node does not have the script an `EVALSHA` names.
+    NoScript,
 }
 
 fn redirect(reply: &[u8]) -> Option<Redirect> {
@@ -479,6 +547,7 @@ fn redirect(reply: &[u8]) -> Option<Redirect> {
             Some(Redirect::Ask(words.next()?.to_string()))
         }
         "TRYAGAIN" | "CLUSTERDOWN" => Some(Redirect::Retry),
+        "NOSCRIPT" => Some(Redirect::NoScript),
         _ => None,
     }
 }
@@ -524,6 +593,31 @@ fn merge(entry: OwedCall) -> Vec<u8> {
                 r[at + 16] = b'0';
             }
             r
+        }
+        Merge::Scan { node, n } => {
+            let r = replies.into_iter().next().unwrap_or_default();
+            let Some(items) = elements(&r) else { return r };
+            let (Some(cur), Some(keys)) = (items.first(), items.get(1)) else {
+                return r;
+            };
+            let cur = match resp::reply_kind(cur) {
+                resp::ReplyKind::Bulk(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|c| c.parse::<u64>().ok()),
+                _ => None,
+            };
+            let Some(cur) = cur else { return r };
+            let next = if cur != 0 {
+                cur.saturating_mul(n).saturating_add(node)
+            } else if node + 1 < n {
+                node + 1
+            } else {
+                0
+            };
+            let mut out = b"*2\r\n".to_vec();
+            out.extend_from_slice(&bulk(next.to_string().as_bytes()));
+            out.extend_from_slice(keys);
+            out
         }
         Merge::Sum => {
             let total: i64 = (replies.iter())
