@@ -22,9 +22,17 @@ pub struct ProxyArgs {
     pub listen: String,
 
     /// The Redis server behind the proxy: redis://, rediss:// (TLS), redis+unix://, user and
-    /// password in the URL (default: $REDIS_URL).
-    #[arg(long, env = "REDIS_URL", hide_env_values = true, value_name = "URL")]
-    pub upstream: String,
+    /// password in the URL (default: $REDIS_URL). Given again: more nodes of the same Redis
+    /// Cluster (seeds), asked in turn whether they run in cluster mode at start and for the
+    /// topology later; every node is reached with the first URL's user, password and TLS.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        required = true
+    )]
+    pub upstream: Vec<String>,
 
     /// Client authentication and protected mode.
     #[command(flatten)]
@@ -233,8 +241,13 @@ async fn wait_for_stop(duration: Option<Duration>) -> Stopped {
 /// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
 pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
-    let upstream = Upstream::from_url(&args.upstream)
+    let first = args.upstream.first().map_or("", String::as_str);
+    let upstream = Upstream::from_url(first)
         .map_err(|e| lockkit_loadgen::exit::lock_failure(&e, format!("--upstream: {e}")))?;
+    for seed in args.upstream.iter().skip(1) {
+        Upstream::from_url(seed)
+            .map_err(|e| lockkit_loadgen::exit::lock_failure(&e, format!("--upstream: {e}")))?;
+    }
     let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
     let tls = args.access.listener_tls().map_err(exit::bad_input)?;
     args.access
@@ -350,7 +363,8 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             .idle_timeout(args.idle_timeout)
             .query_buffer_limit(args.client_query_buffer_limit)
             .output_buffer_limit(Some(args.client_output_buffer_limit).filter(|&b| b > 0))
-            .maxmemory_clients(Some(args.maxmemory_clients).filter(|&b| b > 0));
+            .maxmemory_clients(Some(args.maxmemory_clients).filter(|&b| b > 0))
+            .seeds(args.upstream.iter().skip(1).cloned().collect());
         let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("installing the SIGHUP handler")?;
         let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)

@@ -17,6 +17,12 @@
 //! `SELECT`, `CLIENT` and `AUTH` keep their meaning. Pipelined commands stay pipelined. A command
 //! that gets no reply from Redis never reaches a shared connection.
 //!
+//! When the upstream is a Redis Cluster node (`INFO cluster`, asked at start, of the upstream
+//! and then of [`ProxyOptions::seeds`]), each command goes to the master owning its keys'
+//! slot and clients see one standalone server: redirections are followed inside, multi-key
+//! commands over several slots are split and merged or answered `-CROSSSLOT`, server-wide
+//! commands go to every master (`cluster`).
+//!
 //! Clients may have to log in at the proxy ([`ClientAuth`], [`ProxyOptions::client_auth`]:
 //! Redis's refusals of unknown commands and wrong arities first, as Redis gives them, then
 //! `-NOAUTH` before `AUTH`; every proxy user reaches the upstream as the URL's user), the
@@ -84,12 +90,15 @@
 //!   ([`ProxyOptions::maxmemory_clients`] caps all clients' together).
 //! - `CLIENT SETINFO`, `CLIENT SETNAME`/`GETNAME`, `HELLO [2|3]` and `SELECT` of the URL's
 //!   database are answered so that a client keeps sharing.
-//! - Redis Cluster is not proxied: `MOVED`/`ASK` replies pass through to the client.
+//! - In front of a Redis Cluster ([`ProxyOptions::seeds`], detected at start) the commands
+//!   that need a connection of the client's own (transactions, blocking commands, pub/sub)
+//!   are refused.
 
 #![warn(missing_docs)]
 
 mod auth;
 mod client;
+mod cluster;
 pub mod faults;
 mod health;
 pub mod lua;

@@ -37,6 +37,7 @@ pub struct ProxyOptions {
     pub(crate) query_buffer_limit: usize,
     pub(crate) output_buffer_limit: Option<usize>,
     pub(crate) maxmemory_clients: Option<usize>,
+    pub(crate) seeds: Vec<String>,
 }
 
 impl Default for ProxyOptions {
@@ -54,6 +55,7 @@ impl Default for ProxyOptions {
             query_buffer_limit: DEFAULT_QUERY_BUFFER_LIMIT,
             output_buffer_limit: None,
             maxmemory_clients: None,
+            seeds: Vec::new(),
         }
     }
 }
@@ -90,6 +92,16 @@ impl ProxyOptions {
     #[must_use]
     pub fn tls(mut self, tls: Option<ListenerTls>) -> Self {
         self.tls = tls;
+        self
+    }
+
+    /// More nodes of the same cluster, as URLs (`lockkit proxy --upstream` given again): asked
+    /// in turn, after the upstream itself, whether they run in cluster mode when the proxy
+    /// starts, and asked for the topology later when the masters known do not answer. Their
+    /// user, password and database are not used: every node is reached as the upstream URL says.
+    #[must_use]
+    pub fn seeds(mut self, urls: Vec<String>) -> Self {
+        self.seeds = urls;
         self
     }
 

@@ -59,7 +59,18 @@ impl Proxy {
         let (stop, stop_rx) = watch::channel(false);
         // The shared connections close after the clients' connections drained.
         let (closed, closed_rx) = watch::channel(false);
-        let shared = Arc::new(ProxyShared::new(upstream, plugins, &options, closed_rx));
+        let mut seeds = vec![upstream.clone()];
+        for url in &options.seeds {
+            let seed = Upstream::from_url(url).map_err(|e| {
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string())
+            })?;
+            seeds.push(seed);
+        }
+        let timeouts = (options.op_timeout, options.slow_timeout);
+        let cluster = crate::cluster::Router::detect(&seeds, closed_rx.clone(), timeouts).await;
+        let mut shared = ProxyShared::new(upstream, plugins, &options, closed_rx);
+        shared.cluster = cluster;
+        let shared = Arc::new(shared);
         let task = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, closed));
         Ok(Proxy {
             addr,
@@ -245,6 +256,10 @@ async fn serve_client<CR, CW>(
     CR: tokio::io::AsyncRead + Unpin,
     CW: tokio::io::AsyncWrite + Unpin,
 {
+    if let Some(up) = Up::cluster(info.id, &shared) {
+        client::serve(shared, info, (cr, cw), up, stop).await;
+        return;
+    }
     if shared.pool.is_some() {
         let up = Up::shared(info.id, &shared);
         client::serve(shared, info, (cr, cw), up, stop).await;

@@ -78,6 +78,8 @@ pub struct ProxyShared {
     pub(crate) clients_memory: Arc<crate::upstream::outbuf::ClientsMemory>,
     /// Idle clients are closed after this long.
     pub(crate) idle_timeout: Option<Duration>,
+    /// The cluster behind the proxy, when the upstream is a cluster node.
+    pub(crate) cluster: Option<Arc<crate::cluster::Router>>,
 }
 
 impl ProxyShared {
@@ -135,7 +137,13 @@ impl ProxyShared {
                 options.maxmemory_clients,
             )),
             upstream,
+            cluster: None,
         }
+    }
+
+    /// Whether the proxy routes to a Redis Cluster (detected at start).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
     }
 
     /// Who may log in now.

@@ -1,4 +1,4 @@
-//! A real Redis Cluster on loopback: N primaries started with `--cluster-enabled yes` and joined
+//! A real Redis Cluster on loopback: N primaries (and their replicas) started with `--cluster-enabled yes` and joined
 //! with `redis-cli --cluster create`.
 
 use std::process::Command;
@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::{RedisServer, ServerOptions, StartError};
 
-/// A running cluster of primaries (no replicas); the nodes die on drop.
+/// A running cluster of primaries (with replicas if asked); the nodes die on drop.
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<RedisServer>,
@@ -15,6 +15,16 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Starts `n` (at least 3) primaries and creates the cluster, waiting for `cluster_state:ok`.
     pub fn try_start(n: usize) -> Result<RedisCluster, StartError> {
+        Self::try_start_with_replicas(n, 0)
+    }
+
+    /// Starts `masters` (at least 3) primaries with `replicas` replicas each
+    /// (`cluster-node-timeout` 2 s) and creates the cluster, waiting for `cluster_state:ok`.
+    pub fn try_start_with_replicas(
+        masters: usize,
+        replicas: usize,
+    ) -> Result<RedisCluster, StartError> {
+        let n = masters * (1 + replicas);
         let opts = ServerOptions {
             extra_args: vec![
                 "--cluster-enabled".into(),
@@ -32,7 +42,8 @@ impl RedisCluster {
         for node in &nodes {
             cmd.arg(format!("127.0.0.1:{}", node.port()));
         }
-        cmd.args(["--cluster-replicas", "0", "--cluster-yes"]);
+        let replicas = replicas.to_string();
+        cmd.args(["--cluster-replicas", &replicas, "--cluster-yes"]);
         let out = cmd.output().map_err(|source| StartError::NotFound {
             bin: "redis-cli".into(),
             source,
@@ -72,9 +83,20 @@ impl RedisCluster {
         })
     }
 
-    /// The nodes (all primaries).
+    /// The nodes (all primaries unless started with replicas).
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
+    }
+
+    /// The nodes, to kill or restart one.
+    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
+        &mut self.nodes
+    }
+
+    /// [`RedisCluster::try_start_with_replicas`] or panics with the reason (for tests).
+    pub fn start_with_replicas(masters: usize, replicas: usize) -> RedisCluster {
+        Self::try_start_with_replicas(masters, replicas)
+            .unwrap_or_else(|e| panic!("redis-proc: {e}"))
     }
 
     /// The URL of one node; any node's URL reaches the whole cluster.

@@ -40,7 +40,7 @@
 //! and a command that gets no reply (an empty name skipped before the login check,
 //! `REPLCONF GETACK`) shifts every later reply on a shared connection to the wrong client.
 
-mod command;
+pub(crate) mod command;
 mod conn;
 mod decide;
 mod login;

@@ -199,10 +199,17 @@ impl ClientConn {
                 self.push_reply(hidden, ReplyHandling::Plain, None);
                 return Ok(Flow::Go);
             }
-            Decision::Reset => return self.on_reset(req, buf, at, batch, up, cw).await,
+            Decision::Reset => return self.on_reset(&cmd, req, buf, at, batch, up, cw).await,
             other => return self.answer(other, buf, at, batch, up, hidden).await,
         };
         let (route, instead) = forwarded;
+        if route.own && up.is_cluster() {
+            // In front of a cluster every command goes by its slot on the shared connections.
+            self.flush(up, buf, batch, at.start).await?;
+            batch.from = at.end;
+            self.push_local(crate::cluster::up::own_refusal(&cmd), hidden);
+            return Ok(Flow::Go);
+        }
         if route.own && up.is_shared() {
             self.flush(up, buf, batch, at.start).await?;
             if self.go_own(up, cw).await? == Next::Close {
@@ -330,6 +337,7 @@ impl ClientConn {
     #[allow(clippy::too_many_arguments)]
     async fn on_reset<CW: AsyncWrite + Unpin>(
         &mut self,
+        cmd: &ClientCommand,
         req: &Request,
         buf: &[u8],
         at: Range<usize>,
@@ -349,7 +357,7 @@ impl ClientConn {
             return Ok(Flow::Go);
         }
         let unpaired = !self.mode.paired();
-        self.send_request(req, buf, at, batch, up).await?;
+        self.send_request(cmd, req, buf, at, batch, up).await?;
         if !unpaired {
             self.owed.push(OwedReply::Reset);
         }
@@ -362,12 +370,19 @@ impl ClientConn {
     /// the batch), its plain encoding otherwise.
     async fn send_request(
         &mut self,
+        cmd: &ClientCommand,
         req: &Request,
         buf: &[u8],
         at: Range<usize>,
         batch: &mut Batch,
         up: &mut Up,
     ) -> std::io::Result<()> {
+        if up.is_cluster() {
+            self.flush(up, buf, batch, at.start).await?;
+            batch.from = at.end;
+            up.route(cmd.spec, req, &buf[at]);
+            return Ok(());
+        }
         if req.is_canonical() && batch.from == at.start {
             batch.sent += 1;
             return Ok(());
@@ -420,7 +435,7 @@ impl ClientConn {
         let shared = self.shared.clone();
         let plugins = shared.plugins_for(name);
         if plugins.is_empty() {
-            self.send_request(f.req, buf, at, batch, up).await?;
+            self.send_request(f.cmd, f.req, buf, at, batch, up).await?;
             self.push_reply(f.hidden, f.route.reply, None);
             return Ok(Flow::Go);
         }
@@ -446,7 +461,7 @@ impl ClientConn {
                 }
             }
             Action::LoseReply => {
-                self.send_request(f.req, buf, at, batch, up).await?;
+                self.send_request(f.cmd, f.req, buf, at, batch, up).await?;
                 if !self.mode.paired() {
                     return Ok(Flow::Stop(Next::Close));
                 }
@@ -466,7 +481,7 @@ impl ClientConn {
                 return Ok(Flow::Go);
             }
         }
-        self.send_request(f.req, buf, at, batch, up).await?;
+        self.send_request(f.cmd, f.req, buf, at, batch, up).await?;
         if !self.mode.paired() {
             return Ok(Flow::Go);
         }

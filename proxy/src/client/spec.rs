@@ -46,6 +46,10 @@ pub(crate) struct CommandSpec {
     pub(crate) flags: u32,
     /// The first key's position (0: no key at a fixed position).
     pub(crate) first_key: i32,
+    /// The last key's position (negative: counted from the end, `-1` the last argument).
+    pub(crate) last_key: i32,
+    /// The step between keys.
+    pub(crate) key_step: i32,
     /// Redis's documentation group (`string`, `generic`, `server`, ...).
     pub(crate) group: &'static str,
 }
@@ -64,6 +68,8 @@ impl CommandSpec {
             arity,
             flags,
             first_key: keys.0,
+            last_key: keys.1,
+            key_step: keys.2,
             group,
         }
     }

@@ -95,6 +95,43 @@ impl Upstream {
         })
     }
 
+    /// The same server settings (user, password, database, TLS) at another address: a node
+    /// of the cluster this upstream belongs to. Its connections back off on their own.
+    pub(crate) fn at(&self, host: &str, port: u16) -> Upstream {
+        let moved = |c: &Connector| {
+            let info = c.info().clone();
+            let mut addr = info.addr().clone();
+            match &mut addr {
+                ConnectionAddr::TcpTls {
+                    host: h, port: p, ..
+                } => {
+                    *h = host.to_string();
+                    *p = port;
+                }
+                other => *other = ConnectionAddr::Tcp(host.to_string(), port),
+            }
+            Connector::new(info.set_addr(addr), None).unwrap_or_else(|_| c.clone())
+        };
+        Upstream {
+            connector: moved(&self.connector),
+            connector3: moved(&self.connector3),
+            shown: format!("{host}:{port}"),
+            user_timeout: self.user_timeout,
+            db: self.db,
+            backoff: std::sync::Arc::default(),
+        }
+    }
+
+    /// Its TCP host and port (`None` for a Unix socket).
+    pub(crate) fn tcp_addr(&self) -> Option<(&str, u16)> {
+        match self.connector.info().addr() {
+            ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+                Some((host.as_str(), *port))
+            }
+            _ => None,
+        }
+    }
+
     /// The URL with its password hidden.
     pub fn shown(&self) -> &str {
         &self.shown

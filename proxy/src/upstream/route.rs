@@ -7,6 +7,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use crate::cluster::up::ClusterUp;
 use crate::resp;
 use crate::shared::ProxyShared;
 use crate::upstream::link::{Delivery, DeliveryTx, UpstreamLink, UpstreamRequest};
@@ -23,6 +24,8 @@ pub(crate) enum Up {
     Shared(SharedUp),
     /// A connection of the client's own.
     Own { r: ReadHalf, w: WriteHalf },
+    /// Routed by slot to the masters of a cluster ([`crate::cluster`]); it shares as `Shared`.
+    Cluster(Box<ClusterUp>),
 }
 
 /// A client's side of the shared connections.
@@ -69,8 +72,38 @@ impl Up {
         })
     }
 
+    /// Client `id` in front of a cluster.
+    pub(crate) fn cluster(id: u64, shared: &ProxyShared) -> Option<Up> {
+        let router = shared.cluster.clone()?;
+        Some(Up::Cluster(Box::new(ClusterUp::new(router, id, shared))))
+    }
+
+    /// Whether it routes to a cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Up::Cluster(_))
+    }
+
+    /// Routes one request to a cluster (`false`: not in front of a cluster, nothing done).
+    pub(crate) fn route(
+        &mut self,
+        row: Option<&crate::client::spec::CommandSpec>,
+        req: &lockkit_resp::Request,
+        bytes: &[u8],
+    ) -> bool {
+        match self {
+            Up::Cluster(c) => {
+                c.route(row, req, bytes);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The replies read for the client were written: they are no longer held.
     pub(crate) fn written(&mut self) {
+        if let Up::Cluster(c) = self {
+            c.written();
+        }
         if let Up::Shared(s) = self {
             if s.taken > 0 {
                 s.out.sub(std::mem::take(&mut s.taken));
@@ -82,24 +115,36 @@ impl Up {
     pub(crate) fn outbuf(&self) -> Option<Arc<OutBuf>> {
         match self {
             Up::Shared(s) => Some(s.out.clone()),
+            Up::Cluster(c) => Some(c.out().clone()),
             Up::Own { .. } => None,
         }
     }
 
     /// A sharing client was closed for the replies held for it.
     pub(crate) fn killed(&self) -> bool {
-        matches!(self, Up::Shared(s) if s.out.is_killed())
+        match self {
+            Up::Shared(s) => s.out.is_killed(),
+            Up::Cluster(c) => c.out().is_killed(),
+            Up::Own { .. } => false,
+        }
     }
 
     /// A sharing client holds so many replies not yet written that it sends no more commands
     /// until it drains.
     pub(crate) fn backlogged(&self) -> bool {
-        matches!(self, Up::Shared(s) if s.out.full())
+        match self {
+            Up::Shared(s) => s.out.full(),
+            Up::Cluster(c) => c.out().full(),
+            Up::Own { .. } => false,
+        }
     }
 
     /// Moves a sharing client to the shared connections of protocol `resp`. Only with nothing
     /// owed: the replies of two connections would race each other.
     pub(crate) fn set_resp(&mut self, resp: RespVersion) {
+        if let Up::Cluster(c) = self {
+            c.set_resp(resp);
+        }
         if let Up::Shared(s) = self {
             debug_assert_eq!(s.owed, 0, "a protocol change with replies owed");
             if s.resp != resp {
@@ -113,6 +158,7 @@ impl Up {
     pub(crate) fn resp(&self) -> Option<RespVersion> {
         match self {
             Up::Shared(s) => Some(s.resp),
+            Up::Cluster(c) => Some(c.resp()),
             Up::Own { .. } => None,
         }
     }
@@ -127,19 +173,23 @@ impl Up {
     pub(crate) fn owed(&self) -> u32 {
         match self {
             Up::Shared(s) => s.owed,
+            Up::Cluster(c) => c.owed(),
             Up::Own { .. } => 0,
         }
     }
 
     /// The next send (on a shared connection) holds a known-slow command.
     pub(crate) fn mark_slow(&mut self) {
+        if let Up::Cluster(c) = self {
+            c.mark_slow();
+        }
         if let Up::Shared(s) = self {
             s.slow = true;
         }
     }
 
     pub(crate) fn is_shared(&self) -> bool {
-        matches!(self, Up::Shared(_))
+        matches!(self, Up::Shared(_) | Up::Cluster(_))
     }
 
     /// The error replies of an unreachable upstream are out: the client's connection closes.
@@ -151,6 +201,7 @@ impl Up {
     pub(crate) async fn read(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
         match self {
             Up::Own { r, .. } => r.read_buf(buf).await,
+            Up::Cluster(c) => c.read(buf).await,
             Up::Shared(s) => match s.rx.recv().await {
                 // Closed for the replies held for it: none of them is passed on.
                 Some(_) if s.out.is_killed() => {
@@ -176,6 +227,10 @@ impl Up {
         }
         match self {
             Up::Own { w, .. } => w.write_all(bytes).await,
+            Up::Cluster(c) => {
+                c.send_raw(bytes, n);
+                Ok(())
+            }
             Up::Shared(s) => {
                 s.send(shared, id, bytes.to_vec(), n);
                 Ok(())

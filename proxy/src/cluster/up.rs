@@ -1,0 +1,712 @@
+//! A client's side of the cluster ([`ClusterUp`]): each request is routed by its keys' slot to
+//! that slot's master on the shared connection to it, split per slot and merged for the
+//! multi-key commands that allow it, sent to every master for the server-wide ones, or
+//! answered in the proxy (`-CROSSSLOT`, `PING`, `CLUSTER`). Replies come back in the order of
+//! the requests whatever node answers first; a `-MOVED`, `-ASK`, `-TRYAGAIN` or
+//! `-CLUSTERDOWN` is dealt with here and never reaches the client.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lockkit_resp::Request;
+use tokio::sync::mpsc;
+
+use super::keys::{key_positions, keys_of, Keys};
+use super::Router;
+use crate::client::spec::CommandSpec;
+use crate::resp::{self, frame_len};
+use crate::upstream::link::{Delivery, DeliveryTx, UpstreamRequest};
+use crate::upstream::outbuf::OutBuf;
+use crate::upstream::RespVersion;
+
+/// Redirections and retries of one command before its last reply is passed on as it is.
+const MAX_REDIRECTS: u32 = 40;
+/// The wait before a command answered `-TRYAGAIN` or `-CLUSTERDOWN` goes again.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// Redis's reply to a multi-key command over several slots.
+pub(crate) const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+/// A standalone server's reply to `CLUSTER`, `READONLY`, `READWRITE` and `ASKING`.
+pub(crate) const NO_CLUSTER: &[u8] = b"-ERR This instance has cluster support disabled\r\n";
+const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
+
+/// The multi-key commands split per slot.
+const SPLIT: [&str; 6] = ["MGET", "MSET", "DEL", "UNLINK", "EXISTS", "TOUCH"];
+/// Sent to every master; the first error, else the first reply, is the answer.
+const EVERY_MASTER: [&str; 11] = [
+    "FLUSHALL",
+    "FLUSHDB",
+    "SCRIPT|LOAD",
+    "SCRIPT|FLUSH",
+    "SCRIPT|KILL",
+    "FUNCTION|LOAD",
+    "FUNCTION|FLUSH",
+    "FUNCTION|DELETE",
+    "FUNCTION|KILL",
+    "CONFIG|SET",
+    "CONFIG|RESETSTAT",
+];
+
+/// How the replies of a request's parts become its one reply.
+#[derive(Debug)]
+enum Merge {
+    /// One part, its reply as it is.
+    One,
+    /// Integers added up (DEL, EXISTS, DBSIZE, ...).
+    Sum,
+    /// Arrays put together: `(part, element)` for each element of the reply, in order (MGET).
+    Pick(Vec<(usize, usize)>),
+    /// Arrays one after the other (KEYS).
+    Concat,
+    /// The first error, else the first reply (MSET, FLUSHALL, SCRIPT LOAD, ...).
+    First,
+    /// INFO: `cluster_enabled:1` shown as `cluster_enabled:0`.
+    Info,
+    /// SCAN on master `node` of `n`: its cursor made the client's.
+    Scan { node: u64, n: u64 },
+}
+
+/// One part of a request, on one node.
+#[derive(Debug)]
+struct Part {
+    frame: Vec<u8>,
+    /// The slot of its keys (`None`: keyless).
+    slot: Option<u16>,
+    /// Where it goes whatever the slot (a server-wide command on every master, a redirection).
+    to: Option<String>,
+    /// A command sent just before it, its reply dropped (`ASKING`, or the `SCRIPT LOAD` of
+    /// a script a node did not have).
+    prefix: Option<Vec<u8>>,
+    /// The SHA1 an `EVALSHA` names.
+    sha: Option<String>,
+    rx: Option<mpsc::UnboundedReceiver<Delivery>>,
+    got: Vec<u8>,
+    got_n: u32,
+    want: u32,
+    done: Option<Vec<u8>>,
+    redirects: u32,
+    retry_at: Option<Instant>,
+}
+
+impl Part {
+    fn new(frame: Vec<u8>, slot: Option<u16>, to: Option<String>) -> Part {
+        Part {
+            frame,
+            slot,
+            to,
+            prefix: None,
+            sha: None,
+            rx: None,
+            got: Vec::new(),
+            got_n: 0,
+            want: 1,
+            done: None,
+            redirects: 0,
+            retry_at: None,
+        }
+    }
+}
+
+/// One request owed a reply.
+#[derive(Debug)]
+struct OwedCall {
+    parts: Vec<Part>,
+    merge: Merge,
+    /// Answered by the proxy.
+    ready: Option<Vec<u8>>,
+}
+
+/// A client's side of the cluster.
+pub(crate) struct ClusterUp {
+    router: Arc<Router>,
+    id: u64,
+    resp: RespVersion,
+    pending: VecDeque<OwedCall>,
+    out: Arc<OutBuf>,
+    /// Bytes of replies taken since the last [`ClusterUp::written`].
+    taken: usize,
+    /// Where the output buffer says the client is closed.
+    wake_rx: mpsc::UnboundedReceiver<Delivery>,
+    slow: bool,
+}
+
+impl ClusterUp {
+    pub(crate) fn new(router: Arc<Router>, id: u64, shared: &crate::ProxyShared) -> ClusterUp {
+        let (tx, wake_rx): (DeliveryTx, _) = mpsc::unbounded_channel();
+        let out = OutBuf::new(id, shared.output_buffer_limit, &shared.clients_memory, tx);
+        ClusterUp {
+            router,
+            id,
+            resp: RespVersion::Resp2,
+            pending: VecDeque::new(),
+            out,
+            taken: 0,
+            wake_rx,
+            slow: false,
+        }
+    }
+
+    pub(crate) fn owed(&self) -> u32 {
+        u32::try_from(self.pending.len()).unwrap_or(u32::MAX)
+    }
+
+    pub(crate) fn out(&self) -> &Arc<OutBuf> {
+        &self.out
+    }
+
+    pub(crate) fn resp(&self) -> RespVersion {
+        self.resp
+    }
+
+    pub(crate) fn set_resp(&mut self, resp: RespVersion) {
+        self.resp = resp;
+    }
+
+    pub(crate) fn mark_slow(&mut self) {
+        self.slow = true;
+    }
+
+    /// The replies taken were written.
+    pub(crate) fn written(&mut self) {
+        if self.taken > 0 {
+            self.out.sub(std::mem::take(&mut self.taken));
+        }
+    }
+
+    /// Bytes the proxy made up (a `HELLO`, a name replayed): `n` keyless commands to a master.
+    pub(crate) fn send_raw(&mut self, bytes: &[u8], n: u32) {
+        if n == 0 {
+            return;
+        }
+        let part = Part::new(bytes.to_vec(), None, None);
+        self.push(vec![part], Merge::One);
+    }
+
+    /// Routes the request `req` (read from `bytes`, of row `row` in Redis's table).
+    pub(crate) fn route(&mut self, row: Option<&CommandSpec>, req: &Request, bytes: &[u8]) {
+        let mut frame = Vec::with_capacity(bytes.len());
+        if req.is_canonical() {
+            frame.extend_from_slice(bytes);
+        } else {
+            req.write_canonical(bytes, &mut frame);
+        }
+        let Some(row) = row else {
+            return self.push(vec![Part::new(frame, None, None)], Merge::One);
+        };
+        let name = row.name;
+        if row.group == "cluster" {
+            return self.ready(NO_CLUSTER.to_vec());
+        }
+        // What the proxy remembers of scripts, whatever the command's route.
+        match name {
+            "EVAL" | "EVAL_RO" | "SCRIPT|LOAD" => {
+                let at = if name == "SCRIPT|LOAD" { 2 } else { 1 };
+                if let Some(body) = req.arg(bytes, at) {
+                    self.router.remember_script(body);
+                }
+            }
+            "SCRIPT|FLUSH" => self.router.forget_scripts(),
+            _ => {}
+        }
+        match name {
+            "PING" if req.argc() <= 2 => {
+                return self.ready(match req.arg(bytes, 1) {
+                    Some(a) => bulk(a),
+                    None => b"+PONG\r\n".to_vec(),
+                });
+            }
+            "SCAN" => return self.scan(req, bytes),
+            "DBSIZE" => return self.every_master(&frame, Merge::Sum),
+            "KEYS" => return self.every_master(&frame, Merge::Concat),
+            "INFO" => return self.push(vec![Part::new(frame, None, None)], Merge::Info),
+            n if EVERY_MASTER.contains(&n) => return self.every_master(&frame, Merge::First),
+            _ => {}
+        }
+        let positions = key_positions(row, req, bytes);
+        let slot = match keys_of(&positions, req, bytes) {
+            Keys::None => None,
+            Keys::Slot(s) => Some(s),
+            Keys::Cross(_) if SPLIT.contains(&name) => {
+                return self.split(name, &positions, req, bytes)
+            }
+            Keys::Cross(_) => return self.ready(CROSSSLOT.to_vec()),
+        };
+        let mut part = Part::new(frame, slot, None);
+        if matches!(name, "EVALSHA" | "EVALSHA_RO") {
+            part.sha = (req.arg(bytes, 1)).map(|s| String::from_utf8_lossy(s).to_lowercase());
+        }
+        self.push(vec![part], Merge::One);
+    }
+
+    /// A multi-key command over several slots, as one command per slot.
+    fn split(&mut self, name: &str, positions: &[usize], req: &Request, bytes: &[u8]) {
+        let pairs = name == "MSET";
+        let mut slots: Vec<u16> = Vec::new();
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut pick = Vec::new();
+        for &k in positions {
+            let s = lockkit::key_slot(req.arg(bytes, k).unwrap_or_default());
+            let g = match slots.iter().position(|&x| x == s) {
+                Some(g) => g,
+                None => {
+                    slots.push(s);
+                    groups.push(Vec::new());
+                    slots.len() - 1
+                }
+            };
+            pick.push((g, groups[g].len()));
+            groups[g].push(k);
+        }
+        let cmd = req.arg(bytes, 0).unwrap_or_default();
+        let parts = (slots.iter().zip(&groups))
+            .map(|(&s, keys)| {
+                let mut args: Vec<&[u8]> = vec![cmd];
+                for &k in keys {
+                    args.push(req.arg(bytes, k).unwrap_or_default());
+                    if pairs {
+                        args.push(req.arg(bytes, k + 1).unwrap_or_default());
+                    }
+                }
+                let mut frame = Vec::new();
+                lockkit_resp::write_multibulk(&mut frame, args);
+                Part::new(frame, Some(s), None)
+            })
+            .collect();
+        let merge = match name {
+            "MGET" => Merge::Pick(pick),
+            "MSET" => Merge::First,
+            _ => Merge::Sum,
+        };
+        self.push(parts, merge);
+    }
+
+    /// `SCAN cursor ...` over the masters one after the other: the client's cursor is the
+    /// node's cursor times the number of masters plus the node's place among them (sorted by
+    /// address), so that a cursor names its node.
+    fn scan(&mut self, req: &Request, bytes: &[u8]) {
+        let mut masters = self.router.masters();
+        masters.sort();
+        let n = masters.len().max(1) as u64;
+        let cursor = req
+            .arg(bytes, 1)
+            .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u64>().ok());
+        let Some(cursor) = cursor else {
+            return self.ready(b"-ERR invalid cursor\r\n".to_vec());
+        };
+        let (node, node_cursor) = (cursor % n, cursor / n);
+        let Some(addr) = masters.get(node as usize).cloned() else {
+            return self.ready(b"-ERR invalid cursor\r\n".to_vec());
+        };
+        let mut args: Vec<&[u8]> = req.args(bytes).collect();
+        let c = node_cursor.to_string();
+        args[1] = c.as_bytes();
+        let mut frame = Vec::new();
+        lockkit_resp::write_multibulk(&mut frame, args);
+        self.push(
+            vec![Part::new(frame, None, Some(addr))],
+            Merge::Scan { node, n },
+        );
+    }
+
+    fn every_master(&mut self, frame: &[u8], merge: Merge) {
+        let parts = (self.router.masters().into_iter())
+            .map(|m| Part::new(frame.to_vec(), None, Some(m)))
+            .collect();
+        self.push(parts, merge);
+    }
+
+    fn ready(&mut self, reply: Vec<u8>) {
+        self.pending.push_back(OwedCall {
+            parts: Vec::new(),
+            merge: Merge::One,
+            ready: Some(reply),
+        });
+    }
+
+    fn push(&mut self, mut parts: Vec<Part>, merge: Merge) {
+        let slow = std::mem::take(&mut self.slow);
+        for p in &mut parts {
+            self.dispatch(p, slow);
+        }
+        self.pending.push_back(OwedCall {
+            parts,
+            merge,
+            ready: None,
+        });
+    }
+
+    /// Sends `p` to its node (the one named, else its slot's master, else a master).
+    fn dispatch(&self, p: &mut Part, slow: bool) {
+        let addr = p.to.clone().or_else(|| match p.slot {
+            Some(s) => self.router.master(s),
+            None => {
+                let masters = self.router.masters();
+                let n = masters.len().max(1) as u64;
+                masters.get((self.id % n) as usize).cloned()
+            }
+        });
+        let link = addr.and_then(|a| self.router.link(&a, self.id, self.resp));
+        let Some(link) = link else {
+            self.router.refresh_soon();
+            p.done = Some(b"-CLUSTERDOWN Hash slot not served\r\n".to_vec());
+            return;
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pre = p.prefix.as_deref().unwrap_or_default();
+        let mut bytes = Vec::with_capacity(p.frame.len() + pre.len());
+        bytes.extend_from_slice(pre);
+        bytes.extend_from_slice(&p.frame);
+        p.want = 1 + u32::from(p.prefix.is_some());
+        p.got.clear();
+        p.got_n = 0;
+        let req = UpstreamRequest {
+            bytes,
+            n: p.want,
+            slow,
+            to: tx,
+            out: self.out.clone(),
+        };
+        if link.send(req).is_err() {
+            self.router.refresh_soon();
+            p.done = Some(resp::error_reply(
+                "ERR lockkit proxy: connection to a cluster node lost; the command was not sent",
+            ));
+            return;
+        }
+        p.rx = Some(rx);
+    }
+
+    /// Appends the next reply in order to `buf`; its length.
+    pub(crate) async fn read(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        loop {
+            let Some(entry) = self.pending.front_mut() else {
+                return std::future::pending().await;
+            };
+            if let Some(bytes) = entry.ready.take() {
+                self.pending.pop_front();
+                buf.extend_from_slice(&bytes);
+                return Ok(bytes.len());
+            }
+            let Some(i) = entry.parts.iter().position(|p| p.done.is_none()) else {
+                let entry = self.pending.pop_front().unwrap_or_else(|| unreachable!());
+                let reply = merge(entry);
+                buf.extend_from_slice(&reply);
+                return Ok(reply.len());
+            };
+            let p = &mut entry.parts[i];
+            if let Some(at) = p.retry_at {
+                tokio::time::sleep_until(at.into()).await;
+                let p = &mut self
+                    .pending
+                    .front_mut()
+                    .unwrap_or_else(|| unreachable!())
+                    .parts[i];
+                p.retry_at = None;
+                let mut taken = std::mem::replace(p, Part::new(Vec::new(), None, None));
+                self.dispatch(&mut taken, false);
+                self.pending
+                    .front_mut()
+                    .unwrap_or_else(|| unreachable!())
+                    .parts[i] = taken;
+                continue;
+            }
+            let Some(rx) = p.rx.as_mut() else {
+                p.done = Some(resp::error_reply("ERR lockkit proxy: no reply"));
+                continue;
+            };
+            let d = tokio::select! {
+                biased;
+                Some(_) = self.wake_rx.recv() => {
+                    return Err(std::io::Error::other("closed for the replies held for it"));
+                }
+                d = rx.recv() => d,
+            };
+            if self.out.is_killed() {
+                return Err(std::io::Error::other("closed for the replies held for it"));
+            }
+            let router = self.router.clone();
+            let p = &mut self
+                .pending
+                .front_mut()
+                .unwrap_or_else(|| unreachable!())
+                .parts[i];
+            match d {
+                Some(Delivery::Replies(bytes, n)) => {
+                    self.taken += bytes.len();
+                    p.got.extend_from_slice(&bytes);
+                    p.got_n += n;
+                }
+                Some(Delivery::Failed { n, why, .. }) => {
+                    router.refresh_soon();
+                    let e = resp::error_reply(&why);
+                    for _ in 0..n {
+                        p.got.extend_from_slice(&e);
+                    }
+                    p.got_n += n;
+                }
+                Some(Delivery::Closed) | None => {
+                    return Err(std::io::Error::other("closed for the replies held for it"));
+                }
+            }
+            if p.got_n < p.want {
+                continue;
+            }
+            let mut reply = std::mem::take(&mut p.got);
+            if p.prefix.is_some() {
+                // The reply to ASKING or SCRIPT LOAD first.
+                let cut = frame_len(&reply).ok().flatten().unwrap_or(0);
+                reply.drain(..cut);
+            }
+            match redirect(&reply) {
+                Some(r) if p.redirects < MAX_REDIRECTS => {
+                    p.redirects += 1;
+                    match r {
+                        Redirect::Moved(slot, addr) => {
+                            router.moved(slot, &addr);
+                            router.refresh_soon();
+                            p.prefix = None;
+                            // A server-wide part stays on its node unless that node moved it.
+                            p.to = Some(addr);
+                        }
+                        Redirect::Ask(addr) => {
+                            p.prefix = Some(ASKING.to_vec());
+                            p.to = Some(addr);
+                        }
+                        Redirect::NoScript => {
+                            let body = p.sha.as_deref().and_then(|s| router.script(s));
+                            let Some(body) = body else {
+                                p.done = Some(reply);
+                                continue;
+                            };
+                            let mut load = Vec::new();
+                            lockkit_resp::write_multibulk(
+                                &mut load,
+                                [&b"SCRIPT"[..], b"LOAD", &body],
+                            );
+                            p.prefix = Some(load);
+                        }
+                        Redirect::Retry => {
+                            router.refresh_soon();
+                            p.prefix = None;
+                            if p.slot.is_some() {
+                                p.to = None;
+                            }
+                            p.retry_at = Some(Instant::now() + RETRY_AFTER);
+                            continue;
+                        }
+                    }
+                    let mut taken = std::mem::replace(p, Part::new(Vec::new(), None, None));
+                    self.dispatch(&mut taken, false);
+                    self.pending
+                        .front_mut()
+                        .unwrap_or_else(|| unreachable!())
+                        .parts[i] = taken;
+                }
+                _ => p.done = Some(reply),
+            }
+        }
+    }
+}
+
+/// The reply to a command that needs a connection of the client's own (a transaction, a
+/// blocking command, pub/sub, ...): not carried in front of a cluster.
+pub(crate) fn own_refusal(cmd: &crate::client::command::ClientCommand) -> Vec<u8> {
+    if cmd.spec.is_some_and(|s| s.group == "cluster") {
+        return NO_CLUSTER.to_vec();
+    }
+    let name = cmd.spec.map_or("this command", |s| s.name);
+    resp::error_reply(&format!(
+        "ERR lockkit proxy: {name} is not available in front of a Redis Cluster (it needs a connection of its own)"
+    ))
+}
+
+/// What a redirection asks for.
+enum Redirect {
+    Moved(u16, String),
+    Ask(String),
+    Retry,
+    /// `-NOSCRIPT`: the node does not have the script an `EVALSHA` names.
+    NoScript,
+}
+
+fn redirect(reply: &[u8]) -> Option<Redirect> {
+    if reply.first() != Some(&b'-') {
+        return None;
+    }
+    let line = &reply[1..reply.len().saturating_sub(2)];
+    let text = std::str::from_utf8(line).ok()?;
+    let mut words = text.split(' ');
+    match words.next()? {
+        "MOVED" => {
+            let slot = words.next()?.parse().ok()?;
+            Some(Redirect::Moved(slot, words.next()?.to_string()))
+        }
+        "ASK" => {
+            words.next()?;
+            Some(Redirect::Ask(words.next()?.to_string()))
+        }
+        "TRYAGAIN" | "CLUSTERDOWN" => Some(Redirect::Retry),
+        "NOSCRIPT" => Some(Redirect::NoScript),
+        _ => None,
+    }
+}
+
+fn bulk(a: &[u8]) -> Vec<u8> {
+    let mut out = format!("${}\r\n", a.len()).into_bytes();
+    out.extend_from_slice(a);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// The elements of an array reply (`None`: not an array).
+fn elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
+    if reply.first() != Some(&b'*') {
+        return None;
+    }
+    let end = lockkit::resp::find_crlf(reply, 0)?;
+    let n = resp::parse_int(&reply[1..end])?;
+    let mut pos = end + 2;
+    let mut out = Vec::new();
+    for _ in 0..n.max(0) {
+        let l = frame_len(&reply[pos..]).ok().flatten()?;
+        out.push(&reply[pos..pos + l]);
+        pos += l;
+    }
+    Some(out)
+}
+
+fn merge(entry: OwedCall) -> Vec<u8> {
+    let replies: Vec<Vec<u8>> = (entry.parts.into_iter())
+        .map(|p| p.done.unwrap_or_default())
+        .collect();
+    if let Some(e) = replies.iter().find(|r| r.first() == Some(&b'-')) {
+        if !matches!(entry.merge, Merge::One | Merge::Info) {
+            return e.clone();
+        }
+    }
+    match entry.merge {
+        Merge::One | Merge::First => replies.into_iter().next().unwrap_or_default(),
+        Merge::Info => {
+            let mut r = replies.into_iter().next().unwrap_or_default();
+            if let Some(at) = find(&r, b"cluster_enabled:1") {
+                r[at + 16] = b'0';
+            }
+            r
+        }
+        Merge::Scan { node, n } => {
+            let r = replies.into_iter().next().unwrap_or_default();
+            let Some(items) = elements(&r) else { return r };
+            let (Some(cur), Some(keys)) = (items.first(), items.get(1)) else {
+                return r;
+            };
+            let cur = match resp::reply_kind(cur) {
+                resp::ReplyKind::Bulk(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|c| c.parse::<u64>().ok()),
+                _ => None,
+            };
+            let Some(cur) = cur else { return r };
+            let next = if cur != 0 {
+                cur.saturating_mul(n).saturating_add(node)
+            } else if node + 1 < n {
+                node + 1
+            } else {
+                0
+            };
+            let mut out = b"*2\r\n".to_vec();
+            out.extend_from_slice(&bulk(next.to_string().as_bytes()));
+            out.extend_from_slice(keys);
+            out
+        }
+        Merge::Sum => {
+            let total: i64 = (replies.iter())
+                .map(|r| match resp::reply_kind(r) {
+                    resp::ReplyKind::Int(i) => i,
+                    _ => 0,
+                })
+                .sum();
+            format!(":{total}\r\n").into_bytes()
+        }
+        Merge::Concat => {
+            let all: Vec<&[u8]> = replies
+                .iter()
+                .flat_map(|r| elements(r).unwrap_or_default())
+                .collect();
+            array(&all)
+        }
+        Merge::Pick(pick) => {
+            let parts: Vec<Vec<&[u8]>> = replies
+                .iter()
+                .map(|r| elements(r).unwrap_or_default())
+                .collect();
+            let all: Option<Vec<&[u8]>> = (pick.iter())
+                .map(|&(p, e)| parts.get(p).and_then(|x| x.get(e)).copied())
+                .collect();
+            match all {
+                Some(all) => array(&all),
+                None => resp::error_reply("ERR lockkit proxy: a node's reply did not fit its keys"),
+            }
+        }
+    }
+}
+
+fn array(items: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", items.len()).into_bytes();
+    for i in items {
+        out.extend_from_slice(i);
+    }
+    out
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirections_are_read() {
+        assert!(matches!(
+            redirect(b"-MOVED 3999 127.0.0.1:6381\r\n"),
+            Some(Redirect::Moved(3999, a)) if a == "127.0.0.1:6381"
+        ));
+        assert!(matches!(
+            redirect(b"-ASK 3999 127.0.0.1:6381\r\n"),
+            Some(Redirect::Ask(a)) if a == "127.0.0.1:6381"
+        ));
+        assert!(matches!(
+            redirect(b"-TRYAGAIN x\r\n"),
+            Some(Redirect::Retry)
+        ));
+        assert!(redirect(b"-ERR x\r\n").is_none());
+        assert!(redirect(b"+OK\r\n").is_none());
+    }
+
+    #[test]
+    fn arrays_merge_in_order() {
+        let e = OwedCall {
+            parts: vec![
+                done(b"*2\r\n$1\r\na\r\n$-1\r\n"),
+                done(b"*1\r\n$1\r\nc\r\n"),
+            ],
+            merge: Merge::Pick(vec![(0, 0), (1, 0), (0, 1)]),
+            ready: None,
+        };
+        assert_eq!(merge(e), b"*3\r\n$1\r\na\r\n$1\r\nc\r\n$-1\r\n");
+        let e = OwedCall {
+            parts: vec![done(b":2\r\n"), done(b":3\r\n")],
+            merge: Merge::Sum,
+            ready: None,
+        };
+        assert_eq!(merge(e), b":5\r\n");
+    }
+
+    fn done(r: &[u8]) -> Part {
+        let mut p = Part::new(Vec::new(), None, None);
+        p.done = Some(r.to_vec());
+        p
+    }
+}
