@@ -213,6 +213,11 @@ impl Harness {
                 }
             }
             Run::Scripting => {
+                // FUNCTION LOAD / RESTORE are deny-oom (EVAL and FCALL are not: the script's
+                // flags decide, see `Engine::refused_for_oom`).
+                if spec.deny_oom && self.engine.server_mut().db.over_config_max() {
+                    return Reply::err(crate::keyspace::OOM);
+                }
                 let r = crate::scripting::dispatch(&mut self.engine, spec.command, argv);
                 if resp3 {
                     r
@@ -221,6 +226,18 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// `CONFIG SET maxmemory`: past `bytes` (plus what the server itself is counted at),
+    /// deny-oom commands and scripts without `allow-oom` answer Redis's OOM error; 0 lifts it.
+    /// The keyspace's own bound ([`HarnessOptions::keyspace_limit`]) stays.
+    pub fn set_config_maxmemory(&mut self, bytes: usize) {
+        self.engine.server_mut().db.set_config_max_memory(bytes);
+    }
+
+    /// `maxmemory` as `CONFIG GET` answers it.
+    pub fn config_maxmemory(&self) -> usize {
+        self.engine.server().db.config_max_memory()
     }
 
     /// Whether the harness stopped the script of the last command (time limit or memory cap).

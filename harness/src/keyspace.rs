@@ -315,6 +315,10 @@ fn padding_growth(name: &str, argv: &[Vec<u8>]) -> Option<usize> {
 /// The longest string Redis stores (`proto-max-bulk-len`, 512 MiB).
 pub const MAX_STRING: usize = 512 << 20;
 
+/// What the server itself is counted at against a `CONFIG SET maxmemory` limit, beside the
+/// keyspace: about what an empty redis-server 7.0 reports as `used_memory`.
+pub const SERVER_OVERHEAD: usize = 1 << 20;
+
 /// Redis's reply past `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
@@ -368,6 +372,10 @@ pub struct Db {
     pending: usize,
     /// `maxmemory` in bytes; 0 for none.
     max_memory: usize,
+    /// `maxmemory` as `CONFIG SET` last gave it (`None`: never; 0: no limit beyond
+    /// `max_memory`): deny-oom commands are refused while the keyspace plus
+    /// [`SERVER_OVERHEAD`] is above it.
+    config_max: Option<usize>,
     /// The keys connections WATCH, and which of them commands touched (see [`Db::take_touched`]).
     watch: WatchHook,
 }
@@ -545,6 +553,27 @@ impl Db {
         self.max_memory = bytes;
     }
 
+    /// Sets `maxmemory` as `CONFIG SET maxmemory` does (0: none but the start limit, which
+    /// stays the keyspace's bound); see [`config_max_memory`](Self::config_max_memory).
+    pub fn set_config_max_memory(&mut self, bytes: usize) {
+        self.config_max = Some(bytes);
+    }
+
+    /// `maxmemory` as `CONFIG GET` answers it: the last `CONFIG SET`, else the start limit.
+    pub fn config_max_memory(&self) -> usize {
+        self.config_max.unwrap_or(self.max_memory)
+    }
+
+    /// Whether a `CONFIG SET maxmemory` limit is passed: Redis's out-of-memory state, where
+    /// deny-oom commands and scripts without `allow-oom` are refused. The keyspace's bytes
+    /// plus [`SERVER_OVERHEAD`] are compared (an empty Redis already uses about 0.9 MB).
+    pub fn over_config_max(&mut self) -> bool {
+        match self.config_max {
+            Some(limit) if limit > 0 => self.used_memory().saturating_add(SERVER_OVERHEAD) > limit,
+            _ => false,
+        }
+    }
+
     /// Bytes the keyspace uses now (approximate, see [`Value::memory_usage`]).
     pub fn used_memory(&mut self) -> usize {
         for key in std::mem::take(&mut self.dirty) {
@@ -570,6 +599,9 @@ impl Db {
         name: &str,
         argv: &[Vec<u8>],
     ) -> Result<(), String> {
+        if deny_oom && self.over_config_max() {
+            return Err(OOM.to_string());
+        }
         self.check_memory_under(self.max_memory, deny_oom, name, argv)
     }
 

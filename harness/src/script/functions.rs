@@ -507,6 +507,9 @@ impl Engine {
         let Some(f) = self.functions.functions.get(&key).cloned() else {
             return err("ERR Function not found");
         };
+        if self.refused_for_oom(f.flags) {
+            return err(crate::keyspace::OOM);
+        }
         if ro && !f.flags.no_writes {
             return err("ERR Can not execute a script with write flag using *_ro command.");
         }
@@ -524,6 +527,7 @@ impl Engine {
             no_writes: f.flags.no_writes,
             ro_call: ro,
             wrote: false,
+            allow_oom: f.flags.allow_oom,
         };
         self.invoke(&f.name, ctx, move |e| {
             let func: Function = e.function_bodies.raw_get(key.as_str())?;

@@ -47,6 +47,8 @@ pub(crate) struct RunCtx {
     pub ro_call: bool,
     /// A write command succeeded: Redis no longer refuses writes past `maxmemory`.
     pub wrote: bool,
+    /// Declared `allow-oom`: deny-oom commands run past a `CONFIG SET maxmemory` limit.
+    pub allow_oom: bool,
 }
 
 impl Default for RunCtx {
@@ -56,6 +58,7 @@ impl Default for RunCtx {
             no_writes: false,
             ro_call: false,
             wrote: false,
+            allow_oom: false,
         }
     }
 }
@@ -391,6 +394,9 @@ impl Engine {
             }
         };
         let ro = entry == Entry::EvalRo;
+        if script.flags.shebang && self.refused_for_oom(script.flags) {
+            return err(crate::keyspace::OOM);
+        }
         if ro && script.flags.shebang && !script.flags.no_writes {
             return err("ERR Can not execute a script with write flag using *_ro command.");
         }
@@ -402,11 +408,18 @@ impl Engine {
             no_writes: script.flags.no_writes,
             ro_call: ro,
             wrote: false,
+            allow_oom: script.flags.allow_oom,
         };
         self.invoke(sha, ctx, |e| {
             let func: Function = e.compiled.raw_get(sha)?;
             e.run.call::<(bool, Value)>(func)
         })
+    }
+
+    /// Redis refuses a script that declared flags (a shebang, every function) before it runs
+    /// when the server is past `maxmemory`, unless it declared `allow-oom` or `no-writes`.
+    pub(crate) fn refused_for_oom(&self, flags: ScriptFlags) -> bool {
+        !flags.allow_oom && !flags.no_writes && self.server_mut().db.over_config_max()
     }
 
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
@@ -750,7 +763,7 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
     }
     match (spec.run, lua.app_data_mut::<Server>()) {
         (Run::Plain(f), Some(mut server)) => {
-            let room = if ctx.wrote {
+            let room = if ctx.wrote || ctx.allow_oom {
                 server
                     .db
                     .check_memory_after_write(spec.deny_oom, spec.name, argv)

@@ -366,7 +366,7 @@ impl ServeConn {
                 Some(r) => r,
                 None => self.harness(argv).await,
             },
-            "config" => match self.config(&argv) {
+            "config" => match self.config(&argv).await {
                 Some(r) => r,
                 None => self.harness(argv).await,
             },
@@ -385,9 +385,13 @@ impl ServeConn {
                     .iter()
                     .map(|s| lossy(s).to_ascii_lowercase())
                     .collect();
+                let maxmemory = match self.ctx.shared.maxmemory().await {
+                    Ok(m) => m,
+                    Err(busy) => return busy,
+                };
                 self.ctx
                     .shared
-                    .info(sections, self.ctx.port, self.ctx.keyspace_limit)
+                    .info(sections, self.ctx.port, maxmemory)
                     .await
             }
             _ => self.harness(argv).await,
@@ -614,11 +618,17 @@ impl ServeConn {
 
     /// CONFIG GET / SET / RESETSTAT for the settings the server has; `None`: the harness
     /// answers (HELP, and `not emulated` for the rest).
-    fn config(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
+    async fn config(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
         let sub = lossy(argv.get(1)?).to_ascii_lowercase();
+        let maxmemory = match self.ctx.shared.maxmemory().await {
+            Ok(m) => m,
+            Err(busy) => return Some(busy),
+        };
         match sub.as_str() {
-            "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..])),
-            "set" if argv.len() >= 4 && argv.len() % 2 == 0 => Some(self.config_set(&argv[2..])),
+            "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..], maxmemory)),
+            "set" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+                Some(self.config_set(&argv[2..], maxmemory).await)
+            }
             "resetstat" if argv.len() == 2 => {
                 self.ctx.shared.reset_stats();
                 Some(Reply::ok())
@@ -627,13 +637,13 @@ impl ServeConn {
         }
     }
 
-    fn settings(&self) -> Vec<(&'static str, String)> {
+    fn settings(&self, maxmemory: usize) -> Vec<(&'static str, String)> {
         let ms = self.ctx.shared.busy_threshold().as_millis().to_string();
         vec![
             ("busy-reply-threshold", ms.clone()),
             ("lua-time-limit", ms),
             ("databases", "1".into()),
-            ("maxmemory", self.ctx.keyspace_limit.to_string()),
+            ("maxmemory", maxmemory.to_string()),
             ("maxmemory-policy", "noeviction".into()),
             ("port", self.ctx.port.to_string()),
             ("save", String::new()),
@@ -641,9 +651,9 @@ impl ServeConn {
         ]
     }
 
-    fn config_get(&self, patterns: &[Vec<u8>]) -> Reply {
+    fn config_get(&self, patterns: &[Vec<u8>], maxmemory: usize) -> Reply {
         let pairs: Vec<(Reply, Reply)> = self
-            .settings()
+            .settings(maxmemory)
             .into_iter()
             .filter(|(k, _)| patterns.iter().any(|p| glob_match(p, k.as_bytes(), true)))
             .map(|(k, v)| (Reply::bulk(k), Reply::bulk(v)))
@@ -651,11 +661,18 @@ impl ServeConn {
         Reply::Map(pairs)
     }
 
-    fn config_set(&mut self, pairs: &[Vec<u8>]) -> Reply {
+    async fn config_set(&mut self, pairs: &[Vec<u8>], maxmemory: usize) -> Reply {
         let mut threshold = None;
+        let mut memory = None;
         for kv in pairs.chunks(2) {
             let key = lossy(&kv[0]).to_ascii_lowercase();
             match key.as_str() {
+                "maxmemory" => match memory_bytes(&kv[1]) {
+                    Some(v) => memory = Some(v),
+                    None => {
+                        return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be a memory value"))
+                    }
+                },
                 "busy-reply-threshold" | "lua-time-limit" => {
                     match crate::number::parse_i64(&kv[1]).filter(|v| *v >= 0) {
                         Some(v) => threshold = Some(Duration::from_millis(v as u64)),
@@ -667,12 +684,12 @@ impl ServeConn {
                 _ => {
                     // Setting what the server already is changes nothing.
                     let same = self
-                        .settings()
+                        .settings(maxmemory)
                         .iter()
                         .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
                     if !same {
                         return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold and lua-time-limit)"
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit and maxmemory)"
                         ));
                     }
                 }
@@ -680,6 +697,11 @@ impl ServeConn {
         }
         if let Some(t) = threshold {
             self.ctx.shared.set_busy_threshold(t);
+        }
+        if let Some(m) = memory {
+            if let Err(busy) = self.ctx.shared.set_maxmemory(m).await {
+                return busy;
+            }
         }
         Reply::ok()
     }
@@ -711,6 +733,24 @@ impl ServeConn {
             Err(busy) => busy,
         }
     }
+}
+
+/// A memory value as Redis's CONFIG SET reads it: bytes, or `k`/`kb`/`m`/`mb`/`g`/`gb` (any
+/// case; `k` is 1,000, `kb` 1,024).
+fn memory_bytes(v: &[u8]) -> Option<usize> {
+    let s = lossy(v).to_ascii_lowercase();
+    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &s[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 /// Whether the connection answers `argv` itself (not the harness).

@@ -129,7 +129,6 @@ pub struct Server {
 struct Ctx {
     shared: Arc<shared::ServeShared>,
     requirepass: Option<String>,
-    keyspace_limit: usize,
     port: u16,
 }
 
@@ -151,7 +150,6 @@ impl Server {
         let ctx = Arc::new(Ctx {
             shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
             requirepass: options.requirepass,
-            keyspace_limit: options.keyspace_limit,
             port: addr.port(),
         });
         let (stop, stop_rx) = watch::channel(false);
