@@ -167,9 +167,49 @@ pub struct Stream {
     pub last_id: StreamId,
     /// Entries not deleted.
     pub len: usize,
+    /// Entries ever added (`entries-added`).
+    pub entries_added: u64,
+    /// The greatest ID XDEL removed (`max-deleted-entry-id`).
+    pub max_deleted: StreamId,
+    /// Its consumer groups, by name (Redis keeps them sorted too).
+    pub groups: std::collections::BTreeMap<Vec<u8>, StreamGroup>,
+}
+
+/// A stream's consumer group.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamGroup {
+    /// The last ID delivered to one of its consumers (`last-delivered-id`).
+    pub last_id: StreamId,
+    /// How many entries the group read (`entries-read`); `None` when unknown.
+    pub entries_read: Option<u64>,
+    /// Entries delivered and not acknowledged (the group's PEL), by ID.
+    pub pending: std::collections::BTreeMap<StreamId, PendingEntry>,
+    /// Its consumers, by name, with when each was last seen (virtual-clock milliseconds).
+    pub consumers: std::collections::BTreeMap<Vec<u8>, i64>,
+}
+
+/// One entry of a group's PEL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingEntry {
+    /// The consumer it was delivered to.
+    pub consumer: Vec<u8>,
+    /// When it was last delivered (virtual-clock milliseconds).
+    pub delivered_ms: i64,
+    /// How many times it was delivered.
+    pub deliveries: u64,
 }
 
 impl Stream {
+    /// The first live entry's ID, (0, 0) when empty (`recorded-first-entry-id`).
+    pub fn first_id(&self) -> StreamId {
+        self.live().next().map_or((0, 0), |e| e.id)
+    }
+
+    /// The live entry `id`, if any.
+    pub fn entry(&self, id: StreamId) -> Option<&StreamEntry> {
+        self.live().find(|e| e.id == id)
+    }
+
     /// Entries not deleted, in ID order.
     pub fn live(&self) -> impl DoubleEndedIterator<Item = &StreamEntry> {
         self.nodes
