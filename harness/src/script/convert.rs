@@ -34,7 +34,9 @@ pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
             Value::Table(t)
         }
         Reply::Map(pairs) if resp == 3 => {
-            let m = lua.create_table_with_capacity(0, pairs.len())?;
+            // Not presized: Redis builds it with lua_newtable, and the hash part's size
+            // decides the order `pairs` visits the keys in.
+            let m = lua.create_table()?;
             for (k, v) in pairs {
                 m.raw_set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
             }
@@ -44,6 +46,26 @@ pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
         Reply::Double(d) if resp == 3 => single(lua, "double", Value::Number(d))?,
         Reply::Double(d) => {
             Value::String(lua.create_string(crate::number::format_double_reply(d))?)
+        }
+        Reply::Bool(b) if resp == 3 => Value::Boolean(b),
+        Reply::BigNumber(n) if resp == 3 => {
+            single(lua, "big_number", Value::String(lua.create_string(&n)?))?
+        }
+        Reply::Verbatim(format, text) if resp == 3 => {
+            let v = lua.create_table_with_capacity(0, 2)?;
+            v.raw_set("format", lua.create_string(&format)?)?;
+            v.raw_set("string", lua.create_string(&text)?)?;
+            single(lua, "verbatim_string", Value::Table(v))?
+        }
+        Reply::Set(items) if resp == 3 => {
+            let t = lua.create_table()?;
+            for item in items {
+                t.raw_set(reply_to_lua(lua, item, resp)?, true)?;
+            }
+            single(lua, "set", Value::Table(t))?
+        }
+        other @ (Reply::Bool(_) | Reply::BigNumber(_) | Reply::Verbatim(..) | Reply::Set(_)) => {
+            reply_to_lua(lua, other.into_resp2(), resp)?
         }
     })
 }
@@ -123,7 +145,7 @@ fn to_reply(v: &Value, resp: u8, depth: usize, left: &mut usize) -> Result<Reply
     }
     Ok(match v {
         Value::Nil => Reply::Nil,
-        Value::Boolean(b) if resp == 3 => Reply::Int(i64::from(*b)),
+        Value::Boolean(b) if resp == 3 => Reply::Bool(*b),
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(i) => Reply::Int(*i),
@@ -153,12 +175,21 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
         spend(left, s.as_bytes().len())?;
-        return Ok(Reply::Bulk(s.as_bytes().to_vec()));
+        // A big number is one line: Redis turns CR and LF into spaces.
+        return Ok(Reply::BigNumber(
+            String::from_utf8_lossy(&s.as_bytes()).replace(['\r', '\n'], " "),
+        ));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let Ok(Value::String(s)) = v.raw_get::<Value>("string") {
             spend(left, s.as_bytes().len())?;
-            return Ok(Reply::Bulk(s.as_bytes().to_vec()));
+            let format = match v.raw_get::<Value>("format") {
+                Ok(Value::String(f)) if f.as_bytes().len() == 3 => {
+                    String::from_utf8_lossy(&f.as_bytes()).into_owned()
+                }
+                _ => "txt".to_string(),
+            };
+            return Ok(Reply::Verbatim(format, s.as_bytes().to_vec()));
         }
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
@@ -177,7 +208,7 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result
         for (k, _) in set.pairs::<Value, Value>().flatten() {
             out.push(to_reply(&k, resp, depth + 1, left)?);
         }
-        return Ok(Reply::Array(out));
+        return Ok(Reply::Set(out));
     }
     let mut out = Vec::new();
     for i in 1.. {
