@@ -87,6 +87,9 @@ pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if is(&a[1], "protocol") && a.len() == 3 {
         return debug_protocol(&a[2]);
     }
+    if is(&a[1], "object") && a.len() == 3 {
+        return debug_object(s, &a[2]);
+    }
     if is(&a[1], "sleep") || is(&a[1], "set-disable-deny-scripts") || is(&a[1], "protocol") {
         return Reply::err(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
@@ -94,9 +97,29 @@ pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         ));
     }
     Reply::err(format!(
-        "ERR harness: DEBUG {} is not emulated (only DEBUG SLEEP, SET-DISABLE-DENY-SCRIPTS and PROTOCOL)",
+        "ERR harness: DEBUG {} is not emulated (only DEBUG SLEEP, SET-DISABLE-DENY-SCRIPTS, PROTOCOL and OBJECT)",
         String::from_utf8_lossy(&a[1])
     ))
+}
+
+/// `DEBUG OBJECT key`: Redis's one-line summary for a key still in the keyspace, expired or
+/// not (Redis looks in its dictionary without expiring). The address, LRU clock and
+/// serialized length are the harness's stand-ins (no RDB encoding): `encoding` is the real
+/// part; `serializedlength` is the harness's byte count of the value.
+fn debug_object(s: &mut Server, key: &[u8]) -> Reply {
+    // With the clock at its minimum nothing reads as expired, and nothing is deleted.
+    let now = std::mem::replace(&mut s.now_ms, i64::MIN);
+    let argv = [b"object".to_vec(), b"encoding".to_vec(), key.to_vec()];
+    let encoding = super::keys::object_encoding(s, &argv);
+    let size = s.db.peek(key, i64::MIN).map(|e| e.value.memory_usage());
+    s.now_ms = now;
+    match (encoding, size) {
+        (Reply::Bulk(enc), Some(size)) => Reply::Status(format!(
+            "Value at:0x7f0000000000 refcount:1 encoding:{} serializedlength:{size} lru:0 lru_seconds_idle:0",
+            String::from_utf8_lossy(&enc)
+        )),
+        _ => Reply::err("ERR no such key"),
+    }
 }
 
 /// `DEBUG PROTOCOL type`: one reply of each RESP3 type, as Redis builds it; a RESP2 client

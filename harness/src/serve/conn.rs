@@ -79,7 +79,7 @@ fn lossy(b: &[u8]) -> String {
 fn full_name(argv: &[Vec<u8>]) -> String {
     let top = lossy(&argv[0]).to_ascii_lowercase();
     match (top.as_str(), argv.get(1)) {
-        ("script" | "function" | "client" | "config" | "debug", Some(sub)) => {
+        ("script" | "function" | "client" | "config" | "debug" | "acl", Some(sub)) => {
             format!("{top}|{}", lossy(sub).to_ascii_lowercase())
         }
         _ => top,
@@ -377,6 +377,11 @@ impl ServeConn {
                 Reply::ok()
             }
             "lockkit.clock" => self.clock(&argv).await,
+            "acl" if argv.len() >= 3 && is(&argv[1], "setuser") => {
+                self.users().setuser(&argv[2], &argv[3..])
+            }
+            "acl" if argv.len() >= 3 && is(&argv[1], "deluser") => self.users().deluser(&argv[2..]),
+            "acl" if argv.len() == 2 && is(&argv[1], "users") => self.users().names(),
             "debug" if argv.len() >= 2 && is(&argv[1], "reload") => {
                 self.ctx.shared.debug_reload(&argv).await
             }
@@ -528,10 +533,19 @@ impl ServeConn {
         Reply::Map(pairs)
     }
 
+    fn users(&self) -> std::sync::MutexGuard<'_, super::acl::Users> {
+        self.ctx.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
         let wrong = || err("WRONGPASS invalid username-password pair or user is disabled.");
-        if user.is_some_and(|u| u != b"default") {
-            return Err(wrong());
+        if let Some(name) = user.filter(|u| *u != b"default") {
+            let users = self.ctx.users.lock().unwrap_or_else(|p| p.into_inner());
+            if !users.check(name, pass) {
+                return Err(wrong());
+            }
+            self.authed = true;
+            return Ok(());
         }
         match &self.ctx.requirepass {
             Some(pw) if pw.as_bytes() == pass => {
@@ -760,18 +774,19 @@ fn is_local(argv: &[Vec<u8>]) -> bool {
     matches!(
         top,
         "hello" | "auth" | "quit" | "reset" | "select" | "lockkit.clock" | "unwatch" | "info"
-    ) || matches!(
-        name.as_str(),
-        "client|id"
-            | "client|getname"
-            | "client|setname"
-            | "client|setinfo"
-            | "client|info"
-            | "config|get"
-            | "config|set"
-            | "config|resetstat"
-            | "debug|log"
-            | "debug|set-active-expire"
-            | "debug|reload"
-    )
+    ) || matches!(name.as_str(), "acl|setuser" | "acl|deluser" | "acl|users")
+        || matches!(
+            name.as_str(),
+            "client|id"
+                | "client|getname"
+                | "client|setname"
+                | "client|setinfo"
+                | "client|info"
+                | "config|get"
+                | "config|set"
+                | "config|resetstat"
+                | "debug|log"
+                | "debug|set-active-expire"
+                | "debug|reload"
+        )
 }

@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod acl;
 mod conn;
 mod pubsub;
 pub mod resp;
@@ -130,6 +131,8 @@ struct Ctx {
     shared: Arc<shared::ServeShared>,
     requirepass: Option<String>,
     port: u16,
+    /// ACL users other than `default`.
+    users: std::sync::Mutex<acl::Users>,
 }
 
 impl Server {
@@ -150,6 +153,7 @@ impl Server {
         let ctx = Arc::new(Ctx {
             shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
             requirepass: options.requirepass,
+            users: std::sync::Mutex::default(),
             port: addr.port(),
         });
         let (stop, stop_rx) = watch::channel(false);
