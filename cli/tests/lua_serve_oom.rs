@@ -1,6 +1,7 @@
-//! `CONFIG SET maxmemory` in `lockkit lua serve`: the same command sequences, sent to the
-//! built binary and to a real redis-server 7.0, must get the same replies (deny-oom commands,
-//! scripts with and without flags, functions, FUNCTION LOAD).
+//! `CONFIG SET maxmemory` and `min-replicas-to-write` in `lockkit lua serve`: the same command
+//! sequences, sent to the built binary and to a real redis-server 7.0, must get the same
+//! replies (deny-oom and write commands, scripts with and without flags, functions, FUNCTION
+//! LOAD).
 
 mod common;
 
@@ -13,7 +14,7 @@ const F_ALLOW: &str = "#!lua name=a\nredis.register_function{function_name='a', 
 const F_RO: &str = "#!lua name=r\nredis.register_function{function_name='r', callback=function() return 'hello' end, flags={'no-writes'}}";
 
 /// Scenarios named after what they check; each starts from an empty keyspace and ends with
-/// `CONFIG SET maxmemory 0`.
+/// `CONFIG SET maxmemory 0` and `min-replicas-to-write 0`.
 const SCENARIOS: &[(&str, &[&[&str]])] = &[
     (
         "deny-oom commands are refused past maxmemory, reads and deletes are not",
@@ -105,6 +106,30 @@ const SCENARIOS: &[(&str, &[&[&str]])] = &[
             &["CONFIG", "SET", "maxmemory", "lots"],
         ],
     ),
+    (
+        "min-replicas-to-write: writes and scripts that may write answer NOREPLICAS",
+        &[
+            &["SET", "x", "some value"],
+            &["CONFIG", "SET", "min-replicas-to-write", "1"],
+            &[
+                "EVAL",
+                "#!lua flags=no-writes\nreturn redis.call('get','x')",
+                "1",
+                "x",
+            ],
+            &["EVAL", "return redis.call('get','x')", "1", "x"],
+            &["EVAL", "#!lua\nreturn redis.call('get','x')", "1", "x"],
+            &["EVAL", "return redis.call('set','x',1)", "1", "x"],
+            &["SET", "y", "1"],
+            &["GET", "x"],
+            &["CONFIG", "SET", "min-replicas-to-write", "x"],
+            &["CONFIG", "SET", "maxmemory", "1"],
+            &["SET", "y", "1"],
+            &["CONFIG", "SET", "min-replicas-to-write", "0"],
+            &["CONFIG", "SET", "maxmemory", "0"],
+            &["SET", "y", "1"],
+        ],
+    ),
 ];
 
 fn run(port: u16, steps: &[&[&str]]) -> Vec<Reply> {
@@ -118,6 +143,7 @@ fn run(port: u16, steps: &[&[&str]]) -> Vec<Reply> {
         })
         .collect();
     c.call(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
+    c.call(&[b"CONFIG", b"SET", b"min-replicas-to-write", b"0"]);
     replies
 }
 

@@ -206,6 +206,13 @@ impl Harness {
         match spec.run {
             Run::Plain(f) => {
                 let mut server = self.engine.server_mut();
+                if spec.write && server.min_replicas_to_write > 0 {
+                    // Redis checks memory first.
+                    if let Err(e) = server.db.check_memory(spec.deny_oom, spec.name, argv) {
+                        return Reply::Error(e);
+                    }
+                    return Reply::err(crate::keyspace::NOREPLICAS);
+                }
                 match server.db.check_memory(spec.deny_oom, spec.name, argv) {
                     Ok(()) if resp3 => commands::run_caught(f, &mut server, argv),
                     Ok(()) => commands::run_caught(f, &mut server, argv).into_resp2(),
@@ -233,6 +240,12 @@ impl Harness {
     /// The keyspace's own bound ([`HarnessOptions::keyspace_limit`]) stays.
     pub fn set_config_maxmemory(&mut self, bytes: usize) {
         self.engine.server_mut().db.set_config_max_memory(bytes);
+    }
+
+    /// `CONFIG SET min-replicas-to-write`: above 0, write commands and scripts that may write
+    /// answer `NOREPLICAS` (the harness never has replicas).
+    pub fn set_min_replicas_to_write(&mut self, n: i64) {
+        self.engine.server_mut().min_replicas_to_write = n;
     }
 
     /// `maxmemory` as `CONFIG GET` answers it.

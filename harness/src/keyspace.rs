@@ -359,6 +359,9 @@ pub const MAX_STRING: usize = 512 << 20;
 /// keyspace: about what an empty redis-server 7.0 reports as `used_memory`.
 pub const SERVER_OVERHEAD: usize = 1 << 20;
 
+/// Redis's reply to a write while `min-replicas-to-write` replicas are not connected.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
 /// Redis's reply past `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 

@@ -28,6 +28,9 @@ pub struct Server {
     pub sub_ms_us: i64,
     /// `DEBUG SET-DISABLE-DENY-SCRIPTS 1`: scripts may call `noscript` commands.
     pub allow_noscript: bool,
+    /// `CONFIG SET min-replicas-to-write`: above 0, writes answer `NOREPLICAS` (the server
+    /// never has a replica).
+    pub min_replicas_to_write: i64,
     /// What `DEBUG SLEEP` inside the running script slept: the script's time is frozen, so
     /// the clock moves when it ends.
     pub slept_in_script_us: i64,

@@ -507,8 +507,8 @@ impl Engine {
         let Some(f) = self.functions.functions.get(&key).cloned() else {
             return err("ERR Function not found");
         };
-        if self.refused_for_oom(f.flags) {
-            return err(crate::keyspace::OOM);
+        if let Some(e) = self.refused_before_run(f.flags) {
+            return e;
         }
         if ro && !f.flags.no_writes {
             return err("ERR Can not execute a script with write flag using *_ro command.");

@@ -394,8 +394,10 @@ impl Engine {
             }
         };
         let ro = entry == Entry::EvalRo;
-        if script.flags.shebang && self.refused_for_oom(script.flags) {
-            return err(crate::keyspace::OOM);
+        if script.flags.shebang {
+            if let Some(e) = self.refused_before_run(script.flags) {
+                return e;
+            }
         }
         if ro && script.flags.shebang && !script.flags.no_writes {
             return err("ERR Can not execute a script with write flag using *_ro command.");
@@ -418,8 +420,16 @@ impl Engine {
 
     /// Redis refuses a script that declared flags (a shebang, every function) before it runs
     /// when the server is past `maxmemory`, unless it declared `allow-oom` or `no-writes`.
-    pub(crate) fn refused_for_oom(&self, flags: ScriptFlags) -> bool {
-        !flags.allow_oom && !flags.no_writes && self.server_mut().db.over_config_max()
+    /// Also one that may write while `min-replicas-to-write` replicas are missing.
+    pub(crate) fn refused_before_run(&self, flags: ScriptFlags) -> Option<Reply> {
+        let mut server = self.server_mut();
+        if !flags.allow_oom && !flags.no_writes && server.db.over_config_max() {
+            return Some(err(crate::keyspace::OOM));
+        }
+        if !flags.no_writes && server.min_replicas_to_write > 0 {
+            return Some(err(crate::keyspace::NOREPLICAS));
+        }
+        None
     }
 
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
@@ -760,6 +770,12 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
     }
     if spec.write && (ctx.no_writes || ctx.ro_call) {
         return err("ERR Write commands are not allowed from read-only scripts.");
+    }
+    let no_replicas = lua
+        .app_data_ref::<Server>()
+        .is_some_and(|s| s.min_replicas_to_write > 0);
+    if spec.write && no_replicas {
+        return err(crate::keyspace::NOREPLICAS);
     }
     match (spec.run, lua.app_data_mut::<Server>()) {
         (Run::Plain(f), Some(mut server)) => {

@@ -678,9 +678,18 @@ impl ServeConn {
     async fn config_set(&mut self, pairs: &[Vec<u8>], maxmemory: usize) -> Reply {
         let mut threshold = None;
         let mut memory = None;
+        let mut replicas = None;
         for kv in pairs.chunks(2) {
             let key = lossy(&kv[0]).to_ascii_lowercase();
             match key.as_str() {
+                "min-replicas-to-write" => {
+                    match crate::number::parse_i64(&kv[1]).filter(|v| (0..=i64::from(i32::MAX)).contains(v)) {
+                        Some(v) => replicas = Some(v),
+                        None => {
+                            return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
+                        }
+                    }
+                }
                 "maxmemory" => match memory_bytes(&kv[1]) {
                     Some(v) => memory = Some(v),
                     None => {
@@ -703,7 +712,7 @@ impl ServeConn {
                         .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
                     if !same {
                         return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit and maxmemory)"
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory and min-replicas-to-write)"
                         ));
                     }
                 }
@@ -711,6 +720,11 @@ impl ServeConn {
         }
         if let Some(t) = threshold {
             self.ctx.shared.set_busy_threshold(t);
+        }
+        if let Some(n) = replicas {
+            if let Err(busy) = self.ctx.shared.set_min_replicas(n).await {
+                return busy;
+            }
         }
         if let Some(m) = memory {
             if let Err(busy) = self.ctx.shared.set_maxmemory(m).await {

@@ -551,6 +551,15 @@ impl ServeShared {
             .await
     }
 
+    /// `CONFIG SET min-replicas-to-write`.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn set_min_replicas(&self, n: i64) -> Result<(), Reply> {
+        self.with_harness(move |h| h.set_min_replicas_to_write(n))
+            .await
+    }
+
     /// `maxmemory` as `CONFIG GET` and INFO answer it.
     ///
     /// # Errors
