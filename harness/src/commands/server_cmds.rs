@@ -131,6 +131,8 @@ fn debug_protocol(kind: &[u8]) -> Reply {
     match name.as_str() {
         "string" => Reply::bulk("Hello World"),
         "integer" => Reply::Int(12345),
+        // Redis's own constant (not pi).
+        #[allow(clippy::approx_constant)]
         "double" => Reply::Double(3.141),
         "bignum" => Reply::BigNumber("1234567999999999999999999999999999999".into()),
         "null" => Reply::Nil,

@@ -680,7 +680,7 @@ pub fn xautoclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         while j < a.len() {
             if is(&a[j], "count") && j + 1 < a.len() {
                 count = int_arg(&a[j + 1])?;
-                if count < 1 || count > i64::MAX / 10 {
+                if !(1..=i64::MAX / 10).contains(&count) {
                     return Err(Reply::err("ERR COUNT must be > 0"));
                 }
                 j += 2;

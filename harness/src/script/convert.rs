@@ -88,10 +88,7 @@ fn one_line(s: &[u8]) -> String {
 /// millions of times).
 pub fn lua_to_reply(v: &Value, resp: u8, budget: usize) -> Option<Reply> {
     let mut left = budget;
-    match to_reply(v, resp, 0, &mut left) {
-        Ok(r) => Some(r),
-        Err(Stop::TooBig) => None,
-    }
+    to_reply(v, resp, 0, &mut left).ok()
 }
 
 /// `r` with every map flattened into an array, as scripts' maps reached a client before
