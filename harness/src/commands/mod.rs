@@ -14,6 +14,7 @@ mod server_cmds;
 mod set;
 mod sort;
 mod stream;
+mod stream_claim;
 mod stream_group;
 mod strings;
 mod zset;
@@ -229,9 +230,9 @@ static HANDLERS: &[(&str, Run)] = &[
     ("xrevrange", Run::Plain(stream::xrevrange)),
     ("xdel", Run::Plain(stream::xdel)),
     ("xtrim", Run::Plain(stream::xtrim)),
-    ("xinfo|stream", Run::Plain(stream_group::xinfo)),
-    ("xinfo|groups", Run::Plain(stream_group::xinfo)),
-    ("xinfo|consumers", Run::Plain(stream_group::xinfo)),
+    ("xinfo|stream", Run::Plain(stream_claim::xinfo)),
+    ("xinfo|groups", Run::Plain(stream_claim::xinfo)),
+    ("xinfo|consumers", Run::Plain(stream_claim::xinfo)),
     ("xread", Run::Plain(stream_group::xread)),
     ("xreadgroup", Run::Plain(stream_group::xreadgroup)),
     ("xgroup|create", Run::Plain(stream_group::xgroup)),
@@ -241,8 +242,8 @@ static HANDLERS: &[(&str, Run)] = &[
     ("xgroup|delconsumer", Run::Plain(stream_group::xgroup)),
     ("xack", Run::Plain(stream_group::xack)),
     ("xpending", Run::Plain(stream_group::xpending)),
-    ("xclaim", Run::Plain(stream_group::xclaim)),
-    ("xautoclaim", Run::Plain(stream_group::xautoclaim)),
+    ("xclaim", Run::Plain(stream_claim::xclaim)),
+    ("xautoclaim", Run::Plain(stream_claim::xautoclaim)),
     ("zrangebylex", Run::Plain(zset::zrangebylex)),
     ("zrevrangebylex", Run::Plain(zset::zrevrangebylex)),
     ("zlexcount", Run::Plain(zset::zlexcount)),

@@ -1,7 +1,7 @@
 //! Stream reads and consumer groups: XREAD and XREADGROUP (without waiting: a `BLOCK` read
 //! with nothing to deliver answers at once, as if its timeout had passed; scripts get Redis's
-//! error for `BLOCK`), XGROUP, XACK, XPENDING, XCLAIM, XAUTOCLAIM and XINFO. Times (delivery,
-//! idle, seen) are the virtual clock's.
+//! error for `BLOCK`), XGROUP, XACK and XPENDING; XCLAIM, XAUTOCLAIM and XINFO are in
+//! `stream_claim`. Times (delivery, idle, seen) are the virtual clock's.
 
 use super::stream::{decr, id_text, incr, parse_id, read};
 use super::{done, int_arg, is};
@@ -9,18 +9,18 @@ use crate::keyspace::{PendingEntry, Stream, StreamEntry, StreamGroup, StreamId, 
 use crate::reply::{errors, Reply};
 use crate::server::Server;
 
-fn entry_reply(e: &StreamEntry) -> Reply {
+pub(super) fn entry_reply(e: &StreamEntry) -> Reply {
     Reply::Array(vec![
         Reply::Bulk(id_text(e.id)),
         Reply::Array(e.fields.iter().cloned().map(Reply::Bulk).collect()),
     ])
 }
 
-fn id_reply(id: StreamId) -> Reply {
+pub(super) fn id_reply(id: StreamId) -> Reply {
     Reply::Bulk(id_text(id))
 }
 
-fn nogroup(key: &[u8], group: &[u8]) -> Reply {
+pub(super) fn nogroup(key: &[u8], group: &[u8]) -> Reply {
     Reply::err(format!(
         "NOGROUP No such key '{}' or consumer group '{}'",
         String::from_utf8_lossy(key),
@@ -59,7 +59,7 @@ fn distance(x: &Stream, id: StreamId) -> Option<u64> {
 }
 
 /// The group's `lag` (XINFO GROUPS): `None` when it cannot be known.
-fn lag(x: &Stream, g: &StreamGroup) -> Option<i64> {
+pub(super) fn lag(x: &Stream, g: &StreamGroup) -> Option<i64> {
     if x.entries_added == 0 {
         return Some(0);
     }
@@ -71,7 +71,7 @@ fn lag(x: &Stream, g: &StreamGroup) -> Option<i64> {
     distance(x, g.last_id).map(|read| x.entries_added as i64 - read as i64)
 }
 
-fn opt_int(v: Option<i64>) -> Reply {
+pub(super) fn opt_int(v: Option<i64>) -> Reply {
     v.map_or(Reply::Nil, Reply::Int)
 }
 
@@ -228,7 +228,7 @@ fn read_cmd(s: &mut Server, a: &[Vec<u8>], xreadgroup: bool) -> Reply {
     })())
 }
 
-fn touch_consumer(g: &mut StreamGroup, consumer: &[u8], now: i64) {
+pub(super) fn touch_consumer(g: &mut StreamGroup, consumer: &[u8], now: i64) {
     g.consumers.insert(consumer.to_vec(), now);
 }
 
@@ -367,7 +367,7 @@ fn entries_read_opt(a: &[Vec<u8>], from: usize) -> Result<(Option<u64>, bool), R
 
 const NEEDS_KEY: &str = "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.";
 
-fn no_such_group(key: &[u8], group: &[u8]) -> Reply {
+pub(super) fn no_such_group(key: &[u8], group: &[u8]) -> Reply {
     Reply::err(format!(
         "NOGROUP No such consumer group '{}' for key name '{}'",
         String::from_utf8_lossy(group),
@@ -550,7 +550,7 @@ pub fn xpending(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// An XPENDING range bound: `-`, `+`, an ID, or `(ID` to exclude it.
-fn parse_bound(arg: &[u8], end: bool) -> Result<StreamId, Reply> {
+pub(super) fn parse_bound(arg: &[u8], end: bool) -> Result<StreamId, Reply> {
     let missing = if end { u64::MAX } else { 0 };
     if arg.len() > 1 && arg[0] == b'(' {
         let id = parse_id(&arg[1..], missing, true, None)?;
@@ -564,272 +564,4 @@ fn parse_bound(arg: &[u8], end: bool) -> Result<StreamId, Reply> {
         });
     }
     parse_id(arg, missing, false, None)
-}
-
-// ---------------------------------------------------------------- XCLAIM / XAUTOCLAIM
-
-pub fn xclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done((|| {
-        let (key, group, consumer) = (&a[1], &a[2], &a[3]);
-        let min_idle = int_arg(&a[4])
-            .map_err(|_| Reply::err("ERR Invalid min-idle-time argument for XCLAIM"))?
-            .max(0);
-        let now = s.now_ms;
-        let mut ids = Vec::new();
-        let mut j = 5;
-        while j < a.len() {
-            match parse_id(&a[j], 0, true, None) {
-                Ok(id) => ids.push(id),
-                Err(_) => break,
-            }
-            j += 1;
-        }
-        let (mut delivered, mut retry, mut force, mut justid, mut last) =
-            (None, None, false, false, None);
-        while j < a.len() {
-            let more = a.len() - j - 1;
-            if is(&a[j], "force") {
-                force = true;
-            } else if is(&a[j], "justid") {
-                justid = true;
-            } else if is(&a[j], "idle") && more >= 1 {
-                j += 1;
-                delivered = Some(now - int_arg(&a[j])?);
-            } else if is(&a[j], "time") && more >= 1 {
-                j += 1;
-                delivered = Some(int_arg(&a[j])?);
-            } else if is(&a[j], "retrycount") && more >= 1 {
-                j += 1;
-                retry = Some(int_arg(&a[j])?.max(0) as u64);
-            } else if is(&a[j], "lastid") && more >= 1 {
-                j += 1;
-                last = Some(parse_id(&a[j], 0, true, None)?);
-            } else {
-                return Err(Reply::err(format!(
-                    "ERR Unrecognized XCLAIM option '{}'",
-                    String::from_utf8_lossy(&a[j])
-                )));
-            }
-            j += 1;
-        }
-        let delivered = delivered.map(|t| t.min(now).max(0));
-        let x = read(s, key)?.ok_or_else(|| nogroup(key, group))?;
-        if !x.groups.contains_key(group) {
-            return Err(nogroup(key, group));
-        }
-        let live: Vec<Option<StreamEntry>> = ids.iter().map(|id| x.entry(*id).cloned()).collect();
-        let g = x.groups.get_mut(group).ok_or_else(|| nogroup(key, group))?;
-        if let Some(l) = last {
-            if l > g.last_id {
-                g.last_id = l;
-            }
-        }
-        touch_consumer(g, consumer, now);
-        let mut out = Vec::new();
-        for (id, entry) in ids.iter().zip(live) {
-            let Some(entry) = entry else {
-                // Deleted from the stream: dropped from the PEL.
-                g.pending.remove(id);
-                continue;
-            };
-            if !g.pending.contains_key(id) {
-                if !force {
-                    continue;
-                }
-                g.pending.insert(
-                    *id,
-                    PendingEntry {
-                        consumer: consumer.clone(),
-                        delivered_ms: now,
-                        deliveries: 0,
-                    },
-                );
-            }
-            let Some(p) = g.pending.get_mut(id) else {
-                continue;
-            };
-            if min_idle > 0 && now - p.delivered_ms < min_idle {
-                continue;
-            }
-            p.consumer = consumer.clone();
-            p.delivered_ms = delivered.unwrap_or(now);
-            if let Some(r) = retry {
-                p.deliveries = r;
-            } else if !justid {
-                p.deliveries += 1;
-            }
-            out.push(if justid {
-                id_reply(*id)
-            } else {
-                entry_reply(&entry)
-            });
-        }
-        Ok(Reply::Array(out))
-    })())
-}
-
-pub fn xautoclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done((|| {
-        let (key, group, consumer) = (&a[1], &a[2], &a[3]);
-        let min_idle = int_arg(&a[4])
-            .map_err(|_| Reply::err("ERR Invalid min-idle-time argument for XAUTOCLAIM"))?
-            .max(0);
-        let start = parse_bound(&a[5], false)?;
-        let (mut count, mut justid) = (100i64, false);
-        let mut j = 6;
-        while j < a.len() {
-            if is(&a[j], "count") && j + 1 < a.len() {
-                count = int_arg(&a[j + 1])?;
-                if !(1..=i64::MAX / 10).contains(&count) {
-                    return Err(Reply::err("ERR COUNT must be > 0"));
-                }
-                j += 2;
-            } else if is(&a[j], "justid") {
-                justid = true;
-                j += 1;
-            } else {
-                return Err(Reply::err(errors::SYNTAX));
-            }
-        }
-        let now = s.now_ms;
-        let x = read(s, key)?.ok_or_else(|| nogroup(key, group))?;
-        if !x.groups.contains_key(group) {
-            return Err(nogroup(key, group));
-        }
-        let ids: Vec<StreamId> = x.groups[group.as_slice()]
-            .pending
-            .range(start..)
-            .map(|(id, _)| *id)
-            .collect();
-        let live: Vec<Option<StreamEntry>> = ids.iter().map(|id| x.entry(*id).cloned()).collect();
-        let g = x.groups.get_mut(group).ok_or_else(|| nogroup(key, group))?;
-        touch_consumer(g, consumer, now);
-        let mut attempts = count * 10;
-        let mut left = count;
-        let (mut claimed, mut deleted) = (Vec::new(), Vec::new());
-        let mut next = (0, 0);
-        let mut iter = ids.iter().zip(live).peekable();
-        while left > 0 && attempts > 0 {
-            let Some((id, entry)) = iter.next() else {
-                break;
-            };
-            attempts -= 1;
-            let Some(entry) = entry else {
-                g.pending.remove(id);
-                deleted.push(id_reply(*id));
-                continue;
-            };
-            let Some(p) = g.pending.get_mut(id) else {
-                continue;
-            };
-            if min_idle > 0 && now - p.delivered_ms < min_idle {
-                continue;
-            }
-            p.consumer = consumer.clone();
-            p.delivered_ms = now;
-            if !justid {
-                p.deliveries += 1;
-            }
-            claimed.push(if justid {
-                id_reply(*id)
-            } else {
-                entry_reply(&entry)
-            });
-            left -= 1;
-        }
-        if let Some((id, _)) = iter.peek() {
-            next = **id;
-        }
-        Ok(Reply::Array(vec![
-            id_reply(next),
-            Reply::Array(claimed),
-            Reply::Array(deleted),
-        ]))
-    })())
-}
-
-// ---------------------------------------------------------------- XINFO
-
-pub fn xinfo(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    done((|| {
-        let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-        let now = s.now_ms;
-        let x = match read(s, &a[2])? {
-            Some(x) => x,
-            None => return Err(Reply::err("ERR no such key")),
-        };
-        let pair = |k: &str, v: Reply| [Reply::bulk(k), v];
-        match sub.as_str() {
-            "stream" if a.len() == 3 => {
-                let first = x.live().next().map_or(Reply::Nil, entry_reply);
-                let last = x.live().next_back().map_or(Reply::Nil, entry_reply);
-                Ok(Reply::Array(
-                    [
-                        pair("length", Reply::Int(x.len as i64)),
-                        pair("radix-tree-keys", Reply::Int(x.nodes.len() as i64)),
-                        pair("radix-tree-nodes", Reply::Int(x.nodes.len() as i64 + 1)),
-                        pair("last-generated-id", id_reply(x.last_id)),
-                        pair("max-deleted-entry-id", id_reply(x.max_deleted)),
-                        pair("entries-added", Reply::Int(x.entries_added as i64)),
-                        pair("recorded-first-entry-id", id_reply(x.first_id())),
-                        pair("groups", Reply::Int(x.groups.len() as i64)),
-                        pair("first-entry", first),
-                        pair("last-entry", last),
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .collect(),
-                ))
-            }
-            "stream" => Err(Reply::err(
-                "ERR harness: XINFO STREAM FULL is not emulated (XINFO STREAM, GROUPS and CONSUMERS are)",
-            )),
-            "groups" if a.len() == 3 => Ok(Reply::Array(
-                x.groups
-                    .iter()
-                    .map(|(name, g)| {
-                        let consumers = g.consumers.len() as i64;
-                        Reply::Array(
-                            [
-                                pair("name", Reply::bulk(name)),
-                                pair("consumers", Reply::Int(consumers)),
-                                pair("pending", Reply::Int(g.pending.len() as i64)),
-                                pair("last-delivered-id", id_reply(g.last_id)),
-                                pair("entries-read", opt_int(g.entries_read.map(|n| n as i64))),
-                                pair("lag", opt_int(lag(x, g))),
-                            ]
-                            .into_iter()
-                            .flatten()
-                            .collect(),
-                        )
-                    })
-                    .collect(),
-            )),
-            "consumers" if a.len() == 4 => {
-                let g = x.groups.get(&a[3]).ok_or_else(|| {
-                    no_such_group(&a[2], &a[3])
-                })?;
-                Ok(Reply::Array(
-                    g.consumers
-                        .iter()
-                        .map(|(name, seen)| {
-                            let pending =
-                                g.pending.values().filter(|p| p.consumer == *name).count();
-                            Reply::Array(
-                                [
-                                    pair("name", Reply::bulk(name)),
-                                    pair("pending", Reply::Int(pending as i64)),
-                                    pair("idle", Reply::Int((now - seen).max(0))),
-                                ]
-                                .into_iter()
-                                .flatten()
-                                .collect(),
-                            )
-                        })
-                        .collect(),
-                ))
-            }
-            _ => Err(Reply::err(errors::SYNTAX)),
-        }
-    })())
 }

@@ -690,7 +690,7 @@ impl ServeConn {
                         }
                     }
                 }
-                "maxmemory" => match memory_bytes(&kv[1]) {
+                "maxmemory" => match super::memory_bytes(&kv[1]) {
                     Some(v) => memory = Some(v),
                     None => {
                         return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be a memory value"))
@@ -761,24 +761,6 @@ impl ServeConn {
             Err(busy) => busy,
         }
     }
-}
-
-/// A memory value as Redis's CONFIG SET reads it: bytes, or `k`/`kb`/`m`/`mb`/`g`/`gb` (any
-/// case; `k` is 1,000, `kb` 1,024).
-fn memory_bytes(v: &[u8]) -> Option<usize> {
-    let s = lossy(v).to_ascii_lowercase();
-    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit: usize = match &s[digits.len()..] {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1_000_000,
-        "mb" => 1 << 20,
-        "g" => 1_000_000_000,
-        "gb" => 1 << 30,
-        _ => return None,
-    };
-    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 /// Whether the connection answers `argv` itself (not the harness).

@@ -199,3 +199,21 @@ async fn accept_loop(
     }
     conns.shutdown().await;
 }
+
+/// A memory value as Redis's CONFIG SET reads it: bytes, or `k`/`kb`/`m`/`mb`/`g`/`gb` (any
+/// case; `k` is 1,000, `kb` 1,024).
+fn memory_bytes(v: &[u8]) -> Option<usize> {
+    let s = String::from_utf8_lossy(v).to_ascii_lowercase();
+    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &s[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
+}
