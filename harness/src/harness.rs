@@ -248,6 +248,12 @@ impl Harness {
         self.engine.server_mut().min_replicas_to_write = n;
     }
 
+    /// `--strict-keys`: a script (EVAL, EVALSHA, FCALL) whose command touches a key it did not
+    /// declare in KEYS gets an error naming the key, as Redis Cluster and Dragonfly refuse it.
+    pub fn set_strict_keys(&mut self, on: bool) {
+        self.engine.server_mut().strict_keys = on;
+    }
+
     /// `maxmemory` as `CONFIG GET` answers it.
     pub fn config_maxmemory(&self) -> usize {
         self.engine.server().db.config_max_memory()

@@ -19,6 +19,7 @@ mod stream_group;
 mod strings;
 mod zset;
 
+pub(crate) use getkeys::command_keys;
 pub(crate) use introspect::glob_match;
 
 use std::collections::HashMap;

@@ -522,6 +522,7 @@ impl Engine {
             Ok(t) => t,
             Err(e) => return err(format!("ERR harness: {e}")),
         };
+        self.declare_keys(keys);
         let ctx = RunCtx {
             resp: 2,
             no_writes: f.flags.no_writes,

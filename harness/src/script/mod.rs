@@ -420,6 +420,14 @@ impl Engine {
 
     /// Redis refuses a script that declared flags (a shebang, every function) before it runs
     /// when the server is past `maxmemory`, unless it declared `allow-oom` or `no-writes`.
+    /// Remembers a run's KEYS for `--strict-keys`.
+    pub(crate) fn declare_keys(&self, keys: &[Vec<u8>]) {
+        let mut server = self.server_mut();
+        if server.strict_keys {
+            server.script_keys = keys.to_vec();
+        }
+    }
+
     /// Also one that may write while `min-replicas-to-write` replicas are missing.
     pub(crate) fn refused_before_run(&self, flags: ScriptFlags) -> Option<Reply> {
         let mut server = self.server_mut();
@@ -433,6 +441,7 @@ impl Engine {
     }
 
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
+        self.declare_keys(keys);
         self.globals.raw_set("KEYS", self.sequence(keys)?)?;
         self.globals.raw_set("ARGV", self.sequence(argv)?)
     }
@@ -771,6 +780,9 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
     if spec.write && (ctx.no_writes || ctx.ro_call) {
         return err("ERR Write commands are not allowed from read-only scripts.");
     }
+    if let Some(e) = undeclared_key(lua, argv) {
+        return e;
+    }
     let no_replicas = lua
         .app_data_ref::<Server>()
         .is_some_and(|s| s.min_replicas_to_write > 0);
@@ -809,6 +821,22 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
         }
         _ => err("ERR harness: command unavailable inside a script"),
     }
+}
+
+/// Under `--strict-keys`, the error for the first key of `argv` the running script did not
+/// declare in KEYS.
+fn undeclared_key(lua: &Lua, argv: &[Vec<u8>]) -> Option<Reply> {
+    let server = lua.app_data_ref::<Server>()?;
+    if !server.strict_keys {
+        return None;
+    }
+    let key = commands::command_keys(argv)
+        .into_iter()
+        .find(|k| !server.script_keys.contains(k))?;
+    Some(err(format!(
+        "ERR Script attempted to access key '{}', which is not declared in KEYS (lockkit lua serve --strict-keys; Redis Cluster and Dragonfly refuse such scripts)",
+        String::from_utf8_lossy(&key)
+    )))
 }
 
 /// The "in a script" flag of the server, set while a script's command runs and cleared when

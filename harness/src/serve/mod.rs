@@ -43,6 +43,7 @@ pub struct ServeOptions {
     requirepass: Option<String>,
     max_clients: usize,
     keyspace_limit: usize,
+    strict_keys: bool,
 }
 
 impl Default for ServeOptions {
@@ -55,6 +56,7 @@ impl Default for ServeOptions {
             requirepass: None,
             max_clients: 1000,
             keyspace_limit: crate::DEFAULT_KEYSPACE_LIMIT,
+            strict_keys: false,
         }
     }
 }
@@ -117,6 +119,15 @@ impl ServeOptions {
     }
 }
 
+impl ServeOptions {
+    /// `--strict-keys`: see [`Harness::set_strict_keys`].
+    #[must_use]
+    pub fn strict_keys(mut self, on: bool) -> Self {
+        self.strict_keys = on;
+        self
+    }
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
@@ -142,12 +153,13 @@ impl Server {
     /// The address cannot be bound, an option is out of range, or Lua cannot start.
     pub async fn start(options: ServeOptions) -> std::io::Result<Server> {
         let invalid = |e: crate::HarnessError| std::io::Error::other(e.to_string());
-        let harness = Harness::with_options(
+        let mut harness = Harness::with_options(
             HarnessOptions::new()
                 .time_limit(options.time_limit)
                 .keyspace_limit(options.keyspace_limit),
         )
         .map_err(invalid)?;
+        harness.set_strict_keys(options.strict_keys);
         let listener = TcpListener::bind(&options.listen).await?;
         let addr = listener.local_addr()?;
         let ctx = Arc::new(Ctx {
