@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// Bytes the keyspace may use before commands that grow it answer OOM (`256mb`, `0`: none).
     #[arg(long, value_parser = crate::lua::parse_bytes)]
     maxmemory: Option<usize>,
+    /// Fail a script (EVAL, EVALSHA, FCALL) that touches a key it did not declare in KEYS,
+    /// naming the key, as Redis Cluster and Dragonfly fail it in production.
+    #[arg(long)]
+    strict_keys: bool,
 }
 
 fn is_loopback(listen: &str) -> anyhow::Result<bool> {
@@ -89,6 +93,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         })
         .requirepass(requirepass)
         .max_clients(args.maxclients)
+        .strict_keys(args.strict_keys)
         .keyspace_limit(
             args.maxmemory
                 .unwrap_or(lockkit_harness::DEFAULT_KEYSPACE_LIMIT),

@@ -206,6 +206,13 @@ impl Harness {
         match spec.run {
             Run::Plain(f) => {
                 let mut server = self.engine.server_mut();
+                if spec.write && server.min_replicas_to_write > 0 {
+                    // Redis checks memory first.
+                    if let Err(e) = server.db.check_memory(spec.deny_oom, spec.name, argv) {
+                        return Reply::Error(e);
+                    }
+                    return Reply::err(crate::keyspace::NOREPLICAS);
+                }
                 match server.db.check_memory(spec.deny_oom, spec.name, argv) {
                     Ok(()) if resp3 => commands::run_caught(f, &mut server, argv),
                     Ok(()) => commands::run_caught(f, &mut server, argv).into_resp2(),
@@ -213,6 +220,11 @@ impl Harness {
                 }
             }
             Run::Scripting => {
+                // FUNCTION LOAD / RESTORE are deny-oom (EVAL and FCALL are not: the script's
+                // flags decide, see `Engine::refused_for_oom`).
+                if spec.deny_oom && self.engine.server_mut().db.over_config_max() {
+                    return Reply::err(crate::keyspace::OOM);
+                }
                 let r = crate::scripting::dispatch(&mut self.engine, spec.command, argv);
                 if resp3 {
                     r
@@ -221,6 +233,30 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// `CONFIG SET maxmemory`: past `bytes` (plus what the server itself is counted at),
+    /// deny-oom commands and scripts without `allow-oom` answer Redis's OOM error; 0 lifts it.
+    /// The keyspace's own bound ([`HarnessOptions::keyspace_limit`]) stays.
+    pub fn set_config_maxmemory(&mut self, bytes: usize) {
+        self.engine.server_mut().db.set_config_max_memory(bytes);
+    }
+
+    /// `CONFIG SET min-replicas-to-write`: above 0, write commands and scripts that may write
+    /// answer `NOREPLICAS` (the harness never has replicas).
+    pub fn set_min_replicas_to_write(&mut self, n: i64) {
+        self.engine.server_mut().min_replicas_to_write = n;
+    }
+
+    /// `--strict-keys`: a script (EVAL, EVALSHA, FCALL) whose command touches a key it did not
+    /// declare in KEYS gets an error naming the key, as Redis Cluster and Dragonfly refuse it.
+    pub fn set_strict_keys(&mut self, on: bool) {
+        self.engine.server_mut().strict_keys = on;
+    }
+
+    /// `maxmemory` as `CONFIG GET` answers it.
+    pub fn config_maxmemory(&self) -> usize {
+        self.engine.server().db.config_max_memory()
     }
 
     /// Whether the harness stopped the script of the last command (time limit or memory cap).

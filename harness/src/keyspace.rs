@@ -167,9 +167,49 @@ pub struct Stream {
     pub last_id: StreamId,
     /// Entries not deleted.
     pub len: usize,
+    /// Entries ever added (`entries-added`).
+    pub entries_added: u64,
+    /// The greatest ID XDEL removed (`max-deleted-entry-id`).
+    pub max_deleted: StreamId,
+    /// Its consumer groups, by name (Redis keeps them sorted too).
+    pub groups: std::collections::BTreeMap<Vec<u8>, StreamGroup>,
+}
+
+/// A stream's consumer group.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StreamGroup {
+    /// The last ID delivered to one of its consumers (`last-delivered-id`).
+    pub last_id: StreamId,
+    /// How many entries the group read (`entries-read`); `None` when unknown.
+    pub entries_read: Option<u64>,
+    /// Entries delivered and not acknowledged (the group's PEL), by ID.
+    pub pending: std::collections::BTreeMap<StreamId, PendingEntry>,
+    /// Its consumers, by name, with when each was last seen (virtual-clock milliseconds).
+    pub consumers: std::collections::BTreeMap<Vec<u8>, i64>,
+}
+
+/// One entry of a group's PEL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingEntry {
+    /// The consumer it was delivered to.
+    pub consumer: Vec<u8>,
+    /// When it was last delivered (virtual-clock milliseconds).
+    pub delivered_ms: i64,
+    /// How many times it was delivered.
+    pub deliveries: u64,
 }
 
 impl Stream {
+    /// The first live entry's ID, (0, 0) when empty (`recorded-first-entry-id`).
+    pub fn first_id(&self) -> StreamId {
+        self.live().next().map_or((0, 0), |e| e.id)
+    }
+
+    /// The live entry `id`, if any.
+    pub fn entry(&self, id: StreamId) -> Option<&StreamEntry> {
+        self.live().find(|e| e.id == id)
+    }
+
     /// Entries not deleted, in ID order.
     pub fn live(&self) -> impl DoubleEndedIterator<Item = &StreamEntry> {
         self.nodes
@@ -315,6 +355,13 @@ fn padding_growth(name: &str, argv: &[Vec<u8>]) -> Option<usize> {
 /// The longest string Redis stores (`proto-max-bulk-len`, 512 MiB).
 pub const MAX_STRING: usize = 512 << 20;
 
+/// What the server itself is counted at against a `CONFIG SET maxmemory` limit, beside the
+/// keyspace: about what an empty redis-server 7.0 reports as `used_memory`.
+pub const SERVER_OVERHEAD: usize = 1 << 20;
+
+/// Redis's reply to a write while `min-replicas-to-write` replicas are not connected.
+pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
 /// Redis's reply past `maxmemory`.
 pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
 
@@ -368,6 +415,10 @@ pub struct Db {
     pending: usize,
     /// `maxmemory` in bytes; 0 for none.
     max_memory: usize,
+    /// `maxmemory` as `CONFIG SET` last gave it (`None`: never; 0: no limit beyond
+    /// `max_memory`): deny-oom commands are refused while the keyspace plus
+    /// [`SERVER_OVERHEAD`] is above it.
+    config_max: Option<usize>,
     /// The keys connections WATCH, and which of them commands touched (see [`Db::take_touched`]).
     watch: WatchHook,
 }
@@ -545,6 +596,27 @@ impl Db {
         self.max_memory = bytes;
     }
 
+    /// Sets `maxmemory` as `CONFIG SET maxmemory` does (0: none but the start limit, which
+    /// stays the keyspace's bound); see [`config_max_memory`](Self::config_max_memory).
+    pub fn set_config_max_memory(&mut self, bytes: usize) {
+        self.config_max = Some(bytes);
+    }
+
+    /// `maxmemory` as `CONFIG GET` answers it: the last `CONFIG SET`, else the start limit.
+    pub fn config_max_memory(&self) -> usize {
+        self.config_max.unwrap_or(self.max_memory)
+    }
+
+    /// Whether a `CONFIG SET maxmemory` limit is passed: Redis's out-of-memory state, where
+    /// deny-oom commands and scripts without `allow-oom` are refused. The keyspace's bytes
+    /// plus [`SERVER_OVERHEAD`] are compared (an empty Redis already uses about 0.9 MB).
+    pub fn over_config_max(&mut self) -> bool {
+        match self.config_max {
+            Some(limit) if limit > 0 => self.used_memory().saturating_add(SERVER_OVERHEAD) > limit,
+            _ => false,
+        }
+    }
+
     /// Bytes the keyspace uses now (approximate, see [`Value::memory_usage`]).
     pub fn used_memory(&mut self) -> usize {
         for key in std::mem::take(&mut self.dirty) {
@@ -570,6 +642,9 @@ impl Db {
         name: &str,
         argv: &[Vec<u8>],
     ) -> Result<(), String> {
+        if deny_oom && self.over_config_max() {
+            return Err(OOM.to_string());
+        }
         self.check_memory_under(self.max_memory, deny_oom, name, argv)
     }
 

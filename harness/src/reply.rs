@@ -24,6 +24,15 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// A RESP3 double (a bulk string formatted with `%.17g` for RESP2 clients).
     Double(f64),
+    /// A RESP3 boolean (`:1` / `:0` for RESP2 clients).
+    Bool(bool),
+    /// A RESP3 big number, its digits (a bulk string for RESP2 clients).
+    BigNumber(String),
+    /// A RESP3 verbatim string: its three-letter format (`txt`) and text (a bulk string of the
+    /// text for RESP2 clients).
+    Verbatim(String, Vec<u8>),
+    /// A RESP3 set (an array for RESP2 clients).
+    Set(Vec<Reply>),
 }
 
 impl Reply {
@@ -58,7 +67,12 @@ impl Reply {
                     .collect(),
             ),
             Reply::Double(d) => Reply::Bulk(crate::number::format_double_reply(d).into_bytes()),
-            Reply::Array(items) => Reply::Array(items.into_iter().map(Reply::into_resp2).collect()),
+            Reply::Array(items) | Reply::Set(items) => {
+                Reply::Array(items.into_iter().map(Reply::into_resp2).collect())
+            }
+            Reply::Bool(b) => Reply::Int(i64::from(b)),
+            Reply::BigNumber(n) => Reply::Bulk(n.into_bytes()),
+            Reply::Verbatim(_, text) => Reply::Bulk(text),
             other => other,
         }
     }

@@ -28,6 +28,14 @@ pub struct Server {
     pub sub_ms_us: i64,
     /// `DEBUG SET-DISABLE-DENY-SCRIPTS 1`: scripts may call `noscript` commands.
     pub allow_noscript: bool,
+    /// `CONFIG SET min-replicas-to-write`: above 0, writes answer `NOREPLICAS` (the server
+    /// never has a replica).
+    pub min_replicas_to_write: i64,
+    /// `lockkit lua serve --strict-keys`: a script's command touching a key not in its KEYS
+    /// fails with an error naming the key.
+    pub strict_keys: bool,
+    /// The KEYS of the script running (kept only with `strict_keys`).
+    pub script_keys: Vec<Vec<u8>>,
     /// What `DEBUG SLEEP` inside the running script slept: the script's time is frozen, so
     /// the clock moves when it ends.
     pub slept_in_script_us: i64,

@@ -101,6 +101,22 @@ fn positions(specs: &str, argv: &[Vec<u8>]) -> Option<Vec<usize>> {
     Some(keys)
 }
 
+/// The keys of command line `argv`, as COMMAND GETKEYS finds them; none for a command whose
+/// keys only Redis's own code finds (SORT's BY/GET patterns, MIGRATE...).
+pub(crate) fn command_keys(argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let Some((specs, _)) = lookup_argv(argv).ok().and_then(|spec| row(spec.name)) else {
+        return Vec::new();
+    };
+    if specs == "-" || specs.contains("unknown()") || specs.contains("incomplete") {
+        return Vec::new();
+    }
+    positions(specs, argv)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| argv[i].clone())
+        .collect()
+}
+
 /// `COMMAND GETKEYS command arg...`.
 pub fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let argv = &a[2..];

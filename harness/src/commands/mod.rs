@@ -14,9 +14,12 @@ mod server_cmds;
 mod set;
 mod sort;
 mod stream;
+mod stream_claim;
+mod stream_group;
 mod strings;
 mod zset;
 
+pub(crate) use getkeys::command_keys;
 pub(crate) use introspect::glob_match;
 
 use std::collections::HashMap;
@@ -228,9 +231,20 @@ static HANDLERS: &[(&str, Run)] = &[
     ("xrevrange", Run::Plain(stream::xrevrange)),
     ("xdel", Run::Plain(stream::xdel)),
     ("xtrim", Run::Plain(stream::xtrim)),
-    ("xinfo|stream", Run::Plain(stream::xinfo)),
-    ("xinfo|groups", Run::Plain(stream::xinfo)),
-    ("xinfo|consumers", Run::Plain(stream::xinfo)),
+    ("xinfo|stream", Run::Plain(stream_claim::xinfo)),
+    ("xinfo|groups", Run::Plain(stream_claim::xinfo)),
+    ("xinfo|consumers", Run::Plain(stream_claim::xinfo)),
+    ("xread", Run::Plain(stream_group::xread)),
+    ("xreadgroup", Run::Plain(stream_group::xreadgroup)),
+    ("xgroup|create", Run::Plain(stream_group::xgroup)),
+    ("xgroup|setid", Run::Plain(stream_group::xgroup)),
+    ("xgroup|destroy", Run::Plain(stream_group::xgroup)),
+    ("xgroup|createconsumer", Run::Plain(stream_group::xgroup)),
+    ("xgroup|delconsumer", Run::Plain(stream_group::xgroup)),
+    ("xack", Run::Plain(stream_group::xack)),
+    ("xpending", Run::Plain(stream_group::xpending)),
+    ("xclaim", Run::Plain(stream_claim::xclaim)),
+    ("xautoclaim", Run::Plain(stream_claim::xautoclaim)),
     ("zrangebylex", Run::Plain(zset::zrangebylex)),
     ("zrevrangebylex", Run::Plain(zset::zrevrangebylex)),
     ("zlexcount", Run::Plain(zset::zlexcount)),

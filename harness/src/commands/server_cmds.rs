@@ -84,16 +84,68 @@ pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         s.allow_noscript = lockkit_resp::number::atoi(&a[2]) != 0;
         return Reply::ok();
     }
-    if is(&a[1], "sleep") || is(&a[1], "set-disable-deny-scripts") {
+    if is(&a[1], "protocol") && a.len() == 3 {
+        return debug_protocol(&a[2]);
+    }
+    if is(&a[1], "object") && a.len() == 3 {
+        return debug_object(s, &a[2]);
+    }
+    if is(&a[1], "sleep") || is(&a[1], "set-disable-deny-scripts") || is(&a[1], "protocol") {
         return Reply::err(format!(
             "ERR unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
             String::from_utf8_lossy(&a[1])
         ));
     }
     Reply::err(format!(
-        "ERR harness: DEBUG {} is not emulated (only DEBUG SLEEP)",
+        "ERR harness: DEBUG {} is not emulated (only DEBUG SLEEP, SET-DISABLE-DENY-SCRIPTS, PROTOCOL and OBJECT)",
         String::from_utf8_lossy(&a[1])
     ))
+}
+
+/// `DEBUG OBJECT key`: Redis's one-line summary for a key still in the keyspace, expired or
+/// not (Redis looks in its dictionary without expiring). The address, LRU clock and
+/// serialized length are the harness's stand-ins (no RDB encoding): `encoding` is the real
+/// part; `serializedlength` is the harness's byte count of the value.
+fn debug_object(s: &mut Server, key: &[u8]) -> Reply {
+    // With the clock at its minimum nothing reads as expired, and nothing is deleted.
+    let now = std::mem::replace(&mut s.now_ms, i64::MIN);
+    let argv = [b"object".to_vec(), b"encoding".to_vec(), key.to_vec()];
+    let encoding = super::keys::object_encoding(s, &argv);
+    let size = s.db.peek(key, i64::MIN).map(|e| e.value.memory_usage());
+    s.now_ms = now;
+    match (encoding, size) {
+        (Reply::Bulk(enc), Some(size)) => Reply::Status(format!(
+            "Value at:0x7f0000000000 refcount:1 encoding:{} serializedlength:{size} lru:0 lru_seconds_idle:0",
+            String::from_utf8_lossy(&enc)
+        )),
+        _ => Reply::err("ERR no such key"),
+    }
+}
+
+/// `DEBUG PROTOCOL type`: one reply of each RESP3 type, as Redis builds it; a RESP2 client
+/// (or a script under `redis.setresp(2)`) gets it converted. `attrib` answers the reply that
+/// follows Redis's attribute, without the attribute; `push` is not emulated.
+fn debug_protocol(kind: &[u8]) -> Reply {
+    let ints = || (0..3).map(Reply::Int).collect::<Vec<_>>();
+    let name = String::from_utf8_lossy(kind).to_ascii_lowercase();
+    match name.as_str() {
+        "string" => Reply::bulk("Hello World"),
+        "integer" => Reply::Int(12345),
+        // Redis's own constant (not pi).
+        #[allow(clippy::approx_constant)]
+        "double" => Reply::Double(3.141),
+        "bignum" => Reply::BigNumber("1234567999999999999999999999999999999".into()),
+        "null" => Reply::Nil,
+        "array" => Reply::Array(ints()),
+        "set" => Reply::Set(ints()),
+        "map" => Reply::Map((0..3).map(|j| (Reply::Int(j), Reply::Bool(j == 1))).collect()),
+        "attrib" => Reply::bulk("Some real reply following the attribute"),
+        "verbatim" => Reply::Verbatim("txt".into(), b"This is a verbatim\nstring".to_vec()),
+        "true" => Reply::Bool(true),
+        "false" => Reply::Bool(false),
+        "push" => Reply::err("ERR harness: DEBUG PROTOCOL push is not emulated"),
+        _ => Reply::err("ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false"),
+    }
 }
 
 #[cfg(test)]

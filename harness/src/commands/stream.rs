@@ -1,5 +1,5 @@
-//! Stream basics: XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM (MAXLEN / MINID, exact and `~`),
-//! and XINFO for a missing key. Consumer groups and blocking reads are not emulated.
+//! Stream basics: XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM (MAXLEN / MINID, exact and `~`).
+//! Reads and consumer groups are in `stream_group`.
 
 use super::{done, is, wrong_arity, wrongtype};
 use crate::keyspace::{Stream, StreamEntry, StreamId, StreamNode, Value, STREAM_NODE_MAX_ENTRIES};
@@ -27,7 +27,7 @@ fn string2ull(b: &[u8]) -> Option<u64> {
 
 /// Redis's `streamGenericParseIDOrReply`. `seq_given`: `Some` where `<ms>-*` is allowed (XADD);
 /// it tells whether the sequence was given.
-fn parse_id(
+pub(super) fn parse_id(
     arg: &[u8],
     missing_seq: u64,
     strict: bool,
@@ -77,7 +77,7 @@ fn parse_interval(arg: &[u8], missing_seq: u64) -> Result<(StreamId, bool), Repl
     }
 }
 
-fn incr(id: StreamId) -> Option<StreamId> {
+pub(super) fn incr(id: StreamId) -> Option<StreamId> {
     match id {
         MAX_ID => None,
         (ms, u64::MAX) => Some((ms + 1, 0)),
@@ -85,7 +85,7 @@ fn incr(id: StreamId) -> Option<StreamId> {
     }
 }
 
-fn decr(id: StreamId) -> Option<StreamId> {
+pub(super) fn decr(id: StreamId) -> Option<StreamId> {
     match id {
         (0, 0) => None,
         (ms, 0) => Some((ms - 1, u64::MAX)),
@@ -93,11 +93,11 @@ fn decr(id: StreamId) -> Option<StreamId> {
     }
 }
 
-fn id_text(id: StreamId) -> Vec<u8> {
+pub(super) fn id_text(id: StreamId) -> Vec<u8> {
     format!("{}-{}", id.0, id.1).into_bytes()
 }
 
-fn read<'a>(s: &'a mut Server, key: &[u8]) -> Result<Option<&'a mut Stream>, Reply> {
+pub(super) fn read<'a>(s: &'a mut Server, key: &[u8]) -> Result<Option<&'a mut Stream>, Reply> {
     match s.db.get_mut(key, s.now_ms).map(|e| &mut e.value) {
         None => Ok(None),
         Some(Value::Stream(x)) => Ok(Some(x)),
@@ -320,6 +320,7 @@ pub fn xadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             }),
         }
         x.len += 1;
+        x.entries_added += 1;
         x.last_id = id;
         if t.strategy != Strategy::None {
             trim(x, &t);
@@ -424,6 +425,7 @@ pub fn xdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
                 }
                 x.len -= 1;
                 deleted += 1;
+                x.max_deleted = x.max_deleted.max(id);
             }
         }
         Ok(Reply::Int(deleted))
@@ -439,17 +441,4 @@ pub fn xtrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
         let x = read(s, &a[1])?.ok_or_else(|| Reply::err("ERR harness: stream vanished"))?;
         Ok(Reply::Int(trim(x, &t)))
     })())
-}
-
-/// XINFO STREAM / GROUPS / CONSUMERS: Redis's answer for a missing key or another type; the
-/// reports themselves are not emulated.
-pub fn xinfo(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    match read(s, &a[2]) {
-        Err(e) => e,
-        Ok(None) => Reply::err("ERR no such key"),
-        Ok(Some(_)) => Reply::err(format!(
-            "ERR harness: the Redis command 'xinfo|{}' is not emulated",
-            String::from_utf8_lossy(&a[1]).to_ascii_lowercase()
-        )),
-    }
 }

@@ -7,8 +7,8 @@ use super::libargs::Args;
 use crate::number::{format_g, lua_number_to_i64};
 use crate::reply::Reply;
 
-/// How deep a returned table may nest before the harness refuses it (it recurses on the
-/// caller's stack; Redis goes deeper).
+/// How deep a returned table may nest before the harness answers Redis's stack-limit error in
+/// its place (it recurses on the caller's stack; Redis goes deeper).
 const MAX_DEPTH: usize = 200;
 
 /// A command reply as `redis.call` hands it to Lua under protocol `resp` (2 or 3).
@@ -34,7 +34,9 @@ pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
             Value::Table(t)
         }
         Reply::Map(pairs) if resp == 3 => {
-            let m = lua.create_table_with_capacity(0, pairs.len())?;
+            // Not presized: Redis builds it with lua_newtable, and the hash part's size
+            // decides the order `pairs` visits the keys in.
+            let m = lua.create_table()?;
             for (k, v) in pairs {
                 m.raw_set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
             }
@@ -44,6 +46,26 @@ pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
         Reply::Double(d) if resp == 3 => single(lua, "double", Value::Number(d))?,
         Reply::Double(d) => {
             Value::String(lua.create_string(crate::number::format_double_reply(d))?)
+        }
+        Reply::Bool(b) if resp == 3 => Value::Boolean(b),
+        Reply::BigNumber(n) if resp == 3 => {
+            single(lua, "big_number", Value::String(lua.create_string(&n)?))?
+        }
+        Reply::Verbatim(format, text) if resp == 3 => {
+            let v = lua.create_table_with_capacity(0, 2)?;
+            v.raw_set("format", lua.create_string(&format)?)?;
+            v.raw_set("string", lua.create_string(&text)?)?;
+            single(lua, "verbatim_string", Value::Table(v))?
+        }
+        Reply::Set(items) if resp == 3 => {
+            let t = lua.create_table()?;
+            for item in items {
+                t.raw_set(reply_to_lua(lua, item, resp)?, true)?;
+            }
+            single(lua, "set", Value::Table(t))?
+        }
+        other @ (Reply::Bool(_) | Reply::BigNumber(_) | Reply::Verbatim(..) | Reply::Set(_)) => {
+            reply_to_lua(lua, other.into_resp2(), resp)?
         }
     })
 }
@@ -66,11 +88,7 @@ fn one_line(s: &[u8]) -> String {
 /// millions of times).
 pub fn lua_to_reply(v: &Value, resp: u8, budget: usize) -> Option<Reply> {
     let mut left = budget;
-    match to_reply(v, resp, 0, &mut left) {
-        Ok(r) => Some(r),
-        Err(Stop::Refused(e)) => Some(e),
-        Err(Stop::TooBig) => None,
-    }
+    to_reply(v, resp, 0, &mut left).ok()
 }
 
 /// `r` with every map flattened into an array, as scripts' maps reached a client before
@@ -90,8 +108,6 @@ pub fn flatten_maps(r: Reply) -> Reply {
 
 /// Why a reply could not be built.
 enum Stop {
-    /// The whole reply becomes this error (nesting limit).
-    Refused(Reply),
     /// Past the byte budget.
     TooBig,
 }
@@ -121,13 +137,12 @@ pub fn reply_size(r: &Reply) -> usize {
 
 fn to_reply(v: &Value, resp: u8, depth: usize, left: &mut usize) -> Result<Reply, Stop> {
     if depth > MAX_DEPTH {
-        return Err(Stop::Refused(Reply::err(
-            "ERR harness: reply nested deeper than 200 levels",
-        )));
+        // Redis's answer where its Lua stack ends (about 7,995 levels down), in place.
+        return Ok(Reply::err("ERR reached lua stack limit"));
     }
     Ok(match v {
         Value::Nil => Reply::Nil,
-        Value::Boolean(b) if resp == 3 => Reply::Int(i64::from(*b)),
+        Value::Boolean(b) if resp == 3 => Reply::Bool(*b),
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(i) => Reply::Int(*i),
@@ -157,12 +172,21 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result
     }
     if let Ok(Value::String(s)) = t.raw_get::<Value>("big_number") {
         spend(left, s.as_bytes().len())?;
-        return Ok(Reply::Bulk(s.as_bytes().to_vec()));
+        // A big number is one line: Redis turns CR and LF into spaces.
+        return Ok(Reply::BigNumber(
+            String::from_utf8_lossy(&s.as_bytes()).replace(['\r', '\n'], " "),
+        ));
     }
     if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
         if let Ok(Value::String(s)) = v.raw_get::<Value>("string") {
             spend(left, s.as_bytes().len())?;
-            return Ok(Reply::Bulk(s.as_bytes().to_vec()));
+            let format = match v.raw_get::<Value>("format") {
+                Ok(Value::String(f)) if f.as_bytes().len() == 3 => {
+                    String::from_utf8_lossy(&f.as_bytes()).into_owned()
+                }
+                _ => "txt".to_string(),
+            };
+            return Ok(Reply::Verbatim(format, s.as_bytes().to_vec()));
         }
     }
     if let Ok(Value::Table(m)) = t.raw_get::<Value>("map") {
@@ -181,7 +205,7 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result
         for (k, _) in set.pairs::<Value, Value>().flatten() {
             out.push(to_reply(&k, resp, depth + 1, left)?);
         }
-        return Ok(Reply::Array(out));
+        return Ok(Reply::Set(out));
     }
     let mut out = Vec::new();
     for i in 1.. {

@@ -507,6 +507,9 @@ impl Engine {
         let Some(f) = self.functions.functions.get(&key).cloned() else {
             return err("ERR Function not found");
         };
+        if let Some(e) = self.refused_before_run(f.flags) {
+            return e;
+        }
         if ro && !f.flags.no_writes {
             return err("ERR Can not execute a script with write flag using *_ro command.");
         }
@@ -519,11 +522,13 @@ impl Engine {
             Ok(t) => t,
             Err(e) => return err(format!("ERR harness: {e}")),
         };
+        self.declare_keys(keys);
         let ctx = RunCtx {
             resp: 2,
             no_writes: f.flags.no_writes,
             ro_call: ro,
             wrote: false,
+            allow_oom: f.flags.allow_oom,
         };
         self.invoke(&f.name, ctx, move |e| {
             let func: Function = e.function_bodies.raw_get(key.as_str())?;

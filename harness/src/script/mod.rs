@@ -47,6 +47,8 @@ pub(crate) struct RunCtx {
     pub ro_call: bool,
     /// A write command succeeded: Redis no longer refuses writes past `maxmemory`.
     pub wrote: bool,
+    /// Declared `allow-oom`: deny-oom commands run past a `CONFIG SET maxmemory` limit.
+    pub allow_oom: bool,
 }
 
 impl Default for RunCtx {
@@ -56,6 +58,7 @@ impl Default for RunCtx {
             no_writes: false,
             ro_call: false,
             wrote: false,
+            allow_oom: false,
         }
     }
 }
@@ -391,6 +394,11 @@ impl Engine {
             }
         };
         let ro = entry == Entry::EvalRo;
+        if script.flags.shebang {
+            if let Some(e) = self.refused_before_run(script.flags) {
+                return e;
+            }
+        }
         if ro && script.flags.shebang && !script.flags.no_writes {
             return err("ERR Can not execute a script with write flag using *_ro command.");
         }
@@ -402,6 +410,7 @@ impl Engine {
             no_writes: script.flags.no_writes,
             ro_call: ro,
             wrote: false,
+            allow_oom: script.flags.allow_oom,
         };
         self.invoke(sha, ctx, |e| {
             let func: Function = e.compiled.raw_get(sha)?;
@@ -409,7 +418,30 @@ impl Engine {
         })
     }
 
+    /// Redis refuses a script that declared flags (a shebang, every function) before it runs
+    /// when the server is past `maxmemory`, unless it declared `allow-oom` or `no-writes`.
+    /// Remembers a run's KEYS for `--strict-keys`.
+    pub(crate) fn declare_keys(&self, keys: &[Vec<u8>]) {
+        let mut server = self.server_mut();
+        if server.strict_keys {
+            server.script_keys = keys.to_vec();
+        }
+    }
+
+    /// Also one that may write while `min-replicas-to-write` replicas are missing.
+    pub(crate) fn refused_before_run(&self, flags: ScriptFlags) -> Option<Reply> {
+        let mut server = self.server_mut();
+        if !flags.allow_oom && !flags.no_writes && server.db.over_config_max() {
+            return Some(err(crate::keyspace::OOM));
+        }
+        if !flags.no_writes && server.min_replicas_to_write > 0 {
+            return Some(err(crate::keyspace::NOREPLICAS));
+        }
+        None
+    }
+
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
+        self.declare_keys(keys);
         self.globals.raw_set("KEYS", self.sequence(keys)?)?;
         self.globals.raw_set("ARGV", self.sequence(argv)?)
     }
@@ -748,9 +780,18 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
     if spec.write && (ctx.no_writes || ctx.ro_call) {
         return err("ERR Write commands are not allowed from read-only scripts.");
     }
+    if let Some(e) = undeclared_key(lua, argv) {
+        return e;
+    }
+    let no_replicas = lua
+        .app_data_ref::<Server>()
+        .is_some_and(|s| s.min_replicas_to_write > 0);
+    if spec.write && no_replicas {
+        return err(crate::keyspace::NOREPLICAS);
+    }
     match (spec.run, lua.app_data_mut::<Server>()) {
         (Run::Plain(f), Some(mut server)) => {
-            let room = if ctx.wrote {
+            let room = if ctx.wrote || ctx.allow_oom {
                 server
                     .db
                     .check_memory_after_write(spec.deny_oom, spec.name, argv)
@@ -780,6 +821,22 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
         }
         _ => err("ERR harness: command unavailable inside a script"),
     }
+}
+
+/// Under `--strict-keys`, the error for the first key of `argv` the running script did not
+/// declare in KEYS.
+fn undeclared_key(lua: &Lua, argv: &[Vec<u8>]) -> Option<Reply> {
+    let server = lua.app_data_ref::<Server>()?;
+    if !server.strict_keys {
+        return None;
+    }
+    let key = commands::command_keys(argv)
+        .into_iter()
+        .find(|k| !server.script_keys.contains(k))?;
+    Some(err(format!(
+        "ERR Script attempted to access key '{}', which is not declared in KEYS (lockkit lua serve --strict-keys; Redis Cluster and Dragonfly refuse such scripts)",
+        String::from_utf8_lossy(&key)
+    )))
 }
 
 /// The "in a script" flag of the server, set while a script's command runs and cleared when

@@ -7,8 +7,10 @@ pub struct ScriptFlags {
     pub shebang: bool,
     /// `no-writes`: write commands are refused.
     pub no_writes: bool,
-    /// `allow-oom`, `allow-stale`, `no-cluster`, `allow-cross-slot-keys`: accepted; they change
-    /// nothing on a standalone server with no memory limit.
+    /// `allow-oom`: runs, and writes, past a `CONFIG SET maxmemory` limit.
+    pub allow_oom: bool,
+    /// `allow-oom`, `allow-stale`, `no-cluster`, `allow-cross-slot-keys`: accepted; the last
+    /// three change nothing on a standalone server.
     pub others: bool,
 }
 
@@ -29,6 +31,7 @@ pub fn parse_flag(flags: &mut ScriptFlags, name: &[u8]) -> Result<(), String> {
     if name == "no-writes" {
         flags.no_writes = true;
     } else {
+        flags.allow_oom |= name == "allow-oom";
         flags.others = true;
     }
     Ok(())

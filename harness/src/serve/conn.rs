@@ -79,7 +79,7 @@ fn lossy(b: &[u8]) -> String {
 fn full_name(argv: &[Vec<u8>]) -> String {
     let top = lossy(&argv[0]).to_ascii_lowercase();
     match (top.as_str(), argv.get(1)) {
-        ("script" | "function" | "client" | "config" | "debug", Some(sub)) => {
+        ("script" | "function" | "client" | "config" | "debug" | "acl", Some(sub)) => {
             format!("{top}|{}", lossy(sub).to_ascii_lowercase())
         }
         _ => top,
@@ -366,7 +366,7 @@ impl ServeConn {
                 Some(r) => r,
                 None => self.harness(argv).await,
             },
-            "config" => match self.config(&argv) {
+            "config" => match self.config(&argv).await {
                 Some(r) => r,
                 None => self.harness(argv).await,
             },
@@ -377,6 +377,11 @@ impl ServeConn {
                 Reply::ok()
             }
             "lockkit.clock" => self.clock(&argv).await,
+            "acl" if argv.len() >= 3 && is(&argv[1], "setuser") => {
+                self.users().setuser(&argv[2], &argv[3..])
+            }
+            "acl" if argv.len() >= 3 && is(&argv[1], "deluser") => self.users().deluser(&argv[2..]),
+            "acl" if argv.len() == 2 && is(&argv[1], "users") => self.users().names(),
             "debug" if argv.len() >= 2 && is(&argv[1], "reload") => {
                 self.ctx.shared.debug_reload(&argv).await
             }
@@ -385,9 +390,13 @@ impl ServeConn {
                     .iter()
                     .map(|s| lossy(s).to_ascii_lowercase())
                     .collect();
+                let maxmemory = match self.ctx.shared.maxmemory().await {
+                    Ok(m) => m,
+                    Err(busy) => return busy,
+                };
                 self.ctx
                     .shared
-                    .info(sections, self.ctx.port, self.ctx.keyspace_limit)
+                    .info(sections, self.ctx.port, maxmemory)
                     .await
             }
             _ => self.harness(argv).await,
@@ -524,10 +533,19 @@ impl ServeConn {
         Reply::Map(pairs)
     }
 
+    fn users(&self) -> std::sync::MutexGuard<'_, super::acl::Users> {
+        self.ctx.users.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
         let wrong = || err("WRONGPASS invalid username-password pair or user is disabled.");
-        if user.is_some_and(|u| u != b"default") {
-            return Err(wrong());
+        if let Some(name) = user.filter(|u| *u != b"default") {
+            let users = self.ctx.users.lock().unwrap_or_else(|p| p.into_inner());
+            if !users.check(name, pass) {
+                return Err(wrong());
+            }
+            self.authed = true;
+            return Ok(());
         }
         match &self.ctx.requirepass {
             Some(pw) if pw.as_bytes() == pass => {
@@ -614,11 +632,17 @@ impl ServeConn {
 
     /// CONFIG GET / SET / RESETSTAT for the settings the server has; `None`: the harness
     /// answers (HELP, and `not emulated` for the rest).
-    fn config(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
+    async fn config(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
         let sub = lossy(argv.get(1)?).to_ascii_lowercase();
+        let maxmemory = match self.ctx.shared.maxmemory().await {
+            Ok(m) => m,
+            Err(busy) => return Some(busy),
+        };
         match sub.as_str() {
-            "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..])),
-            "set" if argv.len() >= 4 && argv.len() % 2 == 0 => Some(self.config_set(&argv[2..])),
+            "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..], maxmemory)),
+            "set" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+                Some(self.config_set(&argv[2..], maxmemory).await)
+            }
             "resetstat" if argv.len() == 2 => {
                 self.ctx.shared.reset_stats();
                 Some(Reply::ok())
@@ -627,13 +651,13 @@ impl ServeConn {
         }
     }
 
-    fn settings(&self) -> Vec<(&'static str, String)> {
+    fn settings(&self, maxmemory: usize) -> Vec<(&'static str, String)> {
         let ms = self.ctx.shared.busy_threshold().as_millis().to_string();
         vec![
             ("busy-reply-threshold", ms.clone()),
             ("lua-time-limit", ms),
             ("databases", "1".into()),
-            ("maxmemory", self.ctx.keyspace_limit.to_string()),
+            ("maxmemory", maxmemory.to_string()),
             ("maxmemory-policy", "noeviction".into()),
             ("port", self.ctx.port.to_string()),
             ("save", String::new()),
@@ -641,9 +665,9 @@ impl ServeConn {
         ]
     }
 
-    fn config_get(&self, patterns: &[Vec<u8>]) -> Reply {
+    fn config_get(&self, patterns: &[Vec<u8>], maxmemory: usize) -> Reply {
         let pairs: Vec<(Reply, Reply)> = self
-            .settings()
+            .settings(maxmemory)
             .into_iter()
             .filter(|(k, _)| patterns.iter().any(|p| glob_match(p, k.as_bytes(), true)))
             .map(|(k, v)| (Reply::bulk(k), Reply::bulk(v)))
@@ -651,11 +675,27 @@ impl ServeConn {
         Reply::Map(pairs)
     }
 
-    fn config_set(&mut self, pairs: &[Vec<u8>]) -> Reply {
+    async fn config_set(&mut self, pairs: &[Vec<u8>], maxmemory: usize) -> Reply {
         let mut threshold = None;
+        let mut memory = None;
+        let mut replicas = None;
         for kv in pairs.chunks(2) {
             let key = lossy(&kv[0]).to_ascii_lowercase();
             match key.as_str() {
+                "min-replicas-to-write" => {
+                    match crate::number::parse_i64(&kv[1]).filter(|v| (0..=i64::from(i32::MAX)).contains(v)) {
+                        Some(v) => replicas = Some(v),
+                        None => {
+                            return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
+                        }
+                    }
+                }
+                "maxmemory" => match super::memory_bytes(&kv[1]) {
+                    Some(v) => memory = Some(v),
+                    None => {
+                        return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be a memory value"))
+                    }
+                },
                 "busy-reply-threshold" | "lua-time-limit" => {
                     match crate::number::parse_i64(&kv[1]).filter(|v| *v >= 0) {
                         Some(v) => threshold = Some(Duration::from_millis(v as u64)),
@@ -667,12 +707,12 @@ impl ServeConn {
                 _ => {
                     // Setting what the server already is changes nothing.
                     let same = self
-                        .settings()
+                        .settings(maxmemory)
                         .iter()
                         .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
                     if !same {
                         return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold and lua-time-limit)"
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory and min-replicas-to-write)"
                         ));
                     }
                 }
@@ -680,6 +720,16 @@ impl ServeConn {
         }
         if let Some(t) = threshold {
             self.ctx.shared.set_busy_threshold(t);
+        }
+        if let Some(n) = replicas {
+            if let Err(busy) = self.ctx.shared.set_min_replicas(n).await {
+                return busy;
+            }
+        }
+        if let Some(m) = memory {
+            if let Err(busy) = self.ctx.shared.set_maxmemory(m).await {
+                return busy;
+            }
         }
         Reply::ok()
     }
@@ -720,18 +770,19 @@ fn is_local(argv: &[Vec<u8>]) -> bool {
     matches!(
         top,
         "hello" | "auth" | "quit" | "reset" | "select" | "lockkit.clock" | "unwatch" | "info"
-    ) || matches!(
-        name.as_str(),
-        "client|id"
-            | "client|getname"
-            | "client|setname"
-            | "client|setinfo"
-            | "client|info"
-            | "config|get"
-            | "config|set"
-            | "config|resetstat"
-            | "debug|log"
-            | "debug|set-active-expire"
-            | "debug|reload"
-    )
+    ) || matches!(name.as_str(), "acl|setuser" | "acl|deluser" | "acl|users")
+        || matches!(
+            name.as_str(),
+            "client|id"
+                | "client|getname"
+                | "client|setname"
+                | "client|setinfo"
+                | "client|info"
+                | "config|get"
+                | "config|set"
+                | "config|resetstat"
+                | "debug|log"
+                | "debug|set-active-expire"
+                | "debug|reload"
+        )
 }

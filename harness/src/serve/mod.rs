@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod acl;
 mod conn;
 mod pubsub;
 pub mod resp;
@@ -42,6 +43,7 @@ pub struct ServeOptions {
     requirepass: Option<String>,
     max_clients: usize,
     keyspace_limit: usize,
+    strict_keys: bool,
 }
 
 impl Default for ServeOptions {
@@ -54,6 +56,7 @@ impl Default for ServeOptions {
             requirepass: None,
             max_clients: 1000,
             keyspace_limit: crate::DEFAULT_KEYSPACE_LIMIT,
+            strict_keys: false,
         }
     }
 }
@@ -116,6 +119,15 @@ impl ServeOptions {
     }
 }
 
+impl ServeOptions {
+    /// `--strict-keys`: see [`Harness::set_strict_keys`].
+    #[must_use]
+    pub fn strict_keys(mut self, on: bool) -> Self {
+        self.strict_keys = on;
+        self
+    }
+}
+
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
@@ -129,8 +141,9 @@ pub struct Server {
 struct Ctx {
     shared: Arc<shared::ServeShared>,
     requirepass: Option<String>,
-    keyspace_limit: usize,
     port: u16,
+    /// ACL users other than `default`.
+    users: std::sync::Mutex<acl::Users>,
 }
 
 impl Server {
@@ -140,18 +153,19 @@ impl Server {
     /// The address cannot be bound, an option is out of range, or Lua cannot start.
     pub async fn start(options: ServeOptions) -> std::io::Result<Server> {
         let invalid = |e: crate::HarnessError| std::io::Error::other(e.to_string());
-        let harness = Harness::with_options(
+        let mut harness = Harness::with_options(
             HarnessOptions::new()
                 .time_limit(options.time_limit)
                 .keyspace_limit(options.keyspace_limit),
         )
         .map_err(invalid)?;
+        harness.set_strict_keys(options.strict_keys);
         let listener = TcpListener::bind(&options.listen).await?;
         let addr = listener.local_addr()?;
         let ctx = Arc::new(Ctx {
             shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
             requirepass: options.requirepass,
-            keyspace_limit: options.keyspace_limit,
+            users: std::sync::Mutex::default(),
             port: addr.port(),
         });
         let (stop, stop_rx) = watch::channel(false);
@@ -196,4 +210,22 @@ async fn accept_loop(
         }
     }
     conns.shutdown().await;
+}
+
+/// A memory value as Redis's CONFIG SET reads it: bytes, or `k`/`kb`/`m`/`mb`/`g`/`gb` (any
+/// case; `k` is 1,000, `kb` 1,024).
+fn memory_bytes(v: &[u8]) -> Option<usize> {
+    let s = String::from_utf8_lossy(v).to_ascii_lowercase();
+    let digits = s.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit: usize = match &s[digits.len()..] {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1_000_000,
+        "mb" => 1 << 20,
+        "g" => 1_000_000_000,
+        "gb" => 1 << 30,
+        _ => return None,
+    };
+    digits.parse::<usize>().ok()?.checked_mul(unit)
 }

@@ -33,6 +33,25 @@ pub fn encode(reply: &Reply, resp3: bool, out: &mut Vec<u8>) {
         Reply::Double(d) if resp3 => {
             line(out, b',', crate::number::format_double_reply(*d).as_bytes());
         }
+        Reply::Bool(b) if resp3 => line(out, b'#', if *b { b"t" } else { b"f" }),
+        Reply::BigNumber(n) if resp3 => line(out, b'(', n.as_bytes()),
+        Reply::Verbatim(format, text) if resp3 => {
+            line(
+                out,
+                b'=',
+                (format.len() + 1 + text.len()).to_string().as_bytes(),
+            );
+            out.extend_from_slice(format.as_bytes());
+            out.push(b':');
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\r\n");
+        }
+        Reply::Set(items) if resp3 => {
+            line(out, b'~', items.len().to_string().as_bytes());
+            for i in items {
+                encode(i, resp3, out);
+            }
+        }
         other => encode(&other.clone().into_resp2(), resp3, out),
     }
 }

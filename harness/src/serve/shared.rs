@@ -542,6 +542,32 @@ impl ServeShared {
         r.unwrap_or_else(|busy| busy)
     }
 
+    /// `CONFIG SET maxmemory`: see [`Harness::set_config_maxmemory`].
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn set_maxmemory(&self, bytes: usize) -> Result<(), Reply> {
+        self.with_harness(move |h| h.set_config_maxmemory(bytes))
+            .await
+    }
+
+    /// `CONFIG SET min-replicas-to-write`.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn set_min_replicas(&self, n: i64) -> Result<(), Reply> {
+        self.with_harness(move |h| h.set_min_replicas_to_write(n))
+            .await
+    }
+
+    /// `maxmemory` as `CONFIG GET` and INFO answer it.
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub async fn maxmemory(&self) -> Result<usize, Reply> {
+        self.with_harness(|h| h.config_maxmemory()).await
+    }
+
     /// INFO for the sections the server knows (server, clients, memory); an error naming a
     /// section it does not emulate.
     pub async fn info(&self, sections: Vec<String>, port: u16, maxmemory: usize) -> Reply {

@@ -65,7 +65,12 @@ fn format_into(out: &mut String, r: &Reply, prefix: &str) {
             }
         }
         // into_resp2 removed these.
-        Reply::Map(_) | Reply::Double(_) => {}
+        Reply::Map(_)
+        | Reply::Double(_)
+        | Reply::Bool(_)
+        | Reply::BigNumber(_)
+        | Reply::Verbatim(..)
+        | Reply::Set(_) => {}
     }
 }
 
