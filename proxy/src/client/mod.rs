@@ -52,5 +52,7 @@ pub(crate) mod secrets;
 mod setup;
 pub(crate) mod spec;
 mod table;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use conn::serve;

@@ -383,7 +383,9 @@ impl ClientConn {
             up.route(cmd.spec, req, &buf[at]);
             return Ok(());
         }
-        if req.is_canonical() && batch.from == at.start {
+        // `buf[batch.from..at.start]` holds only requests forwarded as read (any other request
+        // flushed the batch before it and moved `batch.from` past itself): this one joins them.
+        if req.is_canonical() {
             batch.sent += 1;
             return Ok(());
         }
@@ -435,7 +437,9 @@ impl ClientConn {
         let shared = self.shared.clone();
         let plugins = shared.plugins_for(name);
         if plugins.is_empty() {
-            self.send_request(f.cmd, f.req, buf, at, batch, up).await?;
+            self.send_request(f.cmd, f.req, buf, at.clone(), batch, up)
+                .await?;
+            self.send_alone(&f, buf, at.end, batch, up).await?;
             self.push_reply(f.hidden, f.route.reply, None);
             return Ok(Flow::Go);
         }
@@ -481,7 +485,9 @@ impl ClientConn {
                 return Ok(Flow::Go);
             }
         }
-        self.send_request(f.cmd, f.req, buf, at, batch, up).await?;
+        self.send_request(f.cmd, f.req, buf, at.clone(), batch, up)
+            .await?;
+        self.send_alone(&f, buf, at.end, batch, up).await?;
         if !self.mode.paired() {
             return Ok(Flow::Go);
         }
@@ -499,6 +505,23 @@ impl ClientConn {
         });
         self.push_reply(f.hidden, f.route.reply, tracked);
         Ok(Flow::Go)
+    }
+
+    /// A known-slow command on a shared connection goes in a send of its own (the batch before
+    /// it went when it was marked): the requests after it are not covered by its longer
+    /// allowance.
+    async fn send_alone(
+        &mut self,
+        f: &Forwarding<'_>,
+        buf: &[u8],
+        end: usize,
+        batch: &mut Batch,
+        up: &mut Up,
+    ) -> std::io::Result<()> {
+        if f.cmd.slow && up.is_shared() {
+            self.flush(up, buf, batch, end).await?;
+        }
+        Ok(())
     }
 
     /// What the plugins that declared `cmd` decide, and the instant it is held to. Delays of
