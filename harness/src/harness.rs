@@ -429,7 +429,8 @@ impl Harness {
     }
 
     /// Makes PUBLISH (from a client or a script) call `deliver(channel, message)`, which
-    /// answers how many subscribers received it (`lua serve`'s subscribers).
+    /// answers how many subscribers received it (`lua serve`'s subscribers). The messages
+    /// are then no longer kept for [`published`](Self::published).
     pub fn set_publisher(&mut self, deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static) {
         self.engine.server_mut().publisher =
             Some(crate::server::Publisher(std::sync::Arc::new(deliver)));

@@ -11,9 +11,7 @@ use tokio::sync::watch;
 
 use lockkit_resp::RequestParser;
 
-use tokio::sync::mpsc::UnboundedReceiver;
-
-use super::pubsub::Subscriptions;
+use super::pubsub::{mailbox, reply_size, Closing, Inbox, Subscriptions};
 use super::resp;
 use super::Ctx;
 use crate::commands::{glob_match, is, resolve};
@@ -123,7 +121,7 @@ pub(super) async fn serve(
         return;
     }
     let _ = socket.set_nodelay(true);
-    let (outbox, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let (outbox, mut inbox) = mailbox(ctx.pubsub_limit);
     let id = ctx.shared.next_client_id();
     let mut c = ServeConn {
         id,
@@ -152,8 +150,9 @@ async fn serve_requests(
     c: &mut ServeConn,
     socket: &mut TcpStream,
     stop: &mut watch::Receiver<bool>,
-    inbox: &mut UnboundedReceiver<Reply>,
+    inbox: &mut Inbox,
 ) {
+    let closing = inbox.closing();
     let mut parser = RequestParser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(IDLE_BUFFER);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -161,14 +160,19 @@ async fn serve_requests(
     loop {
         let n = tokio::select! {
             _ = stop.changed() => return,
+            // Past its pubsub output limit the connection is closed, as Redis closes it.
+            () = closing.overflowed() => return,
             Some(message) = inbox.recv() => {
+                let mut bytes = reply_size(&message);
                 push(&message, c.resp3, &mut out);
-                while let Ok(m) = inbox.try_recv() {
+                while let Some(m) = inbox.try_recv() {
+                    bytes += reply_size(&m);
                     push(&m, c.resp3, &mut out);
                 }
-                if socket.write_all(&out).await.is_err() {
+                if !write(socket, &out, &closing).await {
                     return;
                 }
+                inbox.written(bytes);
                 out.clear();
                 continue;
             }
@@ -222,7 +226,7 @@ async fn serve_requests(
             return;
         }
         if !out.is_empty() {
-            if socket.write_all(&out).await.is_err() {
+            if !write(socket, &out, &closing).await {
                 return;
             }
             out.clear();
@@ -235,6 +239,15 @@ async fn serve_requests(
         if buf.capacity() > IDLE_BUFFER && buf.len() <= IDLE_BUFFER {
             buf.shrink_to(IDLE_BUFFER);
         }
+    }
+}
+
+/// Writes `out`; false when the socket failed or, meanwhile, the connection went past its
+/// pubsub output limit (a client that reads nothing must not hold its writer forever).
+async fn write(socket: &mut TcpStream, out: &[u8], closing: &Closing) -> bool {
+    tokio::select! {
+        r = socket.write_all(out) => r.is_ok(),
+        () = closing.overflowed() => false,
     }
 }
 

@@ -42,6 +42,7 @@ pub struct ServeOptions {
     requirepass: Option<String>,
     max_clients: usize,
     keyspace_limit: usize,
+    pubsub_limit: usize,
 }
 
 impl Default for ServeOptions {
@@ -54,13 +55,15 @@ impl Default for ServeOptions {
             requirepass: None,
             max_clients: 1000,
             keyspace_limit: crate::DEFAULT_KEYSPACE_LIMIT,
+            pubsub_limit: pubsub::PUBSUB_LIMIT,
         }
     }
 }
 
 impl ServeOptions {
     /// The defaults: `127.0.0.1:6379`, Redis's 5 s `busy-reply-threshold`, scripts stopped
-    /// after 60 s, a frozen clock, no password, 1,000 connections, a 256 MiB keyspace.
+    /// after 60 s, a frozen clock, no password, 1,000 connections, a 256 MiB keyspace, a
+    /// subscriber closed past 32 MiB of messages not yet written to it.
     pub fn new() -> Self {
         Self::default()
     }
@@ -114,6 +117,14 @@ impl ServeOptions {
         self.keyspace_limit = bytes;
         self
     }
+
+    /// Bytes of messages a subscriber may have queued and not yet written to it before it is
+    /// closed (Redis's `client-output-buffer-limit pubsub` hard limit, 32 MiB; 0: no limit).
+    #[must_use]
+    pub fn pubsub_limit(mut self, bytes: usize) -> Self {
+        self.pubsub_limit = bytes;
+        self
+    }
 }
 
 /// A running server.
@@ -130,6 +141,7 @@ struct Ctx {
     shared: Arc<shared::ServeShared>,
     requirepass: Option<String>,
     keyspace_limit: usize,
+    pubsub_limit: usize,
     port: u16,
 }
 
@@ -152,6 +164,7 @@ impl Server {
             shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
             requirepass: options.requirepass,
             keyspace_limit: options.keyspace_limit,
+            pubsub_limit: options.pubsub_limit,
             port: addr.port(),
         });
         let (stop, stop_rx) = watch::channel(false);
