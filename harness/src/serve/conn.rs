@@ -102,6 +102,8 @@ struct ServeConn {
     subs: Subscriptions,
     /// The reply is several replies (SUBSCRIBE's, one per channel), sent one after another.
     several: bool,
+    /// Its blocking command found nothing: the reply is what it waits for.
+    blocked: Option<super::blocking::Wait>,
     quit: bool,
 }
 
@@ -127,6 +129,7 @@ pub(super) async fn serve(
         id,
         subs: Subscriptions::new(id, outbox),
         several: false,
+        blocked: None,
         authed: ctx.requirepass.is_none(),
         ctx,
         peer,
@@ -195,7 +198,22 @@ async fn serve_requests(
                     if argv.is_empty() {
                         continue;
                     }
-                    let reply = c.handle(argv).await;
+                    let mut reply = c.handle(argv).await;
+                    if let Some(wait) = c.blocked.take() {
+                        c.nil_array = wait.null_array;
+                        if !write(socket, &out, &closing).await {
+                            return;
+                        }
+                        out.clear();
+                        let shared = c.ctx.shared.clone();
+                        let woken =
+                            super::blocking::wait(wait, &shared, socket, &mut buf, stop, &closing);
+                        match woken.await {
+                            Some(r) => reply = r,
+                            None => return,
+                        }
+                        c.nil_array &= matches!(reply, Reply::Nil);
+                    }
                     c.ctx.shared.count_errors(&reply);
                     if std::mem::take(&mut c.several) {
                         if let Reply::Array(items) = &reply {
@@ -408,6 +426,16 @@ impl ServeConn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        if crate::commands::bpop::timeout_index(&argv).is_some() {
+            let shared = &self.ctx.shared;
+            return match shared.execute_blocking(argv, self.resp3, self.id).await {
+                Ok((reply, wait)) => {
+                    self.blocked = wait;
+                    reply
+                }
+                Err(busy) => busy,
+            };
+        }
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => replies.pop().unwrap_or(Reply::Nil),
             Err(busy) => busy,
@@ -606,6 +634,7 @@ impl ServeConn {
                 Reply::ok()
             }
             ("info", 2) => Reply::Bulk(self.info_line().into_bytes()),
+            ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
             ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
             ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
             _ => return None,

@@ -14,6 +14,7 @@
 //! # Ok(()) }
 //! ```
 
+mod blocking;
 mod conn;
 mod pubsub;
 pub mod resp;

@@ -122,6 +122,7 @@ pub struct ServeShared {
     errors: Mutex<ErrorStats>,
     watches: Arc<Mutex<super::watched::Watches>>,
     hub: Arc<Mutex<super::pubsub::Subscribers>>,
+    blocked: Arc<Mutex<super::blocking::Blocked>>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -171,6 +172,7 @@ impl ServeShared {
             errors: Mutex::new(ErrorStats::default()),
             watches: Arc::new(Mutex::new(super::watched::Watches::default())),
             hub,
+            blocked: Arc::default(),
         })
     }
 
@@ -205,6 +207,22 @@ impl ServeShared {
     /// Whether connection `client` watches any key.
     pub fn watching(&self, client: u64) -> bool {
         self.watches().watching(client)
+    }
+
+    /// The blocked clients.
+    pub(super) fn blocked(&self) -> MutexGuard<'_, super::blocking::Blocked> {
+        self.blocked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the clock follows the wall clock.
+    pub fn wall_clock(&self) -> bool {
+        self.clock == ClockMode::Wall
+    }
+
+    /// Moves the clock on to the wall clock (wall mode), timing out who is due.
+    pub async fn tick(self: &Arc<Self>) {
+        let me = self.clone();
+        let _ = self.with_harness(move |h| me.sync_clock(h)).await;
     }
 
     /// The subscriptions of every connection.
@@ -328,6 +346,35 @@ impl ServeShared {
         resp3: bool,
         watcher: Option<u64>,
     ) -> Result<Option<Vec<Reply>>, Reply> {
+        let run = self.execute_as(batch, resp3, watcher, None).await?;
+        Ok(run.map(|(replies, _)| replies))
+    }
+
+    /// Runs one command of connection `client` outside MULTI: a blocking command that finds
+    /// nothing blocks it (see `blocking`), answered through the [`Wait`](super::blocking::Wait).
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub(super) async fn execute_blocking(
+        self: &Arc<Self>,
+        argv: Vec<Vec<u8>>,
+        resp3: bool,
+        client: u64,
+    ) -> Result<(Reply, Option<super::blocking::Wait>), Reply> {
+        let run = self
+            .execute_as(vec![argv], resp3, None, Some(client))
+            .await?;
+        let (mut replies, wait) = run.unwrap_or_default();
+        Ok((replies.pop().unwrap_or(Reply::Nil), wait))
+    }
+
+    async fn execute_as(
+        self: &Arc<Self>,
+        batch: Vec<Vec<Vec<u8>>>,
+        resp3: bool,
+        watcher: Option<u64>,
+        blocker: Option<u64>,
+    ) -> Result<Option<(Vec<Reply>, Option<super::blocking::Wait>)>, Reply> {
         let notified = self.busy.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -360,7 +407,13 @@ impl ServeShared {
                 .collect();
             let libs = h.libraries();
             me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
-            Some(replies)
+            let wait = match (blocker, batch.first(), replies.first()) {
+                (Some(id), Some(argv), Some(r)) => me.blocked().block(&h, id, argv, resp3, r),
+                _ => None,
+            };
+            me.blocked().wake(&mut h);
+            me.watches().touched(&mut h);
+            Some((replies, wait))
         })
         .await;
         joined.map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
@@ -463,9 +516,11 @@ impl ServeShared {
         }
         let guard = self.harness.clone().lock_owned().await;
         let watches = self.watches.clone();
+        let blocked = self.blocked.clone();
         tokio::task::spawn_blocking(move || {
             let mut h = guard;
             let r = f(&mut h);
+            (blocked.lock().unwrap_or_else(|p| p.into_inner())).wake(&mut h);
             watches
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -574,9 +629,10 @@ impl ServeShared {
         }
         if want("clients") {
             out.push_str(&format!(
-                "{}# Clients\r\nconnected_clients:{}\r\n",
+                "{}# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n",
                 if out.is_empty() { "" } else { "\r\n" },
-                self.connected.load(Ordering::Relaxed)
+                self.connected.load(Ordering::Relaxed),
+                self.blocked().count(),
             ));
         }
         if want("memory") {
