@@ -26,7 +26,7 @@ use crate::reply::Reply;
 
 /// A blocked client.
 #[derive(Debug)]
-struct Waiter {
+struct BlockedClient {
     client: u64,
     argv: Vec<Vec<u8>>,
     resp3: bool,
@@ -38,7 +38,7 @@ struct Waiter {
 /// Every blocked client, in the order they blocked.
 #[derive(Debug, Default)]
 pub(super) struct Blocked {
-    waiters: Vec<Waiter>,
+    waiters: Vec<BlockedClient>,
 }
 
 /// What a blocked connection waits for.
@@ -75,7 +75,7 @@ impl Blocked {
         let ms = bpop::timeout_ms(&argv[at]).ok()?;
         let deadline = (ms > 0).then(|| now_ms(h).saturating_add(ms));
         let (tx, rx) = oneshot::channel();
-        self.waiters.push(Waiter {
+        self.waiters.push(BlockedClient {
             client,
             argv: argv.to_vec(),
             resp3,

@@ -680,6 +680,7 @@ impl ServeConn {
             ("port", self.ctx.port.to_string()),
             ("save", String::new()),
             ("appendonly", "no".into()),
+            ("notify-keyspace-events", self.ctx.shared.notify_events()),
         ]
     }
 
@@ -704,6 +705,11 @@ impl ServeConn {
                         None => {
                             return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
                         }
+                    }
+                }
+                "notify-keyspace-events" => {
+                    if !self.ctx.shared.set_notify(&kv[1]) {
+                        return err("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
                     }
                 }
                 _ => {

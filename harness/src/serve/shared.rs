@@ -61,6 +61,8 @@ struct State {
     synced: Instant,
     /// The function libraries as the last DEBUG RELOAD saved them (FUNCTION DUMP's payload).
     saved_functions: Option<Vec<u8>>,
+    /// `notify-keyspace-events` as set (its flags), and whether the harness has them yet.
+    notify: (u32, bool),
 }
 
 /// Distinct error codes INFO errorstats keeps at most; errors with other codes are still
@@ -163,6 +165,7 @@ impl ServeShared {
                 libraries: (0, 0),
                 synced: Instant::now(),
                 saved_functions: None,
+                notify: (0, true),
             }),
             busy: Notify::new(),
             clients: AtomicU64::new(0),
@@ -212,6 +215,34 @@ impl ServeShared {
     /// The blocked clients.
     pub(super) fn blocked(&self) -> MutexGuard<'_, super::blocking::Blocked> {
         self.blocked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `CONFIG SET notify-keyspace-events`; false for a character Redis does not know.
+    pub fn set_notify(&self, flags: &[u8]) -> bool {
+        match crate::notify::parse_flags(flags) {
+            Some(f) => {
+                self.state().notify = (f, false);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `notify-keyspace-events` as CONFIG GET shows it.
+    pub fn notify_events(&self) -> String {
+        crate::notify::format_flags(self.state().notify.0)
+    }
+
+    /// Before and after commands: the harness gets the notification flags set since, and
+    /// the keys past their expiry on the clock go with their `expired` events.
+    fn keyspace_events(&self, h: &mut Harness) {
+        let mut st = self.state();
+        if !st.notify.1 {
+            st.notify.1 = true;
+            let _ = h.set_notify_flags(crate::notify::format_flags(st.notify.0).as_bytes());
+        }
+        drop(st);
+        h.expire_due();
     }
 
     /// Whether the clock follows the wall clock.
@@ -392,6 +423,7 @@ impl ServeShared {
         let joined = tokio::task::spawn_blocking(move || {
             let mut h = guard;
             me.sync_clock(&mut h);
+            me.keyspace_events(&mut h);
             if let Some(id) = watcher {
                 if !me.watches().exec_allowed(&mut h, id) {
                     return None;
@@ -411,6 +443,7 @@ impl ServeShared {
                 (Some(id), Some(argv), Some(r)) => me.blocked().block(&h, id, argv, resp3, r),
                 _ => None,
             };
+            me.keyspace_events(&mut h);
             me.blocked().wake(&mut h);
             me.watches().touched(&mut h);
             Some((replies, wait))
@@ -517,9 +550,17 @@ impl ServeShared {
         let guard = self.harness.clone().lock_owned().await;
         let watches = self.watches.clone();
         let blocked = self.blocked.clone();
+        let flags = {
+            let mut st = self.state();
+            (!std::mem::replace(&mut st.notify.1, true)).then_some(st.notify.0)
+        };
         tokio::task::spawn_blocking(move || {
             let mut h = guard;
+            if let Some(f) = flags {
+                let _ = h.set_notify_flags(crate::notify::format_flags(f).as_bytes());
+            }
             let r = f(&mut h);
+            h.expire_due();
             (blocked.lock().unwrap_or_else(|p| p.into_inner())).wake(&mut h);
             watches
                 .lock()
