@@ -94,3 +94,63 @@ fn pubsub_answers_and_delivers_as_redis_does() {
         differ.join("\n")
     );
 }
+
+/// Messages of this size published to a subscriber that never reads them.
+const BIG: usize = 1 << 20;
+/// How many: six times Redis's 32 MiB `client-output-buffer-limit pubsub` hard limit.
+const MESSAGES: usize = 192;
+/// The server's peak resident memory must stay below this (KiB): the 32 MiB limit plus what
+/// the debug build holds anyway after relaying 1 MiB requests (about 60 MiB with nobody
+/// subscribed), well under the 192 MiB published.
+const BOUNDED_PEAK_KIB: u64 = 128 * 1024;
+
+#[test]
+fn a_subscriber_that_never_reads_is_closed_past_the_pubsub_limit() {
+    let serve = Serve::start(&[]);
+    let mut sub = serve.connect();
+    let confirmed = sub.call(&[b"SUBSCRIBE", b"big"]);
+    assert_eq!(
+        confirmed,
+        Reply::Array(vec![
+            Reply::Bulk(b"subscribe".to_vec()),
+            Reply::Bulk(b"big".to_vec()),
+            Reply::Int(1)
+        ])
+    );
+    // `sub` reads nothing more while another connection publishes.
+    let mut publisher = serve.connect();
+    let payload = vec![b'x'; BIG];
+    let mut received = Vec::new();
+    for _ in 0..MESSAGES {
+        received.push(publisher.call(&[b"PUBLISH", b"big", &payload]));
+    }
+    let (_, peak) = serve.rss_kib();
+    // The subscriber now reads what was written to it before it was closed, then the end of
+    // the connection (a read that times out means it was never closed).
+    let mut delivered = 0;
+    let end = loop {
+        match sub.try_reply() {
+            Ok(_) => delivered += 1,
+            Err(e) => break e.kind(),
+        }
+    };
+    let reached = received.iter().filter(|r| **r == Reply::Int(1)).count();
+    eprintln!(
+        "peak RSS {peak} KiB; {delivered} of {MESSAGES} messages delivered; {reached} PUBLISH \
+         answered 1; the subscriber's connection ended with {end:?}"
+    );
+    let closed = matches!(
+        end,
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+    );
+    assert!(
+        closed && peak < BOUNDED_PEAK_KIB && delivered < MESSAGES,
+        "the subscriber must be closed (ended with {end:?}, {delivered} messages delivered) \
+         and the server's peak RSS stay under {BOUNDED_PEAK_KIB} KiB (was {peak} KiB)"
+    );
+    // The publisher was not closed, and the channel has no subscriber left.
+    assert_eq!(
+        publisher.call(&[b"PUBSUB", b"NUMSUB", b"big"]),
+        Reply::Array(vec![Reply::Bulk(b"big".to_vec()), Reply::Int(0)])
+    );
+}

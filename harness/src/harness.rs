@@ -213,10 +213,18 @@ impl Harness {
                     }
                     return Reply::err(crate::keyspace::NOREPLICAS);
                 }
-                match server.db.check_memory(spec.deny_oom, spec.name, argv) {
-                    Ok(()) if resp3 => commands::run_caught(f, &mut server, argv),
-                    Ok(()) => commands::run_caught(f, &mut server, argv).into_resp2(),
-                    Err(e) => Reply::Error(e),
+                if let Err(e) = server.db.check_memory(spec.deny_oom, spec.name, argv) {
+                    return Reply::Error(e);
+                }
+                let before = crate::notify::before(&server, spec.name, argv);
+                let reply = commands::run_caught(f, &mut server, argv);
+                if let Some(b) = before {
+                    crate::notify::after(&server, spec.name, argv, &reply, b);
+                }
+                if resp3 {
+                    reply
+                } else {
+                    reply.into_resp2()
                 }
             }
             Run::Scripting => {
@@ -464,8 +472,23 @@ impl Harness {
         s.db.is_stale(key, s.now_ms)
     }
 
+    /// Sets `notify-keyspace-events` (`lua serve`): keyspace notifications go to the
+    /// publisher; an unknown character is refused (`None`).
+    pub fn set_notify_flags(&mut self, flags: &[u8]) -> Option<()> {
+        let f = crate::notify::parse_flags(flags)?;
+        self.engine.server_mut().notify_flags = f;
+        Some(())
+    }
+
+    /// Deletes the keys past their expiry with an `expired` notification each, when those
+    /// are enabled (`lua serve` calls it after the clock moves).
+    pub fn expire_due(&mut self) {
+        crate::notify::expire_due(&mut self.engine.server_mut());
+    }
+
     /// Makes PUBLISH (from a client or a script) call `deliver(channel, message)`, which
-    /// answers how many subscribers received it (`lua serve`'s subscribers).
+    /// answers how many subscribers received it (`lua serve`'s subscribers). The messages
+    /// are then no longer kept for [`published`](Self::published).
     pub fn set_publisher(&mut self, deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static) {
         self.engine.server_mut().publisher =
             Some(crate::server::Publisher(std::sync::Arc::new(deliver)));

@@ -578,6 +578,21 @@ impl Db {
             .collect()
     }
 
+    /// Whether `key` is live (in the keyspace and not past its expiry).
+    pub fn iter_one(&self, key: &[u8], now_ms: i64) -> bool {
+        (self.map.get(key)).is_some_and(|(e, _)| e.expire_at_ms.is_none_or(|t| t >= now_ms))
+    }
+
+    /// The keys past their expiry and not yet deleted, sorted.
+    pub fn stale_keys(&self, now_ms: i64) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = (self.map.iter())
+            .filter(|(_, (e, _))| e.expire_at_ms.is_some_and(|t| t < now_ms))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Whether `key` is in the keyspace but past its expiry (Redis's `keyIsExpired`: not yet
     /// deleted, no longer visible).
     pub fn is_stale(&self, key: &[u8], now_ms: i64) -> bool {

@@ -52,6 +52,8 @@ mod decimal;
 mod function_admin;
 mod harness;
 pub mod keyspace;
+#[cfg_attr(not(feature = "serve"), allow(dead_code))]
+mod notify;
 pub mod number;
 mod reply;
 mod sandbox;

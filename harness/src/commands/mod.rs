@@ -2,6 +2,7 @@
 //! handlers for each data type.
 
 mod bitmap;
+pub(crate) mod bpop;
 mod geo;
 mod getkeys;
 mod hash;
@@ -155,6 +156,17 @@ static HANDLERS: &[(&str, Run)] = &[
     ("rpushx", Run::Plain(list::rpushx)),
     ("rpoplpush", Run::Plain(list::rpoplpush)),
     ("lmove", Run::Plain(list::lmove)),
+    ("blpop", Run::Plain(bpop::blpop)),
+    ("brpop", Run::Plain(bpop::brpop)),
+    ("blmove", Run::Plain(bpop::blmove)),
+    ("brpoplpush", Run::Plain(bpop::brpoplpush)),
+    ("lmpop", Run::Plain(bpop::lmpop)),
+    ("blmpop", Run::Plain(bpop::blmpop)),
+    ("bzpopmin", Run::Plain(bpop::bzpopmin)),
+    ("bzpopmax", Run::Plain(bpop::bzpopmax)),
+    ("zmpop", Run::Plain(bpop::zmpop)),
+    ("bzmpop", Run::Plain(bpop::bzmpop)),
+    ("wait", Run::Plain(bpop::wait)),
     ("zadd", Run::Plain(zset::zadd)),
     ("zincrby", Run::Plain(zset::zincrby)),
     ("zrem", Run::Plain(zset::zrem)),

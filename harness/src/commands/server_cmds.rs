@@ -25,13 +25,17 @@ pub fn time(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
 }
 
 /// No subscribers exist offline, so nobody receives it; the message is kept for
-/// `Harness::published`.
+/// `Harness::published`. With a publisher (`lua serve`), it is delivered, not kept: a server
+/// must not hold every message it relayed.
 pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if let Some(p) = &s.publisher {
+        return Reply::Int((p.0)(&a[1], &a[2]));
+    }
     if s.published.len() >= crate::server::MAX_PUBLISHED {
         s.published.remove(0);
     }
     s.published.push((a[1].clone(), a[2].clone()));
-    Reply::Int(s.publisher.as_ref().map_or(0, |p| (p.0)(&a[1], &a[2])))
+    Reply::Int(0)
 }
 
 /// CLUSTER, ASKING, READONLY, READWRITE: the offline server is a standalone one.

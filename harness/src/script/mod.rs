@@ -801,10 +801,14 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
             if let Err(e) = room {
                 return Reply::Error(e);
             }
+            let before = crate::notify::before(&server, spec.name, argv);
             let reply = {
                 let mut flag = InScript::enter(&mut server);
                 commands::run_caught(f, flag.server(), argv)
             };
+            if let Some(b) = before {
+                crate::notify::after(&server, spec.name, argv, &reply, b);
+            }
             drop(server);
             // Only the first write marks the run (both marks stay until the next run).
             if spec.write && !ctx.wrote && !matches!(reply, Reply::Error(_)) {

@@ -11,9 +11,7 @@ use tokio::sync::watch;
 
 use lockkit_resp::RequestParser;
 
-use tokio::sync::mpsc::UnboundedReceiver;
-
-use super::pubsub::Subscriptions;
+use super::pubsub::{mailbox, reply_size, Closing, Inbox, Subscriptions};
 use super::resp;
 use super::Ctx;
 use crate::commands::{glob_match, is, resolve};
@@ -104,6 +102,8 @@ struct ServeConn {
     subs: Subscriptions,
     /// The reply is several replies (SUBSCRIBE's, one per channel), sent one after another.
     several: bool,
+    /// Its blocking command found nothing: the reply is what it waits for.
+    blocked: Option<super::blocking::Wait>,
     quit: bool,
 }
 
@@ -123,12 +123,13 @@ pub(super) async fn serve(
         return;
     }
     let _ = socket.set_nodelay(true);
-    let (outbox, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+    let (outbox, mut inbox) = mailbox(ctx.pubsub_limit);
     let id = ctx.shared.next_client_id();
     let mut c = ServeConn {
         id,
         subs: Subscriptions::new(id, outbox),
         several: false,
+        blocked: None,
         authed: ctx.requirepass.is_none(),
         ctx,
         peer,
@@ -152,8 +153,9 @@ async fn serve_requests(
     c: &mut ServeConn,
     socket: &mut TcpStream,
     stop: &mut watch::Receiver<bool>,
-    inbox: &mut UnboundedReceiver<Reply>,
+    inbox: &mut Inbox,
 ) {
+    let closing = inbox.closing();
     let mut parser = RequestParser::default();
     let mut buf: Vec<u8> = Vec::with_capacity(IDLE_BUFFER);
     let mut chunk = vec![0u8; 64 * 1024];
@@ -161,14 +163,19 @@ async fn serve_requests(
     loop {
         let n = tokio::select! {
             _ = stop.changed() => return,
+            // Past its pubsub output limit the connection is closed, as Redis closes it.
+            () = closing.overflowed() => return,
             Some(message) = inbox.recv() => {
+                let mut bytes = reply_size(&message);
                 push(&message, c.resp3, &mut out);
-                while let Ok(m) = inbox.try_recv() {
+                while let Some(m) = inbox.try_recv() {
+                    bytes += reply_size(&m);
                     push(&m, c.resp3, &mut out);
                 }
-                if socket.write_all(&out).await.is_err() {
+                if !write(socket, &out, &closing).await {
                     return;
                 }
+                inbox.written(bytes);
                 out.clear();
                 continue;
             }
@@ -191,7 +198,22 @@ async fn serve_requests(
                     if argv.is_empty() {
                         continue;
                     }
-                    let reply = c.handle(argv).await;
+                    let mut reply = c.handle(argv).await;
+                    if let Some(wait) = c.blocked.take() {
+                        c.nil_array = wait.null_array;
+                        if !write(socket, &out, &closing).await {
+                            return;
+                        }
+                        out.clear();
+                        let shared = c.ctx.shared.clone();
+                        let woken =
+                            super::blocking::wait(wait, &shared, socket, &mut buf, stop, &closing);
+                        match woken.await {
+                            Some(r) => reply = r,
+                            None => return,
+                        }
+                        c.nil_array &= matches!(reply, Reply::Nil);
+                    }
                     c.ctx.shared.count_errors(&reply);
                     if std::mem::take(&mut c.several) {
                         if let Reply::Array(items) = &reply {
@@ -222,7 +244,7 @@ async fn serve_requests(
             return;
         }
         if !out.is_empty() {
-            if socket.write_all(&out).await.is_err() {
+            if !write(socket, &out, &closing).await {
                 return;
             }
             out.clear();
@@ -235,6 +257,15 @@ async fn serve_requests(
         if buf.capacity() > IDLE_BUFFER && buf.len() <= IDLE_BUFFER {
             buf.shrink_to(IDLE_BUFFER);
         }
+    }
+}
+
+/// Writes `out`; false when the socket failed or, meanwhile, the connection went past its
+/// pubsub output limit (a client that reads nothing must not hold its writer forever).
+async fn write(socket: &mut TcpStream, out: &[u8], closing: &Closing) -> bool {
+    tokio::select! {
+        r = socket.write_all(out) => r.is_ok(),
+        () = closing.overflowed() => false,
     }
 }
 
@@ -404,6 +435,16 @@ impl ServeConn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        if crate::commands::bpop::timeout_index(&argv).is_some() {
+            let shared = &self.ctx.shared;
+            return match shared.execute_blocking(argv, self.resp3, self.id).await {
+                Ok((reply, wait)) => {
+                    self.blocked = wait;
+                    reply
+                }
+                Err(busy) => busy,
+            };
+        }
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => replies.pop().unwrap_or(Reply::Nil),
             Err(busy) => busy,
@@ -611,6 +652,7 @@ impl ServeConn {
                 Reply::ok()
             }
             ("info", 2) => Reply::Bulk(self.info_line().into_bytes()),
+            ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
             ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
             ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
             _ => return None,
@@ -662,6 +704,7 @@ impl ServeConn {
             ("port", self.ctx.port.to_string()),
             ("save", String::new()),
             ("appendonly", "no".into()),
+            ("notify-keyspace-events", self.ctx.shared.notify_events()),
         ]
     }
 
@@ -702,6 +745,11 @@ impl ServeConn {
                         None => {
                             return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
                         }
+                    }
+                }
+                "notify-keyspace-events" => {
+                    if !self.ctx.shared.set_notify(&kv[1]) {
+                        return err("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
                     }
                 }
                 _ => {

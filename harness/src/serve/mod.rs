@@ -15,6 +15,7 @@
 //! ```
 
 mod acl;
+mod blocking;
 mod conn;
 mod pubsub;
 pub mod resp;
@@ -44,6 +45,7 @@ pub struct ServeOptions {
     max_clients: usize,
     keyspace_limit: usize,
     strict_keys: bool,
+    pubsub_limit: usize,
 }
 
 impl Default for ServeOptions {
@@ -57,13 +59,15 @@ impl Default for ServeOptions {
             max_clients: 1000,
             keyspace_limit: crate::DEFAULT_KEYSPACE_LIMIT,
             strict_keys: false,
+            pubsub_limit: pubsub::PUBSUB_LIMIT,
         }
     }
 }
 
 impl ServeOptions {
     /// The defaults: `127.0.0.1:6379`, Redis's 5 s `busy-reply-threshold`, scripts stopped
-    /// after 60 s, a frozen clock, no password, 1,000 connections, a 256 MiB keyspace.
+    /// after 60 s, a frozen clock, no password, 1,000 connections, a 256 MiB keyspace, a
+    /// subscriber closed past 32 MiB of messages not yet written to it.
     pub fn new() -> Self {
         Self::default()
     }
@@ -117,6 +121,14 @@ impl ServeOptions {
         self.keyspace_limit = bytes;
         self
     }
+
+    /// Bytes of messages a subscriber may have queued and not yet written to it before it is
+    /// closed (Redis's `client-output-buffer-limit pubsub` hard limit, 32 MiB; 0: no limit).
+    #[must_use]
+    pub fn pubsub_limit(mut self, bytes: usize) -> Self {
+        self.pubsub_limit = bytes;
+        self
+    }
 }
 
 impl ServeOptions {
@@ -141,6 +153,7 @@ pub struct Server {
 struct Ctx {
     shared: Arc<shared::ServeShared>,
     requirepass: Option<String>,
+    pubsub_limit: usize,
     port: u16,
     /// ACL users other than `default`.
     users: std::sync::Mutex<acl::Users>,
@@ -166,6 +179,7 @@ impl Server {
             shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
             requirepass: options.requirepass,
             users: std::sync::Mutex::default(),
+            pubsub_limit: options.pubsub_limit,
             port: addr.port(),
         });
         let (stop, stop_rx) = watch::channel(false);

@@ -3,14 +3,124 @@
 //! as Redis 7.0's `pubsubPublishMessage`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 
 use crate::commands::glob_match;
 use crate::reply::Reply;
 
-/// Where a connection's messages go: its task writes them between replies.
-pub(super) type Outbox = UnboundedSender<Reply>;
+/// Redis's default `client-output-buffer-limit pubsub` hard limit: a subscriber with more
+/// than this not yet written to it is closed.
+pub(super) const PUBSUB_LIMIT: usize = 32 << 20;
+
+/// What one connection's messages not yet written hold, and whether it went past its limit.
+#[derive(Debug)]
+struct Backlog {
+    bytes: AtomicUsize,
+    over: AtomicBool,
+    closing: Notify,
+    limit: usize,
+}
+
+/// Where a connection's messages go: its task writes them between replies. The bytes queued
+/// and not yet written are counted; past the limit the connection is closed (Redis's
+/// `client-output-buffer-limit pubsub` hard limit) and gets nothing more.
+#[derive(Debug, Clone)]
+pub(super) struct Outbox {
+    tx: UnboundedSender<Reply>,
+    backlog: Arc<Backlog>,
+}
+
+/// The connection's end of its [`Outbox`].
+#[derive(Debug)]
+pub(super) struct Inbox {
+    rx: UnboundedReceiver<Reply>,
+    backlog: Arc<Backlog>,
+}
+
+/// A connection's outbox and inbox, closed past `limit` bytes not yet written (0: never).
+pub(super) fn mailbox(limit: usize) -> (Outbox, Inbox) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let backlog = Arc::new(Backlog {
+        bytes: AtomicUsize::new(0),
+        over: AtomicBool::new(false),
+        closing: Notify::new(),
+        limit,
+    });
+    let inbox = Inbox {
+        rx,
+        backlog: backlog.clone(),
+    };
+    (Outbox { tx, backlog }, inbox)
+}
+
+/// About what `r` takes in an output buffer: its payload and a header per element.
+pub(super) fn reply_size(r: &Reply) -> usize {
+    match r {
+        Reply::Array(items) => 16 + items.iter().map(reply_size).sum::<usize>(),
+        Reply::Bulk(b) => 16 + b.len(),
+        Reply::Status(s) | Reply::Error(s) => 3 + s.len(),
+        _ => 16,
+    }
+}
+
+impl Outbox {
+    /// Queues `m`; false if the connection is gone. Past the limit the connection is told to
+    /// close and `m` is dropped; it still counts as received, as Redis counts a subscriber
+    /// it then closes.
+    pub(super) fn send(&self, m: Reply) -> bool {
+        let b = &self.backlog;
+        if b.over.load(Ordering::Relaxed) {
+            return false;
+        }
+        let size = reply_size(&m);
+        let queued = b.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        if b.limit > 0 && queued > b.limit {
+            b.over.store(true, Ordering::Relaxed);
+            b.closing.notify_one();
+            return true;
+        }
+        self.tx.send(m).is_ok()
+    }
+}
+
+impl Inbox {
+    /// The next message.
+    pub(super) async fn recv(&mut self) -> Option<Reply> {
+        self.rx.recv().await
+    }
+
+    /// A message already queued, without waiting.
+    pub(super) fn try_recv(&mut self) -> Option<Reply> {
+        self.rx.try_recv().ok()
+    }
+
+    /// `bytes` (as [`reply_size`] counts them) were written to the client.
+    pub(super) fn written(&self, bytes: usize) {
+        self.backlog.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// What tells the connection it went past its limit.
+    pub(super) fn closing(&self) -> Closing {
+        Closing(self.backlog.clone())
+    }
+}
+
+/// See [`Inbox::closing`].
+#[derive(Debug)]
+pub(super) struct Closing(Arc<Backlog>);
+
+impl Closing {
+    /// Resolves once the connection went past its limit and must be closed.
+    pub(super) async fn overflowed(&self) {
+        if !self.0.over.load(Ordering::Relaxed) {
+            self.0.closing.notified().await;
+        }
+    }
+}
 
 /// Every subscription of every connection.
 #[derive(Debug, Default)]
@@ -66,7 +176,7 @@ impl Subscribers {
         let mut n = 0;
         for (_, out) in self.channels.get(channel).into_iter().flatten() {
             let m = Reply::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);
-            n += i64::from(out.send(m).is_ok());
+            n += i64::from(out.send(m));
         }
         for (p, _, out) in &self.patterns {
             if glob_match(p, channel, false) {
@@ -76,7 +186,7 @@ impl Subscribers {
                     bulk(channel),
                     bulk(message),
                 ]);
-                n += i64::from(out.send(m).is_ok());
+                n += i64::from(out.send(m));
             }
         }
         n

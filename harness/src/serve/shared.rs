@@ -61,6 +61,8 @@ struct State {
     synced: Instant,
     /// The function libraries as the last DEBUG RELOAD saved them (FUNCTION DUMP's payload).
     saved_functions: Option<Vec<u8>>,
+    /// `notify-keyspace-events` as set (its flags), and whether the harness has them yet.
+    notify: (u32, bool),
 }
 
 /// Distinct error codes INFO errorstats keeps at most; errors with other codes are still
@@ -122,6 +124,7 @@ pub struct ServeShared {
     errors: Mutex<ErrorStats>,
     watches: Arc<Mutex<super::watched::Watches>>,
     hub: Arc<Mutex<super::pubsub::Subscribers>>,
+    blocked: Arc<Mutex<super::blocking::Blocked>>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -162,6 +165,7 @@ impl ServeShared {
                 libraries: (0, 0),
                 synced: Instant::now(),
                 saved_functions: None,
+                notify: (0, true),
             }),
             busy: Notify::new(),
             clients: AtomicU64::new(0),
@@ -171,6 +175,7 @@ impl ServeShared {
             errors: Mutex::new(ErrorStats::default()),
             watches: Arc::new(Mutex::new(super::watched::Watches::default())),
             hub,
+            blocked: Arc::default(),
         })
     }
 
@@ -205,6 +210,50 @@ impl ServeShared {
     /// Whether connection `client` watches any key.
     pub fn watching(&self, client: u64) -> bool {
         self.watches().watching(client)
+    }
+
+    /// The blocked clients.
+    pub(super) fn blocked(&self) -> MutexGuard<'_, super::blocking::Blocked> {
+        self.blocked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `CONFIG SET notify-keyspace-events`; false for a character Redis does not know.
+    pub fn set_notify(&self, flags: &[u8]) -> bool {
+        match crate::notify::parse_flags(flags) {
+            Some(f) => {
+                self.state().notify = (f, false);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `notify-keyspace-events` as CONFIG GET shows it.
+    pub fn notify_events(&self) -> String {
+        crate::notify::format_flags(self.state().notify.0)
+    }
+
+    /// Before and after commands: the harness gets the notification flags set since, and
+    /// the keys past their expiry on the clock go with their `expired` events.
+    fn keyspace_events(&self, h: &mut Harness) {
+        let mut st = self.state();
+        if !st.notify.1 {
+            st.notify.1 = true;
+            let _ = h.set_notify_flags(crate::notify::format_flags(st.notify.0).as_bytes());
+        }
+        drop(st);
+        h.expire_due();
+    }
+
+    /// Whether the clock follows the wall clock.
+    pub fn wall_clock(&self) -> bool {
+        self.clock == ClockMode::Wall
+    }
+
+    /// Moves the clock on to the wall clock (wall mode), timing out who is due.
+    pub async fn tick(self: &Arc<Self>) {
+        let me = self.clone();
+        let _ = self.with_harness(move |h| me.sync_clock(h)).await;
     }
 
     /// The subscriptions of every connection.
@@ -328,6 +377,35 @@ impl ServeShared {
         resp3: bool,
         watcher: Option<u64>,
     ) -> Result<Option<Vec<Reply>>, Reply> {
+        let run = self.execute_as(batch, resp3, watcher, None).await?;
+        Ok(run.map(|(replies, _)| replies))
+    }
+
+    /// Runs one command of connection `client` outside MULTI: a blocking command that finds
+    /// nothing blocks it (see `blocking`), answered through the [`Wait`](super::blocking::Wait).
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub(super) async fn execute_blocking(
+        self: &Arc<Self>,
+        argv: Vec<Vec<u8>>,
+        resp3: bool,
+        client: u64,
+    ) -> Result<(Reply, Option<super::blocking::Wait>), Reply> {
+        let run = self
+            .execute_as(vec![argv], resp3, None, Some(client))
+            .await?;
+        let (mut replies, wait) = run.unwrap_or_default();
+        Ok((replies.pop().unwrap_or(Reply::Nil), wait))
+    }
+
+    async fn execute_as(
+        self: &Arc<Self>,
+        batch: Vec<Vec<Vec<u8>>>,
+        resp3: bool,
+        watcher: Option<u64>,
+        blocker: Option<u64>,
+    ) -> Result<Option<(Vec<Reply>, Option<super::blocking::Wait>)>, Reply> {
         let notified = self.busy.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -345,6 +423,7 @@ impl ServeShared {
         let joined = tokio::task::spawn_blocking(move || {
             let mut h = guard;
             me.sync_clock(&mut h);
+            me.keyspace_events(&mut h);
             if let Some(id) = watcher {
                 if !me.watches().exec_allowed(&mut h, id) {
                     return None;
@@ -360,7 +439,14 @@ impl ServeShared {
                 .collect();
             let libs = h.libraries();
             me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
-            Some(replies)
+            let wait = match (blocker, batch.first(), replies.first()) {
+                (Some(id), Some(argv), Some(r)) => me.blocked().block(&h, id, argv, resp3, r),
+                _ => None,
+            };
+            me.keyspace_events(&mut h);
+            me.blocked().wake(&mut h);
+            me.watches().touched(&mut h);
+            Some((replies, wait))
         })
         .await;
         joined.map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
@@ -463,9 +549,19 @@ impl ServeShared {
         }
         let guard = self.harness.clone().lock_owned().await;
         let watches = self.watches.clone();
+        let blocked = self.blocked.clone();
+        let flags = {
+            let mut st = self.state();
+            (!std::mem::replace(&mut st.notify.1, true)).then_some(st.notify.0)
+        };
         tokio::task::spawn_blocking(move || {
             let mut h = guard;
+            if let Some(f) = flags {
+                let _ = h.set_notify_flags(crate::notify::format_flags(f).as_bytes());
+            }
             let r = f(&mut h);
+            h.expire_due();
+            (blocked.lock().unwrap_or_else(|p| p.into_inner())).wake(&mut h);
             watches
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -600,9 +696,10 @@ impl ServeShared {
         }
         if want("clients") {
             out.push_str(&format!(
-                "{}# Clients\r\nconnected_clients:{}\r\n",
+                "{}# Clients\r\nconnected_clients:{}\r\nblocked_clients:{}\r\n",
                 if out.is_empty() { "" } else { "\r\n" },
-                self.connected.load(Ordering::Relaxed)
+                self.connected.load(Ordering::Relaxed),
+                self.blocked().count(),
             ));
         }
         if want("memory") {
