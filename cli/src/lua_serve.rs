@@ -42,9 +42,19 @@ pub struct ServeArgs {
     #[arg(long, value_parser = crate::lua::parse_bytes)]
     maxmemory: Option<usize>,
     /// Fail a script (EVAL, EVALSHA, FCALL) that touches a key it did not declare in KEYS,
-    /// naming the key, as Redis Cluster and Dragonfly fail it in production.
+    /// naming the key, as Redis Cluster and Dragonfly fail it in production (on by default
+    /// with --cluster).
     #[arg(long)]
     strict_keys: bool,
+    /// With --cluster: let scripts touch keys they did not declare.
+    #[arg(long, conflicts_with = "strict_keys")]
+    no_strict_keys: bool,
+    /// Present a Redis Cluster of N masters over the one keyspace: N ports (the listen port
+    /// and the next ones, or N free ports with port 0, printed one per line), each owning an
+    /// equal range of the 16384 hash slots, answering CLUSTER SLOTS/SHARDS/NODES/INFO/KEYSLOT,
+    /// -MOVED for another port's key and -CROSSSLOT across slots.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    cluster: Option<u16>,
 }
 
 fn is_loopback(listen: &str) -> anyhow::Result<bool> {
@@ -93,11 +103,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         })
         .requirepass(requirepass)
         .max_clients(args.maxclients)
-        .strict_keys(args.strict_keys)
+        .cluster(args.cluster.map_or(0, usize::from))
         .keyspace_limit(
             args.maxmemory
                 .unwrap_or(lockkit_harness::DEFAULT_KEYSPACE_LIMIT),
         );
+    let options = match (args.strict_keys, args.no_strict_keys) {
+        (true, _) => options.strict_keys(true),
+        (_, true) => options.strict_keys(false),
+        _ => options,
+    };
+    let masters = args.cluster;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -108,13 +124,27 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .map_err(|e| bad_input(format!("listening on {listen}: {e}")))?;
         let addr = server.addr();
-        // The port first, alone on its line: what test fixtures read.
+        // The port first, alone on its line: what test fixtures read (with --cluster, each
+        // master's port on its own line, in one write).
+        let ports: String = server
+            .addrs()
+            .iter()
+            .map(|a| format!("{}\n", a.port()))
+            .collect();
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", addr.port()).context("writing the port")?;
+        out.write_all(ports.as_bytes())
+            .context("writing the port")?;
         out.flush().context("writing the port")?;
         drop(out);
+        let face = match masters {
+            Some(n) => format!(
+                "a cluster of {n} masters on ports {} (one keyspace)",
+                ports.trim_end().replace('\n', ", ")
+            ),
+            None => "one database".into(),
+        };
         eprintln!(
-            "lockkit lua serve: Redis {} scripting on {addr} (one database, virtual clock); Ctrl-C stops",
+            "lockkit lua serve: Redis {} scripting on {addr} ({face}, virtual clock); Ctrl-C stops",
             lockkit_harness::REDIS_VERSION
         );
         wait_for_stop().await?;

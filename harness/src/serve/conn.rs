@@ -276,6 +276,14 @@ impl ServeConn {
         if !self.authed && !matches!(top.as_str(), "auth" | "hello" | "quit" | "reset") {
             return err("NOAUTH Authentication required.");
         }
+        if let Some(node) = &self.ctx.cluster {
+            if let Err(e) = node.redirect(&mut self.multi, &top, &argv) {
+                if top == "exec" {
+                    self.ctx.shared.unwatch(self.id);
+                }
+                return e;
+            }
+        }
         if !self.resp3 && self.subs.count() > 0 && !SUBSCRIBED.contains(&top.as_str()) {
             return err(format!("ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"));
         }
@@ -408,6 +416,11 @@ impl ServeConn {
                 Reply::ok()
             }
             "lockkit.clock" => self.clock(&argv).await,
+            "cluster" | "asking" | "readonly" | "readwrite" if self.ctx.cluster.is_some() => self
+                .ctx
+                .cluster
+                .as_ref()
+                .map_or(Reply::Nil, |n| n.command(&argv)),
             "acl" if argv.len() >= 3 && is(&argv[1], "setuser") => {
                 self.users().setuser(&argv[2], &argv[3..])
             }
@@ -427,7 +440,12 @@ impl ServeConn {
                 };
                 self.ctx
                     .shared
-                    .info(sections, self.ctx.port, maxmemory)
+                    .info(
+                        sections,
+                        self.ctx.port,
+                        maxmemory,
+                        self.ctx.cluster.is_some(),
+                    )
                     .await
             }
             _ => self.harness(argv).await,
@@ -562,12 +580,17 @@ impl ServeConn {
             }
         }
         self.resp3 = proto == 3;
+        let mode = if self.ctx.cluster.is_some() {
+            "cluster"
+        } else {
+            "standalone"
+        };
         let pairs = vec![
             (Reply::bulk("server"), Reply::bulk("redis")),
             (Reply::bulk("version"), Reply::bulk(crate::REDIS_VERSION)),
             (Reply::bulk("proto"), Reply::Int(proto)),
             (Reply::bulk("id"), Reply::Int(self.id as i64)),
-            (Reply::bulk("mode"), Reply::bulk("standalone")),
+            (Reply::bulk("mode"), Reply::bulk(mode)),
             (Reply::bulk("role"), Reply::bulk("master")),
             (Reply::bulk("modules"), Reply::Array(Vec::new())),
         ];

@@ -16,6 +16,7 @@
 
 mod acl;
 mod blocking;
+mod cluster;
 mod conn;
 mod pubsub;
 pub mod resp;
@@ -44,8 +45,9 @@ pub struct ServeOptions {
     requirepass: Option<String>,
     max_clients: usize,
     keyspace_limit: usize,
-    strict_keys: bool,
+    strict_keys: Option<bool>,
     pubsub_limit: usize,
+    cluster: usize,
 }
 
 impl Default for ServeOptions {
@@ -58,8 +60,9 @@ impl Default for ServeOptions {
             requirepass: None,
             max_clients: 1000,
             keyspace_limit: crate::DEFAULT_KEYSPACE_LIMIT,
-            strict_keys: false,
+            strict_keys: None,
             pubsub_limit: pubsub::PUBSUB_LIMIT,
+            cluster: 0,
         }
     }
 }
@@ -132,10 +135,20 @@ impl ServeOptions {
 }
 
 impl ServeOptions {
-    /// `--strict-keys`: see [`Harness::set_strict_keys`].
+    /// `--strict-keys`: see [`Harness::set_strict_keys`]. Off by default, on by default
+    /// with [`ServeOptions::cluster`].
     #[must_use]
     pub fn strict_keys(mut self, on: bool) -> Self {
-        self.strict_keys = on;
+        self.strict_keys = Some(on);
+        self
+    }
+
+    /// `--cluster N`: N masters on N ports over the one keyspace, each owning an equal range
+    /// of the hash slots (0: a standalone server). The ports are the listen port and the
+    /// next N - 1 ones, or N free ports when the listen port is 0.
+    #[must_use]
+    pub fn cluster(mut self, masters: usize) -> Self {
+        self.cluster = masters;
         self
     }
 }
@@ -143,9 +156,9 @@ impl ServeOptions {
 /// A running server.
 #[derive(Debug)]
 pub struct Server {
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// What every connection task reads: the shared harness and the server's settings.
@@ -155,6 +168,8 @@ struct Ctx {
     requirepass: Option<String>,
     pubsub_limit: usize,
     port: u16,
+    /// With `--cluster`: which master of the cluster face this port is.
+    cluster: Option<cluster::Node>,
     /// ACL users other than `default`.
     users: std::sync::Mutex<acl::Users>,
 }
@@ -172,32 +187,86 @@ impl Server {
                 .keyspace_limit(options.keyspace_limit),
         )
         .map_err(invalid)?;
-        harness.set_strict_keys(options.strict_keys);
-        let listener = TcpListener::bind(&options.listen).await?;
-        let addr = listener.local_addr()?;
-        let ctx = Arc::new(Ctx {
-            shared: shared::ServeShared::new(harness, options.busy_threshold, options.clock),
-            requirepass: options.requirepass,
-            users: std::sync::Mutex::default(),
-            pubsub_limit: options.pubsub_limit,
-            port: addr.port(),
-        });
+        harness.set_strict_keys(options.strict_keys.unwrap_or(options.cluster > 0));
+        let listeners = bind(&options.listen, options.cluster).await?;
+        let addrs = listeners
+            .iter()
+            .map(TcpListener::local_addr)
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let members = (options.cluster > 0)
+            .then(|| cluster::members(&addrs.iter().map(SocketAddr::port).collect::<Vec<_>>()));
+        let shared = shared::ServeShared::new(harness, options.busy_threshold, options.clock);
         let (stop, stop_rx) = watch::channel(false);
-        let slots = Arc::new(Semaphore::new(options.max_clients.max(1)));
-        let task = tokio::spawn(accept_loop(listener, ctx, slots, stop_rx));
-        Ok(Server { addr, stop, task })
+        let mut tasks = Vec::new();
+        for (i, (listener, addr)) in listeners.into_iter().zip(&addrs).enumerate() {
+            let ctx = Arc::new(Ctx {
+                shared: shared.clone(),
+                requirepass: options.requirepass.clone(),
+                users: std::sync::Mutex::default(),
+                pubsub_limit: options.pubsub_limit,
+                port: addr.port(),
+                cluster: members.clone().map(|m| cluster::Node::new(m, i)),
+            });
+            let slots = Arc::new(Semaphore::new(options.max_clients.max(1)));
+            tasks.push(tokio::spawn(accept_loop(
+                listener,
+                ctx,
+                slots,
+                stop_rx.clone(),
+            )));
+        }
+        Ok(Server { addrs, stop, tasks })
     }
 
-    /// The address it listens on.
+    /// The address it listens on (with `--cluster`, the first master's).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addrs[0]
     }
 
-    /// Closes the listener and every connection.
+    /// Every address it listens on: one, or each master's with `--cluster`.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Closes the listeners and every connection.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        for task in self.tasks {
+            let _ = task.await;
+        }
     }
+}
+
+/// The listener, or with `masters` > 0 one per master: on the listen port and the next ones,
+/// or each on a free port when the listen port is 0.
+async fn bind(listen: &str, masters: usize) -> std::io::Result<Vec<TcpListener>> {
+    if masters == 0 {
+        return Ok(vec![TcpListener::bind(listen).await?]);
+    }
+    if masters > 16384 {
+        return Err(std::io::Error::other(
+            "a cluster has at most 16384 masters (one slot each)",
+        ));
+    }
+    let base = tokio::net::lookup_host(listen)
+        .await?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{listen} names no address")))?;
+    let mut listeners = Vec::with_capacity(masters);
+    for i in 0..masters {
+        let mut addr = base;
+        if base.port() != 0 {
+            let port = u16::try_from(usize::from(base.port()) + i).map_err(|_| {
+                std::io::Error::other(format!(
+                    "{masters} masters from port {} go past port 65535",
+                    base.port()
+                ))
+            })?;
+            addr.set_port(port);
+        }
+        listeners.push(TcpListener::bind(addr).await?);
+    }
+    Ok(listeners)
 }
 
 async fn accept_loop(

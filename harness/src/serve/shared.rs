@@ -664,10 +664,23 @@ impl ServeShared {
         self.with_harness(|h| h.config_maxmemory()).await
     }
 
-    /// INFO for the sections the server knows (server, clients, memory); an error naming a
-    /// section it does not emulate.
-    pub async fn info(&self, sections: Vec<String>, port: u16, maxmemory: usize) -> Reply {
-        const KNOWN: [&str; 5] = ["server", "clients", "memory", "stats", "errorstats"];
+    /// INFO for the sections the server knows (server, clients, memory, cluster...); an
+    /// error naming a section it does not emulate. `cluster`: a port of the cluster face.
+    pub async fn info(
+        &self,
+        sections: Vec<String>,
+        port: u16,
+        maxmemory: usize,
+        cluster: bool,
+    ) -> Reply {
+        const KNOWN: [&str; 6] = [
+            "server",
+            "clients",
+            "memory",
+            "stats",
+            "errorstats",
+            "cluster",
+        ];
         let all = sections.is_empty()
             || sections
                 .iter()
@@ -675,7 +688,7 @@ impl ServeShared {
         if !all {
             if let Some(other) = sections.iter().find(|s| !KNOWN.contains(&s.as_str())) {
                 return Reply::err(format!(
-                    "ERR harness: INFO {other} is not emulated (only server, clients, memory, stats and errorstats)"
+                    "ERR harness: INFO {other} is not emulated (only server, clients, memory, stats, errorstats and cluster)"
                 ));
             }
         }
@@ -688,8 +701,9 @@ impl ServeShared {
         let mut out = String::new();
         if want("server") {
             out.push_str(&format!(
-                "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nos:lockkit-harness\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\n",
+                "# Server\r\nredis_version:{}\r\nredis_mode:{}\r\nos:lockkit-harness\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{port}\r\nuptime_in_seconds:{}\r\n",
                 crate::REDIS_VERSION,
+                if cluster { "cluster" } else { "standalone" },
                 std::process::id(),
                 self.started.elapsed().as_secs()
             ));
@@ -728,6 +742,13 @@ impl ServeShared {
                     String::from_utf8_lossy(code)
                 ));
             }
+        }
+        if want("cluster") {
+            out.push_str(&format!(
+                "{}# Cluster\r\ncluster_enabled:{}\r\n",
+                if out.is_empty() { "" } else { "\r\n" },
+                u8::from(cluster)
+            ));
         }
         Reply::Bulk(out.into_bytes())
     }
