@@ -422,18 +422,19 @@ pub(crate) fn lock_held(pattern: &str, hold: Duration) {
 
 /// The built-in plugin behind `lockkit_proxy_commands_total` and
 /// `lockkit_proxy_command_duration_seconds`: it sees every command and its reply (so with
-/// metrics on, every command's frame is kept until its reply, as for any plugin that wants
-/// replies).
+/// metrics on, every command's name and the time it was sent are kept until its reply; its
+/// arguments are not, [`Plugin::reply_reads_args`]).
 #[derive(Debug, Default)]
 pub struct CommandMetrics {
     handles: Mutex<FnvHashMap<String, (Counter, Histogram)>>,
 }
 
 impl CommandMetrics {
-    fn handles(&self, name: &str) -> (Counter, Histogram) {
+    /// Calls `f` with the counter and histogram of command `name` (made on its first use).
+    fn with_handles(&self, name: &str, f: impl FnOnce(&(Counter, Histogram))) {
         let mut all = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(h) = all.get(name) {
-            return h.clone();
+            return f(h);
         }
         let plain = name.len() <= 32
             && name
@@ -447,14 +448,14 @@ impl CommandMetrics {
             "other"
         };
         if let Some(h) = all.get(label) {
-            return h.clone();
+            return f(h);
         }
         let h = (
             ::metrics::counter!("lockkit_proxy_commands_total", "command" => label.to_string()),
             ::metrics::histogram!("lockkit_proxy_command_duration_seconds", "command" => label.to_string()),
         );
-        all.insert(label.to_string(), h.clone());
-        h
+        f(&h);
+        all.insert(label.to_string(), h);
     }
 }
 
@@ -467,8 +468,13 @@ impl Plugin for CommandMetrics {
         vec!["*".to_string()]
     }
 
+    /// It times replies by the command's name: nothing else of a command is kept for it.
+    fn reply_reads_args(&self) -> bool {
+        false
+    }
+
     fn on_command(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>) -> crate::Action {
-        self.handles(cmd.name).0.increment(1);
+        self.with_handles(cmd.name, |h| h.0.increment(1));
         crate::Action::Pass
     }
 
@@ -479,6 +485,6 @@ impl Plugin for CommandMetrics {
         _reply: &[u8],
         latency: Duration,
     ) {
-        self.handles(cmd.name).1.record(latency.as_secs_f64());
+        self.with_handles(cmd.name, |h| h.1.record(latency.as_secs_f64()));
     }
 }

@@ -85,6 +85,15 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// Whether [`Plugin::on_reply`] (and [`Plugin::rewrite_reply`]) read the command's
+    /// arguments and key. The proxy keeps a copy of a command's arguments until its reply only
+    /// for a plugin that reads them: one that counts or times commands by name alone (the
+    /// built-in metrics) says `false` and is shown its replies with the name, `args` empty and
+    /// `key` `None`, so a command nothing else looks at is copied nowhere.
+    fn reply_reads_args(&self) -> bool {
+        true
+    }
+
     /// Called for each declared command before it is forwarded.
     fn on_command(&self, _conn: &ConnInfo, _cmd: &PluginCommand<'_>) -> Action {
         Action::Pass

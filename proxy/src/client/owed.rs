@@ -7,16 +7,21 @@
 //! puts [`OwedReply::Unpair`]: once the replies before it are in, the connection's bytes are copied
 //! as they come.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::plugin::Plugin;
 
 /// A command plugins want the reply of.
 #[derive(Debug)]
 pub(crate) struct Tracked {
-    /// The command's arguments, its name first.
+    /// The command's arguments, its name first; empty when none of its plugins reads them
+    /// ([`Plugin::reply_reads_args`]).
     pub(crate) args: Vec<Vec<u8>>,
-    /// Its name as plugins see it.
-    pub(crate) name: String,
+    /// Its name as plugins see it (a name of Redis's table is not copied).
+    pub(crate) name: Cow<'static, str>,
     /// Its first key's position.
     pub(crate) first_key: Option<usize>,
     /// The plugins that want it, in order.
@@ -27,6 +32,35 @@ pub(crate) struct Tracked {
     pub(crate) index: u64,
     /// When it was read from the client.
     pub(crate) arrived: Instant,
+}
+
+impl Tracked {
+    /// What is kept of a command (`args`, its name first) until its reply, for the plugins
+    /// `wants` of `plugins`: its arguments only when one of them reads them.
+    pub(crate) fn keep(
+        plugins: &[Arc<dyn Plugin>],
+        wants: Vec<usize>,
+        name: Cow<'static, str>,
+        args: &[&[u8]],
+        first_key: Option<usize>,
+        index: u64,
+        arrived: Instant,
+    ) -> Tracked {
+        let reads = wants.iter().any(|&p| plugins[p].reply_reads_args());
+        Tracked {
+            args: if reads {
+                args.iter().map(|a| a.to_vec()).collect()
+            } else {
+                Vec::new()
+            },
+            name,
+            first_key: first_key.filter(|_| reads),
+            plugins: wants,
+            sent: Instant::now(),
+            index,
+            arrived,
+        }
+    }
 }
 
 /// What to do with one reply (or, for the markers, at one point of the queue).
@@ -200,6 +234,35 @@ mod tests {
         assert!(matches!(q.front(), Some(OwedReply::Local(_))));
         assert!(matches!(q.pop(), Some(OwedReply::Local(_))));
         assert!(q.is_empty());
+    }
+
+    /// With `--metrics-listen` every command's reply is timed: a `GET` only the metrics time
+    /// was copied, its name and arguments, until its reply came (three allocations per
+    /// command), for a plugin that reads the name alone.
+    #[test]
+    fn a_command_only_timed_by_name_keeps_no_copy_of_its_arguments() {
+        use crate::observe::{Observe, ObserveOptions};
+        let metrics: Arc<dyn Plugin> = Arc::new(crate::metrics::CommandMetrics::default());
+        let observe: Arc<dyn Plugin> = Arc::new(Observe::new(ObserveOptions::default()));
+        let plugins = [metrics, observe];
+        let now = Instant::now();
+        let get: [&[u8]; 2] = [b"GET", b"k"];
+        let timed = Tracked::keep(&plugins, vec![0], "GET".into(), &get, Some(1), 1, now);
+        let copied: usize = timed.args.iter().map(Vec::len).sum();
+        println!(
+            "GET timed by the metrics alone: {} arguments ({copied} bytes) kept until its reply",
+            timed.args.len()
+        );
+        assert_eq!((timed.args.len(), timed.first_key), (0, None));
+        assert!(matches!(timed.name, Cow::Borrowed("GET")));
+        // A plugin that reads them (observe: a SET NX's key and token) still has them.
+        let set: [&[u8]; 6] = [b"SET", b"lock:1", b"t", b"NX", b"PX", b"100"];
+        let seen = Tracked::keep(&plugins, vec![0, 1], "SET".into(), &set, Some(1), 2, now);
+        assert_eq!(seen.args.len(), 6);
+        assert_eq!(
+            seen.first_key.map(|k| &seen.args[k][..]),
+            Some(&b"lock:1"[..])
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! server cannot read it any other way. Requests forwarded as read go upstream together, one
 //! write per batch.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -443,7 +444,11 @@ impl ClientConn {
             self.push_reply(f.hidden, f.route.reply, None);
             return Ok(Flow::Go);
         }
-        let name_text = String::from_utf8_lossy(name).into_owned();
+        // A name of Redis's table is shown as it is; only another name is copied.
+        let name_text: Cow<'static, str> = match f.cmd.name() {
+            Some(n) => Cow::Borrowed(n),
+            None => Cow::Owned(String::from_utf8_lossy(name).into_owned()),
+        };
         let args: Vec<&[u8]> = f.req.args(bytes).collect();
         let cmd = PluginCommand {
             name: &name_text,
@@ -494,14 +499,16 @@ impl ClientConn {
         let wants: Vec<usize> = (plugins.iter().copied())
             .filter(|&p| shared.plugins[p].wants_reply(&cmd))
             .collect();
-        let tracked = (!wants.is_empty()).then(|| Tracked {
-            args: args.iter().map(|a| a.to_vec()).collect(),
-            name: name_text.clone(),
-            first_key: f.cmd.first_key,
-            plugins: wants,
-            sent: Instant::now(),
-            index: self.commands,
-            arrived: f.arrived,
+        let tracked = (!wants.is_empty()).then(|| {
+            Tracked::keep(
+                &shared.plugins,
+                wants,
+                name_text.clone(),
+                &args,
+                f.cmd.first_key,
+                self.commands,
+                f.arrived,
+            )
         });
         self.push_reply(f.hidden, f.route.reply, tracked);
         Ok(Flow::Go)
