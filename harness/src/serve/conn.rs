@@ -435,7 +435,7 @@ impl ServeConn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
-        if crate::commands::bpop::timeout_index(&argv).is_some() {
+        if crate::commands::bpop::block_ms(&argv).is_some() {
             let shared = &self.ctx.shared;
             return match shared.execute_blocking(argv, self.resp3, self.id).await {
                 Ok((reply, wait)) => {
