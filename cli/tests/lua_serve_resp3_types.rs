@@ -119,6 +119,8 @@ fn stream_reads(port: u16, proto: u8) -> Vec<String> {
         &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "0"],
         &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
         &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "0"],
+        &["XREAD", "STREAMS", "nokey", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
         &[
             "EVAL",
             "return redis.call('XREAD', 'STREAMS', KEYS[1], 0)",

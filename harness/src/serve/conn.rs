@@ -445,8 +445,14 @@ impl ServeConn {
                 Err(busy) => busy,
             };
         }
+        // XREAD's and XREADGROUP's null is a null array (`*-1` in RESP2), as Redis's.
+        let null_array = is(&argv[0], "xread") || is(&argv[0], "xreadgroup");
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
-            Ok(mut replies) => replies.pop().unwrap_or(Reply::Nil),
+            Ok(mut replies) => {
+                let reply = replies.pop().unwrap_or(Reply::Nil);
+                self.nil_array = null_array && matches!(reply, Reply::Nil);
+                reply
+            }
             Err(busy) => busy,
         }
     }
