@@ -156,6 +156,215 @@ const SCENARIOS: &[(&str, &[Step])] = &[
         ],
     ),
     (
+        "XREAD BLOCK: woken by XADD, $ is the last ID at the call, every reader served",
+        &[
+            B(&["XADD", "s", "1-1", "f", "v"]),
+            A(&["XREAD", "BLOCK", "0", "STREAMS", "s", "0"]),
+            SendA(&["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]),
+            SendC(&[
+                "XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "t", "s", "$", "1-1",
+            ]),
+            B(&["XADD", "s", "2-1", "f", "w"]),
+            ReadA,
+            ReadC,
+            SendA(&["XREAD", "BLOCK", "0", "STREAMS", "t", "s", "$", "$"]),
+            B(&["SET", "other", "x"]),
+            B(&["XADD", "t", "1-5", "g", "x"]),
+            ReadA,
+            B(&["XLEN", "s"]),
+        ],
+    ),
+    (
+        "XREADGROUP BLOCK: consumers served in order, each new entry once",
+        &[
+            B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
+            SendA(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "alice",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            SendC(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "bob",
+                "COUNT",
+                "1",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            B(&["XADD", "q", "1-1", "a", "1"]),
+            ReadA,
+            B(&["XADD", "q", "2-1", "b", "2"]),
+            ReadC,
+            B(&["XPENDING", "q", "grp"]),
+            A(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "alice",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                "0",
+            ]),
+            SendA(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "alice",
+                "NOACK",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            B(&["XADD", "q", "3-1", "c", "3"]),
+            ReadA,
+            B(&["XPENDING", "q", "grp"]),
+        ],
+    ),
+    (
+        "XREAD and XREADGROUP BLOCK answering at once: MULTI, scripts, errors",
+        &[
+            A(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
+            A(&["MULTI"]),
+            A(&["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]),
+            A(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            A(&["EXEC"]),
+            A(&[
+                "EVAL",
+                "return redis.pcall('XREAD', 'BLOCK', 0, 'STREAMS', KEYS[1], '$')",
+                "1",
+                "q",
+            ]),
+            A(&["XREAD", "BLOCK", "-1", "STREAMS", "q", "$"]),
+            A(&["XREAD", "BLOCK", "x", "STREAMS", "q", "$"]),
+            A(&[
+                "XREADGROUP",
+                "GROUP",
+                "nogrp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            A(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                "$",
+            ]),
+            A(&["XADD", "q", "1-1", "a", "1"]),
+        ],
+    ),
+    (
+        "XREAD and XREADGROUP BLOCK: CLIENT UNBLOCK",
+        &[
+            A(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
+            SendA(&["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]),
+            UnblockA("TIMEOUT"),
+            ReadA,
+            SendA(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            UnblockA("ERROR"),
+            ReadA,
+            B(&["XADD", "q", "1-1", "a", "1"]),
+            B(&["XPENDING", "q", "grp"]),
+        ],
+    ),
+    (
+        "XREADGROUP BLOCK: its stream deleted or overwritten, its group destroyed",
+        &[
+            B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
+            SendA(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            B(&["DEL", "q"]),
+            ReadA,
+            B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
+            SendA(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            B(&["SET", "q", "x"]),
+            ReadA,
+            B(&["DEL", "q"]),
+            B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
+            SendA(&[
+                "XREADGROUP",
+                "GROUP",
+                "grp",
+                "c",
+                "BLOCK",
+                "0",
+                "STREAMS",
+                "q",
+                ">",
+            ]),
+            B(&["XGROUP", "DESTROY", "q", "grp"]),
+            B(&["XGROUP", "CREATE", "q", "other", "$"]),
+            B(&["XADD", "q", "1-1", "a", "1"]),
+            ReadA,
+            SendA(&["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]),
+            B(&["DEL", "q"]),
+            B(&["XADD", "q", "1-2", "a", "2"]),
+            ReadA,
+        ],
+    ),
+    (
         "a blocked client that disconnects takes nothing",
         &[
             SendA(&["BLPOP", "q", "0"]),
@@ -340,6 +549,81 @@ fn with_the_wall_clock_a_timeout_passes_by_itself() {
     let mut a = serve.connect();
     let started = std::time::Instant::now();
     assert_eq!(call(&mut a, &["BLPOP", "q", "0.2"]), Reply::Nil);
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(call(&mut a, &["PING"]), Reply::Status("PONG".into()));
+}
+
+#[test]
+fn xread_block_times_out_on_the_virtual_clock() {
+    let serve = Serve::start(&[]);
+    let mut a = serve.connect();
+    let mut b = serve.connect();
+    // BLOCK 5000: 4999 ms later the XADD still reaches it; at 5000 ms it times out.
+    send(&mut a, &["XREAD", "BLOCK", "5000", "STREAMS", "s", "$"]);
+    until_blocked(&mut b, 1);
+    assert!(matches!(
+        call(&mut b, &["LOCKKIT.CLOCK", "ADVANCE", "4999"]),
+        Reply::Int(_)
+    ));
+    assert!(matches!(
+        call(&mut b, &["XADD", "s", "1-1", "f", "v"]),
+        Reply::Bulk(_)
+    ));
+    let entry = Reply::Array(vec![
+        Reply::Bulk(b"1-1".to_vec()),
+        Reply::Array(vec![Reply::Bulk(b"f".to_vec()), Reply::Bulk(b"v".to_vec())]),
+    ]);
+    assert_eq!(
+        a.reply(),
+        Reply::Array(vec![Reply::Array(vec![
+            Reply::Bulk(b"s".to_vec()),
+            Reply::Array(vec![entry.clone()])
+        ])])
+    );
+    call(&mut b, &["XGROUP", "CREATE", "s", "g", "$"]);
+    send(
+        &mut a,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "c",
+            "BLOCK",
+            "5000",
+            "STREAMS",
+            "s",
+            ">",
+        ],
+    );
+    until_blocked(&mut b, 1);
+    assert!(matches!(
+        call(&mut b, &["LOCKKIT.CLOCK", "ADVANCE", "5000"]),
+        Reply::Int(_)
+    ));
+    assert_eq!(a.reply(), Reply::Nil);
+    // BLOCK 0 waits whatever the clock does.
+    send(&mut a, &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"]);
+    until_blocked(&mut b, 1);
+    assert!(matches!(
+        call(&mut b, &["LOCKKIT.CLOCK", "ADVANCE", "86400000"]),
+        Reply::Int(_)
+    ));
+    assert!(matches!(
+        call(&mut b, &["XADD", "s", "2-1", "f", "w"]),
+        Reply::Bulk(_)
+    ));
+    assert!(matches!(a.reply(), Reply::Array(_)));
+}
+
+#[test]
+fn xread_block_with_the_wall_clock_times_out_by_itself() {
+    let serve = Serve::start(&["--clock", "wall"]);
+    let mut a = serve.connect();
+    let started = std::time::Instant::now();
+    assert_eq!(
+        call(&mut a, &["XREAD", "BLOCK", "200", "STREAMS", "s", "$"]),
+        Reply::Nil
+    );
     assert!(started.elapsed() >= Duration::from_millis(200));
     assert_eq!(call(&mut a, &["PING"]), Reply::Status("PONG".into()));
 }

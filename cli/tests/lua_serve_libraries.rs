@@ -1,12 +1,13 @@
 //! Real client libraries on `lockkit lua serve`: the same flow against a real redis-server
 //! 7.0 and against the built binary must print the same observations, with no "not
-//! emulated" error. The libraries are installed from PyPI into a cache under the target
-//! directory when missing.
+//! emulated" error. The libraries are installed from PyPI and npm into a cache under the
+//! target directory when missing.
 
 mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Mutex;
 
 use common::serve::Serve;
 use lockkit_test_support::RedisServer;
@@ -40,19 +41,59 @@ fn pip_install(packages: &[&str], module: &str) {
     );
 }
 
-/// Runs `script` (in cli/tests/libraries) against the server on `port`: what it printed.
-fn run_script(script: &str, port: u16) -> String {
+/// Where the test's npm packages are installed (`npm install --prefix`).
+fn npm_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("npm")
+}
+
+/// Installs `packages` (`name@version`) into [`npm_dir`] unless each is there.
+fn npm_install(packages: &[&str]) {
+    // Two tests of this binary installing into one directory at once would collide.
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = npm_dir();
+    let missing = packages.iter().any(|p| {
+        let name = p.rsplit_once('@').map_or(*p, |(n, _)| n);
+        !dir.join("node_modules").join(name).exists()
+    });
+    if !missing {
+        return;
+    }
+    std::fs::create_dir_all(&dir).expect("the npm directory is created");
+    let ok = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+        .arg(&dir)
+        .args(packages)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "npm install --prefix {} {packages:?} failed",
+        dir.display()
+    );
+}
+
+/// Runs `script` (in cli/tests/libraries) with `program` (`python3` or `node`, finding the
+/// packages installed above) against the server on `port`, `args` after the port: what it
+/// printed.
+fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/libraries")
         .join(script);
+    let (path_var, deps) = if program == "node" {
+        ("NODE_PATH", npm_dir().join("node_modules"))
+    } else {
+        ("PYTHONPATH", pydeps())
+    };
     let out = Command::new("timeout")
         .arg("60")
-        .arg("python3")
+        .arg(program)
         .arg(&path)
         .arg(port.to_string())
-        .env("PYTHONPATH", pydeps())
+        .args(args)
+        .env(path_var, deps)
         .output()
-        .expect("python3 runs");
+        .expect("the library's interpreter runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
@@ -69,8 +110,36 @@ fn python_redis_lock_observes_the_same_on_lua_serve() {
     let redis = RedisServer::start();
     // The library's blocking waits have real timeouts: the clock follows the wall clock.
     let serve = Serve::start(&["--clock", "wall"]);
-    let want = run_script("python_redis_lock.py", redis.port());
-    let got = run_script("python_redis_lock.py", serve.port);
+    let want = observe("python3", "python_redis_lock.py", redis.port(), &[]);
+    let got = observe("python3", "python_redis_lock.py", serve.port, &[]);
+    eprintln!("redis-server: {want}");
+    assert_eq!(got, want, "lua serve observed otherwise than redis-server");
+}
+
+#[test]
+fn bullmq_observes_the_same_on_lua_serve() {
+    npm_install(&["bullmq@6.7.6", "ioredis@6.1.0"]);
+    let redis = RedisServer::start();
+    // The frozen clock: the delayed job's time comes with LOCKKIT.CLOCK ADVANCE.
+    let serve = Serve::start(&[]);
+    let want = observe("node", "bullmq.js", redis.port(), &[]);
+    let started = std::time::Instant::now();
+    let got = observe("node", "bullmq.js", serve.port, &["virtual"]);
+    eprintln!(
+        "redis-server: {want}\nlua serve took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(got, want, "lua serve observed otherwise than redis-server");
+}
+
+#[test]
+fn bee_queue_observes_the_same_on_lua_serve() {
+    npm_install(&["bee-queue@2.0.0"]);
+    let redis = RedisServer::start();
+    // bee-queue's delays are timers of the client: the server's clock plays no part.
+    let serve = Serve::start(&[]);
+    let want = observe("node", "bee_queue.js", redis.port(), &[]);
+    let got = observe("node", "bee_queue.js", serve.port, &[]);
     eprintln!("redis-server: {want}");
     assert_eq!(got, want, "lua serve observed otherwise than redis-server");
 }

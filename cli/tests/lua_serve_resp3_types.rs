@@ -104,3 +104,56 @@ fn resp3_types_reach_clients_as_redis_sends_them() {
         differ.join("\n")
     );
 }
+
+/// Stream reads, from a client speaking `proto`: raw replies (RESP3 gets maps).
+fn stream_reads(port: u16, proto: u8) -> Vec<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    raw(&mut s, &["HELLO", &proto.to_string()]);
+    raw(&mut s, &["FLUSHALL"]);
+    let calls: &[&[&str]] = &[
+        &["XADD", "s", "1-1", "a", "1"],
+        &["XADD", "t", "1-2", "b", "2"],
+        &["XGROUP", "CREATE", "s", "g", "0"],
+        &["XREAD", "STREAMS", "s", "t", "0", "0"],
+        &["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "0"],
+        &["XREAD", "STREAMS", "nokey", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+        &[
+            "EVAL",
+            "return redis.call('XREAD', 'STREAMS', KEYS[1], 0)",
+            "1",
+            "s",
+        ],
+    ];
+    calls
+        .iter()
+        .map(|argv| format!("{argv:?} -> {:?}", raw(&mut s, argv)))
+        .collect()
+}
+
+#[test]
+fn stream_reads_answer_maps_to_resp3_clients_as_redis_does() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    let mut differ = Vec::new();
+    for proto in [2, 3] {
+        let want = stream_reads(redis.port(), proto);
+        let got = stream_reads(serve.port, proto);
+        for (w, g) in want.iter().zip(&got) {
+            if w != g {
+                differ.push(format!(
+                    "RESP{proto}\n  redis-server: {w}\n  lua serve:    {g}"
+                ));
+            }
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} calls differ:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+}

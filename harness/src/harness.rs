@@ -217,7 +217,9 @@ impl Harness {
                     return Reply::Error(e);
                 }
                 let before = crate::notify::before(&server, spec.name, argv);
+                server.client_resp3 = resp3;
                 let reply = commands::run_caught(f, &mut server, argv);
+                server.client_resp3 = false;
                 if let Some(b) = before {
                     crate::notify::after(&server, spec.name, argv, &reply, b);
                 }
@@ -416,6 +418,29 @@ impl Harness {
         self.engine
             .server_mut()
             .advance_us(d.as_micros().min(i64::MAX as u128) as i64);
+    }
+
+    /// For `lua serve`: the command a client blocked on `argv` runs again when woken, with
+    /// XREAD's `$` IDs pinned to each stream's last ID now (what `$` means to a blocked read).
+    pub fn blocked_argv(&mut self, argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
+        commands::stream_group::pin_last_ids(&mut self.engine.server_mut(), argv)
+    }
+
+    /// For `lua serve`: the last ID of each stream a blocked XREADGROUP `argv` reads, for
+    /// [`blocked_failure`](Self::blocked_failure).
+    pub fn blocked_streams(&mut self, argv: &[Vec<u8>]) -> Vec<Option<crate::keyspace::StreamId>> {
+        commands::stream_group::last_ids(&mut self.engine.server_mut(), argv)
+    }
+
+    /// For `lua serve`: what a client blocked on `argv` is answered when running it again
+    /// failed (Redis 7.0's `UNBLOCKED` and `NOGROUP` for XREADGROUP; `since`: from
+    /// [`blocked_streams`](Self::blocked_streams) when it blocked); `None`: it waits on.
+    pub fn blocked_failure(
+        &mut self,
+        argv: &[Vec<u8>],
+        since: &[Option<crate::keyspace::StreamId>],
+    ) -> Option<Reply> {
+        commands::stream_group::blocked_read_failed(&mut self.engine.server_mut(), argv, since)
     }
 
     /// Sets the virtual clock.

@@ -24,6 +24,9 @@ pub struct Server {
     /// Whether the command running was called by a script (SORT sorts a set's BY-constant
     /// result then, as Redis does).
     pub in_script: bool,
+    /// The client whose own command runs speaks RESP3 (false for a script's call): XREAD
+    /// and XREADGROUP answer it a map, as Redis does.
+    pub client_resp3: bool,
     /// Microseconds past `now_ms` (DEBUG SLEEP and TIME have microsecond resolution).
     pub sub_ms_us: i64,
     /// `DEBUG SET-DISABLE-DENY-SCRIPTS 1`: scripts may call `noscript` commands.

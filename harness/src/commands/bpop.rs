@@ -38,6 +38,17 @@ pub fn timeout_index(argv: &[Vec<u8>]) -> Option<usize> {
     }
 }
 
+/// How long a client may block on `argv`, in milliseconds (0: forever): a blocking pop's
+/// timeout, or XREAD's and XREADGROUP's `BLOCK`. `None`: not a command that blocks, or one
+/// with a timeout Redis refuses.
+#[cfg_attr(not(feature = "serve"), allow(dead_code))]
+pub fn block_ms(argv: &[Vec<u8>]) -> Option<u64> {
+    match timeout_index(argv) {
+        Some(at) => timeout_ms(argv.get(at)?).ok(),
+        None => super::stream_group::block_ms(argv),
+    }
+}
+
 /// Whether the null a blocking command answers on timeout is a null array (`*-1` in RESP2),
 /// not a null bulk string (BLMOVE, BRPOPLPUSH).
 #[cfg_attr(not(feature = "serve"), allow(dead_code))]

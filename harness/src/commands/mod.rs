@@ -16,7 +16,7 @@ mod set;
 mod sort;
 mod stream;
 mod stream_claim;
-mod stream_group;
+pub(crate) mod stream_group;
 mod strings;
 mod zset;
 

@@ -1,7 +1,8 @@
 //! Stream reads and consumer groups: XREAD and XREADGROUP (without waiting: a `BLOCK` read
-//! with nothing to deliver answers at once, as if its timeout had passed; scripts get Redis's
-//! error for `BLOCK`), XGROUP, XACK and XPENDING; XCLAIM, XAUTOCLAIM and XINFO are in
-//! `stream_claim`. Times (delivery, idle, seen) are the virtual clock's.
+//! with nothing to deliver answers a null at once, as Redis does in MULTI; `lua serve` blocks
+//! the client on that null, see its `serve/blocking.rs`; scripts get Redis's error for
+//! `BLOCK`), XGROUP, XACK and XPENDING; XCLAIM, XAUTOCLAIM and XINFO are in `stream_claim`.
+//! Times (delivery, idle, seen) are the virtual clock's.
 
 use super::stream::{decr, id_text, incr, parse_id, read};
 use super::{done, int_arg, is};
@@ -79,7 +80,10 @@ pub(super) fn opt_int(v: Option<i64>) -> Reply {
 
 struct ReadArgs {
     count: usize,
-    block: bool,
+    /// `BLOCK` milliseconds (0: forever).
+    block: Option<u64>,
+    /// Where the keys after `STREAMS` start.
+    streams_at: usize,
     noack: bool,
     group: Option<(Vec<u8>, Vec<u8>)>,
     keys: Vec<Vec<u8>>,
@@ -89,7 +93,8 @@ struct ReadArgs {
 fn parse_read(a: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs, Reply> {
     let mut r = ReadArgs {
         count: 0,
-        block: false,
+        block: None,
+        streams_at: 0,
         noack: false,
         group: None,
         keys: Vec::new(),
@@ -104,7 +109,7 @@ fn parse_read(a: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs, Reply> {
             if ms < 0 {
                 return Err(Reply::err("ERR timeout is negative"));
             }
-            r.block = true;
+            r.block = Some(ms as u64);
             i += 2;
         } else if is(&a[i], "count") && more >= 1 {
             r.count = int_arg(&a[i + 1])?.max(0) as usize;
@@ -117,6 +122,7 @@ fn parse_read(a: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs, Reply> {
                 ));
             }
             let n = rest.len() / 2;
+            r.streams_at = i + 1;
             r.keys = rest[..n].to_vec();
             r.ids = rest[n..].to_vec();
             break;
@@ -162,10 +168,11 @@ enum From {
 fn read_cmd(s: &mut Server, a: &[Vec<u8>], xreadgroup: bool) -> Reply {
     done((|| {
         let r = parse_read(a, xreadgroup)?;
-        if r.block && s.in_script {
+        if r.block.is_some() && s.in_script {
+            // Redis names the command as the script spelled it.
             return Err(Reply::err(format!(
                 "ERR {} command is not allowed with BLOCK option from scripts",
-                if xreadgroup { "xreadgroup" } else { "xread" }
+                String::from_utf8_lossy(&a[0])
             )));
         }
         // Every ID and group is checked before anything is read, as Redis does.
@@ -216,15 +223,23 @@ fn read_cmd(s: &mut Server, a: &[Vec<u8>], xreadgroup: bool) -> Reply {
             };
             out.push((key.clone(), items, history));
         }
-        let out: Vec<Reply> = out
+        let out: Vec<(Reply, Reply)> = out
             .into_iter()
             .filter(|(_, items, history)| *history || !items.is_empty())
-            .map(|(k, items, _)| Reply::Array(vec![Reply::Bulk(k), Reply::Array(items)]))
+            .map(|(k, items, _)| (Reply::Bulk(k), Reply::Array(items)))
             .collect();
         if out.is_empty() {
             return Ok(Reply::Nil);
         }
-        Ok(Reply::Array(out))
+        // A RESP3 client gets a map of stream to entries, as Redis 7.0 answers it.
+        if s.client_resp3 {
+            return Ok(Reply::Map(out));
+        }
+        Ok(Reply::Array(
+            out.into_iter()
+                .map(|(k, items)| Reply::Array(vec![k, items]))
+                .collect(),
+        ))
     })())
 }
 
@@ -314,6 +329,81 @@ fn deliver_pending(
             None => Reply::Array(vec![id_reply(*id), Reply::Nil]),
         })
         .collect()
+}
+
+fn is_xreadgroup(a: &[Vec<u8>]) -> Option<bool> {
+    match a.first() {
+        Some(n) if is(n, "xread") => Some(false),
+        Some(n) if is(n, "xreadgroup") => Some(true),
+        _ => None,
+    }
+}
+
+/// XREAD's or XREADGROUP's `BLOCK` milliseconds (0: forever); `None` for another command,
+/// one without `BLOCK`, or one Redis refuses.
+#[cfg_attr(not(feature = "serve"), allow(dead_code))]
+pub(crate) fn block_ms(a: &[Vec<u8>]) -> Option<u64> {
+    parse_read(a, is_xreadgroup(a)?).ok()?.block
+}
+
+/// The XREAD a blocked client runs again when woken: each `$` ID pinned to its stream's
+/// last ID at the call (`0-0` for a missing key), which is what `$` means to a blocked XREAD.
+pub(crate) fn pin_last_ids(s: &mut Server, a: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut argv = a.to_vec();
+    let Some(r) = is_xreadgroup(a).and_then(|g| parse_read(a, g).ok()) else {
+        return argv;
+    };
+    let n = r.keys.len();
+    for (j, key) in r.keys.iter().enumerate() {
+        let at = r.streams_at + n + j;
+        if argv[at] == b"$" {
+            let last = read(s, key).ok().flatten().map_or((0, 0), |x| x.last_id);
+            argv[at] = id_text(last);
+        }
+    }
+    argv
+}
+
+/// The last ID of each stream an XREADGROUP reads (`None`: no stream there), for
+/// [`blocked_read_failed`]; empty for another command.
+pub(crate) fn last_ids(s: &mut Server, a: &[Vec<u8>]) -> Vec<Option<StreamId>> {
+    if is_xreadgroup(a) != Some(true) {
+        return Vec::new();
+    }
+    let Ok(r) = parse_read(a, true) else {
+        return Vec::new();
+    };
+    r.keys
+        .iter()
+        .map(|k| read(s, k).ok().flatten().map(|x| x.last_id))
+        .collect()
+}
+
+/// What a client blocked on XREADGROUP `a` is answered when running it again failed, as
+/// Redis 7.0 answers it: `UNBLOCKED` once a stream it reads is deleted or overwritten, and
+/// `NOGROUP` once an entry is added to a stream (`since`: the last IDs when it blocked) whose
+/// group was destroyed. `None`: it waits on.
+pub(crate) fn blocked_read_failed(
+    s: &mut Server,
+    a: &[Vec<u8>],
+    since: &[Option<StreamId>],
+) -> Option<Reply> {
+    if is_xreadgroup(a) != Some(true) {
+        return None;
+    }
+    let r = parse_read(a, true).ok()?;
+    let (group, _) = r.group.as_ref()?;
+    for (key, before) in r.keys.iter().zip(since) {
+        let Ok(Some(x)) = read(s, key) else {
+            return Some(Reply::err("UNBLOCKED the stream key no longer exists"));
+        };
+        if !x.groups.contains_key(group) && *before != Some(x.last_id) {
+            return Some(Reply::err(
+                "NOGROUP the consumer group this client was blocked on no longer exists",
+            ));
+        }
+    }
+    None
 }
 
 pub fn xread(s: &mut Server, a: &[Vec<u8>]) -> Reply {

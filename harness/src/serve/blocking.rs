@@ -1,5 +1,5 @@
 //! Blocking commands across connections (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP,
-//! BZPOPMIN, BZPOPMAX, BZMPOP) on the virtual clock.
+//! BZPOPMIN, BZPOPMAX, BZMPOP, XREAD and XREADGROUP with `BLOCK`) on the virtual clock.
 //!
 //! The harness runs them as Redis runs them where a client may not block (in MULTI, in a
 //! script): they answer at once, a null when no key holds anything. A client's own command
@@ -7,9 +7,11 @@
 //! comes in between), and after every command of any connection, with the harness held, the
 //! blocked clients are served in the order they blocked (Redis serves the clients blocked on
 //! a key first-come first-served) by running their command again, until one pass serves
-//! nobody (a BLMOVE may feed another). A client whose deadline the virtual clock reached
-//! (`LOCKKIT.CLOCK ADVANCE`, `DEBUG SLEEP`, the wall clock with `--clock wall`) is answered
-//! its null. `CLIENT UNBLOCK` answers one early; a client that disconnects stops waiting.
+//! nobody (a BLMOVE may feed another). A blocked XREAD runs again with its `$` IDs pinned
+//! to the streams' last IDs at the call; a blocked XREADGROUP whose stream is deleted, or
+//! whose group is gone when an entry is added, is answered Redis's error. A client whose
+//! deadline the virtual clock reached (`LOCKKIT.CLOCK ADVANCE`, `DEBUG SLEEP`, the wall
+//! clock with `--clock wall`) is answered its null. `CLIENT UNBLOCK` answers one early; a client that disconnects stops waiting.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -22,6 +24,7 @@ use super::pubsub::Closing;
 use super::shared::ServeShared;
 use crate::commands::bpop;
 use crate::harness::Harness;
+use crate::keyspace::StreamId;
 use crate::reply::Reply;
 
 /// A blocked client.
@@ -29,6 +32,8 @@ use crate::reply::Reply;
 struct BlockedClient {
     client: u64,
     argv: Vec<Vec<u8>>,
+    /// An XREADGROUP's streams' last IDs when it blocked.
+    streams: Vec<Option<StreamId>>,
     resp3: bool,
     /// On the virtual clock (Unix ms); `None`: no timeout.
     deadline: Option<u64>,
@@ -62,22 +67,22 @@ impl Blocked {
     /// it is a blocking command that found nothing.
     pub(super) fn block(
         &mut self,
-        h: &Harness,
+        h: &mut Harness,
         client: u64,
         argv: &[Vec<u8>],
         resp3: bool,
         reply: &Reply,
     ) -> Option<Wait> {
-        let at = bpop::timeout_index(argv)?;
+        let ms = bpop::block_ms(argv)?;
         if !matches!(reply, Reply::Nil) {
             return None;
         }
-        let ms = bpop::timeout_ms(&argv[at]).ok()?;
         let deadline = (ms > 0).then(|| now_ms(h).saturating_add(ms));
         let (tx, rx) = oneshot::channel();
         self.waiters.push(BlockedClient {
             client,
-            argv: argv.to_vec(),
+            argv: h.blocked_argv(argv),
+            streams: h.blocked_streams(argv),
             resp3,
             deadline,
             reply: tx,
@@ -101,11 +106,15 @@ impl Blocked {
             let mut i = 0;
             while i < self.waiters.len() {
                 let w = &self.waiters[i];
-                let reply = h.call_argv_as(&w.argv, w.resp3);
-                if matches!(reply, Reply::Nil | Reply::Error(_)) {
+                let reply = match h.call_argv_as(&w.argv, w.resp3) {
+                    Reply::Error(_) => h.blocked_failure(&w.argv, &w.streams),
+                    Reply::Nil => None,
+                    served => Some(served),
+                };
+                let Some(reply) = reply else {
                     i += 1;
                     continue;
-                }
+                };
                 let _ = self.waiters.remove(i).reply.send(reply);
                 served = true;
             }

@@ -453,7 +453,7 @@ impl ServeConn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
-        if crate::commands::bpop::timeout_index(&argv).is_some() {
+        if crate::commands::bpop::block_ms(&argv).is_some() {
             let shared = &self.ctx.shared;
             return match shared.execute_blocking(argv, self.resp3, self.id).await {
                 Ok((reply, wait)) => {
@@ -463,8 +463,14 @@ impl ServeConn {
                 Err(busy) => busy,
             };
         }
+        // XREAD's and XREADGROUP's null is a null array (`*-1` in RESP2), as Redis's.
+        let null_array = is(&argv[0], "xread") || is(&argv[0], "xreadgroup");
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
-            Ok(mut replies) => replies.pop().unwrap_or(Reply::Nil),
+            Ok(mut replies) => {
+                let reply = replies.pop().unwrap_or(Reply::Nil);
+                self.nil_array = null_array && matches!(reply, Reply::Nil);
+                reply
+            }
             Err(busy) => busy,
         }
     }

@@ -440,7 +440,7 @@ impl ServeShared {
             let libs = h.libraries();
             me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
             let wait = match (blocker, batch.first(), replies.first()) {
-                (Some(id), Some(argv), Some(r)) => me.blocked().block(&h, id, argv, resp3, r),
+                (Some(id), Some(argv), Some(r)) => me.blocked().block(&mut h, id, argv, resp3, r),
                 _ => None,
             };
             me.keyspace_events(&mut h);
