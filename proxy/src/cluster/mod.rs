@@ -12,6 +12,8 @@
 //!   master (a few commands go to every master and have their replies combined); several
 //!   slots: split per slot and merged (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) or refused with
 //!   Redis's own `-CROSSSLOT`.
+//! - **Transactions** ([`multi`]): queued in the proxy, sent as `MULTI`...`EXEC` in one write
+//!   to the master of their one slot.
 //! - **Redirections**: `-MOVED` moves the slot at once, asks for a new topology and sends the
 //!   command again on the new master; `-ASK` sends `ASKING` and the command to the target;
 //!   `-TRYAGAIN` and `-CLUSTERDOWN` are retried a little later. No `MOVED` or `ASK` reaches a
@@ -19,6 +21,7 @@
 //!   fails, from any node known (the seeds, then every master seen), not only the first seed.
 
 pub(crate) mod keys;
+pub(crate) mod multi;
 pub(crate) mod topology;
 pub(crate) mod up;
 

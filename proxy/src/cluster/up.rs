@@ -1,7 +1,8 @@
 //! A client's side of the cluster ([`ClusterUp`]): each request is routed by its keys' slot to
 //! that slot's master on the shared connection to it, split per slot and merged for the
 //! multi-key commands that allow it, sent to every master for the server-wide ones, or
-//! answered in the proxy (`-CROSSSLOT`, `PING`, `CLUSTER`). Replies come back in the order of
+//! answered in the proxy (`-CROSSSLOT`, `PING`, `CLUSTER`, a transaction's queueing,
+//! [`super::multi`]). Replies come back in the order of
 //! the requests whatever node answers first; a `-MOVED`, `-ASK`, `-TRYAGAIN` or
 //! `-CLUSTERDOWN` is dealt with here and never reaches the client.
 
@@ -50,7 +51,7 @@ const EVERY_MASTER: [&str; 11] = [
 
 /// How the replies of a request's parts become its one reply.
 #[derive(Debug)]
-enum Merge {
+pub(super) enum Merge {
     /// One part, its reply as it is.
     One,
     /// Integers added up (DEL, EXISTS, DBSIZE, ...).
@@ -69,15 +70,19 @@ enum Merge {
 
 /// One part of a request, on one node.
 #[derive(Debug)]
-struct Part {
+pub(super) struct Part {
     frame: Vec<u8>,
     /// The slot of its keys (`None`: keyless).
     slot: Option<u16>,
     /// Where it goes whatever the slot (a server-wide command on every master, a redirection).
     to: Option<String>,
-    /// A command sent just before it, its reply dropped (`ASKING`, or the `SCRIPT LOAD` of
-    /// a script a node did not have).
+    /// Commands sent just before it, their replies dropped (`ASKING`, the `SCRIPT LOAD` of
+    /// a script a node did not have, a transaction's `MULTI` and queued commands).
     prefix: Option<Vec<u8>>,
+    /// How many commands `prefix` holds.
+    prefix_n: u32,
+    /// An `EXEC`'s `MULTI` and queued commands (and their count): its prefix wherever it goes.
+    tx: Option<(Vec<u8>, u32)>,
     /// The SHA1 an `EVALSHA` names.
     sha: Option<String>,
     rx: Option<mpsc::UnboundedReceiver<Delivery>>,
@@ -96,6 +101,8 @@ impl Part {
             slot,
             to,
             prefix: None,
+            prefix_n: 1,
+            tx: None,
             sha: None,
             rx: None,
             got: Vec::new(),
@@ -105,6 +112,28 @@ impl Part {
             redirects: 0,
             retry_at: None,
         }
+    }
+}
+
+impl Part {
+    /// An `EXEC` sent after `body`, the `MULTI` and `n` commands it queued.
+    pub(super) fn exec(slot: Option<u16>, body: Vec<u8>, n: u32) -> Part {
+        let mut p = Part::new(b"*1\r\n$4\r\nEXEC\r\n".to_vec(), slot, None);
+        p.tx = Some((body, n + 1));
+        p.set_prefix(None);
+        p
+    }
+
+    /// What goes before it next: `first` (ASKING) if any, then a transaction's body.
+    fn set_prefix(&mut self, first: Option<&[u8]>) {
+        let mut prefix = first.map(<[u8]>::to_vec).unwrap_or_default();
+        let mut n = u32::from(first.is_some());
+        if let Some((body, m)) = &self.tx {
+            prefix.extend_from_slice(body);
+            n += m;
+        }
+        self.prefix_n = n.max(1);
+        self.prefix = (n > 0).then_some(prefix);
     }
 }
 
@@ -119,9 +148,11 @@ struct OwedCall {
 
 /// A client's side of the cluster.
 pub(crate) struct ClusterUp {
-    router: Arc<Router>,
+    pub(super) router: Arc<Router>,
     id: u64,
     resp: RespVersion,
+    /// The transaction being queued (`MULTI` read, no `EXEC` or `DISCARD` yet).
+    pub(super) tx: Option<super::multi::Tx>,
     pending: VecDeque<OwedCall>,
     out: Arc<OutBuf>,
     /// Bytes of replies taken since the last [`ClusterUp::written`].
@@ -139,6 +170,7 @@ impl ClusterUp {
             router,
             id,
             resp: RespVersion::Resp2,
+            tx: None,
             pending: VecDeque::new(),
             out,
             taken: 0,
@@ -183,13 +215,23 @@ impl ClusterUp {
         self.push(vec![part], Merge::One);
     }
 
-    /// Routes the request `req` (read from `bytes`, of row `row` in Redis's table).
-    pub(crate) fn route(&mut self, row: Option<&CommandSpec>, req: &Request, bytes: &[u8]) {
+    /// Routes the request `req` (read from `bytes`, of row `row` in Redis's table; `refused`:
+    /// the error Redis answers it with while queueing a transaction).
+    pub(crate) fn route(
+        &mut self,
+        row: Option<&CommandSpec>,
+        req: &Request,
+        bytes: &[u8],
+        refused: Option<Vec<u8>>,
+    ) {
         let mut frame = Vec::with_capacity(bytes.len());
         if req.is_canonical() {
             frame.extend_from_slice(bytes);
         } else {
             req.write_canonical(bytes, &mut frame);
+        }
+        if self.transaction(row, req, bytes, &frame, refused) {
+            return;
         }
         let Some(row) = row else {
             return self.push(vec![Part::new(frame, None, None)], Merge::One);
@@ -316,7 +358,7 @@ impl ClusterUp {
         self.push(parts, merge);
     }
 
-    fn ready(&mut self, reply: Vec<u8>) {
+    pub(super) fn ready(&mut self, reply: Vec<u8>) {
         self.pending.push_back(OwedCall {
             parts: Vec::new(),
             merge: Merge::One,
@@ -324,7 +366,7 @@ impl ClusterUp {
         });
     }
 
-    fn push(&mut self, mut parts: Vec<Part>, merge: Merge) {
+    pub(super) fn push(&mut self, mut parts: Vec<Part>, merge: Merge) {
         let slow = std::mem::take(&mut self.slow);
         for p in &mut parts {
             self.dispatch(p, slow);
@@ -357,7 +399,7 @@ impl ClusterUp {
         let mut bytes = Vec::with_capacity(p.frame.len() + pre.len());
         bytes.extend_from_slice(pre);
         bytes.extend_from_slice(&p.frame);
-        p.want = 1 + u32::from(p.prefix.is_some());
+        p.want = 1 + if p.prefix.is_some() { p.prefix_n } else { 0 };
         p.got.clear();
         p.got_n = 0;
         let req = UpstreamRequest {
@@ -453,24 +495,34 @@ impl ClusterUp {
                 continue;
             }
             let mut reply = std::mem::take(&mut p.got);
+            // A redirection of a command queued in a transaction is the transaction's.
+            let mut queued_redirect = None;
             if p.prefix.is_some() {
-                // The reply to ASKING or SCRIPT LOAD first.
-                let cut = frame_len(&reply).ok().flatten().unwrap_or(0);
+                // The replies to ASKING, SCRIPT LOAD or MULTI and the queued commands first.
+                let mut cut = 0;
+                for _ in 0..p.prefix_n {
+                    let l = frame_len(&reply[cut..]).ok().flatten().unwrap_or(0);
+                    if p.tx.is_some() && queued_redirect.is_none() {
+                        queued_redirect = redirect(&reply[cut..cut + l])
+                            .filter(|r| !matches!(r, Redirect::NoScript));
+                    }
+                    cut += l;
+                }
                 reply.drain(..cut);
             }
-            match redirect(&reply) {
+            match queued_redirect.or_else(|| redirect(&reply)) {
                 Some(r) if p.redirects < MAX_REDIRECTS => {
                     p.redirects += 1;
                     match r {
                         Redirect::Moved(slot, addr) => {
                             router.moved(slot, &addr);
                             router.refresh_soon();
-                            p.prefix = None;
+                            p.set_prefix(None);
                             // A server-wide part stays on its node unless that node moved it.
                             p.to = Some(addr);
                         }
                         Redirect::Ask(addr) => {
-                            p.prefix = Some(ASKING.to_vec());
+                            p.set_prefix(Some(ASKING));
                             p.to = Some(addr);
                         }
                         Redirect::NoScript => {
@@ -485,10 +537,11 @@ impl ClusterUp {
                                 [&b"SCRIPT"[..], b"LOAD", &body],
                             );
                             p.prefix = Some(load);
+                            p.prefix_n = 1;
                         }
                         Redirect::Retry => {
                             router.refresh_soon();
-                            p.prefix = None;
+                            p.set_prefix(None);
                             if p.slot.is_some() {
                                 p.to = None;
                             }
@@ -509,8 +562,8 @@ impl ClusterUp {
     }
 }
 
-/// The reply to a command that needs a connection of the client's own (a transaction, a
-/// blocking command, pub/sub, ...): not carried in front of a cluster.
+/// The reply to a command that needs a connection of the client's own (`WATCH`, a blocking
+/// command, pub/sub, ...): not carried in front of a cluster.
 pub(crate) fn own_refusal(cmd: &crate::client::command::ClientCommand) -> Vec<u8> {
     if cmd.spec.is_some_and(|s| s.group == "cluster") {
         return NO_CLUSTER.to_vec();
