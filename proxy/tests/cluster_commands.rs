@@ -260,3 +260,35 @@ async fn a_transaction_on_one_slot_runs_on_its_master() {
     );
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_adds_up_the_masters_and_script_exists_asks_them_all() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    let keys = keys_on_every_master(&cluster, "ik", 5);
+    for k in &keys {
+        q::<String>(&mut c, &["SET", k, "v"]).await.unwrap();
+    }
+    let info: String = q(&mut c, &["INFO", "keyspace"]).await.unwrap();
+    assert!(info.contains("db0:keys=15,"), "{info}");
+    let info: String = q(&mut c, &["INFO", "commandstats"]).await.unwrap();
+    assert!(info.contains("cmdstat_set:calls=15,"), "{info}");
+    let info: String = q(&mut c, &["INFO"]).await.unwrap();
+    assert!(info.contains("cluster_enabled:0"), "{info}");
+    // A script on one master only is not there for the proxy; loaded through it, it is.
+    let body = "return 7";
+    let mut d = conn(cluster.nodes()[0].port()).await;
+    let sha: String = q(&mut d, &["SCRIPT", "LOAD", body]).await.unwrap();
+    let none = "0000000000000000000000000000000000000000";
+    for _ in 0..3 {
+        let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
+        assert_eq!(there, [0, 0]);
+    }
+    q::<String>(&mut c, &["SCRIPT", "LOAD", body])
+        .await
+        .unwrap();
+    let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
+    assert_eq!(there, [1, 0]);
+    proxy.stop().await;
+}

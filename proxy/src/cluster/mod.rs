@@ -20,6 +20,7 @@
 //!   client. The topology is read again every few seconds and after a connection to a node
 //!   fails, from any node known (the seeds, then every master seen), not only the first seed.
 
+pub(crate) mod info;
 pub(crate) mod keys;
 pub(crate) mod multi;
 pub(crate) mod topology;

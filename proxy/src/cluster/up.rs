@@ -62,8 +62,10 @@ pub(super) enum Merge {
     Concat,
     /// The first error, else the first reply (MSET, FLUSHALL, SCRIPT LOAD, ...).
     First,
-    /// INFO: `cluster_enabled:1` shown as `cluster_enabled:0`.
+    /// INFO: the masters' counters added up, `cluster_enabled:0` ([`super::info`]).
     Info,
+    /// Arrays of 0 and 1 made one: 1 where every reply has 1 (SCRIPT EXISTS).
+    Every,
     /// SCAN on master `node` of `n`: its cursor made the client's.
     Scan { node: u64, n: u64 },
 }
@@ -261,7 +263,8 @@ impl ClusterUp {
             "SCAN" => return self.scan(req, bytes),
             "DBSIZE" => return self.every_master(&frame, Merge::Sum),
             "KEYS" => return self.every_master(&frame, Merge::Concat),
-            "INFO" => return self.push(vec![Part::new(frame, None, None)], Merge::Info),
+            "INFO" => return self.every_master(&frame, Merge::Info),
+            "SCRIPT|EXISTS" => return self.every_master(&frame, Merge::Every),
             n if EVERY_MASTER.contains(&n) => return self.every_master(&frame, Merge::First),
             _ => {}
         }
@@ -640,12 +643,23 @@ fn merge(entry: OwedCall) -> Vec<u8> {
     }
     match entry.merge {
         Merge::One | Merge::First => replies.into_iter().next().unwrap_or_default(),
-        Merge::Info => {
-            let mut r = replies.into_iter().next().unwrap_or_default();
-            if let Some(at) = find(&r, b"cluster_enabled:1") {
-                r[at + 16] = b'0';
-            }
-            r
+        Merge::Info => super::info::merge(&replies),
+        Merge::Every => {
+            let all: Vec<Vec<&[u8]>> = (replies.iter())
+                .map(|r| elements(r).unwrap_or_default())
+                .collect();
+            let n = all.first().map_or(0, Vec::len);
+            let one: &[u8] = b":1\r\n";
+            let merged: Vec<&[u8]> = (0..n)
+                .map(|i| {
+                    if all.iter().all(|a| a.get(i).copied() == Some(one)) {
+                        one
+                    } else {
+                        &b":0\r\n"[..]
+                    }
+                })
+                .collect();
+            array(&merged)
         }
         Merge::Scan { node, n } => {
             let r = replies.into_iter().next().unwrap_or_default();
@@ -710,10 +724,6 @@ fn array(items: &[&[u8]]) -> Vec<u8> {
         out.extend_from_slice(i);
     }
     out
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]
