@@ -292,3 +292,20 @@ async fn info_adds_up_the_masters_and_script_exists_asks_them_all() {
     assert_eq!(there, [1, 0]);
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_set_goes_to_every_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    let set = ["CONFIG", "SET", "maxmemory-samples", "7"];
+    assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    for node in cluster.nodes() {
+        let mut d = conn(node.port()).await;
+        let v: Vec<String> = q(&mut d, &["CONFIG", "GET", "maxmemory-samples"])
+            .await
+            .unwrap();
+        assert_eq!(v, ["maxmemory-samples", "7"], "master {}", node.port());
+    }
+    proxy.stop().await;
+}

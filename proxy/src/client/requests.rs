@@ -203,7 +203,7 @@ impl ClientConn {
             other => return self.answer(other, buf, at, batch, up, hidden).await,
         };
         let (route, instead) = forwarded;
-        if route.own && up.is_cluster() && !up.cluster_takes(cmd.name()) {
+        if route.own && up.is_cluster() && !up.cluster_takes(cmd.spec.map(|s| s.name)) {
             // In front of a cluster every command goes by its slot on the shared connections
             // (a transaction's commands too, queued in the proxy until EXEC).
             self.flush(up, buf, batch, at.start).await?;

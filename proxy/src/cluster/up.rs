@@ -35,7 +35,7 @@ const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// The multi-key commands split per slot.
 const SPLIT: [&str; 6] = ["MGET", "MSET", "DEL", "UNLINK", "EXISTS", "TOUCH"];
 /// Sent to every master; the first error, else the first reply, is the answer.
-const EVERY_MASTER: [&str; 11] = [
+pub(super) const EVERY_MASTER: [&str; 11] = [
     "FLUSHALL",
     "FLUSHDB",
     "SCRIPT|LOAD",

@@ -100,8 +100,9 @@ impl Up {
         }
     }
 
-    /// In front of a cluster: whether the command named `name`, which needs a connection of
-    /// its own, is carried all the same (a transaction's, [`crate::cluster::multi`]).
+    /// In front of a cluster: whether the command of row `name`, which needs a connection of
+    /// its own, is carried all the same (a transaction's, [`crate::cluster::multi`], or one
+    /// sent to every master).
     pub(crate) fn cluster_takes(&self, name: Option<&str>) -> bool {
         matches!(self, Up::Cluster(c) if c.takes(name))
     }
