@@ -309,3 +309,20 @@ async fn config_set_goes_to_every_master() {
     }
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_goes_to_the_key_or_to_every_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    for k in keys_on_every_master(&cluster, "dk", 1) {
+        q::<String>(&mut c, &["SET", &k, "12345"]).await.unwrap();
+        let o: String = q(&mut c, &["DEBUG", "OBJECT", &k]).await.unwrap();
+        assert!(o.contains("encoding:int"), "{o}");
+    }
+    let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "0"];
+    assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "1"];
+    assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    proxy.stop().await;
+}

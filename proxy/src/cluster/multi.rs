@@ -34,10 +34,13 @@ pub(crate) struct Tx {
 impl ClusterUp {
     /// Whether the command of row `name` (`CONFIG|SET`), which needs a connection of its own
     /// elsewhere, is carried here: the transaction commands, every command inside a
-    /// transaction, and the server-wide commands sent to every master.
+    /// transaction, `DEBUG`, and the server-wide commands sent to every master.
     pub(crate) fn takes(&self, name: Option<&str>) -> bool {
         self.tx.is_some()
-            || matches!(name, Some("MULTI" | "EXEC" | "DISCARD" | "UNWATCH"))
+            || matches!(
+                name,
+                Some("MULTI" | "EXEC" | "DISCARD" | "UNWATCH" | "DEBUG")
+            )
             || name.is_some_and(|n| super::up::EVERY_MASTER.contains(&n))
     }
 

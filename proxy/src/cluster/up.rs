@@ -265,6 +265,19 @@ impl ClusterUp {
             "KEYS" => return self.every_master(&frame, Merge::Concat),
             "INFO" => return self.every_master(&frame, Merge::Info),
             "SCRIPT|EXISTS" => return self.every_master(&frame, Merge::Every),
+            // DEBUG OBJECT and DIGEST-VALUE name a key; the rest (SET-ACTIVE-EXPIRE, ...) is
+            // server-wide.
+            "DEBUG" => {
+                let sub = req.arg(bytes, 1).unwrap_or_default();
+                let keyed = [&b"OBJECT"[..], b"DIGEST-VALUE"]
+                    .iter()
+                    .any(|s| sub.eq_ignore_ascii_case(s));
+                if let (true, Some(k)) = (keyed, req.arg(bytes, 2)) {
+                    let slot = Some(lockkit::key_slot(k));
+                    return self.push(vec![Part::new(frame, slot, None)], Merge::One);
+                }
+                return self.every_master(&frame, Merge::First);
+            }
             n if EVERY_MASTER.contains(&n) => return self.every_master(&frame, Merge::First),
             _ => {}
         }
