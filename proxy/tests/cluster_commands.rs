@@ -196,3 +196,133 @@ async fn scripts_run_on_every_master_and_the_keyspace_is_walked_over_all() {
     }
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_on_one_slot_runs_on_its_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    // One transaction per master, each on keys of one slot: QUEUED per command, the EXEC array.
+    for k in keys_on_every_master(&cluster, "tx", 1) {
+        let (a, b) = (format!("{{{k}}}a"), format!("{{{k}}}b"));
+        assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+        assert_eq!(
+            q::<String>(&mut c, &["SET", &a, "1"]).await.unwrap(),
+            "QUEUED"
+        );
+        assert_eq!(q::<String>(&mut c, &["INCR", &b]).await.unwrap(), "QUEUED");
+        assert_eq!(q::<String>(&mut c, &["PING"]).await.unwrap(), "QUEUED");
+        assert_eq!(q::<String>(&mut c, &["GET", &a]).await.unwrap(), "QUEUED");
+        let done: (String, i64, String, String) = q(&mut c, &["EXEC"]).await.unwrap();
+        assert_eq!(done, ("OK".into(), 1, "PONG".into(), "1".into()));
+        assert_eq!(q::<i64>(&mut c, &["GET", &b]).await.unwrap(), 1);
+    }
+    // Keys of two slots: CROSSSLOT at the command, EXECABORT at EXEC, nothing written.
+    assert_ne!(lockkit::key_slot(b"xa"), lockkit::key_slot(b"xb"));
+    assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+    assert_eq!(
+        q::<String>(&mut c, &["SET", "xa", "1"]).await.unwrap(),
+        "QUEUED"
+    );
+    let e = q::<String>(&mut c, &["SET", "xb", "1"]).await.unwrap_err();
+    assert_eq!(e.code(), Some("CROSSSLOT"), "{e}");
+    let e = q::<Vec<String>>(&mut c, &["EXEC"]).await.unwrap_err();
+    assert_eq!(e.code(), Some("EXECABORT"), "{e}");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "xa", "xb"]).await.unwrap(), 0);
+    // A command Redis refuses while queueing fails the transaction as well.
+    assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+    let e = q::<String>(&mut c, &["NOSUCHCOMMAND", "xa"])
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown command"), "{e}");
+    let e = q::<Vec<String>>(&mut c, &["EXEC"]).await.unwrap_err();
+    assert_eq!(e.code(), Some("EXECABORT"), "{e}");
+    // DISCARD drops what was queued; EXEC and DISCARD without MULTI as Redis answers them.
+    assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+    let e = q::<String>(&mut c, &["MULTI"]).await.unwrap_err();
+    assert!(e.to_string().contains("can not be nested"), "{e}");
+    assert_eq!(
+        q::<String>(&mut c, &["SET", "xa", "1"]).await.unwrap(),
+        "QUEUED"
+    );
+    assert_eq!(q::<String>(&mut c, &["DISCARD"]).await.unwrap(), "OK");
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "xa"]).await.unwrap(), 0);
+    let e = q::<Vec<String>>(&mut c, &["EXEC"]).await.unwrap_err();
+    assert!(e.to_string().contains("EXEC without MULTI"), "{e}");
+    let e = q::<String>(&mut c, &["DISCARD"]).await.unwrap_err();
+    assert!(e.to_string().contains("DISCARD without MULTI"), "{e}");
+    // An empty transaction, and UNWATCH (no WATCH is ever held in front of a cluster).
+    assert_eq!(q::<String>(&mut c, &["UNWATCH"]).await.unwrap(), "OK");
+    assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["EXEC"]).await.unwrap(),
+        Vec::<String>::new()
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn info_adds_up_the_masters_and_script_exists_asks_them_all() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    let keys = keys_on_every_master(&cluster, "ik", 5);
+    for k in &keys {
+        q::<String>(&mut c, &["SET", k, "v"]).await.unwrap();
+    }
+    let info: String = q(&mut c, &["INFO", "keyspace"]).await.unwrap();
+    assert!(info.contains("db0:keys=15,"), "{info}");
+    let info: String = q(&mut c, &["INFO", "commandstats"]).await.unwrap();
+    assert!(info.contains("cmdstat_set:calls=15,"), "{info}");
+    let info: String = q(&mut c, &["INFO"]).await.unwrap();
+    assert!(info.contains("cluster_enabled:0"), "{info}");
+    // A script on one master only is not there for the proxy; loaded through it, it is.
+    let body = "return 7";
+    let mut d = conn(cluster.nodes()[0].port()).await;
+    let sha: String = q(&mut d, &["SCRIPT", "LOAD", body]).await.unwrap();
+    let none = "0000000000000000000000000000000000000000";
+    for _ in 0..3 {
+        let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
+        assert_eq!(there, [0, 0]);
+    }
+    q::<String>(&mut c, &["SCRIPT", "LOAD", body])
+        .await
+        .unwrap();
+    let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
+    assert_eq!(there, [1, 0]);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_set_goes_to_every_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    let set = ["CONFIG", "SET", "maxmemory-samples", "7"];
+    assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    for node in cluster.nodes() {
+        let mut d = conn(node.port()).await;
+        let v: Vec<String> = q(&mut d, &["CONFIG", "GET", "maxmemory-samples"])
+            .await
+            .unwrap();
+        assert_eq!(v, ["maxmemory-samples", "7"], "master {}", node.port());
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_goes_to_the_key_or_to_every_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    for k in keys_on_every_master(&cluster, "dk", 1) {
+        q::<String>(&mut c, &["SET", &k, "12345"]).await.unwrap();
+        let o: String = q(&mut c, &["DEBUG", "OBJECT", &k]).await.unwrap();
+        assert!(o.contains("encoding:int"), "{o}");
+    }
+    let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "0"];
+    assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "1"];
+    assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    proxy.stop().await;
+}

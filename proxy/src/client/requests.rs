@@ -204,14 +204,15 @@ impl ClientConn {
             other => return self.answer(other, buf, at, batch, up, hidden).await,
         };
         let (route, instead) = forwarded;
-        if route.own && up.is_cluster() {
-            // In front of a cluster every command goes by its slot on the shared connections.
+        if route.own && up.is_cluster() && !up.cluster_takes(cmd.spec.map(|s| s.name)) {
+            // In front of a cluster every command goes by its slot on the shared connections
+            // (a transaction's commands too, queued in the proxy until EXEC).
             self.flush(up, buf, batch, at.start).await?;
             batch.from = at.end;
             self.push_local(crate::cluster::up::own_refusal(&cmd), hidden);
             return Ok(Flow::Go);
         }
-        if route.own && up.is_shared() {
+        if route.own && up.is_shared() && !up.is_cluster() {
             self.flush(up, buf, batch, at.start).await?;
             if self.go_own(up, cw).await? == Next::Close {
                 return Ok(Flow::Stop(Next::Close));
@@ -354,6 +355,7 @@ impl ClientConn {
                 return Ok(Flow::Stop(Next::Close));
             }
             self.reset_state();
+            up.forget_transaction();
             self.owed.push(OwedReply::Local(b"+RESET\r\n".to_vec()));
             return Ok(Flow::Go);
         }
@@ -381,7 +383,8 @@ impl ClientConn {
         if up.is_cluster() {
             self.flush(up, buf, batch, at.start).await?;
             batch.from = at.end;
-            up.route(cmd.spec, req, &buf[at]);
+            let refused = cmd.refusal_reply(req, &buf[at.clone()]);
+            up.route(cmd.spec, req, &buf[at], refused);
             return Ok(());
         }
         // `buf[batch.from..at.start]` holds only requests forwarded as read (any other request

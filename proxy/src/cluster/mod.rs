@@ -12,13 +12,17 @@
 //!   master (a few commands go to every master and have their replies combined); several
 //!   slots: split per slot and merged (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH) or refused with
 //!   Redis's own `-CROSSSLOT`.
+//! - **Transactions** ([`multi`]): queued in the proxy, sent as `MULTI`...`EXEC` in one write
+//!   to the master of their one slot.
 //! - **Redirections**: `-MOVED` moves the slot at once, asks for a new topology and sends the
 //!   command again on the new master; `-ASK` sends `ASKING` and the command to the target;
 //!   `-TRYAGAIN` and `-CLUSTERDOWN` are retried a little later. No `MOVED` or `ASK` reaches a
 //!   client. The topology is read again every few seconds and after a connection to a node
 //!   fails, from any node known (the seeds, then every master seen), not only the first seed.
 
+pub(crate) mod info;
 pub(crate) mod keys;
+pub(crate) mod multi;
 pub(crate) mod topology;
 pub(crate) mod up;
 

@@ -1,7 +1,8 @@
 //! A client's side of the cluster ([`ClusterUp`]): each request is routed by its keys' slot to
 //! that slot's master on the shared connection to it, split per slot and merged for the
 //! multi-key commands that allow it, sent to every master for the server-wide ones, or
-//! answered in the proxy (`-CROSSSLOT`, `PING`, `CLUSTER`). Replies come back in the order of
+//! answered in the proxy (`-CROSSSLOT`, `PING`, `CLUSTER`, a transaction's queueing,
+//! [`super::multi`]). Replies come back in the order of
 //! the requests whatever node answers first; a `-MOVED`, `-ASK`, `-TRYAGAIN` or
 //! `-CLUSTERDOWN` is dealt with here and never reaches the client.
 
@@ -34,7 +35,7 @@ const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 /// The multi-key commands split per slot.
 const SPLIT: [&str; 6] = ["MGET", "MSET", "DEL", "UNLINK", "EXISTS", "TOUCH"];
 /// Sent to every master; the first error, else the first reply, is the answer.
-const EVERY_MASTER: [&str; 11] = [
+pub(super) const EVERY_MASTER: [&str; 11] = [
     "FLUSHALL",
     "FLUSHDB",
     "SCRIPT|LOAD",
@@ -50,7 +51,7 @@ const EVERY_MASTER: [&str; 11] = [
 
 /// How the replies of a request's parts become its one reply.
 #[derive(Debug)]
-enum Merge {
+pub(super) enum Merge {
     /// One part, its reply as it is.
     One,
     /// Integers added up (DEL, EXISTS, DBSIZE, ...).
@@ -61,23 +62,29 @@ enum Merge {
     Concat,
     /// The first error, else the first reply (MSET, FLUSHALL, SCRIPT LOAD, ...).
     First,
-    /// INFO: `cluster_enabled:1` shown as `cluster_enabled:0`.
+    /// INFO: the masters' counters added up, `cluster_enabled:0` ([`super::info`]).
     Info,
+    /// Arrays of 0 and 1 made one: 1 where every reply has 1 (SCRIPT EXISTS).
+    Every,
     /// SCAN on master `node` of `n`: its cursor made the client's.
     Scan { node: u64, n: u64 },
 }
 
 /// One part of a request, on one node.
 #[derive(Debug)]
-struct Part {
+pub(super) struct Part {
     frame: Vec<u8>,
     /// The slot of its keys (`None`: keyless).
     slot: Option<u16>,
     /// Where it goes whatever the slot (a server-wide command on every master, a redirection).
     to: Option<String>,
-    /// A command sent just before it, its reply dropped (`ASKING`, or the `SCRIPT LOAD` of
-    /// a script a node did not have).
+    /// Commands sent just before it, their replies dropped (`ASKING`, the `SCRIPT LOAD` of
+    /// a script a node did not have, a transaction's `MULTI` and queued commands).
     prefix: Option<Vec<u8>>,
+    /// How many commands `prefix` holds.
+    prefix_n: u32,
+    /// An `EXEC`'s `MULTI` and queued commands (and their count): its prefix wherever it goes.
+    tx: Option<(Vec<u8>, u32)>,
     /// The SHA1 an `EVALSHA` names.
     sha: Option<String>,
     rx: Option<mpsc::UnboundedReceiver<Delivery>>,
@@ -96,6 +103,8 @@ impl Part {
             slot,
             to,
             prefix: None,
+            prefix_n: 1,
+            tx: None,
             sha: None,
             rx: None,
             got: Vec::new(),
@@ -105,6 +114,28 @@ impl Part {
             redirects: 0,
             retry_at: None,
         }
+    }
+}
+
+impl Part {
+    /// An `EXEC` sent after `body`, the `MULTI` and `n` commands it queued.
+    pub(super) fn exec(slot: Option<u16>, body: Vec<u8>, n: u32) -> Part {
+        let mut p = Part::new(b"*1\r\n$4\r\nEXEC\r\n".to_vec(), slot, None);
+        p.tx = Some((body, n + 1));
+        p.set_prefix(None);
+        p
+    }
+
+    /// What goes before it next: `first` (ASKING) if any, then a transaction's body.
+    fn set_prefix(&mut self, first: Option<&[u8]>) {
+        let mut prefix = first.map(<[u8]>::to_vec).unwrap_or_default();
+        let mut n = u32::from(first.is_some());
+        if let Some((body, m)) = &self.tx {
+            prefix.extend_from_slice(body);
+            n += m;
+        }
+        self.prefix_n = n.max(1);
+        self.prefix = (n > 0).then_some(prefix);
     }
 }
 
@@ -119,9 +150,11 @@ struct OwedCall {
 
 /// A client's side of the cluster.
 pub(crate) struct ClusterUp {
-    router: Arc<Router>,
+    pub(super) router: Arc<Router>,
     id: u64,
     resp: RespVersion,
+    /// The transaction being queued (`MULTI` read, no `EXEC` or `DISCARD` yet).
+    pub(super) tx: Option<super::multi::Tx>,
     pending: VecDeque<OwedCall>,
     out: Arc<OutBuf>,
     /// Bytes of replies taken since the last [`ClusterUp::written`].
@@ -139,6 +172,7 @@ impl ClusterUp {
             router,
             id,
             resp: RespVersion::Resp2,
+            tx: None,
             pending: VecDeque::new(),
             out,
             taken: 0,
@@ -183,13 +217,23 @@ impl ClusterUp {
         self.push(vec![part], Merge::One);
     }
 
-    /// Routes the request `req` (read from `bytes`, of row `row` in Redis's table).
-    pub(crate) fn route(&mut self, row: Option<&CommandSpec>, req: &Request, bytes: &[u8]) {
+    /// Routes the request `req` (read from `bytes`, of row `row` in Redis's table; `refused`:
+    /// the error Redis answers it with while queueing a transaction).
+    pub(crate) fn route(
+        &mut self,
+        row: Option<&CommandSpec>,
+        req: &Request,
+        bytes: &[u8],
+        refused: Option<Vec<u8>>,
+    ) {
         let mut frame = Vec::with_capacity(bytes.len());
         if req.is_canonical() {
             frame.extend_from_slice(bytes);
         } else {
             req.write_canonical(bytes, &mut frame);
+        }
+        if self.transaction(row, req, bytes, &frame, refused) {
+            return;
         }
         let Some(row) = row else {
             return self.push(vec![Part::new(frame, None, None)], Merge::One);
@@ -219,7 +263,21 @@ impl ClusterUp {
             "SCAN" => return self.scan(req, bytes),
             "DBSIZE" => return self.every_master(&frame, Merge::Sum),
             "KEYS" => return self.every_master(&frame, Merge::Concat),
-            "INFO" => return self.push(vec![Part::new(frame, None, None)], Merge::Info),
+            "INFO" => return self.every_master(&frame, Merge::Info),
+            "SCRIPT|EXISTS" => return self.every_master(&frame, Merge::Every),
+            // DEBUG OBJECT and DIGEST-VALUE name a key; the rest (SET-ACTIVE-EXPIRE, ...) is
+            // server-wide.
+            "DEBUG" => {
+                let sub = req.arg(bytes, 1).unwrap_or_default();
+                let keyed = [&b"OBJECT"[..], b"DIGEST-VALUE"]
+                    .iter()
+                    .any(|s| sub.eq_ignore_ascii_case(s));
+                if let (true, Some(k)) = (keyed, req.arg(bytes, 2)) {
+                    let slot = Some(lockkit::key_slot(k));
+                    return self.push(vec![Part::new(frame, slot, None)], Merge::One);
+                }
+                return self.every_master(&frame, Merge::First);
+            }
             n if EVERY_MASTER.contains(&n) => return self.every_master(&frame, Merge::First),
             _ => {}
         }
@@ -316,7 +374,7 @@ impl ClusterUp {
         self.push(parts, merge);
     }
 
-    fn ready(&mut self, reply: Vec<u8>) {
+    pub(super) fn ready(&mut self, reply: Vec<u8>) {
         self.pending.push_back(OwedCall {
             parts: Vec::new(),
             merge: Merge::One,
@@ -324,7 +382,7 @@ impl ClusterUp {
         });
     }
 
-    fn push(&mut self, mut parts: Vec<Part>, merge: Merge) {
+    pub(super) fn push(&mut self, mut parts: Vec<Part>, merge: Merge) {
         let slow = std::mem::take(&mut self.slow);
         for p in &mut parts {
             self.dispatch(p, slow);
@@ -357,7 +415,7 @@ impl ClusterUp {
         let mut bytes = Vec::with_capacity(p.frame.len() + pre.len());
         bytes.extend_from_slice(pre);
         bytes.extend_from_slice(&p.frame);
-        p.want = 1 + u32::from(p.prefix.is_some());
+        p.want = 1 + if p.prefix.is_some() { p.prefix_n } else { 0 };
         p.got.clear();
         p.got_n = 0;
         let req = UpstreamRequest {
@@ -453,24 +511,34 @@ impl ClusterUp {
                 continue;
             }
             let mut reply = std::mem::take(&mut p.got);
+            // A redirection of a command queued in a transaction is the transaction's.
+            let mut queued_redirect = None;
             if p.prefix.is_some() {
-                // The reply to ASKING or SCRIPT LOAD first.
-                let cut = frame_len(&reply).ok().flatten().unwrap_or(0);
+                // The replies to ASKING, SCRIPT LOAD or MULTI and the queued commands first.
+                let mut cut = 0;
+                for _ in 0..p.prefix_n {
+                    let l = frame_len(&reply[cut..]).ok().flatten().unwrap_or(0);
+                    if p.tx.is_some() && queued_redirect.is_none() {
+                        queued_redirect = redirect(&reply[cut..cut + l])
+                            .filter(|r| !matches!(r, Redirect::NoScript));
+                    }
+                    cut += l;
+                }
                 reply.drain(..cut);
             }
-            match redirect(&reply) {
+            match queued_redirect.or_else(|| redirect(&reply)) {
                 Some(r) if p.redirects < MAX_REDIRECTS => {
                     p.redirects += 1;
                     match r {
                         Redirect::Moved(slot, addr) => {
                             router.moved(slot, &addr);
                             router.refresh_soon();
-                            p.prefix = None;
+                            p.set_prefix(None);
                             // A server-wide part stays on its node unless that node moved it.
                             p.to = Some(addr);
                         }
                         Redirect::Ask(addr) => {
-                            p.prefix = Some(ASKING.to_vec());
+                            p.set_prefix(Some(ASKING));
                             p.to = Some(addr);
                         }
                         Redirect::NoScript => {
@@ -485,10 +553,11 @@ impl ClusterUp {
                                 [&b"SCRIPT"[..], b"LOAD", &body],
                             );
                             p.prefix = Some(load);
+                            p.prefix_n = 1;
                         }
                         Redirect::Retry => {
                             router.refresh_soon();
-                            p.prefix = None;
+                            p.set_prefix(None);
                             if p.slot.is_some() {
                                 p.to = None;
                             }
@@ -509,8 +578,8 @@ impl ClusterUp {
     }
 }
 
-/// The reply to a command that needs a connection of the client's own (a transaction, a
-/// blocking command, pub/sub, ...): not carried in front of a cluster.
+/// The reply to a command that needs a connection of the client's own (`WATCH`, a blocking
+/// command, pub/sub, ...): not carried in front of a cluster.
 pub(crate) fn own_refusal(cmd: &crate::client::command::ClientCommand) -> Vec<u8> {
     if cmd.spec.is_some_and(|s| s.group == "cluster") {
         return NO_CLUSTER.to_vec();
@@ -587,12 +656,23 @@ fn merge(entry: OwedCall) -> Vec<u8> {
     }
     match entry.merge {
         Merge::One | Merge::First => replies.into_iter().next().unwrap_or_default(),
-        Merge::Info => {
-            let mut r = replies.into_iter().next().unwrap_or_default();
-            if let Some(at) = find(&r, b"cluster_enabled:1") {
-                r[at + 16] = b'0';
-            }
-            r
+        Merge::Info => super::info::merge(&replies),
+        Merge::Every => {
+            let all: Vec<Vec<&[u8]>> = (replies.iter())
+                .map(|r| elements(r).unwrap_or_default())
+                .collect();
+            let n = all.first().map_or(0, Vec::len);
+            let one: &[u8] = b":1\r\n";
+            let merged: Vec<&[u8]> = (0..n)
+                .map(|i| {
+                    if all.iter().all(|a| a.get(i).copied() == Some(one)) {
+                        one
+                    } else {
+                        &b":0\r\n"[..]
+                    }
+                })
+                .collect();
+            array(&merged)
         }
         Merge::Scan { node, n } => {
             let r = replies.into_iter().next().unwrap_or_default();
@@ -657,10 +737,6 @@ fn array(items: &[&[u8]]) -> Vec<u8> {
         out.extend_from_slice(i);
     }
     out
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]

@@ -89,13 +89,28 @@ impl Up {
         row: Option<&crate::client::spec::CommandSpec>,
         req: &lockkit_resp::Request,
         bytes: &[u8],
+        refused: Option<Vec<u8>>,
     ) -> bool {
         match self {
             Up::Cluster(c) => {
-                c.route(row, req, bytes);
+                c.route(row, req, bytes, refused);
                 true
             }
             _ => false,
+        }
+    }
+
+    /// In front of a cluster: whether the command of row `name`, which needs a connection of
+    /// its own, is carried all the same (a transaction's, [`crate::cluster::multi`], or one
+    /// sent to every master).
+    pub(crate) fn cluster_takes(&self, name: Option<&str>) -> bool {
+        matches!(self, Up::Cluster(c) if c.takes(name))
+    }
+
+    /// In front of a cluster: the transaction being queued, if any, is dropped (`RESET`).
+    pub(crate) fn forget_transaction(&mut self) {
+        if let Up::Cluster(c) = self {
+            c.forget_transaction();
         }
     }
 
