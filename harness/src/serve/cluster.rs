@@ -74,7 +74,7 @@ pub(super) fn members(ports: &[u16]) -> Arc<Vec<Member>> {
 
 /// One port of the face: every master, and which one it is.
 #[derive(Debug, Clone)]
-pub(super) struct Node {
+pub(super) struct ClusterPort {
     members: Arc<Vec<Member>>,
     me: usize,
 }
@@ -116,9 +116,9 @@ fn lower(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_ascii_lowercase()
 }
 
-impl Node {
-    pub(super) fn new(members: Arc<Vec<Member>>, me: usize) -> Node {
-        Node { members, me }
+impl ClusterPort {
+    pub(super) fn new(members: Arc<Vec<Member>>, me: usize) -> ClusterPort {
+        ClusterPort { members, me }
     }
 
     fn owner(&self, slot: u16) -> &Member {

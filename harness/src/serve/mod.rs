@@ -169,7 +169,7 @@ struct Ctx {
     pubsub_limit: usize,
     port: u16,
     /// With `--cluster`: which master of the cluster face this port is.
-    cluster: Option<cluster::Node>,
+    cluster: Option<cluster::ClusterPort>,
     /// ACL users other than `default`.
     users: std::sync::Mutex<acl::Users>,
 }
@@ -205,7 +205,7 @@ impl Server {
                 users: std::sync::Mutex::default(),
                 pubsub_limit: options.pubsub_limit,
                 port: addr.port(),
-                cluster: members.clone().map(|m| cluster::Node::new(m, i)),
+                cluster: members.clone().map(|m| cluster::ClusterPort::new(m, i)),
             });
             let slots = Arc::new(Semaphore::new(options.max_clients.max(1)));
             tasks.push(tokio::spawn(accept_loop(
