@@ -28,6 +28,19 @@ enum Step {
 }
 use Step::{CloseA, ReadA, ReadC, SendA, SendC, UnblockA, A, B};
 
+/// Consumer `c` of group `grp` waiting forever for new entries of stream `q`.
+const XREADGROUP_C_BLOCKS: &[&str] = &[
+    "XREADGROUP",
+    "GROUP",
+    "grp",
+    "c",
+    "BLOCK",
+    "0",
+    "STREAMS",
+    "q",
+    ">",
+];
+
 const SCENARIOS: &[(&str, &[Step])] = &[
     (
         "the first client blocked is served first",
@@ -293,17 +306,7 @@ const SCENARIOS: &[(&str, &[Step])] = &[
             SendA(&["XREAD", "BLOCK", "0", "STREAMS", "q", "$"]),
             UnblockA("TIMEOUT"),
             ReadA,
-            SendA(&[
-                "XREADGROUP",
-                "GROUP",
-                "grp",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "q",
-                ">",
-            ]),
+            SendA(XREADGROUP_C_BLOCKS),
             UnblockA("ERROR"),
             ReadA,
             B(&["XADD", "q", "1-1", "a", "1"]),
@@ -314,46 +317,16 @@ const SCENARIOS: &[(&str, &[Step])] = &[
         "XREADGROUP BLOCK: its stream deleted or overwritten, its group destroyed",
         &[
             B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
-            SendA(&[
-                "XREADGROUP",
-                "GROUP",
-                "grp",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "q",
-                ">",
-            ]),
+            SendA(XREADGROUP_C_BLOCKS),
             B(&["DEL", "q"]),
             ReadA,
             B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
-            SendA(&[
-                "XREADGROUP",
-                "GROUP",
-                "grp",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "q",
-                ">",
-            ]),
+            SendA(XREADGROUP_C_BLOCKS),
             B(&["SET", "q", "x"]),
             ReadA,
             B(&["DEL", "q"]),
             B(&["XGROUP", "CREATE", "q", "grp", "$", "MKSTREAM"]),
-            SendA(&[
-                "XREADGROUP",
-                "GROUP",
-                "grp",
-                "c",
-                "BLOCK",
-                "0",
-                "STREAMS",
-                "q",
-                ">",
-            ]),
+            SendA(XREADGROUP_C_BLOCKS),
             B(&["XGROUP", "DESTROY", "q", "grp"]),
             B(&["XGROUP", "CREATE", "q", "other", "$"]),
             B(&["XADD", "q", "1-1", "a", "1"]),
