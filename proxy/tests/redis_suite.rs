@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::*;
@@ -14,27 +14,6 @@ use lockkit_test_support::RedisServer;
 
 /// Fast units that cover the protocol, the data types and transactions.
 const UNITS: &[&str] = &["unit/protocol", "unit/type/incr", "unit/multi", "unit/quit"];
-
-fn suite() -> Option<PathBuf> {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("REDIS_TESTS").map(PathBuf::from),
-        Some(manifest.join("../../shared/redis-tests")),
-        Some(PathBuf::from("/work/shared/redis-tests")),
-    ];
-    let have_tcl = Command::new("tclsh")
-        .arg("/dev/null")
-        .status()
-        .is_ok_and(|s| s.success());
-    have_tcl
-        .then(|| {
-            candidates
-                .into_iter()
-                .flatten()
-                .find(|p| p.join("run-external.sh").is_file())
-        })
-        .flatten()
-}
 
 /// `(ok, err)` of `unit` run against `port`, as run-external.sh prints them; `None` when the
 /// suite did not run it (its own test-server port, drawn at random, was taken).
@@ -61,7 +40,7 @@ fn run_unit(suite: &Path, port: u16, out: &Path, unit: &str) -> Option<(u32, u32
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_units_pass_through_the_proxy_as_they_pass_direct() {
-    let Some(suite) = suite() else {
+    let Some(suite) = redis_suite() else {
         eprintln!("no tclsh or no Redis test suite (../shared/redis-tests): nothing to compare");
         return;
     };

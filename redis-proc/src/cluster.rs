@@ -55,19 +55,52 @@ impl RedisCluster {
                 log: String::from_utf8_lossy(&out.stdout).into_owned(),
             });
         }
-        let cluster = RedisCluster { nodes };
+        RedisCluster { nodes }.wait_ok()
+    }
+
+    /// Starts one cluster-enabled primary that owns all 16384 slots (the reference a cluster
+    /// of several masters is compared with), waiting for `cluster_state:ok`.
+    pub fn try_start_single() -> Result<RedisCluster, StartError> {
+        let opts = ServerOptions {
+            extra_args: vec!["--cluster-enabled".into(), "yes".into()],
+            ..ServerOptions::default()
+        };
+        let node = RedisServer::try_start(opts)?;
+        let reply = node
+            .inline("CLUSTER ADDSLOTSRANGE 0 16383")
+            .map_err(StartError::Io)?;
+        if !reply.starts_with("+OK") {
+            return Err(StartError::NotReady {
+                bin: "redis-server --cluster-enabled yes".into(),
+                reason: format!(
+                    "CLUSTER ADDSLOTSRANGE 0 16383 answered {}",
+                    reply.trim_end()
+                ),
+                log: node.log(),
+            });
+        }
+        RedisCluster { nodes: vec![node] }.wait_ok()
+    }
+
+    /// [`RedisCluster::try_start_single`] or panics with the reason (for tests).
+    pub fn start_single() -> RedisCluster {
+        Self::try_start_single().unwrap_or_else(|e| panic!("redis-proc: {e}"))
+    }
+
+    /// Waits up to 20 s for every node to say `cluster_state:ok`.
+    fn wait_ok(self) -> Result<RedisCluster, StartError> {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !cluster.is_ok() {
+        while !self.is_ok() {
             if Instant::now() > deadline {
                 return Err(StartError::NotReady {
                     bin: "redis-server --cluster-enabled yes".into(),
                     reason: "cluster_state never became ok".into(),
-                    log: cluster.nodes[0].log(),
+                    log: self.nodes[0].log(),
                 });
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        Ok(cluster)
+        Ok(self)
     }
 
     /// Starts a cluster or panics with the reason (for tests).

@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,4 +162,27 @@ pub fn read_until_quiet(s: &mut TcpStream, bytes: &[u8], quiet: Duration) -> Vec
             Ok(n) => got.extend_from_slice(&buf[..n]),
         }
     }
+}
+
+/// Redis 7.0.15's test suite (`$REDIS_TESTS`, else `../shared/redis-tests` beside the clone, as
+/// in CI, else /work/shared/redis-tests), when it and `tclsh` are there.
+pub fn redis_suite() -> Option<PathBuf> {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let candidates = [
+        std::env::var_os("REDIS_TESTS").map(PathBuf::from),
+        Some(manifest.join("../../shared/redis-tests")),
+        Some(PathBuf::from("/work/shared/redis-tests")),
+    ];
+    let have_tcl = Command::new("tclsh")
+        .arg("/dev/null")
+        .status()
+        .is_ok_and(|s| s.success());
+    have_tcl
+        .then(|| {
+            candidates
+                .into_iter()
+                .flatten()
+                .find(|p| p.join("run-external.sh").is_file())
+        })
+        .flatten()
 }
