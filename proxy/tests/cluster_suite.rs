@@ -17,7 +17,12 @@ use common::*;
 use lockkit_test_support::RedisCluster;
 
 /// Units that pass through the proxy as they pass direct, and run in seconds.
-const UNITS: &[&str] = &["unit/type/incr", "unit/type/hash", "unit/type/string"];
+const UNITS: &[&str] = &[
+    "unit/type/incr",
+    "unit/type/hash",
+    "unit/type/string",
+    "unit/keyspace",
+];
 
 /// The tests that assume one node, each with its reason (the suite's `--skipfile` format).
 const SKIP_LIST: &str = "../results/2026-12-07-0225-proxy-cluster-redis-suite/skip-list.txt";

@@ -1,15 +1,25 @@
 //! `INFO` in front of a cluster: every master's, made one. The first master's text is the
-//! frame; the counters that add up across nodes are the sums over all masters: the `Stats`
-//! counters of [`SUMMED`], each `dbN` line of `Keyspace` (keys and expires; `avg_ttl` the
-//! first master's), each `cmdstat_*` line of `Commandstats` (calls, usec, rejected and failed
-//! calls; `usec_per_call` worked out again) and each `errorstat_*` line of `Errorstats`.
-//! Everything else (memory, clients, server, replication) is the first master's, and
-//! `cluster_enabled` reads `0`.
+//! frame; the counters that add up across nodes are the sums over all masters: the `Clients`
+//! and `Stats` counters of [`SUMMED`], each `dbN` line of `Keyspace` (keys and expires;
+//! `avg_ttl` the first master's), each `cmdstat_*` line of `Commandstats` (calls, usec,
+//! rejected and failed calls; `usec_per_call` worked out again) and each `errorstat_*` line of
+//! `Errorstats`. Everything else (memory, the rest of clients, server, replication) is the
+//! first master's, and `cluster_enabled` reads `0`.
 
 use std::collections::BTreeMap;
 
-/// `Stats` fields summed over the masters.
-pub(crate) const SUMMED: [&str; 15] = [
+/// `Clients` and `Stats` fields summed over the masters (the `Clients` ones a Redis version
+/// does not have are not shown).
+pub(crate) const SUMMED: [&str; 24] = [
+    "connected_clients",
+    "blocked_clients",
+    "tracking_clients",
+    "pubsub_clients",
+    "watching_clients",
+    "clients_in_timeout_table",
+    "total_watched_keys",
+    "total_blocking_keys",
+    "total_blocking_keys_on_nokey",
     "total_connections_received",
     "total_commands_processed",
     "instantaneous_ops_per_sec",
@@ -204,5 +214,13 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("cmdstat_get:calls=1,"), "{t}");
+        let e = "# Clients\r\nconnected_clients:3\r\nmaxclients:10000\r\nblocked_clients:1\r\n";
+        let f = "# Clients\r\nconnected_clients:2\r\nmaxclients:10000\r\nblocked_clients:2\r\n";
+        let m = merge(&[bulk(e), bulk(f)]);
+        let (t, _) = text(&m).unwrap();
+        assert!(
+            t.contains("connected_clients:5\r\nmaxclients:10000\r\nblocked_clients:3\r\n"),
+            "{t}"
+        );
     }
 }

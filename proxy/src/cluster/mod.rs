@@ -23,6 +23,7 @@
 pub(crate) mod info;
 pub(crate) mod keys;
 pub(crate) mod multi;
+pub(crate) mod server;
 pub(crate) mod topology;
 pub(crate) mod up;
 

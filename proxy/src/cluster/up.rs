@@ -14,6 +14,7 @@ use lockkit_resp::Request;
 use tokio::sync::mpsc;
 
 use super::keys::{key_positions, keys_of, Keys};
+use super::server::{array, elements};
 use super::Router;
 use crate::client::spec::CommandSpec;
 use crate::resp::{self, frame_len};
@@ -64,8 +65,8 @@ pub(super) enum Merge {
     First,
     /// INFO: the masters' counters added up, `cluster_enabled:0` ([`super::info`]).
     Info,
-    /// Arrays of 0 and 1 made one: 1 where every reply has 1 (SCRIPT EXISTS).
-    Every,
+    /// Made one by [`super::server`] (RANDOMKEY, SCRIPT EXISTS, ACL changes).
+    By(super::server::Combine),
     /// SCAN on master `node` of `n`: its cursor made the client's.
     Scan { node: u64, n: u64 },
 }
@@ -253,6 +254,10 @@ impl ClusterUp {
             "SCRIPT|FLUSH" => self.router.forget_scripts(),
             _ => {}
         }
+        let known = |sha: &str| self.router.script(sha).is_some();
+        if let Some(combine) = super::server::combine(name, req, bytes, known) {
+            return self.every_master(&frame, Merge::By(combine));
+        }
         match name {
             "PING" if req.argc() <= 2 => {
                 return self.ready(match req.arg(bytes, 1) {
@@ -264,7 +269,6 @@ impl ClusterUp {
             "DBSIZE" => return self.every_master(&frame, Merge::Sum),
             "KEYS" => return self.every_master(&frame, Merge::Concat),
             "INFO" => return self.every_master(&frame, Merge::Info),
-            "SCRIPT|EXISTS" => return self.every_master(&frame, Merge::Every),
             // DEBUG OBJECT and DIGEST-VALUE name a key; the rest (SET-ACTIVE-EXPIRE, ...) is
             // server-wide.
             "DEBUG" => {
@@ -628,24 +632,13 @@ fn bulk(a: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The elements of an array reply (`None`: not an array).
-fn elements(reply: &[u8]) -> Option<Vec<&[u8]>> {
-    if reply.first() != Some(&b'*') {
-        return None;
-    }
-    let end = lockkit::resp::find_crlf(reply, 0)?;
-    let n = resp::parse_int(&reply[1..end])?;
-    let mut pos = end + 2;
-    let mut out = Vec::new();
-    for _ in 0..n.max(0) {
-        let l = frame_len(&reply[pos..]).ok().flatten()?;
-        out.push(&reply[pos..pos + l]);
-        pos += l;
-    }
-    Some(out)
-}
-
 fn merge(entry: OwedCall) -> Vec<u8> {
+    if let Merge::By(combine) = entry.merge {
+        let replies: Vec<(String, Vec<u8>)> = (entry.parts.into_iter())
+            .map(|p| (p.to.unwrap_or_default(), p.done.unwrap_or_default()))
+            .collect();
+        return combine.merge(&replies);
+    }
     let replies: Vec<Vec<u8>> = (entry.parts.into_iter())
         .map(|p| p.done.unwrap_or_default())
         .collect();
@@ -657,23 +650,8 @@ fn merge(entry: OwedCall) -> Vec<u8> {
     match entry.merge {
         Merge::One | Merge::First => replies.into_iter().next().unwrap_or_default(),
         Merge::Info => super::info::merge(&replies),
-        Merge::Every => {
-            let all: Vec<Vec<&[u8]>> = (replies.iter())
-                .map(|r| elements(r).unwrap_or_default())
-                .collect();
-            let n = all.first().map_or(0, Vec::len);
-            let one: &[u8] = b":1\r\n";
-            let merged: Vec<&[u8]> = (0..n)
-                .map(|i| {
-                    if all.iter().all(|a| a.get(i).copied() == Some(one)) {
-                        one
-                    } else {
-                        &b":0\r\n"[..]
-                    }
-                })
-                .collect();
-            array(&merged)
-        }
+        // Made one above.
+        Merge::By(_) => resp::error_reply("ERR lockkit proxy: no reply"),
         Merge::Scan { node, n } => {
             let r = replies.into_iter().next().unwrap_or_default();
             let Some(items) = elements(&r) else { return r };
@@ -729,14 +707,6 @@ fn merge(entry: OwedCall) -> Vec<u8> {
             }
         }
     }
-}
-
-fn array(items: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", items.len()).into_bytes();
-    for i in items {
-        out.extend_from_slice(i);
-    }
-    out
 }
 
 #[cfg(test)]

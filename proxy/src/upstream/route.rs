@@ -104,7 +104,7 @@ impl Up {
     /// its own, is carried all the same (a transaction's, [`crate::cluster::multi`], or one
     /// sent to every master).
     pub(crate) fn cluster_takes(&self, name: Option<&str>) -> bool {
-        matches!(self, Up::Cluster(c) if c.takes(name))
+        matches!(self, Up::Cluster(c) if c.takes(name) || crate::cluster::server::takes(name))
     }
 
     /// In front of a cluster: the transaction being queued, if any, is dropped (`RESET`).
