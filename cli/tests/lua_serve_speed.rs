@@ -74,3 +74,26 @@ fn a_pipelined_burst_runs_without_a_thread_hop_per_command() {
         "1,002 pipelined commands cost the server {switches} context switches (a thread hop per command?)"
     );
 }
+
+/// A script that never ends runs on the server's one worker thread, and the other connections
+/// are still served: answered BUSY past the threshold, SCRIPT KILL stops it, and the server
+/// answers again afterwards.
+#[test]
+fn a_looping_script_leaves_the_other_connections_served() {
+    let serve = Serve::start(&["--busy-reply-threshold", "100ms"]);
+    let mut looping = Client::to(serve.port);
+    looping.send(&[b"EVAL", b"local a = 0 while true do a = a + 1 end", b"0"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut other = Client::to(serve.port);
+    match other.call(&[b"PING"]) {
+        Reply::Error(e) => assert!(e.starts_with("BUSY"), "{e}"),
+        r => panic!("PING during a busy script answered {r:?}"),
+    }
+    assert_eq!(other.call(&[b"SCRIPT", b"KILL"]), ok());
+    match looping.reply() {
+        Reply::Error(e) => assert!(e.contains("Script killed by user"), "{e}"),
+        r => panic!("the killed script answered {r:?}"),
+    }
+    assert_eq!(other.call(&[b"PING"]), Reply::Status("PONG".into()));
+    assert_eq!(looping.call(&[b"PING"]), Reply::Status("PONG".into()));
+}

@@ -1,8 +1,8 @@
 //! What every connection shares: one [`Harness`] (keyspace, script cache, function library,
 //! virtual clock) behind an async mutex, the running script, the scripting settings.
 //!
-//! A command runs on its connection's thread while the connection holds the harness (a
-//! script too: the runtime's other workers serve the other connections meanwhile). Other
+//! A command runs on its connection's worker thread while the connection holds the harness
+//! (a script too; one that runs long hands the worker over to a new thread, see `worker`). Other
 //! connections wait for the harness; once the script has run past `busy-reply-threshold`
 //! they are answered `-BUSY` instead (what Redis does from its script-timeout hook), except
 //! for the commands Redis allows then (`SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS`...).
@@ -24,9 +24,6 @@ const BUSY_FUNCTION: &str =
     "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
-
-/// After how long a running script has another worker take over the sockets.
-const SLOW_SCRIPT: Duration = Duration::from_millis(1);
 
 /// How the virtual clock moves between commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,14 +154,8 @@ impl ServeShared {
     ) -> Arc<ServeShared> {
         let stop = harness.stop_handle();
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            // A script runs on its connection's worker thread (see `execute_as`). Once it runs
-            // long, another worker must watch the sockets: the worker that ran it last left
-            // tokio's IO driver, and a parked one sleeps until woken. Two tasks spawned here
-            // wake one: the second pushes the first out of this worker's own slot, which
-            // notifies a parked worker; once idle that one parks on the driver.
-            harness.on_slow_script(SLOW_SCRIPT, move || {
-                rt.spawn(async {});
-                rt.spawn(async {});
+            harness.on_slow_script(super::worker::SLOW_SCRIPT, move || {
+                super::worker::hand_over(&rt)
             });
         }
         let hub = Arc::new(Mutex::new(super::pubsub::Subscribers::default()));
@@ -429,20 +420,20 @@ impl ServeShared {
         };
         let me = self.clone();
         let run = move || me.run_batch(guard, &batch, resp3, watcher, blocker);
-        // The command runs on the connection's own thread, as Redis runs it on its one
+        // The command runs on the connection's own worker thread, as Redis runs it on its one
         // thread: a hop to a blocking thread and back cost more than most commands. A script
-        // that runs long holds this worker only; another worker serves the other connections
-        // (BUSY, SCRIPT KILL; see `on_slow_script` in `new`). A runtime of one thread has no
-        // other worker: there the command runs on a blocking thread.
+        // that runs long hands this worker over to a new thread (`worker::hand_over`), which
+        // serves the other connections meanwhile (BUSY, SCRIPT KILL). A current-thread
+        // runtime cannot hand over: there the command runs on a blocking thread.
         let failed = |e: String| Reply::err(format!("ERR harness: the command failed: {e}"));
-        let rt = tokio::runtime::Handle::current();
-        if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
-            || rt.metrics().num_workers() < 2
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread
         {
             return tokio::task::spawn_blocking(run)
                 .await
                 .map_err(|e| failed(e.to_string()));
         }
+        let _on_worker = super::worker::OnWorker::enter();
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
             .map_err(|p| failed(panic_text(&*p)))
     }
