@@ -114,8 +114,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         _ => options,
     };
     let masters = args.cluster;
+    // One worker, as Redis has one thread: commands and scripts run on it (no lock handed
+    // between workers, no thread woken per command); a script that runs long hands it over
+    // to a new thread (lockkit-harness's `serve`).
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .enable_all()
         .build()
         .context("starting the runtime")?;

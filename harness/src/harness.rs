@@ -276,6 +276,12 @@ impl Harness {
         self.engine.stopped()
     }
 
+    /// Calls `hook` once in each run of Lua code that runs for longer than `after`, on the
+    /// thread running it (`lua serve` lets another thread take over its sockets then).
+    pub fn on_slow_script(&mut self, after: Duration, hook: impl Fn() + Send + Sync + 'static) {
+        self.engine.on_slow_script(after, std::sync::Arc::new(hook));
+    }
+
     /// A handle that stops the script running in this harness from another thread (what
     /// `SCRIPT KILL` does): the script ends with the time-limit error and
     /// [`stopped`](Self::stopped) is true.

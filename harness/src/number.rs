@@ -129,6 +129,11 @@ pub fn format_g(v: f64, precision: usize) -> String {
     if v == 0.0 {
         return if v.is_sign_negative() { "-0" } else { "0" }.to_string();
     }
+    // A whole number of at most `p` digits prints as itself: no rounding, no exponent, and
+    // no float formatting (a script's `PX 30000` is a Lua number, turned into text per call).
+    if v.fract() == 0.0 && v.abs() < 10f64.powi(p.min(18) as i32) {
+        return (v as i64).to_string();
+    }
     let sci = format!("{:.*e}", p - 1, v);
     let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
@@ -211,6 +216,14 @@ mod tests {
         assert_eq!(format_g(1e-5, 17), "1.0000000000000001e-05");
         assert_eq!(format_g(123456.0, 3), "1.23e+05");
         assert_eq!(format_g(-0.0, 17), "-0");
+        // Whole numbers: as themselves up to `p` digits, in exponent form past them.
+        assert_eq!(format_g(30000.0, 17), "30000");
+        assert_eq!(format_g(-42.0, 17), "-42");
+        assert_eq!(format_g(99999999999999999.0, 17), "1e+17");
+        assert_eq!(format_g(9007199254740993.0, 17), "9007199254740992");
+        assert_eq!(format_g(12345.0, 5), "12345");
+        assert_eq!(format_g(123456.0, 5), "1.2346e+05");
+        assert_eq!(format_g(1e18, 19), "1000000000000000000");
     }
 
     #[test]

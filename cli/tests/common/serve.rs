@@ -58,6 +58,12 @@ impl Serve {
         Client::to(self.port)
     }
 
+    /// The server's process id.
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running (not aborted).
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()

@@ -75,12 +75,26 @@ const GC_STEP_MULTIPLIER: i32 = 200;
 #[derive(Debug, Default)]
 struct Timer {
     deadline: Option<Instant>,
+    /// When the running script counts as slow ([`Engine::on_slow_script`]), until it did.
+    slow_at: Option<Instant>,
+    /// After how long a script counts as slow, and what is called then.
+    slow: Option<(Duration, SlowHook)>,
     fired: bool,
     /// How many times a limit was reached: a Lua state whose hook was last set before the
     /// latest time switches its every-instruction hook back.
     fires: u64,
     /// The running script wrote (SCRIPT KILL then answers UNKILLABLE, as Redis does).
     wrote: bool,
+}
+
+/// What a script that runs long calls once (see [`Engine::on_slow_script`]).
+#[derive(Clone)]
+struct SlowHook(Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for SlowHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SlowHook")
+    }
 }
 
 /// Stops the script running in a harness from another thread, as `SCRIPT KILL` does.
@@ -537,7 +551,9 @@ impl Engine {
         }
         let fires = match self.timer.lock() {
             Ok(mut t) => {
-                t.deadline = Some(Instant::now() + limit);
+                let now = Instant::now();
+                t.deadline = Some(now + limit);
+                t.slow_at = t.slow.as_ref().map(|(after, _)| now + *after);
                 t.wrote = false;
                 t.fired = false;
                 t.fires
@@ -557,6 +573,7 @@ impl Engine {
         match self.timer.lock() {
             Ok(mut t) => {
                 t.deadline = None;
+                t.slow_at = None;
                 t.fired
             }
             Err(_) => false,
@@ -579,6 +596,14 @@ impl Engine {
     /// (scripts in the cache, bytes of the Lua heap).
     pub fn cache_figures(&self) -> (usize, usize) {
         (self.scripts.len(), self.lua.used_memory())
+    }
+
+    /// Calls `hook` once in each run of Lua code (script, function, library load) that runs
+    /// for longer than `after`, from the thread running it, at the time-limit hook.
+    pub fn on_slow_script(&self, after: Duration, hook: Arc<dyn Fn() + Send + Sync>) {
+        if let Ok(mut t) = self.timer.lock() {
+            t.slow = Some((after, SlowHook(hook)));
+        }
     }
 
     /// A handle that stops the running script from another thread.
@@ -687,8 +712,19 @@ fn check_deadline(lua: &Lua, t: &Arc<Mutex<Timer>>) -> mlua::Result<()> {
     let mut g = t
         .lock()
         .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
+    let now = Instant::now();
+    if g.slow_at.is_some_and(|at| now >= at) {
+        g.slow_at = None;
+        if let Some((_, hook)) = g.slow.clone() {
+            drop(g);
+            (hook.0)();
+            g = t
+                .lock()
+                .map_err(|_| mlua::Error::runtime("timer poisoned"))?;
+        }
+    }
     match g.deadline {
-        Some(d) if Instant::now() >= d => {
+        Some(d) if now >= d => {
             let first = !g.fired;
             g.fired = true;
             if first {

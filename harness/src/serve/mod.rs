@@ -22,6 +22,7 @@ mod pubsub;
 pub mod resp;
 mod shared;
 mod watched;
+mod worker;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! What every connection shares: one [`Harness`] (keyspace, script cache, function library,
 //! virtual clock) behind an async mutex, the running script, the scripting settings.
 //!
-//! A script runs on a blocking thread while its connection holds the harness. Other
+//! A command runs on its connection's worker thread while the connection holds the harness
+//! (a script too; one that runs long hands the worker over to a new thread, see `worker`). Other
 //! connections wait for the harness; once the script has run past `busy-reply-threshold`
 //! they are answered `-BUSY` instead (what Redis does from its script-timeout hook), except
 //! for the commands Redis allows then (`SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS`...).
@@ -11,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::OwnedMutexGuard;
 
 use crate::harness::Harness;
 use crate::reply::Reply;
@@ -36,7 +37,6 @@ pub enum ClockMode {
 /// The script a connection is running.
 #[derive(Debug, Clone)]
 struct Running {
-    seq: u64,
     /// EVAL-family (else FCALL).
     eval: bool,
     /// The SHA or the function name, for the kill message.
@@ -44,8 +44,8 @@ struct Running {
     /// The command, for FUNCTION STATS.
     argv: Vec<Vec<u8>>,
     started: Instant,
-    /// Past the threshold: other connections are answered BUSY.
-    busy: bool,
+    /// When it goes past the threshold: from then on other connections are answered BUSY.
+    busy_at: Instant,
     /// SCRIPT KILL / FUNCTION KILL stopped it.
     killed: bool,
 }
@@ -54,7 +54,6 @@ struct Running {
 struct State {
     busy_threshold: Duration,
     running: Option<Running>,
-    seq: u64,
     /// Libraries and functions loaded, for FUNCTION STATS while a script runs.
     libraries: (usize, usize),
     /// When the harness clock was last moved to the wall clock (wall mode).
@@ -110,13 +109,18 @@ fn error_code(text: &[u8]) -> &[u8] {
     }
 }
 
+impl Running {
+    fn busy(&self) -> bool {
+        Instant::now() >= self.busy_at
+    }
+}
+
 /// The state every connection shares.
 #[derive(Debug)]
 pub struct ServeShared {
     harness: Arc<tokio::sync::Mutex<Harness>>,
     stop: StopHandle,
     state: Mutex<State>,
-    busy: Notify,
     clients: AtomicU64,
     connected: AtomicU64,
     started: Instant,
@@ -149,6 +153,11 @@ impl ServeShared {
         clock: ClockMode,
     ) -> Arc<ServeShared> {
         let stop = harness.stop_handle();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            harness.on_slow_script(super::worker::SLOW_SCRIPT, move || {
+                super::worker::hand_over(&rt)
+            });
+        }
         let hub = Arc::new(Mutex::new(super::pubsub::Subscribers::default()));
         let delivery = hub.clone();
         harness.set_publisher(move |channel, message| {
@@ -161,13 +170,11 @@ impl ServeShared {
             state: Mutex::new(State {
                 busy_threshold,
                 running: None,
-                seq: 0,
                 libraries: (0, 0),
                 synced: Instant::now(),
                 saved_functions: None,
                 notify: (0, true),
             }),
-            busy: Notify::new(),
             clients: AtomicU64::new(0),
             connected: AtomicU64::new(0),
             started: Instant::now(),
@@ -305,7 +312,7 @@ impl ServeShared {
     pub fn busy_reply(&self) -> Option<Reply> {
         let st = self.state();
         match &st.running {
-            Some(r) if r.busy => Some(Reply::err(if r.eval { BUSY_EVAL } else { BUSY_FUNCTION })),
+            Some(r) if r.busy() => Some(Reply::err(if r.eval { BUSY_EVAL } else { BUSY_FUNCTION })),
             _ => None,
         }
     }
@@ -313,7 +320,7 @@ impl ServeShared {
     /// SCRIPT KILL (`eval`) or FUNCTION KILL, with Redis's checks in Redis's order.
     pub fn kill(&self, eval: bool) -> Reply {
         let mut st = self.state();
-        let Some(r) = st.running.as_mut().filter(|r| r.busy) else {
+        let Some(r) = st.running.as_mut().filter(|r| r.busy()) else {
             return Reply::err(NOTBUSY);
         };
         if self.stop.wrote() {
@@ -406,50 +413,100 @@ impl ServeShared {
         watcher: Option<u64>,
         blocker: Option<u64>,
     ) -> Result<Option<(Vec<Reply>, Option<super::blocking::Wait>)>, Reply> {
-        let notified = self.busy.notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
+        // Held by nobody, no script runs: no BUSY to answer, nothing to wait for.
+        let guard = match self.harness.clone().try_lock_owned() {
+            Ok(g) => g,
+            Err(_) => self.wait_for_harness().await?,
+        };
+        let me = self.clone();
+        let run = move || me.run_batch(guard, &batch, resp3, watcher, blocker);
+        // The command runs on the connection's own worker thread, as Redis runs it on its one
+        // thread: a hop to a blocking thread and back cost more than most commands. A script
+        // that runs long hands this worker over to a new thread (`worker::hand_over`), which
+        // serves the other connections meanwhile (BUSY, SCRIPT KILL). A current-thread
+        // runtime cannot hand over: there the command runs on a blocking thread.
+        let failed = |e: String| Reply::err(format!("ERR harness: the command failed: {e}"));
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread
+        {
+            return tokio::task::spawn_blocking(run)
+                .await
+                .map_err(|e| failed(e.to_string()));
+        }
+        let _on_worker = super::worker::OnWorker::enter();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+            .map_err(|p| failed(panic_text(&*p)))
+    }
+
+    /// Waits for the harness while another connection holds it: `Err(BUSY)` once a script
+    /// runs past the threshold. Each waiter looks at the running script when it would go
+    /// past the threshold, or a threshold from now when none runs: a script that starts
+    /// meanwhile is seen no later than its own threshold, and no script start wakes anyone.
+    async fn wait_for_harness(&self) -> Result<OwnedMutexGuard<Harness>, Reply> {
         if let Some(busy) = self.busy_reply() {
             return Err(busy);
         }
-        let guard = tokio::select! {
-            g = self.harness.clone().lock_owned() => g,
-            _ = notified => {
-                return Err(self.busy_reply().unwrap_or_else(|| Reply::err(BUSY_EVAL)));
-            }
-        };
-        let me = self.clone();
-        let handle = tokio::runtime::Handle::current();
-        let joined = tokio::task::spawn_blocking(move || {
-            let mut h = guard;
-            me.sync_clock(&mut h);
-            me.keyspace_events(&mut h);
-            if let Some(id) = watcher {
-                if !me.watches().exec_allowed(&mut h, id) {
-                    return None;
+        let lock = self.harness.clone().lock_owned();
+        tokio::pin!(lock);
+        loop {
+            let look = {
+                let st = self.state();
+                match &st.running {
+                    Some(r) => r.busy_at,
+                    None => Instant::now() + st.busy_threshold.max(Duration::from_millis(1)),
+                }
+            };
+            tokio::select! {
+                g = &mut lock => return Ok(g),
+                () = tokio::time::sleep_until(look.into()) => {
+                    if let Some(busy) = self.busy_reply() {
+                        return Err(busy);
+                    }
                 }
             }
-            let replies: Vec<Reply> = batch
-                .iter()
-                .map(|argv| {
-                    let reply = me.run_one(&mut h, argv, resp3, &handle);
-                    me.watches().touched(&mut h);
-                    reply
-                })
-                .collect();
+        }
+    }
+
+    /// Runs `batch` holding the harness (see [`execute_as`](Self::execute_as)).
+    fn run_batch(
+        self: &Arc<Self>,
+        mut h: OwnedMutexGuard<Harness>,
+        batch: &[Vec<Vec<u8>>],
+        resp3: bool,
+        watcher: Option<u64>,
+        blocker: Option<u64>,
+    ) -> Option<(Vec<Reply>, Option<super::blocking::Wait>)> {
+        self.sync_clock(&mut h);
+        self.keyspace_events(&mut h);
+        if let Some(id) = watcher {
+            if !self.watches().exec_allowed(&mut h, id) {
+                return None;
+            }
+        }
+        let replies: Vec<Reply> = batch
+            .iter()
+            .map(|argv| {
+                let reply = self.run_one(&mut h, argv, resp3);
+                self.watches().touched(&mut h);
+                reply
+            })
+            .collect();
+        // Only FUNCTION changes the libraries (FUNCTION STATS reads the counts).
+        if batch.iter().any(|a| {
+            a.first()
+                .is_some_and(|c| c.eq_ignore_ascii_case(b"function"))
+        }) {
             let libs = h.libraries();
-            me.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
-            let wait = match (blocker, batch.first(), replies.first()) {
-                (Some(id), Some(argv), Some(r)) => me.blocked().block(&mut h, id, argv, resp3, r),
-                _ => None,
-            };
-            me.keyspace_events(&mut h);
-            me.blocked().wake(&mut h);
-            me.watches().touched(&mut h);
-            Some((replies, wait))
-        })
-        .await;
-        joined.map_err(|e| Reply::err(format!("ERR harness: the command failed: {e}")))
+            self.state().libraries = (libs.len(), libs.iter().map(|l| l.functions.len()).sum());
+        }
+        let wait = match (blocker, batch.first(), replies.first()) {
+            (Some(id), Some(argv), Some(r)) => self.blocked().block(&mut h, id, argv, resp3, r),
+            _ => None,
+        };
+        self.keyspace_events(&mut h);
+        self.blocked().wake(&mut h);
+        self.watches().touched(&mut h);
+        Some((replies, wait))
     }
 
     /// In wall mode, moves the harness clock on by the wall time since it last did.
@@ -462,45 +519,26 @@ impl ServeShared {
         }
     }
 
-    fn run_one(
-        self: &Arc<Self>,
-        h: &mut Harness,
-        argv: &[Vec<u8>],
-        resp3: bool,
-        rt: &tokio::runtime::Handle,
-    ) -> Reply {
+    fn run_one(self: &Arc<Self>, h: &mut Harness, argv: &[Vec<u8>], resp3: bool) -> Reply {
         self.sync_clock(h);
         let Some((eval, name)) = script_kind(argv) else {
             return h.call_argv_as(argv, resp3);
         };
-        let (seq, threshold) = {
+        {
             let mut st = self.state();
-            st.seq += 1;
+            let started = Instant::now();
             st.running = Some(Running {
-                seq: st.seq,
                 eval,
                 name: name.clone(),
                 argv: argv.to_vec(),
-                started: Instant::now(),
-                busy: false,
+                started,
+                busy_at: started + st.busy_threshold,
                 killed: false,
             });
-            (st.seq, st.busy_threshold)
-        };
-        let me = self.clone();
-        let timer = rt.spawn(async move {
-            tokio::time::sleep(threshold).await;
-            if let Some(r) = me.state().running.as_mut().filter(|r| r.seq == seq) {
-                r.busy = true;
-            }
-            me.busy.notify_waiters();
-        });
+        }
         // Whatever way the call ends, the script no longer runs: no connection may be left
         // answered BUSY by a script that is gone.
-        let running = ScriptRunGuard {
-            shared: self,
-            timer,
-        };
+        let running = ScriptRunGuard { shared: self };
         let reply = h.call_argv_as(argv, resp3);
         let killed = running.end().is_some_and(|r| r.killed);
         if killed && h.stopped() {
@@ -514,23 +552,20 @@ impl ServeShared {
     }
 }
 
-/// The running script's record and its BUSY timer, cleared when dropped (see `run_one`).
+/// The running script's record, cleared when dropped (see `run_one`).
 struct ScriptRunGuard<'a> {
     shared: &'a ServeShared,
-    timer: tokio::task::JoinHandle<()>,
 }
 
 impl ScriptRunGuard<'_> {
     /// The record of the script that ended.
     fn end(self) -> Option<Running> {
-        self.timer.abort();
         self.shared.state().running.take()
     }
 }
 
 impl Drop for ScriptRunGuard<'_> {
     fn drop(&mut self) {
-        self.timer.abort();
         self.shared.state().running = None;
     }
 }
@@ -752,4 +787,12 @@ impl ServeShared {
         }
         Reply::Bulk(out.into_bytes())
     }
+}
+
+/// What a panic carried, for the error reply.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panicked".into())
 }
