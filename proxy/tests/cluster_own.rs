@@ -181,6 +181,9 @@ async fn blocking_commands_wait_on_their_keys_master_and_the_client_goes_on() {
             tokio::spawn(async move { q::<(String, String)>(&mut c, &["BLPOP", &k, "20"]).await })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
+        // INFO counts it, whichever master it waits on.
+        let info: String = q(&mut other, &["INFO", "clients"]).await.unwrap();
+        assert!(info.contains("blocked_clients:1\r\n"), "{info}");
         assert_eq!(q::<i64>(&mut other, &["RPUSH", &k, "x"]).await.unwrap(), 1);
         assert_eq!(waiter.await.unwrap().unwrap(), (k.clone(), "x".into()));
         // Timed out: a null reply; the same client's later commands go on.

@@ -1,6 +1,6 @@
 //! `INFO` in front of a cluster: every master's, made one. The first master's text is the
 //! frame; the counters that add up across nodes are the sums over all masters: the `Stats`
-//! counters of [`SUMMED`], each `dbN` line of `Keyspace` (keys and expires; `avg_ttl` the
+//! counters and blocked clients of [`SUMMED`], each `dbN` line of `Keyspace` (keys and expires; `avg_ttl` the
 //! first master's), each `cmdstat_*` line of `Commandstats` (calls, usec, rejected and failed
 //! calls; `usec_per_call` worked out again) and each `errorstat_*` line of `Errorstats`.
 //! Everything else (memory, clients, server, replication) is the first master's, and
@@ -8,8 +8,10 @@
 
 use std::collections::BTreeMap;
 
-/// `Stats` fields summed over the masters.
-pub(crate) const SUMMED: [&str; 15] = [
+/// `Stats` fields (and the blocked clients of `Clients`) summed over the masters.
+pub(crate) const SUMMED: [&str; 17] = [
+    "blocked_clients",
+    "clients_in_timeout_table",
     "total_connections_received",
     "total_commands_processed",
     "instantaneous_ops_per_sec",
