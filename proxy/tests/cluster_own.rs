@@ -284,3 +284,79 @@ async fn select_and_client_are_answered_as_a_cluster_node_would() {
     }
     proxy.stop().await;
 }
+
+/// Gives slot `slot` (holding no key) to the master at `port`, on every node.
+fn give_slot(cluster: &RedisCluster, slot: u16, port: u16) {
+    let nodes = cluster.nodes();
+    let to = nodes.iter().find(|n| n.port() == port).unwrap();
+    let mut c = redis::Client::open(to.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let id: String = redis::cmd("CLUSTER").arg("MYID").query(&mut c).unwrap();
+    for n in nodes {
+        let mut c = redis::Client::open(n.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg("NODE")
+            .arg(&id)
+            .query(&mut c)
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_slot_that_moves_fails_the_transaction() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    let k = "moving";
+    let slot = lockkit::key_slot(k.as_bytes());
+    let from = master_of(&cluster, k);
+    let to = (cluster.nodes().iter().map(|n| n.port()))
+        .find(|&p| p != from)
+        .unwrap();
+    // Moved after WATCH: the queued SET meets -MOVED on the watching node, which answers
+    // EXEC with EXECABORT; nothing is written anywhere.
+    assert_eq!(q::<String>(&mut c, &["WATCH", k]).await.unwrap(), "OK");
+    give_slot(&cluster, slot, to);
+    assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+    assert_eq!(
+        q::<String>(&mut c, &["SET", k, "1"]).await.unwrap(),
+        "QUEUED"
+    );
+    let e = q::<Option<(String,)>>(&mut c, &["EXEC"]).await.unwrap_err();
+    assert_eq!(e.code(), Some("EXECABORT"), "{e}");
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", k]).await.unwrap(),
+        None
+    );
+    // Moved before WATCH while the proxy still sends it to the old master: WATCH is +OK, the
+    // EXEC after it answers a null array (the transaction fails).
+    for _ in 0..100 {
+        // Until the proxy follows the slot to its new master.
+        if master_of(&cluster, k) == to && q::<String>(&mut c, &["SET", k, "x"]).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    q::<i64>(&mut c, &["DEL", k]).await.unwrap();
+    give_slot(&cluster, slot, from);
+    assert_eq!(q::<String>(&mut c, &["WATCH", k]).await.unwrap(), "OK");
+    assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+    assert_eq!(
+        q::<String>(&mut c, &["SET", k, "2"]).await.unwrap(),
+        "QUEUED"
+    );
+    let done: Option<(String,)> = q(&mut c, &["EXEC"]).await.unwrap();
+    assert_eq!(done, None);
+    // The client goes on: the slot followed, the key written on its master.
+    assert_eq!(q::<String>(&mut c, &["SET", k, "3"]).await.unwrap(), "OK");
+    let mut d = conn(from).await;
+    assert_eq!(q::<String>(&mut d, &["GET", k]).await.unwrap(), "3");
+    proxy.stop().await;
+}
