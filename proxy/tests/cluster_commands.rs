@@ -319,10 +319,36 @@ async fn debug_goes_to_the_key_or_to_every_master() {
         q::<String>(&mut c, &["SET", &k, "12345"]).await.unwrap();
         let o: String = q(&mut c, &["DEBUG", "OBJECT", &k]).await.unwrap();
         assert!(o.contains("encoding:int"), "{o}");
+        let set = format!("{{{k}}}set");
+        q::<i64>(&mut c, &["SADD", &set, "a", "b"]).await.unwrap();
+        let stats: String = q(&mut c, &["DEBUG", "HTSTATS-KEY", &set]).await.unwrap();
+        assert!(!stats.is_empty());
     }
     let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "0"];
     assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
     let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "1"];
     assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomkey_draws_from_every_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["RANDOMKEY"]).await.unwrap(),
+        None
+    );
+    let keys = keys_on_every_master(&cluster, "rk", 1);
+    for k in &keys {
+        q::<String>(&mut c, &["SET", k, "v"]).await.unwrap();
+    }
+    let mut seen = HashSet::new();
+    for _ in 0..200 {
+        let k: String = q(&mut c, &["RANDOMKEY"]).await.unwrap();
+        seen.insert(k);
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
     proxy.stop().await;
 }

@@ -23,6 +23,8 @@ pub(super) enum Merge {
     Every,
     /// SCAN on master `node` of `n`: its cursor made the client's.
     Scan { node: u64, n: u64 },
+    /// One of the replies that are not null, drawn at random (RANDOMKEY); null when all are.
+    AnyOne,
 }
 
 pub(super) fn bulk(a: &[u8]) -> Vec<u8> {
@@ -57,6 +59,19 @@ pub(super) fn merge(kind: Merge, replies: Vec<Vec<u8>>) -> Vec<u8> {
     }
     match kind {
         Merge::One | Merge::First => replies.into_iter().next().unwrap_or_default(),
+        Merge::AnyOne => {
+            let null = |r: &Vec<u8>| matches!(r.as_slice(), b"$-1\r\n" | b"_\r\n");
+            if replies.iter().all(null) {
+                return replies.into_iter().next().unwrap_or_default();
+            }
+            let mut some: Vec<Vec<u8>> = replies.into_iter().filter(|r| !null(r)).collect();
+            // Any draw will do: the nodes' own draws are random.
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() as usize);
+            let at = nanos % some.len();
+            some.swap_remove(at)
+        }
         Merge::Info => super::info::merge(&replies),
         Merge::Every => {
             let all: Vec<Vec<&[u8]>> = (replies.iter())

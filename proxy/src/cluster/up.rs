@@ -33,6 +33,15 @@ pub(crate) const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to t
 pub(crate) const NO_CLUSTER: &[u8] = b"-ERR This instance has cluster support disabled\r\n";
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
+/// The `DEBUG` subcommands that name a key: to its master (the rest go to every master).
+const DEBUG_KEYED: [&[u8]; 6] = [
+    b"OBJECT",
+    b"DIGEST-VALUE",
+    b"HTSTATS-KEY",
+    b"LISTPACK",
+    b"QUICKLIST",
+    b"SDSLEN",
+];
 /// The multi-key commands split per slot.
 const SPLIT: [&str; 6] = ["MGET", "MSET", "DEL", "UNLINK", "EXISTS", "TOUCH"];
 /// Sent to every master; the first error, else the first reply, is the answer.
@@ -277,14 +286,13 @@ impl ClusterUp {
             "DBSIZE" => return self.every_master(&frame, Merge::Sum),
             "KEYS" => return self.every_master(&frame, Merge::Concat),
             "INFO" => return self.every_master(&frame, Merge::Info),
+            "RANDOMKEY" => return self.every_master(&frame, Merge::AnyOne),
             "SCRIPT|EXISTS" => return self.every_master(&frame, Merge::Every),
-            // DEBUG OBJECT and DIGEST-VALUE name a key; the rest (SET-ACTIVE-EXPIRE, ...) is
-            // server-wide.
+            // DEBUG OBJECT, DIGEST-VALUE, HTSTATS-KEY, ... name a key; the rest
+            // (SET-ACTIVE-EXPIRE, ...) is server-wide.
             "DEBUG" => {
                 let sub = req.arg(bytes, 1).unwrap_or_default();
-                let keyed = [&b"OBJECT"[..], b"DIGEST-VALUE"]
-                    .iter()
-                    .any(|s| sub.eq_ignore_ascii_case(s));
+                let keyed = DEBUG_KEYED.iter().any(|s| sub.eq_ignore_ascii_case(s));
                 if let (true, Some(k)) = (keyed, req.arg(bytes, 2)) {
                     let slot = Some(lockkit::key_slot(k));
                     return self.push(vec![Part::new(frame, slot, None)], Merge::One);
