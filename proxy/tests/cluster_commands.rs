@@ -290,6 +290,14 @@ async fn info_adds_up_the_masters_and_script_exists_asks_them_all() {
         .unwrap();
     let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
     assert_eq!(there, [1, 0]);
+    // EVAL'd through the proxy (cached on one master): it exists, EVALSHA runs it anywhere.
+    let body = "return 1+1";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", body, "0"]).await.unwrap(), 2);
+    let sha = sha1_smol::Sha1::from(body).digest().to_string();
+    for _ in 0..3 {
+        let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
+        assert_eq!(there, [1, 0]);
+    }
     proxy.stop().await;
 }
 

@@ -19,8 +19,9 @@ pub(super) enum Merge {
     First,
     /// INFO: the masters' counters added up, `cluster_enabled:0` ([`super::info`]).
     Info,
-    /// Arrays of 0 and 1 made one: 1 where every reply has 1 (SCRIPT EXISTS).
-    Every,
+    /// Arrays of 0 and 1 made one: 1 where every reply has 1, or where `known` says so (SCRIPT
+    /// EXISTS: a script whose body the proxy keeps runs by `EVALSHA` on any master).
+    Every { known: Vec<bool> },
     /// SCAN on master `node` of `n`: its cursor made the client's.
     Scan { node: u64, n: u64 },
     /// One of the replies that are not null, drawn at random (RANDOMKEY); null when all are.
@@ -73,7 +74,7 @@ pub(super) fn merge(kind: Merge, replies: Vec<Vec<u8>>) -> Vec<u8> {
             some.swap_remove(at)
         }
         Merge::Info => super::info::merge(&replies),
-        Merge::Every => {
+        Merge::Every { known } => {
             let all: Vec<Vec<&[u8]>> = (replies.iter())
                 .map(|r| elements(r).unwrap_or_default())
                 .collect();
@@ -81,7 +82,8 @@ pub(super) fn merge(kind: Merge, replies: Vec<Vec<u8>>) -> Vec<u8> {
             let one: &[u8] = b":1\r\n";
             let merged: Vec<&[u8]> = (0..n)
                 .map(|i| {
-                    if all.iter().all(|a| a.get(i).copied() == Some(one)) {
+                    let everywhere = all.iter().all(|a| a.get(i).copied() == Some(one));
+                    if everywhere || known.get(i).copied().unwrap_or(false) {
                         one
                     } else {
                         &b":0\r\n"[..]

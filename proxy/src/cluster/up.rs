@@ -287,7 +287,15 @@ impl ClusterUp {
             "KEYS" => return self.every_master(&frame, Merge::Concat),
             "INFO" => return self.every_master(&frame, Merge::Info),
             "RANDOMKEY" => return self.every_master(&frame, Merge::AnyOne),
-            "SCRIPT|EXISTS" => return self.every_master(&frame, Merge::Every),
+            "SCRIPT|EXISTS" => {
+                let known = (2..req.argc())
+                    .map(|i| {
+                        let sha = String::from_utf8_lossy(req.arg(bytes, i).unwrap_or_default());
+                        self.router.script(&sha.to_lowercase()).is_some()
+                    })
+                    .collect();
+                return self.every_master(&frame, Merge::Every { known });
+            }
             // DEBUG OBJECT, DIGEST-VALUE, HTSTATS-KEY, ... name a key; the rest
             // (SET-ACTIVE-EXPIRE, ...) is server-wide.
             "DEBUG" => {
