@@ -290,6 +290,14 @@ async fn info_adds_up_the_masters_and_script_exists_asks_them_all() {
         .unwrap();
     let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
     assert_eq!(there, [1, 0]);
+    // EVAL'd through the proxy (cached on one master): it exists, EVALSHA runs it anywhere.
+    let body = "return 1+1";
+    assert_eq!(q::<i64>(&mut c, &["EVAL", body, "0"]).await.unwrap(), 2);
+    let sha = sha1_smol::Sha1::from(body).digest().to_string();
+    for _ in 0..3 {
+        let there: Vec<i64> = q(&mut c, &["SCRIPT", "EXISTS", &sha, none]).await.unwrap();
+        assert_eq!(there, [1, 0]);
+    }
     proxy.stop().await;
 }
 
@@ -319,10 +327,36 @@ async fn debug_goes_to_the_key_or_to_every_master() {
         q::<String>(&mut c, &["SET", &k, "12345"]).await.unwrap();
         let o: String = q(&mut c, &["DEBUG", "OBJECT", &k]).await.unwrap();
         assert!(o.contains("encoding:int"), "{o}");
+        let set = format!("{{{k}}}set");
+        q::<i64>(&mut c, &["SADD", &set, "a", "b"]).await.unwrap();
+        let stats: String = q(&mut c, &["DEBUG", "HTSTATS-KEY", &set]).await.unwrap();
+        assert!(!stats.is_empty());
     }
     let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "0"];
     assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
     let set = ["DEBUG", "SET-ACTIVE-EXPIRE", "1"];
     assert_eq!(q::<String>(&mut c, &set).await.unwrap(), "OK");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomkey_draws_from_every_master() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["RANDOMKEY"]).await.unwrap(),
+        None
+    );
+    let keys = keys_on_every_master(&cluster, "rk", 1);
+    for k in &keys {
+        q::<String>(&mut c, &["SET", k, "v"]).await.unwrap();
+    }
+    let mut seen = HashSet::new();
+    for _ in 0..200 {
+        let k: String = q(&mut c, &["RANDOMKEY"]).await.unwrap();
+        seen.insert(k);
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
     proxy.stop().await;
 }

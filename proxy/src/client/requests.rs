@@ -204,7 +204,7 @@ impl ClientConn {
             other => return self.answer(other, buf, at, batch, up, hidden).await,
         };
         let (route, instead) = forwarded;
-        if route.own && up.is_cluster() && !up.cluster_takes(cmd.spec.map(|s| s.name)) {
+        if route.own && up.is_cluster() && !up.cluster_takes(&cmd) {
             // In front of a cluster every command goes by its slot on the shared connections
             // (a transaction's commands too, queued in the proxy until EXEC).
             self.flush(up, buf, batch, at.start).await?;
@@ -384,7 +384,10 @@ impl ClientConn {
             self.flush(up, buf, batch, at.start).await?;
             batch.from = at.end;
             let refused = cmd.refusal_reply(req, &buf[at.clone()]);
-            up.route(cmd.spec, req, &buf[at], refused);
+            if !cmd.shareable {
+                up.set_cluster_name(self.setup.replay());
+            }
+            up.route(cmd, req, &buf[at], refused);
             return Ok(());
         }
         // `buf[batch.from..at.start]` holds only requests forwarded as read (any other request

@@ -22,7 +22,9 @@
 
 pub(crate) mod info;
 pub(crate) mod keys;
+pub(crate) mod merge;
 pub(crate) mod multi;
+pub(crate) mod own;
 pub(crate) mod server;
 pub(crate) mod topology;
 pub(crate) mod up;
@@ -218,6 +220,15 @@ impl Router {
             }
         };
         Some(node.pool.link(id, resp))
+    }
+
+    /// A client's own connection to `addr` (opened when first used): blocking commands at
+    /// its head have [`own::BLOCK_ALLOWANCE`].
+    pub(crate) fn own_pool(&self, addr: &str) -> Option<Pool> {
+        let (host, port) = split_addr(addr)?;
+        let upstream = self.template.at(host, port);
+        let timeouts = (self.timeouts.0, own::BLOCK_ALLOWANCE);
+        Some(Pool::new(1, upstream, self.stop.clone(), timeouts))
     }
 
     /// Reads the topology again soon (once at a time), off the caller's path.

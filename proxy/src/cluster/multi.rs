@@ -5,14 +5,17 @@
 //! queued commands and `EXEC` in one write on the shared connection to that slot's master
 //! (nothing of another client comes between them) and passes `EXEC`'s reply on. A transaction
 //! that failed while queueing answers `-EXECABORT` without going anywhere. A `MOVED` or `ASK`
-//! of a queued command sends the whole transaction again to the new master. `WATCH` needs a
-//! connection of the client's own and stays refused; `UNWATCH` outside a transaction is `+OK`.
+//! of a queued command sends the whole transaction again to the new master. Under a `WATCH`
+//! the transaction is queued in the watched slot and runs on the watching connection
+//! ([`super::own`]).
 
 use lockkit_resp::Request;
 
 use super::keys::{key_positions, keys_of, Keys};
-use super::up::{ClusterUp, Merge, Part, CROSSSLOT};
+use super::merge::Merge;
+use super::up::{ClusterUp, Part, CROSSSLOT};
 use crate::client::spec::CommandSpec;
+use crate::upstream::RespVersion;
 
 /// Redis's reply to `EXEC` after a command failed while queueing.
 const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
@@ -32,18 +35,6 @@ pub(crate) struct Tx {
 }
 
 impl ClusterUp {
-    /// Whether the command of row `name` (`CONFIG|SET`), which needs a connection of its own
-    /// elsewhere, is carried here: the transaction commands, every command inside a
-    /// transaction, `DEBUG`, and the server-wide commands sent to every master.
-    pub(crate) fn takes(&self, name: Option<&str>) -> bool {
-        self.tx.is_some()
-            || matches!(
-                name,
-                Some("MULTI" | "EXEC" | "DISCARD" | "UNWATCH" | "DEBUG")
-            )
-            || name.is_some_and(|n| super::up::EVERY_MASTER.contains(&n))
-    }
-
     /// Answers or queues the request when it is a transaction's (`false`: routed as usual).
     pub(super) fn transaction(
         &mut self,
@@ -59,7 +50,8 @@ impl ClusterUp {
                 self.tx = Some(Tx {
                     body: MULTI.to_vec(),
                     n: 0,
-                    slot: None,
+                    // Under a WATCH, the watched slot's.
+                    slot: self.watched(),
                     failed: false,
                 });
                 b"+OK\r\n".to_vec()
@@ -67,18 +59,34 @@ impl ClusterUp {
             (Some("MULTI"), Some(_)) => b"-ERR MULTI calls can not be nested\r\n".to_vec(),
             (Some("EXEC"), None) => b"-ERR EXEC without MULTI\r\n".to_vec(),
             (Some("DISCARD"), None) => b"-ERR DISCARD without MULTI\r\n".to_vec(),
-            (Some("UNWATCH"), None) => b"+OK\r\n".to_vec(),
+            (Some("UNWATCH"), None) => {
+                self.unwatch_now(frame);
+                return true;
+            }
             (_, None) => return false,
             (Some("DISCARD"), Some(_)) => {
                 self.tx = None;
+                self.unwatch();
                 b"+OK\r\n".to_vec()
             }
             (Some("EXEC"), Some(_)) => {
                 let Some(tx) = self.tx.take() else {
                     return false;
                 };
+                let watched = self.watched().is_some();
                 if tx.failed {
+                    self.unwatch();
                     EXECABORT.to_vec()
+                } else if self.watch_broken() {
+                    // The WATCH was not held where the transaction would run: it fails.
+                    self.unwatch();
+                    match self.resp {
+                        RespVersion::Resp2 => b"*-1\r\n".to_vec(),
+                        RespVersion::Resp3 => b"_\r\n".to_vec(),
+                    }
+                } else if watched {
+                    self.exec_watched(Part::exec(tx.slot, tx.body, tx.n));
+                    return true;
                 } else {
                     self.push(vec![Part::exec(tx.slot, tx.body, tx.n)], Merge::One);
                     return true;
@@ -122,5 +130,6 @@ impl ClusterUp {
     /// A `RESET` or a new connection: no transaction any more.
     pub(crate) fn forget_transaction(&mut self) {
         self.tx = None;
+        self.own = None;
     }
 }

@@ -30,12 +30,6 @@ pub(crate) enum Combine {
     Agree(String),
 }
 
-/// Whether the command of row `name`, which needs a connection of its own elsewhere, is
-/// carried on the shared connections in front of a cluster: every `ACL` subcommand.
-pub(crate) fn takes(name: Option<&str>) -> bool {
-    name.is_some_and(|n| n.starts_with("ACL|"))
-}
-
 /// How the masters' replies to `req` (of row `name`) are made one, when it is one of this
 /// module's commands, sent to every master (`None`: routed as any other); `known`: whether the
 /// proxy keeps the body of a script, by its SHA1 in lower case.

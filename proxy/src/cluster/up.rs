@@ -14,11 +14,11 @@ use lockkit_resp::Request;
 use tokio::sync::mpsc;
 
 use super::keys::{key_positions, keys_of, Keys};
-use super::server::{array, elements};
+use super::merge::{bulk, Merge};
 use super::Router;
-use crate::client::spec::CommandSpec;
+use crate::client::command::ClientCommand;
 use crate::resp::{self, frame_len};
-use crate::upstream::link::{Delivery, DeliveryTx, UpstreamRequest};
+use crate::upstream::link::{Delivery, DeliveryTx, Pool, UpstreamRequest};
 use crate::upstream::outbuf::OutBuf;
 use crate::upstream::RespVersion;
 
@@ -33,6 +33,15 @@ pub(crate) const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to t
 pub(crate) const NO_CLUSTER: &[u8] = b"-ERR This instance has cluster support disabled\r\n";
 const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
+/// The `DEBUG` subcommands that name a key: to its master (the rest go to every master).
+const DEBUG_KEYED: [&[u8]; 6] = [
+    b"OBJECT",
+    b"DIGEST-VALUE",
+    b"HTSTATS-KEY",
+    b"LISTPACK",
+    b"QUICKLIST",
+    b"SDSLEN",
+];
 /// The multi-key commands split per slot.
 const SPLIT: [&str; 6] = ["MGET", "MSET", "DEL", "UNLINK", "EXISTS", "TOUCH"];
 /// Sent to every master; the first error, else the first reply, is the answer.
@@ -50,27 +59,6 @@ pub(super) const EVERY_MASTER: [&str; 11] = [
     "CONFIG|RESETSTAT",
 ];
 
-/// How the replies of a request's parts become its one reply.
-#[derive(Debug)]
-pub(super) enum Merge {
-    /// One part, its reply as it is.
-    One,
-    /// Integers added up (DEL, EXISTS, DBSIZE, ...).
-    Sum,
-    /// Arrays put together: `(part, element)` for each element of the reply, in order (MGET).
-    Pick(Vec<(usize, usize)>),
-    /// Arrays one after the other (KEYS).
-    Concat,
-    /// The first error, else the first reply (MSET, FLUSHALL, SCRIPT LOAD, ...).
-    First,
-    /// INFO: the masters' counters added up, `cluster_enabled:0` ([`super::info`]).
-    Info,
-    /// Made one by [`super::server`] (RANDOMKEY, SCRIPT EXISTS, ACL changes).
-    By(super::server::Combine),
-    /// SCAN on master `node` of `n`: its cursor made the client's.
-    Scan { node: u64, n: u64 },
-}
-
 /// One part of a request, on one node.
 #[derive(Debug)]
 pub(super) struct Part {
@@ -78,7 +66,7 @@ pub(super) struct Part {
     /// The slot of its keys (`None`: keyless).
     slot: Option<u16>,
     /// Where it goes whatever the slot (a server-wide command on every master, a redirection).
-    to: Option<String>,
+    pub(super) to: Option<String>,
     /// Commands sent just before it, their replies dropped (`ASKING`, the `SCRIPT LOAD` of
     /// a script a node did not have, a transaction's `MULTI` and queued commands).
     prefix: Option<Vec<u8>>,
@@ -92,13 +80,21 @@ pub(super) struct Part {
     got: Vec<u8>,
     got_n: u32,
     want: u32,
-    done: Option<Vec<u8>>,
+    pub(super) done: Option<Vec<u8>>,
     redirects: u32,
     retry_at: Option<Instant>,
+    /// Goes on the client's own connection to its node ([`super::own`]): a blocking command,
+    /// `WATCH`, `CLIENT ...`.
+    pub(super) own: bool,
+    /// May block: the long allowance of the client's own connection.
+    pub(super) blocking: bool,
+    /// Its reply is passed on as it comes, redirections included (`WATCH` and its
+    /// transaction: sent again elsewhere they would not be watched).
+    pub(super) pinned: bool,
 }
 
 impl Part {
-    fn new(frame: Vec<u8>, slot: Option<u16>, to: Option<String>) -> Part {
+    pub(super) fn new(frame: Vec<u8>, slot: Option<u16>, to: Option<String>) -> Part {
         Part {
             frame,
             slot,
@@ -114,6 +110,9 @@ impl Part {
             done: None,
             redirects: 0,
             retry_at: None,
+            own: false,
+            blocking: false,
+            pinned: false,
         }
     }
 }
@@ -140,24 +139,41 @@ impl Part {
     }
 }
 
+/// The client's own connection to one node.
+#[derive(Debug)]
+pub(crate) struct Own {
+    /// The node.
+    pub(super) addr: String,
+    /// One connection (per protocol), opened when first needed.
+    pub(super) pool: Pool,
+    /// The slot `WATCH`ed on it, while a `WATCH` is held.
+    pub(super) watch: Option<u16>,
+    /// The `WATCH` is not held after all (moved, lost): the `EXEC` after it fails.
+    pub(super) broken: bool,
+}
+
 /// One request owed a reply.
 #[derive(Debug)]
-struct OwedCall {
-    parts: Vec<Part>,
-    merge: Merge,
+pub(super) struct OwedCall {
+    pub(super) parts: Vec<Part>,
+    pub(super) merge: Merge,
     /// Answered by the proxy.
-    ready: Option<Vec<u8>>,
+    pub(super) ready: Option<Vec<u8>>,
 }
 
 /// A client's side of the cluster.
 pub(crate) struct ClusterUp {
     pub(super) router: Arc<Router>,
-    id: u64,
-    resp: RespVersion,
+    pub(super) id: u64,
+    pub(super) resp: RespVersion,
     /// The transaction being queued (`MULTI` read, no `EXEC` or `DISCARD` yet).
     pub(super) tx: Option<super::multi::Tx>,
     pending: VecDeque<OwedCall>,
-    out: Arc<OutBuf>,
+    /// The client's own connection, to one node, if it holds one ([`super::own`]).
+    pub(super) own: Option<Own>,
+    /// `CLIENT SETNAME` of the name the client gave itself, for its own connections.
+    pub(super) name: Option<Vec<u8>>,
+    pub(super) out: Arc<OutBuf>,
     /// Bytes of replies taken since the last [`ClusterUp::written`].
     taken: usize,
     /// Where the output buffer says the client is closed.
@@ -175,6 +191,8 @@ impl ClusterUp {
             resp: RespVersion::Resp2,
             tx: None,
             pending: VecDeque::new(),
+            own: None,
+            name: None,
             out,
             taken: 0,
             wake_rx,
@@ -222,7 +240,7 @@ impl ClusterUp {
     /// the error Redis answers it with while queueing a transaction).
     pub(crate) fn route(
         &mut self,
-        row: Option<&CommandSpec>,
+        cmd: &ClientCommand,
         req: &Request,
         bytes: &[u8],
         refused: Option<Vec<u8>>,
@@ -233,6 +251,7 @@ impl ClusterUp {
         } else {
             req.write_canonical(bytes, &mut frame);
         }
+        let row = cmd.spec;
         if self.transaction(row, req, bytes, &frame, refused) {
             return;
         }
@@ -266,16 +285,16 @@ impl ClusterUp {
                 });
             }
             "SCAN" => return self.scan(req, bytes),
+            "WATCH" => return self.watch(row, req, bytes, &frame),
+            "SELECT" => return self.select(req, bytes),
             "DBSIZE" => return self.every_master(&frame, Merge::Sum),
             "KEYS" => return self.every_master(&frame, Merge::Concat),
             "INFO" => return self.every_master(&frame, Merge::Info),
-            // DEBUG OBJECT and DIGEST-VALUE name a key; the rest (SET-ACTIVE-EXPIRE, ...) is
-            // server-wide.
+            // DEBUG OBJECT, DIGEST-VALUE, HTSTATS-KEY, ... name a key; the rest
+            // (SET-ACTIVE-EXPIRE, ...) is server-wide.
             "DEBUG" => {
                 let sub = req.arg(bytes, 1).unwrap_or_default();
-                let keyed = [&b"OBJECT"[..], b"DIGEST-VALUE"]
-                    .iter()
-                    .any(|s| sub.eq_ignore_ascii_case(s));
+                let keyed = DEBUG_KEYED.iter().any(|s| sub.eq_ignore_ascii_case(s));
                 if let (true, Some(k)) = (keyed, req.arg(bytes, 2)) {
                     let slot = Some(lockkit::key_slot(k));
                     return self.push(vec![Part::new(frame, slot, None)], Merge::One);
@@ -295,6 +314,9 @@ impl ClusterUp {
             Keys::Cross(_) => return self.ready(CROSSSLOT.to_vec()),
         };
         let mut part = Part::new(frame, slot, None);
+        // Blocking commands, `CLIENT ...` and the like: on the client's own connection.
+        part.own = !cmd.shareable;
+        part.blocking = cmd.blocking;
         if matches!(name, "EVALSHA" | "EVALSHA_RO") {
             part.sha = (req.arg(bytes, 1)).map(|s| String::from_utf8_lossy(s).to_lowercase());
         }
@@ -398,8 +420,9 @@ impl ClusterUp {
         });
     }
 
-    /// Sends `p` to its node (the one named, else its slot's master, else a master).
-    fn dispatch(&self, p: &mut Part, slow: bool) {
+    /// Sends `p` to its node (the one named, else its slot's master, else a master): on the
+    /// client's own connection to that node when it holds one there or `p` needs one.
+    fn dispatch(&mut self, p: &mut Part, slow: bool) {
         let addr = p.to.clone().or_else(|| match p.slot {
             Some(s) => self.router.master(s),
             None => {
@@ -408,7 +431,15 @@ impl ClusterUp {
                 masters.get((self.id % n) as usize).cloned()
             }
         });
-        let link = addr.and_then(|a| self.router.link(&a, self.id, self.resp));
+        if let (true, Some(a)) = (p.own || p.blocking, &addr) {
+            self.take_own(a);
+        }
+        // One that needs its own connection never goes on a shared one.
+        let link = addr.and_then(|a| match self.own_link(&a) {
+            Some(l) => Some(l),
+            None if p.own || p.blocking => None,
+            None => self.router.link(&a, self.id, self.resp),
+        });
         let Some(link) = link else {
             self.router.refresh_soon();
             p.done = Some(b"-CLUSTERDOWN Hash slot not served\r\n".to_vec());
@@ -425,7 +456,7 @@ impl ClusterUp {
         let req = UpstreamRequest {
             bytes,
             n: p.want,
-            slow,
+            slow: slow || p.blocking,
             to: tx,
             out: self.out.clone(),
         };
@@ -452,7 +483,10 @@ impl ClusterUp {
             }
             let Some(i) = entry.parts.iter().position(|p| p.done.is_none()) else {
                 let entry = self.pending.pop_front().unwrap_or_else(|| unreachable!());
-                let reply = merge(entry);
+                let replies = (entry.parts.into_iter())
+                    .map(|p| (p.to.unwrap_or_default(), p.done.unwrap_or_default()))
+                    .collect();
+                let reply = super::merge::merge(entry.merge, replies);
                 buf.extend_from_slice(&reply);
                 return Ok(reply.len());
             };
@@ -477,6 +511,7 @@ impl ClusterUp {
                 p.done = Some(resp::error_reply("ERR lockkit proxy: no reply"));
                 continue;
             };
+            let mut lost = false;
             let d = tokio::select! {
                 biased;
                 Some(_) = self.wake_rx.recv() => {
@@ -501,6 +536,7 @@ impl ClusterUp {
                 }
                 Some(Delivery::Failed { n, why, .. }) => {
                     router.refresh_soon();
+                    lost = p.pinned;
                     let e = resp::error_reply(&why);
                     for _ in 0..n {
                         p.got.extend_from_slice(&e);
@@ -529,6 +565,23 @@ impl ClusterUp {
                     cut += l;
                 }
                 reply.drain(..cut);
+            }
+            if p.pinned {
+                // A WATCH not held where it was sent (moved, lost): its EXEC is to fail.
+                let moved = redirect(&reply).is_some_and(|r| !matches!(r, Redirect::NoScript));
+                let watch_lost = p.tx.is_none() && (lost || moved);
+                if moved {
+                    router.refresh_soon();
+                }
+                p.done = Some(if moved && watch_lost {
+                    b"+OK\r\n".to_vec()
+                } else {
+                    reply
+                });
+                if watch_lost {
+                    self.watch_lost();
+                }
+                continue;
             }
             match queued_redirect.or_else(|| redirect(&reply)) {
                 Some(r) if p.redirects < MAX_REDIRECTS => {
@@ -625,90 +678,6 @@ fn redirect(reply: &[u8]) -> Option<Redirect> {
     }
 }
 
-fn bulk(a: &[u8]) -> Vec<u8> {
-    let mut out = format!("${}\r\n", a.len()).into_bytes();
-    out.extend_from_slice(a);
-    out.extend_from_slice(b"\r\n");
-    out
-}
-
-fn merge(entry: OwedCall) -> Vec<u8> {
-    if let Merge::By(combine) = entry.merge {
-        let replies: Vec<(String, Vec<u8>)> = (entry.parts.into_iter())
-            .map(|p| (p.to.unwrap_or_default(), p.done.unwrap_or_default()))
-            .collect();
-        return combine.merge(&replies);
-    }
-    let replies: Vec<Vec<u8>> = (entry.parts.into_iter())
-        .map(|p| p.done.unwrap_or_default())
-        .collect();
-    if let Some(e) = replies.iter().find(|r| r.first() == Some(&b'-')) {
-        if !matches!(entry.merge, Merge::One | Merge::Info) {
-            return e.clone();
-        }
-    }
-    match entry.merge {
-        Merge::One | Merge::First => replies.into_iter().next().unwrap_or_default(),
-        Merge::Info => super::info::merge(&replies),
-        // Made one above.
-        Merge::By(_) => resp::error_reply("ERR lockkit proxy: no reply"),
-        Merge::Scan { node, n } => {
-            let r = replies.into_iter().next().unwrap_or_default();
-            let Some(items) = elements(&r) else { return r };
-            let (Some(cur), Some(keys)) = (items.first(), items.get(1)) else {
-                return r;
-            };
-            let cur = match resp::reply_kind(cur) {
-                resp::ReplyKind::Bulk(b) => std::str::from_utf8(b)
-                    .ok()
-                    .and_then(|c| c.parse::<u64>().ok()),
-                _ => None,
-            };
-            let Some(cur) = cur else { return r };
-            let next = if cur != 0 {
-                cur.saturating_mul(n).saturating_add(node)
-            } else if node + 1 < n {
-                node + 1
-            } else {
-                0
-            };
-            let mut out = b"*2\r\n".to_vec();
-            out.extend_from_slice(&bulk(next.to_string().as_bytes()));
-            out.extend_from_slice(keys);
-            out
-        }
-        Merge::Sum => {
-            let total: i64 = (replies.iter())
-                .map(|r| match resp::reply_kind(r) {
-                    resp::ReplyKind::Int(i) => i,
-                    _ => 0,
-                })
-                .sum();
-            format!(":{total}\r\n").into_bytes()
-        }
-        Merge::Concat => {
-            let all: Vec<&[u8]> = replies
-                .iter()
-                .flat_map(|r| elements(r).unwrap_or_default())
-                .collect();
-            array(&all)
-        }
-        Merge::Pick(pick) => {
-            let parts: Vec<Vec<&[u8]>> = replies
-                .iter()
-                .map(|r| elements(r).unwrap_or_default())
-                .collect();
-            let all: Option<Vec<&[u8]>> = (pick.iter())
-                .map(|&(p, e)| parts.get(p).and_then(|x| x.get(e)).copied())
-                .collect();
-            match all {
-                Some(all) => array(&all),
-                None => resp::error_reply("ERR lockkit proxy: a node's reply did not fit its keys"),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -729,30 +698,5 @@ mod tests {
         ));
         assert!(redirect(b"-ERR x\r\n").is_none());
         assert!(redirect(b"+OK\r\n").is_none());
-    }
-
-    #[test]
-    fn arrays_merge_in_order() {
-        let e = OwedCall {
-            parts: vec![
-                done(b"*2\r\n$1\r\na\r\n$-1\r\n"),
-                done(b"*1\r\n$1\r\nc\r\n"),
-            ],
-            merge: Merge::Pick(vec![(0, 0), (1, 0), (0, 1)]),
-            ready: None,
-        };
-        assert_eq!(merge(e), b"*3\r\n$1\r\na\r\n$1\r\nc\r\n$-1\r\n");
-        let e = OwedCall {
-            parts: vec![done(b":2\r\n"), done(b":3\r\n")],
-            merge: Merge::Sum,
-            ready: None,
-        };
-        assert_eq!(merge(e), b":5\r\n");
-    }
-
-    fn done(r: &[u8]) -> Part {
-        let mut p = Part::new(Vec::new(), None, None);
-        p.done = Some(r.to_vec());
-        p
     }
 }

@@ -86,25 +86,32 @@ impl Up {
     /// Routes one request to a cluster (`false`: not in front of a cluster, nothing done).
     pub(crate) fn route(
         &mut self,
-        row: Option<&crate::client::spec::CommandSpec>,
+        cmd: &crate::client::command::ClientCommand,
         req: &lockkit_resp::Request,
         bytes: &[u8],
         refused: Option<Vec<u8>>,
     ) -> bool {
         match self {
             Up::Cluster(c) => {
-                c.route(row, req, bytes, refused);
+                c.route(cmd, req, bytes, refused);
                 true
             }
             _ => false,
         }
     }
 
-    /// In front of a cluster: whether the command of row `name`, which needs a connection of
-    /// its own, is carried all the same (a transaction's, [`crate::cluster::multi`], or one
-    /// sent to every master).
-    pub(crate) fn cluster_takes(&self, name: Option<&str>) -> bool {
-        matches!(self, Up::Cluster(c) if c.takes(name) || crate::cluster::server::takes(name))
+    /// In front of a cluster: whether `cmd`, which needs a connection of its own, is carried
+    /// ([`crate::cluster::own`]).
+    pub(crate) fn cluster_takes(&self, cmd: &crate::client::command::ClientCommand) -> bool {
+        matches!(self, Up::Cluster(c) if c.takes(cmd))
+    }
+
+    /// In front of a cluster: the `CLIENT SETNAME` of the client's name, for its own
+    /// connections to the nodes.
+    pub(crate) fn set_cluster_name(&mut self, replay: Option<Vec<u8>>) {
+        if let Up::Cluster(c) = self {
+            c.set_name(replay);
+        }
     }
 
     /// In front of a cluster: the transaction being queued, if any, is dropped (`RESET`).
