@@ -1,5 +1,5 @@
-//! The options of `lockkit bench`, `lockkit ttl` and `lockkit merge` (clap derive; the doc
-//! comments are the help text), and their validation.
+//! The options of `lockkit bench` (clap derive; the doc comments are the help text), and their
+//! validation.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -483,87 +483,6 @@ impl BenchArgs {
     }
 }
 
-/// Print a TTL, watchdog interval and retry policy recommendation, with its reasoning.
-#[derive(Debug, Clone, Args)]
-pub struct TtlArgs {
-    /// A JSON report written by `lockkit bench`.
-    #[arg(value_name = "RESULT.json", required_unless_present = "observed")]
-    pub result: Option<PathBuf>,
-
-    /// A report of `lockkit proxy --plugin observe` (observe-DATE.json): one TTL per lock
-    /// pattern, with the observed hold time (at --quantile) as the work.
-    #[arg(long, value_name = "OBSERVE.json", conflicts_with_all = ["result", "work_p99", "work_timings"])]
-    pub observed: Option<PathBuf>,
-
-    /// The guarded work's p99 (e.g. 120ms). Default: the benchmark's hold time.
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, conflicts_with = "work_timings", value_name = "DURATION")]
-    pub work_p99: Option<Duration>,
-
-    /// The guarded work's measured durations: one per line (12ms, 0.8s, or plain ms) or an
-    /// HdrHistogram log in microseconds (as `lockkit bench` writes).
-    #[arg(long, value_name = "FILE")]
-    pub work_timings: Option<PathBuf>,
-
-    /// Which quantile of --work-timings (or of the observed hold times) to size for.
-    #[arg(long, value_enum, default_value_t = WorkQuantile::P99)]
-    pub quantile: WorkQuantile,
-
-    /// Allowance for process pauses (GC, swap, a stopped VM).
-    #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    pub pause_budget: Duration,
-
-    /// Multiplier over the sum of the timings.
-    #[arg(long, default_value_t = 2.0, value_name = "X")]
-    pub safety_factor: f64,
-
-    /// Print the recommendation as JSON (the report's `ttl` object).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// A quantile of the work timings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WorkQuantile {
-    /// 99th percentile.
-    P99,
-    /// 99.9th percentile.
-    P999,
-    /// The largest seen.
-    Max,
-}
-
-impl WorkQuantile {
-    /// The quantile as a fraction (max is 1.0).
-    pub fn fraction(self) -> f64 {
-        match self {
-            WorkQuantile::P99 => 0.99,
-            WorkQuantile::P999 => 0.999,
-            WorkQuantile::Max => 1.0,
-        }
-    }
-
-    /// Its name in the reasoning text.
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkQuantile::P99 => "work p99",
-            WorkQuantile::P999 => "work p99.9",
-            WorkQuantile::Max => "work max",
-        }
-    }
-}
-
-/// Merge HdrHistogram interval logs from several load machines into one report.
-#[derive(Debug, Clone, Args)]
-pub struct MergeArgs {
-    /// Interval logs (`.hlog`) written by `lockkit bench`; histograms merge by tag (operation).
-    #[arg(required = true, value_name = "LOG")]
-    pub logs: Vec<PathBuf>,
-
-    /// Write the merged latencies as JSON to this path.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -712,18 +631,5 @@ mod tests {
         }
         assert!(Wrap::try_parse_from(["bench", "--faults", "gc-pause=1s/2s"]).is_err());
         assert!(parse(&["--fencing"]).validate().is_ok());
-    }
-
-    #[test]
-    fn work_p99_conflicts_with_timings_file() {
-        #[derive(Debug, Parser)]
-        struct W {
-            #[command(flatten)]
-            t: TtlArgs,
-        }
-        let r = W::try_parse_from(["ttl", "r.json", "--work-p99", "5ms", "--work-timings", "f"]);
-        assert!(r.is_err());
-        let ok = W::parse_from(["ttl", "r.json", "--work-p99", "5ms"]).t;
-        assert_eq!(ok.work_p99, Some(Duration::from_millis(5)));
     }
 }

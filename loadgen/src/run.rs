@@ -19,7 +19,6 @@ use crate::keys::KeyPicker;
 use crate::locker::{BenchLocker, Fencer};
 use crate::progress::Progress;
 use crate::target::{self, ServerInfo};
-use crate::ttl_cmd::work_from_config;
 use crate::worker::{run_worker, WorkerPlan, WorkerShared};
 use lockkit::Locker;
 use lockkit_report::bench::{self as report, FencingReport, Report, TimelinePoint};
@@ -27,6 +26,7 @@ use lockkit_report::faults::{FaultsOptions, FaultsReport};
 use lockkit_report::files::IntervalLog;
 use lockkit_report::stats::{lock, Interval, Op, SharedStats, TaskStats};
 use lockkit_report::ttl::recommend_from_latency;
+use lockkit_report::ttl_advice::work_from_config;
 use lockkit_report::units::{format_duration, format_rate};
 
 /// How long workers get to finish their cycle after the run ends before they are aborted.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::Parser;
-use lockkit_loadgen::args::{BenchArgs, TtlArgs};
+use lockkit_loadgen::args::BenchArgs;
 use lockkit_loadgen::bench::{run_async, RunResult};
 use lockkit_test_support::RedisServer;
 
@@ -31,17 +31,20 @@ fn args(url: String, out: &Path, extra: &[&str]) -> BenchArgs {
     Cli::parse_from(v).bench
 }
 
-#[derive(Debug, Parser)]
-struct TtlCli {
-    #[command(flatten)]
-    ttl: TtlArgs,
-}
-
 /// `lockkit ttl` on the report a run wrote: a TTL sized from its hold and latencies.
 fn ttl_of(r: &RunResult) -> lockkit_report::ttl::TtlRecommendation {
-    let path = r.json_path.display().to_string();
-    let args = TtlCli::parse_from(["ttl", path.as_str()]).ttl;
-    lockkit_loadgen::ttl_cmd::recommendation(&args).unwrap()
+    use lockkit_report::ttl_advice::{recommendation, TtlOptions, WorkQuantile};
+    let options = TtlOptions {
+        result: Some(r.json_path.clone()),
+        observed: None,
+        work_p99: None,
+        work_timings: None,
+        quantile: WorkQuantile::P99,
+        pause_budget: std::time::Duration::from_millis(50),
+        safety_factor: 2.0,
+        json: false,
+    };
+    recommendation(&options).unwrap()
 }
 
 async fn bench(server: &RedisServer, out: &Path, extra: &[&str]) -> RunResult {
