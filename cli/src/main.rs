@@ -3,9 +3,10 @@
 
 use std::process::ExitCode;
 
+use bench_args::BenchArgs;
 use clap::{Parser, Subcommand};
-use lockkit_loadgen::args::BenchArgs;
 
+mod bench_args;
 mod bench_faults;
 mod lua;
 mod lua_serve;
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
     let result = match opts.command {
         // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
         CliCommand::Bench(args) => lockkit_loadgen::bench::run_with(
-            args,
+            args.into(),
             Some(std::sync::Arc::new(bench_faults::ProxyFaults)),
         ),
         CliCommand::Ttl(args) => lockkit_report::ttl_advice::run(args.into()),

@@ -12,7 +12,7 @@ use lockkit::{ClientOptions, LockClient, Redlock, RedlockOptions, ScriptMode};
 use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
-use crate::args::{BenchArgs, PrimitiveArg};
+use crate::config::{BenchConfig, Primitive};
 use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
 use crate::locker::Fencer;
 use crate::run::{round3, BenchRun};
@@ -34,14 +34,14 @@ pub struct RunResult {
 }
 
 /// Builds the runtime (`--threads` workers) and runs the benchmark.
-pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: BenchConfig) -> anyhow::Result<ExitCode> {
     run_with(args, None)
 }
 
 /// [`run`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
 /// passes the proxy's; without one those faults are refused).
 pub fn run_with(
-    args: BenchArgs,
+    args: BenchConfig,
     network: Option<Arc<dyn NetworkFaultInjector>>,
 ) -> anyhow::Result<ExitCode> {
     args.validate().map_err(exit::bad_input)?;
@@ -100,7 +100,7 @@ pub fn run_with(
 /// How waiters wait, for the report's `target.wait`: `notify`, `poll`, `poll (why)`; with
 /// `--wait fair`, `fair` (woken by the release naming the next in line) or `fair, polling (why)`.
 fn wait_label(
-    wait: crate::args::WaitArg,
+    wait: crate::config::WaitStyle,
     (mode, why): (lockkit::WaitMode, Option<&str>),
 ) -> String {
     match (wait.is_fair(), mode, why) {
@@ -112,7 +112,7 @@ fn wait_label(
     }
 }
 
-async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> anyhow::Result<()> {
+async fn preflight<L: Locker>(locker: &L, args: &BenchConfig, target: &str) -> anyhow::Result<()> {
     let key = format!("{}preflight", args.key_prefix);
     let refused = |e: lockkit::Error| {
         exit::unreachable(format!(
@@ -137,7 +137,7 @@ async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> any
 /// wait).
 async fn wait_for_fresh_nodes(
     redlock: &Redlock,
-    args: &BenchArgs,
+    args: &BenchConfig,
     mut stop: watch::Receiver<bool>,
 ) {
     let wait = redlock.restart_wait().await.unwrap_or_default();
@@ -164,13 +164,13 @@ pub fn default_threads() -> usize {
 }
 
 /// The benchmark inside a runtime; returns each run's report (one per script mode).
-pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
+pub async fn run_async(args: BenchConfig) -> anyhow::Result<Vec<RunResult>> {
     run_async_with(args, None).await
 }
 
 /// [`run_async`], with `network` carrying out `--faults delay/drop/blackhole`.
 pub async fn run_async_with(
-    args: BenchArgs,
+    args: BenchConfig,
     network: Option<Arc<dyn NetworkFaultInjector>>,
 ) -> anyhow::Result<Vec<RunResult>> {
     args.validate().map_err(exit::bad_input)?;
@@ -193,7 +193,9 @@ pub async fn run_async_with(
         None => args.out.clone(),
     };
     let created = files::check_writable(&out_dir).map_err(exit::bad_input)?;
-    if created && args.json.is_none() && args.out == std::path::Path::new(crate::args::DEFAULT_OUT)
+    if created
+        && args.json.is_none()
+        && args.out == std::path::Path::new(crate::config::DEFAULT_OUT)
     {
         // The default folder holds runs, not sources: keep it out of any git repository.
         files::write_atomic(&out_dir.join(".gitignore"), b"# lockkit bench runs\n*\n")?;
@@ -207,7 +209,7 @@ pub async fn run_async_with(
 }
 
 async fn bench_into(
-    args: BenchArgs,
+    args: BenchConfig,
     mut urls: Vec<String>,
     network: Option<Arc<dyn NetworkFaultInjector>>,
 ) -> anyhow::Result<Vec<RunResult>> {
@@ -338,12 +340,12 @@ async fn bench_into(
             preflight(&client, &args, &redacted).await?;
             run.wait = wait_label(args.wait, client.wait_mode());
             match args.primitive {
-                PrimitiveArg::Mutex => {
+                Primitive::Mutex => {
                     let fenced = args.fencing.then(|| Fencer::Mutex(client.clone()));
                     run.execute(client, fenced, None, &mut info_conns, rx, &interrupted)
                         .await?
                 }
-                PrimitiveArg::Semaphore => {
+                Primitive::Semaphore => {
                     let permits = u32::try_from(args.permits).unwrap_or(u32::MAX);
                     let sem = lockkit::Semaphore::new(client, permits)
                         .map_err(lockkit_report::exit::bad_input)?;
@@ -351,7 +353,7 @@ async fn bench_into(
                     run.execute(sem, fenced, None, &mut info_conns, rx, &interrupted)
                         .await?
                 }
-                PrimitiveArg::Rwlock => {
+                Primitive::Rwlock => {
                     let rw = lockkit::RwLock::new(client.clone());
                     let fenced = args.fencing.then_some(Fencer::RwLock);
                     run.execute(client, fenced, Some(rw), &mut info_conns, rx, &interrupted)
@@ -376,7 +378,7 @@ async fn bench_into(
                     .to_string(),
                 false => "poll (redlock)".to_string(),
             };
-            // --fencing with several nodes was refused by BenchArgs::validate.
+            // --fencing with several nodes was refused by BenchConfig::validate.
             run.execute(redlock, None, None, &mut info_conns, rx, &interrupted)
                 .await?
         };
@@ -418,7 +420,7 @@ async fn bench_into(
 
 /// Puts the network faults of `--faults` (if any) between the lock clients and `urls`.
 async fn start_network_faults(
-    args: &BenchArgs,
+    args: &BenchConfig,
     info: &target::ServerInfo,
     urls: &[String],
     network: Option<Arc<dyn NetworkFaultInjector>>,
@@ -447,7 +449,7 @@ async fn start_network_faults(
 /// Writes one run's interval logs, its JSON and its HTML page (each file atomically), prints
 /// its summary.
 fn write_run(
-    args: &BenchArgs,
+    args: &BenchConfig,
     mut report: Report,
     logs: &[IntervalLog],
     stamp: &str,
@@ -522,19 +524,22 @@ mod tests {
 
     #[test]
     fn wait_label_names_fair_mode_and_why_it_polls() {
-        use crate::args::WaitArg;
+        use crate::config::WaitStyle;
         use lockkit::WaitMode;
-        assert_eq!(wait_label(WaitArg::Fair, (WaitMode::Notify, None)), "fair");
         assert_eq!(
-            wait_label(WaitArg::Fair, (WaitMode::Poll, Some("a cluster target"))),
+            wait_label(WaitStyle::Fair, (WaitMode::Notify, None)),
+            "fair"
+        );
+        assert_eq!(
+            wait_label(WaitStyle::Fair, (WaitMode::Poll, Some("a cluster target"))),
             "fair, polling (a cluster target)"
         );
         assert_eq!(
-            wait_label(WaitArg::Notify, (WaitMode::Notify, None)),
+            wait_label(WaitStyle::Notify, (WaitMode::Notify, None)),
             "notify"
         );
         assert_eq!(
-            wait_label(WaitArg::Notify, (WaitMode::Poll, Some("twemproxy"))),
+            wait_label(WaitStyle::Notify, (WaitMode::Poll, Some("twemproxy"))),
             "poll (twemproxy)"
         );
     }

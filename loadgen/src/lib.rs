@@ -8,19 +8,21 @@
 //! report with SVG plots ([`lockkit_report::html`], also `lockkit report` for several runs), and
 //! sizes TTLs from the measured timings ([`lockkit_report::ttl`]).
 //!
-//! ```no_run
-//! use clap::Parser;
-//! use lockkit_loadgen::args::BenchArgs;
+//! It takes a plain [`config::BenchConfig`] (no command-line parsing here: the `lockkit` binary
+//! parses `lockkit bench`'s options into it).
 //!
-//! #[derive(Parser)]
-//! struct Cli {
-//!     #[command(flatten)]
-//!     bench: BenchArgs,
-//! }
+//! ```no_run
+//! use std::time::Duration;
+//! use lockkit_loadgen::config::BenchConfig;
 //!
 //! # fn main() -> anyhow::Result<()> {
-//! let cli = Cli::parse_from(["bench", "--duration", "2s", "--keys", "10k", "--out", "/tmp/r"]);
-//! lockkit_loadgen::bench::run(cli.bench)?;
+//! let config = BenchConfig {
+//!     duration: Duration::from_secs(2),
+//!     keys: 10_000,
+//!     out: "/tmp/r".into(),
+//!     ..BenchConfig::default()
+//! };
+//! lockkit_loadgen::bench::run(config)?;
 //! # Ok(()) }
 //! ```
 //!
@@ -43,10 +45,10 @@
 
 #![warn(missing_docs)]
 
-pub mod args;
 pub mod bench;
 pub mod ceiling;
 pub mod checker;
+pub mod config;
 pub mod exit;
 pub mod faults;
 pub mod fencing;

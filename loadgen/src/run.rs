@@ -9,8 +9,8 @@ use lockkit::{LockOptions, RetryOptions, ScriptMode};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::args::{BenchArgs, KeyDist, PrimitiveArg};
 use crate::checker::{Rule, SafetyChecker};
+use crate::config::{BenchConfig, KeyDist, Primitive};
 use crate::faults::{
     run_schedule, FaultLog, FaultTargets, HolderPause, LinePrinter, NetworkFaultPath,
 };
@@ -102,7 +102,7 @@ type CpuSnapshot = (Option<f64>, Option<f64>);
 
 /// What one run measures and how it is labelled in the report.
 pub(crate) struct BenchRun<'a> {
-    pub(crate) args: &'a BenchArgs,
+    pub(crate) args: &'a BenchConfig,
     pub(crate) info: &'a ServerInfo,
     pub(crate) redacted: &'a str,
     pub(crate) throwaway: bool,
@@ -146,9 +146,9 @@ impl BenchRun<'_> {
                 a.clients.saturating_mul(a.batch),
                 a.threads.unwrap_or_else(crate::bench::default_threads) == 1,
                 match a.primitive {
-                    PrimitiveArg::Mutex => Rule::Exclusive,
-                    PrimitiveArg::Rwlock => Rule::ReadWrite,
-                    PrimitiveArg::Semaphore => {
+                    Primitive::Mutex => Rule::Exclusive,
+                    Primitive::Rwlock => Rule::ReadWrite,
+                    Primitive::Semaphore => {
                         Rule::Permits(u32::try_from(a.permits).unwrap_or(u32::MAX))
                     }
                 },
