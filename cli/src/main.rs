@@ -6,8 +6,10 @@ use std::process::ExitCode;
 use bench_args::BenchArgs;
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod bench_args;
 mod bench_faults;
+mod exit;
 mod lua;
 mod lua_serve;
 mod merge;
@@ -58,11 +60,7 @@ enum CliCommand {
 fn main() -> ExitCode {
     let opts = Opts::parse();
     let result = match opts.command {
-        // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
-        CliCommand::Bench(args) => lockkit_loadgen::bench::run_with(
-            args.into(),
-            Some(std::sync::Arc::new(bench_faults::ProxyFaults)),
-        ),
+        CliCommand::Bench(args) => bench::run(args),
         CliCommand::Ttl(args) => lockkit_report::ttl_advice::run(args.into()),
         CliCommand::Merge(args) => lockkit_report::merge::run(&args.logs, args.json.as_deref()),
         CliCommand::Report(args) => lockkit_report::html::run(&args.inputs, args.out.as_deref()),

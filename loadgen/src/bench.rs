@@ -2,7 +2,6 @@
 //! ceiling, write the reports.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,19 +32,48 @@ pub struct RunResult {
     pub report: Report,
 }
 
-/// Builds the runtime (`--threads` workers) and runs the benchmark.
-pub fn run(args: BenchConfig) -> anyhow::Result<ExitCode> {
-    run_with(args, None)
+/// What a benchmark found: one run per script mode. Whether that is a failure (violations, lost
+/// locks, an interruption) is the caller's call: `lockkit bench` maps it to its exit code.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Each run's report and where it went, in script-mode order.
+    pub runs: Vec<RunResult>,
 }
 
-/// [`run`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
+impl Outcome {
+    /// Whether Ctrl-C stopped a run (its report, of what ran, is written).
+    pub fn interrupted(&self) -> bool {
+        self.runs.iter().any(|r| r.report.interrupted)
+    }
+
+    /// Mutual-exclusion violations the safety checker found, over all runs.
+    pub fn violations(&self) -> u64 {
+        self.runs.iter().map(|r| r.report.safety.violations).sum()
+    }
+
+    /// Leases that ran out under their holders, over all runs.
+    pub fn lost_locks(&self) -> u64 {
+        self.runs.iter().map(|r| r.report.safety.lost_locks).sum()
+    }
+}
+
+/// Builds the runtime (`threads` workers) and runs the benchmark `config` describes.
+///
+/// # Errors
+/// A configuration that does not hold together, an unusable target or output folder, no
+/// redis-server to start; each error is one line naming the cause and the fix.
+pub fn bench(config: BenchConfig) -> anyhow::Result<Outcome> {
+    bench_with(config, None)
+}
+
+/// [`bench`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
 /// passes the proxy's; without one those faults are refused).
-pub fn run_with(
-    args: BenchConfig,
+pub fn bench_with(
+    config: BenchConfig,
     network: Option<Arc<dyn NetworkFaultInjector>>,
-) -> anyhow::Result<ExitCode> {
-    args.validate().map_err(exit::bad_input)?;
-    let threads = args.threads.unwrap_or_else(default_threads);
+) -> anyhow::Result<Outcome> {
+    config.validate().map_err(exit::bad_input)?;
+    let threads = config.threads.unwrap_or_else(default_threads);
     // One thread: a current-thread runtime, with no work-stealing or cross-thread wake-ups.
     let mut builder = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -58,40 +86,8 @@ pub fn run_with(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let allow_violations = args.allow_violations;
-    let results = rt.block_on(run_async_with(args, network))?;
-    if results.iter().any(|r| r.report.interrupted) {
-        return Ok(ExitCode::from(exit::INTERRUPTED));
-    }
-    let (violations, lost): (u64, u64) = results.iter().fold((0, 0), |(v, l), r| {
-        (
-            v + r.report.safety.violations,
-            l + r.report.safety.lost_locks,
-        )
-    });
-    if violations + lost == 0 {
-        return Ok(ExitCode::SUCCESS);
-    }
-    if allow_violations {
-        eprintln!(
-            "warning: the safety checker found {violations} violation(s) and {lost} lost lock(s); \
-             exit 0 because of --allow-violations"
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    // With 0 violations (fencing stopped every stale write), only leases were lost.
-    let what = if violations > 0 {
-        "mutual exclusion did not hold (a TTL shorter than the hold time?)"
-    } else {
-        "the rule held, but leases ran out under their holders (a TTL shorter than the hold \
-         time, or paused holders?)"
-    };
-    eprintln!(
-        "error: the safety checker found {violations} violation(s) and {lost} lost lock(s): \
-         {what}; exit code {} (--allow-violations exits 0 for a demonstration)",
-        exit::UNSAFE
-    );
-    Ok(ExitCode::from(exit::UNSAFE))
+    let runs = rt.block_on(run_async_with(config, network))?;
+    Ok(Outcome { runs })
 }
 
 /// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
@@ -317,7 +313,7 @@ async fn bench_into(
             if *mode == ScriptMode::Function {
                 msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
             }
-            crate::exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
+            lock_failure(&e, format!("connecting to {redacted}: {msg}"))
         };
         let mut run = BenchRun {
             args: &args,
@@ -515,6 +511,16 @@ fn print_comparison(results: &[RunResult]) {
                 .server_us_per_cycle
                 .map_or("-".into(), |v| format!("{v:.2}")),
         );
+    }
+}
+
+/// Bad input for a lock-library error of kind `InvalidInput` (a URL that does not parse, an
+/// option out of range), an unusable target for everything else.
+fn lock_failure(e: &lockkit::Error, message: String) -> anyhow::Error {
+    if e.kind() == lockkit::ErrorKind::InvalidInput {
+        exit::bad_input(message)
+    } else {
+        exit::unreachable(message)
     }
 }
 

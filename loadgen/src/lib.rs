@@ -22,7 +22,8 @@
 //!     out: "/tmp/r".into(),
 //!     ..BenchConfig::default()
 //! };
-//! lockkit_loadgen::bench::run(config)?;
+//! let outcome = lockkit_loadgen::bench::bench(config)?;
+//! assert_eq!(outcome.violations(), 0);
 //! # Ok(()) }
 //! ```
 //!
@@ -49,7 +50,6 @@ pub mod bench;
 pub mod ceiling;
 pub mod checker;
 pub mod config;
-pub mod exit;
 pub mod faults;
 pub mod fencing;
 pub mod keys;
