@@ -1,7 +1,7 @@
 //! `lockkit bench --faults delay=...,drop=...,blackhole=...`: the network faults of the load
 //! generator are the proxy's `faults` plugin (`lockkit_proxy::faults`), in a proxy started
 //! in-process in front of each node. [`ProxyFaults`] is what the `lockkit` binary hands to
-//! `lockkit_loadgen::bench::run_with`.
+//! `lockkit_loadgen::bench::bench_with`.
 //!
 //! Each proxy listens on a loopback port and the lock clients connect there (plainly: the proxy
 //! logs in upstream with the URL's user, password and database, over TLS if the URL says so).

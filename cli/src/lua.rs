@@ -109,7 +109,7 @@ fn connect(url: &str) -> anyhow::Result<Remote> {
         } else {
             lockkit_loadgen::target::connect_hint(&e.to_string())
         };
-        lockkit_loadgen::exit::connect_failure(&e, format!("connecting to {}: {why}", lockkit::redact_url(url)))
+        crate::exit::connect_failure(&e, format!("connecting to {}: {why}", lockkit::redact_url(url)))
     })
 }
 

@@ -3,12 +3,16 @@
 
 use std::process::ExitCode;
 
+use bench_args::BenchArgs;
 use clap::{Parser, Subcommand};
-use lockkit_loadgen::args::{BenchArgs, MergeArgs, TtlArgs};
 
+mod bench;
+mod bench_args;
 mod bench_faults;
+mod exit;
 mod lua;
 mod lua_serve;
+mod merge;
 
 // The load generator allocates per request (commands, replies, tokens); mimalloc makes that
 // cheaper than glibc's malloc, leaving more of the machine to the server being measured.
@@ -19,6 +23,7 @@ mod proxy;
 mod proxy_access;
 mod proxy_ops;
 mod report;
+mod ttl;
 
 /// Redis distributed locks, measured and tested: benchmark a target, size TTLs, test Lua offline.
 #[derive(Debug, Parser)]
@@ -36,9 +41,9 @@ enum CliCommand {
     #[command(after_help = lockkit_report::exit::HELP)]
     Bench(BenchArgs),
     /// Recommend a TTL, watchdog interval and retry policy from a bench report.
-    Ttl(TtlArgs),
+    Ttl(ttl::TtlArgs),
     /// Merge HdrHistogram logs from several load machines into one report.
-    Merge(MergeArgs),
+    Merge(merge::MergeArgs),
     /// One self-contained HTML page (SVG plots) for one bench run or several side by side, or
     /// for the observe reports of `lockkit proxy`.
     Report(report::ReportArgs),
@@ -55,13 +60,9 @@ enum CliCommand {
 fn main() -> ExitCode {
     let opts = Opts::parse();
     let result = match opts.command {
-        // The network faults of `--faults` are the proxy's `faults` plugin, run in-process.
-        CliCommand::Bench(args) => lockkit_loadgen::bench::run_with(
-            args,
-            Some(std::sync::Arc::new(bench_faults::ProxyFaults)),
-        ),
-        CliCommand::Ttl(args) => lockkit_loadgen::ttl_cmd::run(args),
-        CliCommand::Merge(args) => lockkit_loadgen::merge::run(args),
+        CliCommand::Bench(args) => bench::run(args),
+        CliCommand::Ttl(args) => lockkit_report::ttl_advice::run(args.into()),
+        CliCommand::Merge(args) => lockkit_report::merge::run(&args.logs, args.json.as_deref()),
         CliCommand::Report(args) => lockkit_report::html::run(&args.inputs, args.out.as_deref()),
         CliCommand::Lua(args) => lua::run(args),
         CliCommand::Probe(args) => probe::run(args),

@@ -30,7 +30,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
                 "probing {target}: {}",
                 lockkit_loadgen::target::connect_hint(&e.to_string())
             );
-            lockkit_loadgen::exit::lock_failure(&e, msg)
+            crate::exit::lock_failure(&e, msg)
         })?;
     print!("{}", render(&report));
     Ok(

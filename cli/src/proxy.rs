@@ -243,10 +243,10 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
     let first = args.upstream.first().map_or("", String::as_str);
     let upstream = Upstream::from_url(first)
-        .map_err(|e| lockkit_loadgen::exit::lock_failure(&e, format!("--upstream: {e}")))?;
+        .map_err(|e| crate::exit::lock_failure(&e, format!("--upstream: {e}")))?;
     for seed in args.upstream.iter().skip(1) {
         Upstream::from_url(seed)
-            .map_err(|e| lockkit_loadgen::exit::lock_failure(&e, format!("--upstream: {e}")))?;
+            .map_err(|e| crate::exit::lock_failure(&e, format!("--upstream: {e}")))?;
     }
     let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
     let tls = args.access.listener_tls().map_err(exit::bad_input)?;

@@ -8,13 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use lockkit_loadgen::args::BenchArgs;
 use lockkit_loadgen::bench::{run_async, run_async_with, RunResult};
+use lockkit_loadgen::config::BenchConfig;
 use lockkit_test_support::RedisServer;
 
-// The wiring under test is the binary's own module (the cli crate has no library).
+// The wiring under test is the binary's own module (the cli crate has no library), and the
+// options as the binary parses them.
+#[path = "../src/bench_args.rs"]
+mod bench_args;
 #[path = "../src/bench_faults.rs"]
 mod bench_faults;
+use bench_args::BenchArgs;
 use bench_faults::ProxyFaults;
 
 #[derive(Debug, Parser)]
@@ -23,7 +27,7 @@ struct Cli {
     bench: BenchArgs,
 }
 
-fn args(out: &Path, urls: &[String], extra: &[&str]) -> BenchArgs {
+fn args(out: &Path, urls: &[String], extra: &[&str]) -> BenchConfig {
     let mut v = vec![
         "bench".to_string(),
         "--out".into(),
@@ -42,7 +46,7 @@ fn args(out: &Path, urls: &[String], extra: &[&str]) -> BenchArgs {
         v.push(u.clone());
     }
     v.extend(extra.iter().map(|s| s.to_string()));
-    Cli::parse_from(v).bench
+    Cli::parse_from(v).bench.into()
 }
 
 /// Runs a bench through the proxy's faults, failing the test if it does not end within 60 s.

@@ -2,7 +2,6 @@
 //! ceiling, write the reports.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +11,7 @@ use lockkit::{ClientOptions, LockClient, Redlock, RedlockOptions, ScriptMode};
 use lockkit_redis_proc::{RedisServer, ServerOptions};
 use tokio::sync::watch;
 
-use crate::args::{BenchArgs, PrimitiveArg};
+use crate::config::{BenchConfig, Primitive};
 use crate::faults::{FaultTargets, NetworkFaultInjector, NetworkFaultPath};
 use crate::locker::Fencer;
 use crate::run::{round3, BenchRun};
@@ -33,19 +32,48 @@ pub struct RunResult {
     pub report: Report,
 }
 
-/// Builds the runtime (`--threads` workers) and runs the benchmark.
-pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    run_with(args, None)
+/// What a benchmark found: one run per script mode. Whether that is a failure (violations, lost
+/// locks, an interruption) is the caller's call: `lockkit bench` maps it to its exit code.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Each run's report and where it went, in script-mode order.
+    pub runs: Vec<RunResult>,
 }
 
-/// [`run`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
+impl Outcome {
+    /// Whether Ctrl-C stopped a run (its report, of what ran, is written).
+    pub fn interrupted(&self) -> bool {
+        self.runs.iter().any(|r| r.report.interrupted)
+    }
+
+    /// Mutual-exclusion violations the safety checker found, over all runs.
+    pub fn violations(&self) -> u64 {
+        self.runs.iter().map(|r| r.report.safety.violations).sum()
+    }
+
+    /// Leases that ran out under their holders, over all runs.
+    pub fn lost_locks(&self) -> u64 {
+        self.runs.iter().map(|r| r.report.safety.lost_locks).sum()
+    }
+}
+
+/// Builds the runtime (`threads` workers) and runs the benchmark `config` describes.
+///
+/// # Errors
+/// A configuration that does not hold together, an unusable target or output folder, no
+/// redis-server to start; each error is one line naming the cause and the fix.
+pub fn bench(config: BenchConfig) -> anyhow::Result<Outcome> {
+    bench_with(config, None)
+}
+
+/// [`bench`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
 /// passes the proxy's; without one those faults are refused).
-pub fn run_with(
-    args: BenchArgs,
+pub fn bench_with(
+    config: BenchConfig,
     network: Option<Arc<dyn NetworkFaultInjector>>,
-) -> anyhow::Result<ExitCode> {
-    args.validate().map_err(exit::bad_input)?;
-    let threads = args.threads.unwrap_or_else(default_threads);
+) -> anyhow::Result<Outcome> {
+    config.validate().map_err(exit::bad_input)?;
+    let threads = config.threads.unwrap_or_else(default_threads);
     // One thread: a current-thread runtime, with no work-stealing or cross-thread wake-ups.
     let mut builder = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -58,40 +86,8 @@ pub fn run_with(
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let allow_violations = args.allow_violations;
-    let results = rt.block_on(run_async_with(args, network))?;
-    if results.iter().any(|r| r.report.interrupted) {
-        return Ok(ExitCode::from(exit::INTERRUPTED));
-    }
-    let (violations, lost): (u64, u64) = results.iter().fold((0, 0), |(v, l), r| {
-        (
-            v + r.report.safety.violations,
-            l + r.report.safety.lost_locks,
-        )
-    });
-    if violations + lost == 0 {
-        return Ok(ExitCode::SUCCESS);
-    }
-    if allow_violations {
-        eprintln!(
-            "warning: the safety checker found {violations} violation(s) and {lost} lost lock(s); \
-             exit 0 because of --allow-violations"
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    // With 0 violations (fencing stopped every stale write), only leases were lost.
-    let what = if violations > 0 {
-        "mutual exclusion did not hold (a TTL shorter than the hold time?)"
-    } else {
-        "the rule held, but leases ran out under their holders (a TTL shorter than the hold \
-         time, or paused holders?)"
-    };
-    eprintln!(
-        "error: the safety checker found {violations} violation(s) and {lost} lost lock(s): \
-         {what}; exit code {} (--allow-violations exits 0 for a demonstration)",
-        exit::UNSAFE
-    );
-    Ok(ExitCode::from(exit::UNSAFE))
+    let runs = rt.block_on(run_async_with(config, network))?;
+    Ok(Outcome { runs })
 }
 
 /// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
@@ -100,7 +96,7 @@ pub fn run_with(
 /// How waiters wait, for the report's `target.wait`: `notify`, `poll`, `poll (why)`; with
 /// `--wait fair`, `fair` (woken by the release naming the next in line) or `fair, polling (why)`.
 fn wait_label(
-    wait: crate::args::WaitArg,
+    wait: crate::config::WaitStyle,
     (mode, why): (lockkit::WaitMode, Option<&str>),
 ) -> String {
     match (wait.is_fair(), mode, why) {
@@ -112,7 +108,7 @@ fn wait_label(
     }
 }
 
-async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> anyhow::Result<()> {
+async fn preflight<L: Locker>(locker: &L, args: &BenchConfig, target: &str) -> anyhow::Result<()> {
     let key = format!("{}preflight", args.key_prefix);
     let refused = |e: lockkit::Error| {
         exit::unreachable(format!(
@@ -137,7 +133,7 @@ async fn preflight<L: Locker>(locker: &L, args: &BenchArgs, target: &str) -> any
 /// wait).
 async fn wait_for_fresh_nodes(
     redlock: &Redlock,
-    args: &BenchArgs,
+    args: &BenchConfig,
     mut stop: watch::Receiver<bool>,
 ) {
     let wait = redlock.restart_wait().await.unwrap_or_default();
@@ -164,13 +160,13 @@ pub fn default_threads() -> usize {
 }
 
 /// The benchmark inside a runtime; returns each run's report (one per script mode).
-pub async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<RunResult>> {
+pub async fn run_async(args: BenchConfig) -> anyhow::Result<Vec<RunResult>> {
     run_async_with(args, None).await
 }
 
 /// [`run_async`], with `network` carrying out `--faults delay/drop/blackhole`.
 pub async fn run_async_with(
-    args: BenchArgs,
+    args: BenchConfig,
     network: Option<Arc<dyn NetworkFaultInjector>>,
 ) -> anyhow::Result<Vec<RunResult>> {
     args.validate().map_err(exit::bad_input)?;
@@ -193,7 +189,9 @@ pub async fn run_async_with(
         None => args.out.clone(),
     };
     let created = files::check_writable(&out_dir).map_err(exit::bad_input)?;
-    if created && args.json.is_none() && args.out == std::path::Path::new(crate::args::DEFAULT_OUT)
+    if created
+        && args.json.is_none()
+        && args.out == std::path::Path::new(crate::config::DEFAULT_OUT)
     {
         // The default folder holds runs, not sources: keep it out of any git repository.
         files::write_atomic(&out_dir.join(".gitignore"), b"# lockkit bench runs\n*\n")?;
@@ -207,7 +205,7 @@ pub async fn run_async_with(
 }
 
 async fn bench_into(
-    args: BenchArgs,
+    args: BenchConfig,
     mut urls: Vec<String>,
     network: Option<Arc<dyn NetworkFaultInjector>>,
 ) -> anyhow::Result<Vec<RunResult>> {
@@ -315,7 +313,7 @@ async fn bench_into(
             if *mode == ScriptMode::Function {
                 msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
             }
-            crate::exit::lock_failure(&e, format!("connecting to {redacted}: {msg}"))
+            lock_failure(&e, format!("connecting to {redacted}: {msg}"))
         };
         let mut run = BenchRun {
             args: &args,
@@ -338,12 +336,12 @@ async fn bench_into(
             preflight(&client, &args, &redacted).await?;
             run.wait = wait_label(args.wait, client.wait_mode());
             match args.primitive {
-                PrimitiveArg::Mutex => {
+                Primitive::Mutex => {
                     let fenced = args.fencing.then(|| Fencer::Mutex(client.clone()));
                     run.execute(client, fenced, None, &mut info_conns, rx, &interrupted)
                         .await?
                 }
-                PrimitiveArg::Semaphore => {
+                Primitive::Semaphore => {
                     let permits = u32::try_from(args.permits).unwrap_or(u32::MAX);
                     let sem = lockkit::Semaphore::new(client, permits)
                         .map_err(lockkit_report::exit::bad_input)?;
@@ -351,7 +349,7 @@ async fn bench_into(
                     run.execute(sem, fenced, None, &mut info_conns, rx, &interrupted)
                         .await?
                 }
-                PrimitiveArg::Rwlock => {
+                Primitive::Rwlock => {
                     let rw = lockkit::RwLock::new(client.clone());
                     let fenced = args.fencing.then_some(Fencer::RwLock);
                     run.execute(client, fenced, Some(rw), &mut info_conns, rx, &interrupted)
@@ -376,7 +374,7 @@ async fn bench_into(
                     .to_string(),
                 false => "poll (redlock)".to_string(),
             };
-            // --fencing with several nodes was refused by BenchArgs::validate.
+            // --fencing with several nodes was refused by BenchConfig::validate.
             run.execute(redlock, None, None, &mut info_conns, rx, &interrupted)
                 .await?
         };
@@ -418,7 +416,7 @@ async fn bench_into(
 
 /// Puts the network faults of `--faults` (if any) between the lock clients and `urls`.
 async fn start_network_faults(
-    args: &BenchArgs,
+    args: &BenchConfig,
     info: &target::ServerInfo,
     urls: &[String],
     network: Option<Arc<dyn NetworkFaultInjector>>,
@@ -447,7 +445,7 @@ async fn start_network_faults(
 /// Writes one run's interval logs, its JSON and its HTML page (each file atomically), prints
 /// its summary.
 fn write_run(
-    args: &BenchArgs,
+    args: &BenchConfig,
     mut report: Report,
     logs: &[IntervalLog],
     stamp: &str,
@@ -516,25 +514,38 @@ fn print_comparison(results: &[RunResult]) {
     }
 }
 
+/// Bad input for a lock-library error of kind `InvalidInput` (a URL that does not parse, an
+/// option out of range), an unusable target for everything else.
+fn lock_failure(e: &lockkit::Error, message: String) -> anyhow::Error {
+    if e.kind() == lockkit::ErrorKind::InvalidInput {
+        exit::bad_input(message)
+    } else {
+        exit::unreachable(message)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn wait_label_names_fair_mode_and_why_it_polls() {
-        use crate::args::WaitArg;
+        use crate::config::WaitStyle;
         use lockkit::WaitMode;
-        assert_eq!(wait_label(WaitArg::Fair, (WaitMode::Notify, None)), "fair");
         assert_eq!(
-            wait_label(WaitArg::Fair, (WaitMode::Poll, Some("a cluster target"))),
+            wait_label(WaitStyle::Fair, (WaitMode::Notify, None)),
+            "fair"
+        );
+        assert_eq!(
+            wait_label(WaitStyle::Fair, (WaitMode::Poll, Some("a cluster target"))),
             "fair, polling (a cluster target)"
         );
         assert_eq!(
-            wait_label(WaitArg::Notify, (WaitMode::Notify, None)),
+            wait_label(WaitStyle::Notify, (WaitMode::Notify, None)),
             "notify"
         );
         assert_eq!(
-            wait_label(WaitArg::Notify, (WaitMode::Poll, Some("twemproxy"))),
+            wait_label(WaitStyle::Notify, (WaitMode::Poll, Some("twemproxy"))),
             "poll (twemproxy)"
         );
     }

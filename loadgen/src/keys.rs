@@ -7,7 +7,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Zipf};
 
-use crate::args::KeyDist;
+use crate::config::KeyDist;
 
 /// A key choice: the index in the key space (for the safety checker) and nothing else; the
 /// text is formatted into a reused buffer by [`KeyPicker::format`].

@@ -8,19 +8,22 @@
 //! report with SVG plots ([`lockkit_report::html`], also `lockkit report` for several runs), and
 //! sizes TTLs from the measured timings ([`lockkit_report::ttl`]).
 //!
-//! ```no_run
-//! use clap::Parser;
-//! use lockkit_loadgen::args::BenchArgs;
+//! It takes a plain [`config::BenchConfig`] (no command-line parsing here: the `lockkit` binary
+//! parses `lockkit bench`'s options into it).
 //!
-//! #[derive(Parser)]
-//! struct Cli {
-//!     #[command(flatten)]
-//!     bench: BenchArgs,
-//! }
+//! ```no_run
+//! use std::time::Duration;
+//! use lockkit_loadgen::config::BenchConfig;
 //!
 //! # fn main() -> anyhow::Result<()> {
-//! let cli = Cli::parse_from(["bench", "--duration", "2s", "--keys", "10k", "--out", "/tmp/r"]);
-//! lockkit_loadgen::bench::run(cli.bench)?;
+//! let config = BenchConfig {
+//!     duration: Duration::from_secs(2),
+//!     keys: 10_000,
+//!     out: "/tmp/r".into(),
+//!     ..BenchConfig::default()
+//! };
+//! let outcome = lockkit_loadgen::bench::bench(config)?;
+//! assert_eq!(outcome.violations(), 0);
 //! # Ok(()) }
 //! ```
 //!
@@ -43,18 +46,15 @@
 
 #![warn(missing_docs)]
 
-pub mod args;
 pub mod bench;
 pub mod ceiling;
 pub mod checker;
-pub mod exit;
+pub mod config;
 pub mod faults;
 pub mod fencing;
 pub mod keys;
 pub mod locker;
-pub mod merge;
 pub mod progress;
 mod run;
 pub mod target;
-pub mod ttl_cmd;
 pub mod worker;

@@ -194,7 +194,7 @@ impl<L: Locker> Locker for BenchLocker<L> {
         opts: &LockOptions,
         ticket: &str,
     ) -> impl Future<Output = lockkit::Result<lockkit::FairAttempt>> + Send {
-        // --wait fair with --fencing was refused by BenchArgs::validate.
+        // --wait fair with --fencing was refused by BenchConfig::validate.
         self.inner.attempt_fair(key, opts, ticket)
     }
 

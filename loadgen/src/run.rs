@@ -9,8 +9,8 @@ use lockkit::{LockOptions, RetryOptions, ScriptMode};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::args::{BenchArgs, KeyDist, PrimitiveArg};
 use crate::checker::{Rule, SafetyChecker};
+use crate::config::{BenchConfig, KeyDist, Primitive};
 use crate::faults::{
     run_schedule, FaultLog, FaultTargets, HolderPause, LinePrinter, NetworkFaultPath,
 };
@@ -19,7 +19,6 @@ use crate::keys::KeyPicker;
 use crate::locker::{BenchLocker, Fencer};
 use crate::progress::Progress;
 use crate::target::{self, ServerInfo};
-use crate::ttl_cmd::work_from_config;
 use crate::worker::{run_worker, WorkerPlan, WorkerShared};
 use lockkit::Locker;
 use lockkit_report::bench::{self as report, FencingReport, Report, TimelinePoint};
@@ -27,6 +26,7 @@ use lockkit_report::faults::{FaultsOptions, FaultsReport};
 use lockkit_report::files::IntervalLog;
 use lockkit_report::stats::{lock, Interval, Op, SharedStats, TaskStats};
 use lockkit_report::ttl::recommend_from_latency;
+use lockkit_report::ttl_advice::work_from_config;
 use lockkit_report::units::{format_duration, format_rate};
 
 /// How long workers get to finish their cycle after the run ends before they are aborted.
@@ -102,7 +102,7 @@ type CpuSnapshot = (Option<f64>, Option<f64>);
 
 /// What one run measures and how it is labelled in the report.
 pub(crate) struct BenchRun<'a> {
-    pub(crate) args: &'a BenchArgs,
+    pub(crate) args: &'a BenchConfig,
     pub(crate) info: &'a ServerInfo,
     pub(crate) redacted: &'a str,
     pub(crate) throwaway: bool,
@@ -146,9 +146,9 @@ impl BenchRun<'_> {
                 a.clients.saturating_mul(a.batch),
                 a.threads.unwrap_or_else(crate::bench::default_threads) == 1,
                 match a.primitive {
-                    PrimitiveArg::Mutex => Rule::Exclusive,
-                    PrimitiveArg::Rwlock => Rule::ReadWrite,
-                    PrimitiveArg::Semaphore => {
+                    Primitive::Mutex => Rule::Exclusive,
+                    Primitive::Rwlock => Rule::ReadWrite,
+                    Primitive::Semaphore => {
                         Rule::Permits(u32::try_from(a.permits).unwrap_or(u32::MAX))
                     }
                 },

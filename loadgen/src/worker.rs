@@ -12,8 +12,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::watch;
 
-use crate::args::{HoldDist, KeyDist};
 use crate::checker::SafetyChecker;
+use crate::config::{HoldDist, KeyDist};
 use crate::faults::{FaultKind, FaultLog, HolderPause};
 use crate::fencing::{Access, FencedResource};
 use crate::keys::{KeyChoice, KeyPicker};

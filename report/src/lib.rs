@@ -8,6 +8,8 @@
 //! - [`html`]: the self-contained HTML pages (`lockkit report`);
 //! - [`stats`]: HdrHistograms, counters and latency summaries;
 //! - [`ttl`]: TTL sizing from measured timings;
+//! - [`ttl_advice`]: `lockkit ttl`, the TTL advice read from a bench or observe report;
+//! - [`merge`](mod@merge): `lockkit merge`, interval logs of several load machines merged;
 //! - [`faults`]: the network fault options and the faults a report records;
 //! - [`units`]: counts, durations and rates as the command line takes and prints them;
 //! - [`exit`]: the exit codes of `lockkit`.
@@ -26,7 +28,9 @@ pub mod exit;
 pub mod faults;
 pub mod files;
 pub mod html;
+pub mod merge;
 pub mod observe;
 pub mod stats;
 pub mod ttl;
+pub mod ttl_advice;
 pub mod units;

@@ -6,8 +6,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::Parser;
-use lockkit_loadgen::args::{BenchArgs, TtlArgs};
-use lockkit_loadgen::bench::{run_async, RunResult};
+use lockkit_loadgen::bench::RunResult;
+
+// The options as `lockkit bench` parses them (the load generator itself takes a plain config).
+#[path = "../src/bench_args.rs"]
+mod bench_args;
+use bench_args::BenchArgs;
+
+/// The benchmark on the parsed options, as `lockkit bench` runs it.
+async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<lockkit_loadgen::bench::RunResult>> {
+    lockkit_loadgen::bench::run_async(args.into()).await
+}
 use lockkit_test_support::RedisServer;
 
 #[derive(Debug, Parser)]
@@ -31,17 +40,20 @@ fn args(url: String, out: &Path, extra: &[&str]) -> BenchArgs {
     Cli::parse_from(v).bench
 }
 
-#[derive(Debug, Parser)]
-struct TtlCli {
-    #[command(flatten)]
-    ttl: TtlArgs,
-}
-
 /// `lockkit ttl` on the report a run wrote: a TTL sized from its hold and latencies.
 fn ttl_of(r: &RunResult) -> lockkit_report::ttl::TtlRecommendation {
-    let path = r.json_path.display().to_string();
-    let args = TtlCli::parse_from(["ttl", path.as_str()]).ttl;
-    lockkit_loadgen::ttl_cmd::recommendation(&args).unwrap()
+    use lockkit_report::ttl_advice::{recommendation, TtlOptions, WorkQuantile};
+    let options = TtlOptions {
+        result: Some(r.json_path.clone()),
+        observed: None,
+        work_p99: None,
+        work_timings: None,
+        quantile: WorkQuantile::P99,
+        pause_budget: std::time::Duration::from_millis(50),
+        safety_factor: 2.0,
+        json: false,
+    };
+    recommendation(&options).unwrap()
 }
 
 async fn bench(server: &RedisServer, out: &Path, extra: &[&str]) -> RunResult {

@@ -2,8 +2,16 @@
 //! run completes without errors. Short runs; no timing assertions.
 
 use clap::Parser;
-use lockkit_loadgen::args::BenchArgs;
-use lockkit_loadgen::bench::run_async;
+
+// The options as `lockkit bench` parses them (the load generator itself takes a plain config).
+#[path = "../src/bench_args.rs"]
+mod bench_args;
+use bench_args::BenchArgs;
+
+/// The benchmark on the parsed options, as `lockkit bench` runs it.
+async fn run_async(args: BenchArgs) -> anyhow::Result<Vec<lockkit_loadgen::bench::RunResult>> {
+    lockkit_loadgen::bench::run_async(args.into()).await
+}
 use lockkit_test_support::{Nutcracker, RedisCluster, RedisServer};
 
 #[derive(Debug, Parser)]

@@ -1,19 +1,19 @@
-//! The options of `lockkit bench`, `lockkit ttl` and `lockkit merge` (clap derive; the doc
-//! comments are the help text), and their validation.
+//! The options of `lockkit bench` (clap derive; the doc comments are the help text), parsed into
+//! the load generator's plain [`BenchConfig`], which validates them.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
-
-use crate::faults::{parse_faults, FaultKind, FaultList};
+use lockkit_loadgen::config::{
+    BenchConfig, HoldDist, KeyDist, Primitive, ScriptModes, WaitStyle, DEFAULT_OUT,
+};
+use lockkit_loadgen::faults::{parse_faults, FaultList};
 use lockkit_report::units::{parse_count, parse_duration};
 
 /// Which keys the clients lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KeyDist {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeyDistArg {
     /// Every cycle locks a key nobody else uses (no contention at all).
     Unique,
     /// Uniformly random over `--keys` keys.
@@ -25,8 +25,7 @@ pub enum KeyDist {
 }
 
 /// Which lock primitive the clients take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum PrimitiveArg {
     /// One holder per key (lockkit::LockClient).
     #[default]
@@ -37,21 +36,9 @@ pub enum PrimitiveArg {
     Semaphore,
 }
 
-impl PrimitiveArg {
-    /// The name, as on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            PrimitiveArg::Mutex => "mutex",
-            PrimitiveArg::Rwlock => "rwlock",
-            PrimitiveArg::Semaphore => "semaphore",
-        }
-    }
-}
-
 /// How the hold time inside the critical section varies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HoldDist {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HoldDistArg {
     /// Exactly `--hold`.
     Fixed,
     /// Uniform in 0..2×`--hold` (mean `--hold`).
@@ -61,8 +48,7 @@ pub enum HoldDist {
 }
 
 /// How the lock scripts are called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScriptModeArg {
     /// `SCRIPT LOAD` once, then `EVALSHA` (the library's default).
     Evalsha,
@@ -74,22 +60,8 @@ pub enum ScriptModeArg {
     All,
 }
 
-impl ScriptModeArg {
-    /// The library modes this choice runs, in order.
-    pub fn modes(self) -> Vec<lockkit::ScriptMode> {
-        use lockkit::ScriptMode as M;
-        match self {
-            ScriptModeArg::Evalsha => vec![M::EvalSha],
-            ScriptModeArg::Eval => vec![M::Eval],
-            ScriptModeArg::Fcall => vec![M::Function],
-            ScriptModeArg::All => vec![M::EvalSha, M::Eval, M::Function],
-        }
-    }
-}
-
 /// How a worker that meets a busy lock waits for it (with `--retry`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WaitArg {
     /// Woken by the release (the library's default; polls where the target can not notify).
     Notify,
@@ -100,32 +72,16 @@ pub enum WaitArg {
     Fair,
 }
 
-impl WaitArg {
-    /// The library's wait mode.
-    pub fn mode(self) -> lockkit::WaitMode {
-        match self {
-            WaitArg::Notify | WaitArg::Fair => lockkit::WaitMode::Notify,
-            WaitArg::Poll => lockkit::WaitMode::Poll,
-        }
-    }
-
-    /// Whether acquires queue in fair mode.
-    pub fn is_fair(self) -> bool {
-        self == WaitArg::Fair
-    }
-}
-
 /// Measure lock latency and throughput on a Redis target and size TTLs from it.
 ///
 /// Without --url (and without REDIS_URL) a throwaway local redis-server is started on a free
 /// loopback port, measured and stopped.
-#[derive(Debug, Clone, Args, Serialize)]
+#[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
     /// Target URL (redis://, rediss://, redis+unix://; password in the URL is never printed).
     /// Repeat for Redlock over independent masters (lockkit::Redlock). Default: $REDIS_URL, else
     /// a throwaway server.
     #[arg(long = "url", value_name = "URL")]
-    #[serde(skip)]
     pub urls: Vec<String>,
 
     /// Without --url: how many throwaway servers to start; more than one runs Redlock over them.
@@ -136,12 +92,10 @@ pub struct BenchArgs {
     /// command before its vote counts as failed (RedlockOptions::node_timeout). Keep it small
     /// against the TTL; raise it where the nodes are far away or the machine is loaded.
     #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub node_timeout: Duration,
 
     /// How long to measure, after the warm-up (e.g. 10s, 2m).
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub duration: Duration,
 
     /// Stop after this many measured cycles (the duration still bounds the run).
@@ -150,7 +104,6 @@ pub struct BenchArgs {
 
     /// Load before measuring; nothing of it is recorded (except safety violations).
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub warmup: Duration,
 
     /// Concurrent lock users (tasks).
@@ -173,8 +126,8 @@ pub struct BenchArgs {
     pub keys: u64,
 
     /// How keys are picked.
-    #[arg(long, value_enum, default_value_t = KeyDist::Uniform)]
-    pub key_dist: KeyDist,
+    #[arg(long, value_enum, default_value_t = KeyDistArg::Uniform)]
+    pub key_dist: KeyDistArg,
 
     /// Zipf exponent for --key-dist zipf.
     #[arg(long, default_value_t = 0.99, value_name = "S")]
@@ -183,16 +136,14 @@ pub struct BenchArgs {
     /// Time spent inside the critical section per lock (0: release at once). Sleeps use the
     /// runtime timer, which rounds up to whole milliseconds.
     #[arg(long, default_value = "0", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub hold: Duration,
 
     /// How the hold time varies around --hold.
-    #[arg(long, value_enum, default_value_t = HoldDist::Fixed)]
-    pub hold_dist: HoldDist,
+    #[arg(long, value_enum, default_value_t = HoldDistArg::Fixed)]
+    pub hold_dist: HoldDistArg,
 
     /// Lock TTL.
     #[arg(long, default_value = "5s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub ttl: Duration,
 
     /// Retry a busy lock (delay + jitter until a deadline) instead of one attempt per cycle.
@@ -201,17 +152,14 @@ pub struct BenchArgs {
 
     /// Fixed pause between retries.
     #[arg(long, default_value = "1ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub retry_delay: Duration,
 
     /// Random extra pause between retries, uniform in 0..=this.
     #[arg(long, default_value = "1ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub retry_jitter: Duration,
 
     /// Give up retrying after this long (counted as an `acquire_timeout` error).
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub retry_deadline: Duration,
 
     /// Holders renew their locks with the library's watchdog (every TTL/3).
@@ -260,7 +208,6 @@ pub struct BenchArgs {
 
     /// Pause budget in the TTL recommendation (GC, swap, a stopped VM).
     #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    #[serde(serialize_with = "ser_dur")]
     pub pause_budget: Duration,
 
     /// Safety factor in the TTL recommendation.
@@ -316,252 +263,102 @@ pub struct BenchArgs {
     pub read_ratio: f64,
 }
 
-fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&lockkit_report::units::format_duration(*d))
-}
-
-/// Where `lockkit bench` writes its reports without `--out` or `--json`.
-pub const DEFAULT_OUT: &str = "lockkit-results";
-
-/// The largest key space (the safety checker keeps 4 bytes per key).
-pub const MAX_KEYS: u64 = 100_000_000;
-
-impl BenchArgs {
-    /// Checks the options against each other; the error names the flag and the fix.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.ttl < Duration::from_millis(3) {
-            return Err(
-                "--ttl must be at least 3 ms (Redis counts whole ms and 2 ms go to the drift allowance); try --ttl 5s"
-                    .into(),
-            );
-        }
-        if self.ttl > lockkit::MAX_TTL {
-            return Err(
-                "--ttl must be at most a year (the lock library refuses longer locks); try --ttl 5s"
-                    .into(),
-            );
-        }
-        if self.duration.is_zero() {
-            return Err("--duration 0: nothing would be measured; try --duration 10s".into());
-        }
-        if self.rate == Some(0) {
-            return Err(
-                "--rate 0: an open loop needs at least one cycle per second; omit --rate for a closed loop"
-                    .into(),
-            );
-        }
-        if self.clients == 0 || self.clients > 10_000 {
-            return Err("--clients must be between 1 and 10k".into());
-        }
-        if self.connections == 0 || self.connections > 1024 {
-            return Err("--connections must be between 1 and 1024".into());
-        }
-        if self.nodes == 0 || self.nodes > 9 {
-            return Err("--nodes must be between 1 and 9".into());
-        }
-        if self.threads == Some(0) {
-            return Err("--threads must be at least 1".into());
-        }
-        if self.keys == 0 || self.keys > MAX_KEYS {
-            return Err("--keys must be between 1 and 100m".into());
-        }
-        if !(self.zipf_s > 0.0 && self.zipf_s.is_finite()) {
-            return Err("--zipf-s must be a positive number, e.g. 0.99".into());
-        }
-        if self.batch == 0 || self.batch > 10_000 {
-            return Err("--batch must be between 1 and 10k".into());
-        }
-        if self.batch > 1 && self.key_dist == KeyDist::Hot {
-            return Err("--batch > 1 needs several keys; use --key-dist uniform or zipf".into());
-        }
-        if self.batch > 1 && (self.retry || self.watchdog || self.extends > 0) {
-            return Err(
-                "--batch > 1 runs single acquire_many attempts; it does not combine with --retry, --watchdog or --extends"
-                    .into(),
-            );
-        }
-        let holder_pause = self
-            .faults
-            .as_ref()
-            .is_some_and(|f| f.has(FaultKind::HolderPause));
-        if self.batch > 1 && (self.fencing || holder_pause) {
-            return Err(
-                "--batch > 1 has no single critical section per lock; it does not combine with --fencing or --faults holder-pause"
-                    .into(),
-            );
-        }
-        if self.primitive != PrimitiveArg::Mutex {
-            let name = self.primitive.name();
-            if self.nodes > 1 || self.urls.len() > 1 {
-                return Err(format!(
-                    "--primitive {name} runs on one server (Redlock has only the mutex); use one --url"
-                ));
-            }
-            if self.batch > 1 || self.wait.is_fair() {
-                return Err(format!(
-                    "--primitive {name} does not combine with --batch > 1 or --wait fair (they are the mutex's); drop them"
-                ));
-            }
-        }
-        if self.permits == 0 || self.permits > u64::from(u32::MAX) {
-            return Err("--permits must be at least 1; try --permits 3".into());
-        }
-        if !(0.0..=1.0).contains(&self.read_ratio) {
-            return Err(
-                "--read-ratio is a share of the cycles, from 0 to 1; try --read-ratio 0.9".into(),
-            );
-        }
-        if self.fencing && (self.nodes > 1 || self.urls.len() > 1) {
-            return Err(
-                "--fencing needs one server: Redlock cannot issue fencing tokens (independent nodes share no counter); drop --fencing or use one --url"
-                    .into(),
-            );
-        }
-        if self.wait.is_fair() && self.fencing {
-            return Err(
-                "--wait fair takes its locks through the fair queue's script, which draws no fencing token; it does not combine with --fencing"
-                    .into(),
-            );
-        }
-        if self.fencing && self.key_dist == KeyDist::Unique {
-            return Err(
-                "--fencing guards keys that holders share; --key-dist unique never shares one (use uniform, zipf or hot)"
-                    .into(),
-            );
-        }
-        if self.node_timeout.is_zero() {
-            return Err("--node-timeout must be greater than zero; try --node-timeout 50ms".into());
-        }
-        if self.retry && self.retry_deadline.is_zero() {
-            return Err("--retry-deadline must be greater than zero".into());
-        }
-        if self.retry && self.retry_delay > self.retry_deadline {
-            return Err("--retry-delay is longer than --retry-deadline".into());
-        }
-        if self.extends > 1_000 {
-            return Err("--extends must be at most 1000".into());
-        }
-        if !(self.safety_factor >= 1.0 && self.safety_factor.is_finite()) {
-            return Err("--safety-factor must be at least 1".into());
-        }
-        if self.key_prefix.is_empty() {
-            return Err("--key-prefix must not be empty".into());
-        }
-        // The library refuses keys over 64 KiB; leave room for the key number.
-        if self.key_prefix.len() > 60 * 1024 {
-            return Err(
-                "--key-prefix is longer than 60 KiB; lockkit refuses keys over 64 KiB".into(),
-            );
-        }
-        if self.json.as_ref().is_some_and(|p| p.is_dir()) {
-            return Err("--json names a folder; give a file path (or use --out DIR)".into());
-        }
-        Ok(())
-    }
-
-    /// Refuses faults that act on server processes against a target lockkit did not start.
-    pub fn check_fault_target(&self, url_given: bool) -> Result<(), String> {
-        let Some(list) = &self.faults else {
-            return Ok(());
-        };
-        match list.scheduled.iter().find(|s| s.kind.needs_throwaway()) {
-            Some(s) if url_given => Err(format!(
-                "--faults {}: lockkit only pauses and restarts the throwaway servers it starts itself, not a --url (or REDIS_URL) target; drop the URL to run against throwaway servers (--nodes N for several), or keep kill-connections and holder-pause",
-                s.kind.name()
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// Closed or open loop, for the report.
-    pub fn loop_mode(&self) -> &'static str {
-        if self.rate.is_some() {
-            "open"
-        } else {
-            "closed"
+impl From<BenchArgs> for BenchConfig {
+    fn from(a: BenchArgs) -> Self {
+        BenchConfig {
+            urls: a.urls,
+            nodes: a.nodes,
+            node_timeout: a.node_timeout,
+            duration: a.duration,
+            cycles: a.cycles,
+            warmup: a.warmup,
+            clients: a.clients,
+            connections: a.connections,
+            threads: a.threads,
+            keys: a.keys,
+            key_dist: a.key_dist.into(),
+            zipf_s: a.zipf_s,
+            hold: a.hold,
+            hold_dist: a.hold_dist.into(),
+            ttl: a.ttl,
+            retry: a.retry,
+            retry_delay: a.retry_delay,
+            retry_jitter: a.retry_jitter,
+            retry_deadline: a.retry_deadline,
+            watchdog: a.watchdog,
+            extends: a.extends,
+            batch: a.batch,
+            script_mode: a.script_mode.into(),
+            wait: a.wait.into(),
+            rate: a.rate,
+            out: a.out,
+            json: a.json,
+            quiet: a.quiet,
+            ceiling: a.ceiling,
+            pause_budget: a.pause_budget,
+            safety_factor: a.safety_factor,
+            allow_violations: a.allow_violations,
+            key_prefix: a.key_prefix,
+            faults: a.faults,
+            seed: a.seed,
+            fencing: a.fencing,
+            primitive: a.primitive.into(),
+            permits: a.permits,
+            read_ratio: a.read_ratio,
         }
     }
 }
 
-/// Print a TTL, watchdog interval and retry policy recommendation, with its reasoning.
-#[derive(Debug, Clone, Args)]
-pub struct TtlArgs {
-    /// A JSON report written by `lockkit bench`.
-    #[arg(value_name = "RESULT.json", required_unless_present = "observed")]
-    pub result: Option<PathBuf>,
-
-    /// A report of `lockkit proxy --plugin observe` (observe-DATE.json): one TTL per lock
-    /// pattern, with the observed hold time (at --quantile) as the work.
-    #[arg(long, value_name = "OBSERVE.json", conflicts_with_all = ["result", "work_p99", "work_timings"])]
-    pub observed: Option<PathBuf>,
-
-    /// The guarded work's p99 (e.g. 120ms). Default: the benchmark's hold time.
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, conflicts_with = "work_timings", value_name = "DURATION")]
-    pub work_p99: Option<Duration>,
-
-    /// The guarded work's measured durations: one per line (12ms, 0.8s, or plain ms) or an
-    /// HdrHistogram log in microseconds (as `lockkit bench` writes).
-    #[arg(long, value_name = "FILE")]
-    pub work_timings: Option<PathBuf>,
-
-    /// Which quantile of --work-timings (or of the observed hold times) to size for.
-    #[arg(long, value_enum, default_value_t = WorkQuantile::P99)]
-    pub quantile: WorkQuantile,
-
-    /// Allowance for process pauses (GC, swap, a stopped VM).
-    #[arg(long, default_value = "50ms", value_parser = parse_duration, allow_hyphen_values = true, value_name = "DURATION")]
-    pub pause_budget: Duration,
-
-    /// Multiplier over the sum of the timings.
-    #[arg(long, default_value_t = 2.0, value_name = "X")]
-    pub safety_factor: f64,
-
-    /// Print the recommendation as JSON (the report's `ttl` object).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// A quantile of the work timings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WorkQuantile {
-    /// 99th percentile.
-    P99,
-    /// 99.9th percentile.
-    P999,
-    /// The largest seen.
-    Max,
-}
-
-impl WorkQuantile {
-    /// The quantile as a fraction (max is 1.0).
-    pub fn fraction(self) -> f64 {
-        match self {
-            WorkQuantile::P99 => 0.99,
-            WorkQuantile::P999 => 0.999,
-            WorkQuantile::Max => 1.0,
-        }
-    }
-
-    /// Its name in the reasoning text.
-    pub fn name(self) -> &'static str {
-        match self {
-            WorkQuantile::P99 => "work p99",
-            WorkQuantile::P999 => "work p99.9",
-            WorkQuantile::Max => "work max",
+impl From<KeyDistArg> for KeyDist {
+    fn from(v: KeyDistArg) -> Self {
+        match v {
+            KeyDistArg::Unique => KeyDist::Unique,
+            KeyDistArg::Uniform => KeyDist::Uniform,
+            KeyDistArg::Zipf => KeyDist::Zipf,
+            KeyDistArg::Hot => KeyDist::Hot,
         }
     }
 }
 
-/// Merge HdrHistogram interval logs from several load machines into one report.
-#[derive(Debug, Clone, Args)]
-pub struct MergeArgs {
-    /// Interval logs (`.hlog`) written by `lockkit bench`; histograms merge by tag (operation).
-    #[arg(required = true, value_name = "LOG")]
-    pub logs: Vec<PathBuf>,
+impl From<PrimitiveArg> for Primitive {
+    fn from(v: PrimitiveArg) -> Self {
+        match v {
+            PrimitiveArg::Mutex => Primitive::Mutex,
+            PrimitiveArg::Rwlock => Primitive::Rwlock,
+            PrimitiveArg::Semaphore => Primitive::Semaphore,
+        }
+    }
+}
 
-    /// Write the merged latencies as JSON to this path.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+impl From<HoldDistArg> for HoldDist {
+    fn from(v: HoldDistArg) -> Self {
+        match v {
+            HoldDistArg::Fixed => HoldDist::Fixed,
+            HoldDistArg::Uniform => HoldDist::Uniform,
+            HoldDistArg::Exp => HoldDist::Exp,
+        }
+    }
+}
+
+impl From<ScriptModeArg> for ScriptModes {
+    fn from(v: ScriptModeArg) -> Self {
+        match v {
+            ScriptModeArg::Evalsha => ScriptModes::Evalsha,
+            ScriptModeArg::Eval => ScriptModes::Eval,
+            ScriptModeArg::Fcall => ScriptModes::Fcall,
+            ScriptModeArg::All => ScriptModes::All,
+        }
+    }
+}
+
+impl From<WaitArg> for WaitStyle {
+    fn from(v: WaitArg) -> Self {
+        match v {
+            WaitArg::Notify => WaitStyle::Notify,
+            WaitArg::Poll => WaitStyle::Poll,
+            WaitArg::Fair => WaitStyle::Fair,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -575,10 +372,18 @@ mod tests {
         bench: BenchArgs,
     }
 
-    fn parse(args: &[&str]) -> BenchArgs {
+    fn parse(args: &[&str]) -> BenchConfig {
         let mut v = vec!["bench"];
         v.extend_from_slice(args);
-        Wrap::parse_from(v).bench
+        Wrap::parse_from(v).bench.into()
+    }
+
+    #[test]
+    fn the_command_line_defaults_are_the_configs() {
+        let parsed = serde_json::to_value(parse(&[])).unwrap();
+        let plain = serde_json::to_value(BenchConfig::default()).unwrap();
+        assert_eq!(parsed, plain);
+        assert!(parse(&[]).urls.is_empty());
     }
 
     #[test]
@@ -712,18 +517,5 @@ mod tests {
         }
         assert!(Wrap::try_parse_from(["bench", "--faults", "gc-pause=1s/2s"]).is_err());
         assert!(parse(&["--fencing"]).validate().is_ok());
-    }
-
-    #[test]
-    fn work_p99_conflicts_with_timings_file() {
-        #[derive(Debug, Parser)]
-        struct W {
-            #[command(flatten)]
-            t: TtlArgs,
-        }
-        let r = W::try_parse_from(["ttl", "r.json", "--work-p99", "5ms", "--work-timings", "f"]);
-        assert!(r.is_err());
-        let ok = W::parse_from(["ttl", "r.json", "--work-p99", "5ms"]).t;
-        assert_eq!(ok.work_p99, Some(Duration::from_millis(5)));
     }
 }

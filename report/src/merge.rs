@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use lockkit_report::files::{read_log, write_atomic};
-use lockkit_report::stats::{new_histogram, LatencySummary};
-use lockkit_report::units::format_duration;
-use serde::Serialize;
+use std::path::{Path, PathBuf};
 
-use crate::args::MergeArgs;
+use crate::files::{read_log, write_atomic};
+use crate::stats::{new_histogram, LatencySummary};
+use crate::units::format_duration;
+use serde::Serialize;
 
 #[derive(Debug, Serialize)]
 struct MergeReport {
@@ -20,10 +20,11 @@ struct MergeReport {
     latency_us: BTreeMap<String, LatencySummary>,
 }
 
-/// Merges the logs, prints the table, writes `--json`.
-pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
+/// Merges the interval logs `logs`, prints the table, writes the merged latencies as JSON to
+/// `json` if given.
+pub fn run(logs: &[PathBuf], json: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mut merged: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
-    for path in &args.logs {
+    for path in logs {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let hists = read_log(&bytes).with_context(|| format!("reading {}", path.display()))?;
         for (tag, h) in hists {
@@ -41,7 +42,7 @@ pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
         .collect();
     println!(
         "merged {} logs\n  {:<18} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        args.logs.len(),
+        logs.len(),
         "op",
         "count",
         "p50",
@@ -63,10 +64,10 @@ pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
             f(l.max)
         );
     }
-    if let Some(json) = &args.json {
+    if let Some(json) = json {
         let report = MergeReport {
             schema: "lockkit.merge/1",
-            inputs: args.logs.iter().map(|p| p.display().to_string()).collect(),
+            inputs: logs.iter().map(|p| p.display().to_string()).collect(),
             latency_us,
         };
         write_atomic(json, serde_json::to_string_pretty(&report)?.as_bytes())?;
@@ -78,7 +79,7 @@ pub fn run(args: MergeArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockkit_report::files::IntervalLog;
+    use crate::files::IntervalLog;
     use std::time::{Duration, SystemTime};
 
     fn log_with(tag: &str, values: &[u64]) -> Vec<u8> {
@@ -99,11 +100,7 @@ mod tests {
         std::fs::write(&a, log_with("cycle", &[100, 200])).unwrap();
         std::fs::write(&b, log_with("cycle", &[300])).unwrap();
         let out = dir.path().join("m.json");
-        run(MergeArgs {
-            logs: vec![a, b],
-            json: Some(out.clone()),
-        })
-        .unwrap();
+        run(&[a, b], Some(out.as_path())).unwrap();
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
         assert_eq!(v["latency_us"]["cycle"]["count"], 2 + 1);

@@ -1,24 +1,73 @@
-//! `lockkit ttl RESULT.json [--work-p99 D | --work-timings FILE]` and
-//! `lockkit ttl --observed OBSERVE.json` (one TTL per lock pattern the proxy saw).
+//! The advice of `lockkit ttl RESULT.json [--work-p99 D | --work-timings FILE]` and
+//! `lockkit ttl --observed OBSERVE.json` (one TTL per lock pattern the proxy saw): read a bench
+//! or observe report, apply the formula of [`crate::ttl`], print the result.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 
-use lockkit_report::files::{read_log, read_report};
-use lockkit_report::stats::{new_histogram, LatencySummary};
-use lockkit_report::ttl::{
-    recommend_from_latency, recommend_observed, TtlRecommendation, TtlReport,
-};
-use lockkit_report::units::parse_duration_or_ms;
-
-use crate::args::{TtlArgs, WorkQuantile};
+use crate::files::{read_log, read_report};
+use crate::stats::{new_histogram, LatencySummary};
+use crate::ttl::{recommend_from_latency, recommend_observed, TtlRecommendation, TtlReport};
+use crate::units::parse_duration_or_ms;
 
 /// The schema of the proxy's observe report.
-pub const OBSERVE_SCHEMA: &str = lockkit_report::observe::SCHEMA;
+pub const OBSERVE_SCHEMA: &str = crate::observe::SCHEMA;
+
+/// What `lockkit ttl` sizes from (the command line's options, without their parsing).
+#[derive(Debug, Clone)]
+pub struct TtlOptions {
+    /// A JSON report written by `lockkit bench`.
+    pub result: Option<PathBuf>,
+    /// A report of `lockkit proxy --plugin observe`: one TTL per lock pattern.
+    pub observed: Option<PathBuf>,
+    /// The guarded work's p99. Default: the benchmark's hold time.
+    pub work_p99: Option<Duration>,
+    /// The guarded work's measured durations: one per line or an HdrHistogram log (µs).
+    pub work_timings: Option<PathBuf>,
+    /// Which quantile of the timings (or of the observed hold times) to size for.
+    pub quantile: WorkQuantile,
+    /// Allowance for process pauses (GC, swap, a stopped VM).
+    pub pause_budget: Duration,
+    /// Multiplier over the sum of the timings.
+    pub safety_factor: f64,
+    /// Print the recommendation as JSON (the report's `ttl` object).
+    pub json: bool,
+}
+
+/// A quantile of the work timings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkQuantile {
+    /// 99th percentile.
+    P99,
+    /// 99.9th percentile.
+    P999,
+    /// The largest seen.
+    Max,
+}
+
+impl WorkQuantile {
+    /// The quantile as a fraction (max is 1.0).
+    pub fn fraction(self) -> f64 {
+        match self {
+            WorkQuantile::P99 => 0.99,
+            WorkQuantile::P999 => 0.999,
+            WorkQuantile::Max => 1.0,
+        }
+    }
+
+    /// Its name in the reasoning text.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkQuantile::P99 => "work p99",
+            WorkQuantile::P999 => "work p99.9",
+            WorkQuantile::Max => "work max",
+        }
+    }
+}
 
 /// One lock pattern of an observe report and its recommendation (`None`: no release seen).
 #[derive(Debug, Clone)]
@@ -85,7 +134,7 @@ pub fn observed_recommendations(
     Ok(out)
 }
 
-fn run_observed(args: &TtlArgs, path: &Path) -> anyhow::Result<ExitCode> {
+fn run_observed(args: &TtlOptions, path: &Path) -> anyhow::Result<ExitCode> {
     if !(args.safety_factor >= 1.0 && args.safety_factor.is_finite()) {
         anyhow::bail!("--safety-factor must be at least 1");
     }
@@ -195,7 +244,7 @@ pub fn work_from_config(config: &serde_json::Value) -> (Duration, String) {
 }
 
 /// Reads the report, applies the formula, prints the result with its reasoning.
-pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: TtlOptions) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.observed {
         return run_observed(&args, path);
     }
@@ -219,13 +268,13 @@ pub fn run(args: TtlArgs) -> anyhow::Result<ExitCode> {
 ///
 /// # Errors
 /// An unreadable or foreign report, a report without acquire samples, unreadable timings.
-pub fn recommendation(args: &TtlArgs) -> anyhow::Result<TtlRecommendation> {
+pub fn recommendation(args: &TtlOptions) -> anyhow::Result<TtlRecommendation> {
     let Some(result) = &args.result else {
         anyhow::bail!("give the RESULT.json `lockkit bench` wrote (or --observed OBSERVE.json)");
     };
     let report = read_report(
         result,
-        lockkit_report::bench::SCHEMA,
+        crate::bench::SCHEMA,
         "a lockkit bench report",
         "give the report `lockkit bench` wrote",
     )?;
@@ -293,8 +342,8 @@ mod tests {
         assert!(e.contains("w.txt:2"), "{e}");
     }
 
-    fn args_for(result: std::path::PathBuf, work_p99: Option<Duration>) -> TtlArgs {
-        TtlArgs {
+    fn args_for(result: std::path::PathBuf, work_p99: Option<Duration>) -> TtlOptions {
+        TtlOptions {
             result: Some(result),
             observed: None,
             work_p99,

@@ -1,5 +1,6 @@
 //! The failures of the lock library and of redis-rs, mapped to the exit codes of `lockkit`
-//! ([`lockkit_report::exit`], which has the codes and the other failures).
+//! ([`lockkit_report::exit`], which has the codes and the other failures), for the commands
+//! that connect (`lua`, `probe`, `proxy`).
 
 use std::fmt;
 
