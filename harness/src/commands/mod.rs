@@ -3,6 +3,7 @@
 
 mod bitmap;
 pub(crate) mod bpop;
+mod command_info;
 mod geo;
 mod getkeys;
 mod hash;
@@ -283,8 +284,9 @@ static HANDLERS: &[(&str, Run)] = &[
     ("geodist", Run::Plain(geo::geodist)),
     ("command|count", Run::Plain(introspect::command)),
     ("command|list", Run::Plain(introspect::command)),
-    ("command|info", Run::Plain(introspect::command)),
-    ("command|docs", Run::Plain(introspect::command)),
+    ("command", Run::Plain(command_info::command)),
+    ("command|info", Run::Plain(command_info::info)),
+    ("command|docs", Run::Plain(command_info::command_docs)),
     ("info", Run::Plain(introspect::info)),
     ("lastsave", Run::Plain(introspect::lastsave)),
     ("lolwut", Run::Plain(introspect::lolwut)),
@@ -300,6 +302,10 @@ static HANDLERS: &[(&str, Run)] = &[
     ("scan", Run::Plain(introspect::scan)),
     ("select", Run::Plain(introspect::select)),
     ("command|getkeys", Run::Plain(getkeys::getkeys)),
+    (
+        "command|getkeysandflags",
+        Run::Plain(getkeys::getkeysandflags),
+    ),
     ("slowlog|get", Run::Plain(introspect::slowlog)),
     ("slowlog|len", Run::Plain(introspect::slowlog)),
     ("slowlog|reset", Run::Plain(introspect::slowlog)),
