@@ -518,4 +518,14 @@ impl Harness {
         self.engine.server_mut().publisher =
             Some(crate::server::Publisher(std::sync::Arc::new(deliver)));
     }
+
+    /// Makes SPUBLISH (from a client or a script) call `deliver(shard channel, message)`,
+    /// as [`set_publisher`](Self::set_publisher) does for PUBLISH.
+    pub fn set_shard_publisher(
+        &mut self,
+        deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static,
+    ) {
+        self.engine.server_mut().shard_publisher =
+            Some(crate::server::Publisher(std::sync::Arc::new(deliver)));
+    }
 }

@@ -204,7 +204,7 @@ static HANDLERS: &[(&str, Run)] = &[
     ("echo", Run::Plain(server_cmds::echo)),
     ("time", Run::Plain(server_cmds::time)),
     ("publish", Run::Plain(server_cmds::publish)),
-    ("spublish", Run::Plain(server_cmds::publish)),
+    ("spublish", Run::Plain(server_cmds::spublish)),
     ("cluster", Run::Plain(server_cmds::cluster_disabled)),
     ("asking", Run::Plain(server_cmds::cluster_disabled)),
     ("readonly", Run::Plain(server_cmds::cluster_disabled)),

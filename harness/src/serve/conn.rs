@@ -346,10 +346,11 @@ impl ServeConn {
                 self.authed = self.ctx.requirepass.is_none();
                 Reply::Status("RESET".into())
             }
-            "subscribe" | "psubscribe" if argv.len() < 2 => {
+            "subscribe" | "psubscribe" | "ssubscribe" if argv.len() < 2 => {
                 err(format!("ERR wrong number of arguments for '{top}' command"))
             }
-            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ssubscribe"
+            | "sunsubscribe" => {
                 let mut hub = self.ctx.shared.hub();
                 let replies = self.subs.command(&mut hub, top, &argv[1..]);
                 self.several = true;
@@ -364,6 +365,15 @@ impl ServeConn {
             }
             "pubsub" if argv.len() >= 2 && is(&argv[1], "numsub") => {
                 self.ctx.shared.hub().numsub(&argv[2..])
+            }
+            "pubsub" if argv.len() >= 2 && is(&argv[1], "shardnumsub") => {
+                let mine = |c: &[u8]| self.ctx.cluster.as_ref().is_none_or(|n| n.owns(c));
+                self.ctx.shared.hub().shard_numsub(&argv[2..], mine)
+            }
+            "pubsub" if (2..=3).contains(&argv.len()) && is(&argv[1], "shardchannels") => {
+                let mine = |c: &[u8]| self.ctx.cluster.as_ref().is_none_or(|n| n.owns(c));
+                let pattern = argv.get(2).map(Vec::as_slice);
+                self.ctx.shared.hub().shard_channels(pattern, mine)
             }
             "pubsub" if (2..=3).contains(&argv.len()) && is(&argv[1], "channels") => self
                 .ctx

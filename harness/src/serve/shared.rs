@@ -155,6 +155,11 @@ impl ServeShared {
             let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
             hub.publish(channel, message)
         });
+        let delivery = hub.clone();
+        harness.set_shard_publisher(move |channel, message| {
+            let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
+            hub.spublish(channel, message)
+        });
         Arc::new(ServeShared {
             harness: Arc::new(tokio::sync::Mutex::new(harness)),
             stop,
