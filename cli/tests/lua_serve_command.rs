@@ -262,3 +262,80 @@ fn command_docs_answers_each_commands_group_and_leaves_unknown_names_out() {
         Value::Map(Vec::new())
     );
 }
+
+/// INFO commandstats's lines without the times: `cmdstat_x:calls=..,rejected_calls=..,failed_calls=..`.
+fn command_counts(info: common::serve::Reply) -> Vec<String> {
+    let common::serve::Reply::Bulk(text) = info else {
+        panic!("INFO answers a bulk string, got {info:?}")
+    };
+    let mut lines: Vec<String> = String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_"))
+        .map(|l| {
+            let (name, fields) = l.split_once(':').expect("name:fields");
+            let kept: Vec<&str> = fields
+                .split(',')
+                .filter(|f| !f.starts_with("usec"))
+                .collect();
+            format!("{name}:{}", kept.join(","))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn info_commandstats_counts_calls_rejections_and_failures_as_redis_does() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    let mut counts = Vec::new();
+    for port in [redis.port(), serve.port] {
+        let mut c = common::serve::Client::to(port);
+        let lines: &[&[&str]] = &[
+            &["CONFIG", "RESETSTAT"],
+            &["SET", "k", "v"],
+            &["GET", "k"],
+            &["INCR", "k"],
+            &["GET"],
+            &["LPUSH", "k", "x"],
+            &[
+                "EVAL",
+                "redis.call('set', 'a', '1') return redis.call('get', 'a')",
+                "0",
+            ],
+            &["EVAL", "return redis.pcall('incr', 'k')", "0"],
+            &["EVAL", "return redis.call('incr', 'k')", "0"],
+            &["MULTI"],
+            &["SET", "m", "1"],
+            &["INCR", "m"],
+            &["EXEC"],
+            &["MULTI"],
+            &["GET"],
+            &["EXEC"],
+            &["WATCH"],
+            &["CLIENT", "SETNAME", "x"],
+            &["PING"],
+            &["NOPE"],
+            &["CONFIG", "GET", "maxmemory"],
+            &["CONFIG", "NOPE"],
+            &["RPUSH", "l", "x"],
+            &["BLPOP", "l", "1"],
+        ];
+        for line in lines {
+            let argv: Vec<&[u8]> = line.iter().map(|a| a.as_bytes()).collect();
+            c.call(&argv);
+        }
+        // The subscribed context refuses GET: a rejected call.
+        c.call(&[b"SUBSCRIBE", b"ch"]);
+        c.call(&[b"GET", b"k"]);
+        c.call(&[b"UNSUBSCRIBE"]);
+        counts.push(command_counts(c.call(&[b"INFO", b"commandstats"])));
+        // Not in INFO's default sections; `all` has it.
+        let info = c.call(&[b"INFO"]);
+        assert!(command_counts(info).is_empty());
+        assert!(!command_counts(c.call(&[b"INFO", b"all"])).is_empty());
+    }
+    eprintln!("redis-server: {:#?}", counts[0]);
+    assert!(counts[0].contains(&"cmdstat_get:calls=2,rejected_calls=3,failed_calls=0".to_string()));
+    assert_eq!(counts[1], counts[0]);
+}

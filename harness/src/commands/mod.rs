@@ -484,6 +484,15 @@ fn lookup_argv(argv: &[Vec<u8>]) -> Result<&'static Spec, bool> {
     }
 }
 
+/// The table name (`parent|sub`) of the command `argv` names, whatever its arity; `None` for
+/// an unknown command or subcommand.
+pub fn known_name(argv: &[Vec<u8>]) -> Option<&'static str> {
+    if argv.is_empty() {
+        return None;
+    }
+    lookup_argv(argv).ok().map(|s| s.name)
+}
+
 /// Whether `name` (lower case) is a Redis 7.0 command.
 pub fn is_redis_command(name: &str) -> bool {
     get(name).is_some_and(|s| s.name == s.command)
