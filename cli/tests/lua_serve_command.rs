@@ -207,6 +207,8 @@ fn getkeys_and_getkeysandflags_answer_as_redis() {
         &["XADD", "s", "*", "f", "v"],
         &["GEORADIUS", "g", "0", "0", "1", "km", "STORE", "d"],
         &["PING"],
+        &["SPUBLISH", "ch", "msg"],
+        &["SSUBSCRIBE", "a", "b"],
         &["GET"],
         &["NOPE", "x"],
     ];

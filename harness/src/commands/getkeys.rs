@@ -168,7 +168,14 @@ fn keys_reply(a: &[Vec<u8>], with_flags: bool) -> Reply {
     let Some((specs, no_mandatory)) = row(spec.name) else {
         return Reply::err("ERR Invalid command specified");
     };
-    if specs == "-" {
+    // Channels (SPUBLISH's, SSUBSCRIBE's) are `not_key` specs: a cluster routes by them, but
+    // they are no keys.
+    let not_key = |flags: &str| flags.split(',').any(|f| f == "not_key");
+    if specs == "-"
+        || specs
+            .split(';')
+            .all(|s| not_key(s.split('/').next().unwrap_or("")))
+    {
         return Reply::err("ERR The command has no key arguments");
     }
     if specs.contains("unknown()") || specs.contains("incomplete") {
@@ -180,7 +187,12 @@ fn keys_reply(a: &[Vec<u8>], with_flags: bool) -> Reply {
     if !arity_ok(spec.arity, argv.len()) {
         return Reply::err("ERR Invalid number of arguments specified for command");
     }
-    match positions(specs, argv) {
+    let keys = positions(specs, argv).map(|k| {
+        k.into_iter()
+            .filter(|(_, flags)| !not_key(flags))
+            .collect::<Vec<_>>()
+    });
+    match keys {
         Some(keys) if !keys.is_empty() => Reply::Array(
             keys.into_iter()
                 .map(|(i, flags)| {
