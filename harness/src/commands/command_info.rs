@@ -24,7 +24,7 @@ use crate::server::Server;
 
 /// One row of the table, as COMMAND INFO answers it.
 #[derive(Debug)]
-struct Row {
+struct TableRow {
     name: &'static str,
     arity: i64,
     flags: Vec<&'static str>,
@@ -48,7 +48,7 @@ fn list(col: &'static str) -> Vec<&'static str> {
     }
 }
 
-fn parse(line: &'static str) -> Option<Row> {
+fn parse(line: &'static str) -> Option<TableRow> {
     let cols: Vec<&'static str> = line.split('\t').collect();
     let mut range = [0i64; 3];
     for (slot, v) in range.iter_mut().zip(cols.get(3)?.split(',')) {
@@ -58,7 +58,7 @@ fn parse(line: &'static str) -> Option<Row> {
         "-" => Vec::new(),
         n => n.split(';').collect(),
     };
-    Some(Row {
+    Some(TableRow {
         name: cols.first()?,
         arity: cols.get(1)?.parse().ok()?,
         flags: list(cols.get(2)?),
@@ -73,35 +73,35 @@ fn parse(line: &'static str) -> Option<Row> {
 
 /// The table's rows in its order (commands sorted by name, each followed by its subcommands),
 /// and their index by name.
-struct Rows {
-    rows: Vec<Row>,
+struct TableRows {
+    rows: Vec<TableRow>,
     by_name: HashMap<&'static str, usize>,
 }
 
-fn rows() -> &'static Rows {
-    static ROWS: OnceLock<Rows> = OnceLock::new();
+fn rows() -> &'static TableRows {
+    static ROWS: OnceLock<TableRows> = OnceLock::new();
     ROWS.get_or_init(|| {
-        let rows: Vec<Row> = TABLE_TSV
+        let rows: Vec<TableRow> = TABLE_TSV
             .lines()
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
             .filter_map(parse)
             .collect();
         let by_name = rows.iter().enumerate().map(|(i, r)| (r.name, i)).collect();
-        Rows { rows, by_name }
+        TableRows { rows, by_name }
     })
 }
 
-fn find(name: &[u8]) -> Option<&'static Row> {
+fn find(name: &[u8]) -> Option<&'static TableRow> {
     let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
     let t = rows();
     t.by_name.get(lower.as_str()).map(|&i| &t.rows[i])
 }
 
-fn top_level() -> impl Iterator<Item = &'static Row> {
+fn top_level() -> impl Iterator<Item = &'static TableRow> {
     rows().rows.iter().filter(|r| !r.name.contains('|'))
 }
 
-fn subcommands(parent: &'static Row) -> impl Iterator<Item = &'static Row> {
+fn subcommands(parent: &'static TableRow) -> impl Iterator<Item = &'static TableRow> {
     rows().rows.iter().filter(move |r| {
         r.name
             .strip_prefix(parent.name)
@@ -139,7 +139,7 @@ fn search(text: &str) -> Reply {
     ])
 }
 
-fn key_specs(row: &Row) -> Reply {
+fn key_specs(row: &TableRow) -> Reply {
     if row.key_specs == "-" {
         return Reply::Set(Vec::new());
     }
@@ -171,7 +171,7 @@ fn key_specs(row: &Row) -> Reply {
 }
 
 /// A command's COMMAND INFO entry: its ten fields, subcommands nested.
-fn entry(row: &'static Row) -> Reply {
+fn entry(row: &'static TableRow) -> Reply {
     let subs: Vec<Reply> = subcommands(row).map(entry).collect();
     Reply::Array(vec![
         Reply::bulk(row.name),
@@ -193,7 +193,7 @@ fn entry(row: &'static Row) -> Reply {
 }
 
 /// A command's COMMAND DOCS entry: its group, and its subcommands'.
-fn docs(row: &'static Row) -> Reply {
+fn docs(row: &'static TableRow) -> Reply {
     let mut fields = vec![field("group", Reply::bulk(row.group))];
     let subs: Vec<(Reply, Reply)> = subcommands(row)
         .map(|s| (Reply::bulk(s.name), docs(s)))

@@ -106,12 +106,12 @@ struct ServeConn {
     blocked: Option<super::blocking::Wait>,
     quit: bool,
     /// Who counts the command being handled for INFO commandstats.
-    tally: Tally,
+    tally: CountedBy,
 }
 
 /// How the command being handled is counted for INFO commandstats.
 #[derive(Debug, Clone, Copy)]
-enum Tally {
+enum CountedBy {
     /// Refused before it ran (NOAUTH, MOVED, the subscribed context, BUSY).
     Rejected,
     /// Queued in a transaction: counted when EXEC runs it.
@@ -156,7 +156,7 @@ pub(super) async fn serve(
         multi: None,
         nil_array: false,
         quit: false,
-        tally: Tally::Rejected,
+        tally: CountedBy::Rejected,
     };
     c.ctx.shared.connected(true);
     serve_requests(&mut c, &mut socket, &mut stop, &mut inbox).await;
@@ -291,13 +291,15 @@ impl ServeConn {
         let started = Instant::now();
         let known = crate::commands::known_name(&argv);
         let arity_ok = resolve(&argv, Caller::Client).is_ok();
-        self.tally = Tally::Rejected;
+        self.tally = CountedBy::Rejected;
         let reply = self.handle_uncounted(argv).await;
         let rejected = match self.tally {
-            Tally::ByHarness => return reply,
-            Tally::Queued if matches!(&reply, Reply::Status(s) if s == "QUEUED") => return reply,
-            Tally::Ran => !arity_ok,
-            Tally::Queued | Tally::Rejected => true,
+            CountedBy::ByHarness => return reply,
+            CountedBy::Queued if matches!(&reply, Reply::Status(s) if s == "QUEUED") => {
+                return reply
+            }
+            CountedBy::Ran => !arity_ok,
+            CountedBy::Queued | CountedBy::Rejected => true,
         };
         if let Some(name) = known {
             (self.ctx.shared).count_command(name, started.elapsed(), &reply, rejected);
@@ -336,10 +338,10 @@ impl ServeConn {
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             )
         {
-            self.tally = Tally::Queued;
+            self.tally = CountedBy::Queued;
             return self.queue(argv);
         }
-        self.tally = Tally::Ran;
+        self.tally = CountedBy::Ran;
         self.run(&top, &name, argv).await
     }
 
@@ -432,7 +434,7 @@ impl ServeConn {
             "exec" => {
                 let reply = self.exec().await;
                 // EXEC is the connection's to count, whatever its commands were.
-                self.tally = Tally::Ran;
+                self.tally = CountedBy::Ran;
                 reply
             }
             "watch" if self.multi.is_some() => err("ERR WATCH inside MULTI is not allowed"),
@@ -505,7 +507,7 @@ impl ServeConn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
-        self.tally = Tally::ByHarness;
+        self.tally = CountedBy::ByHarness;
         if crate::commands::bpop::block_ms(&argv).is_some() {
             let shared = &self.ctx.shared;
             return match shared.execute_blocking(argv, self.resp3, self.id).await {
