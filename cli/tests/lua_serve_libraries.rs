@@ -7,7 +7,7 @@ mod common;
 
 use common::libraries::{npm_install, observe, pip_install};
 use common::serve::Serve;
-use lockkit_test_support::RedisServer;
+use lockkit_test_support::{RedisCluster, RedisServer};
 
 #[test]
 fn python_redis_lock_observes_the_same_on_lua_serve() {
@@ -47,4 +47,20 @@ fn bee_queue_observes_the_same_on_lua_serve() {
     let got = observe("node", "bee_queue.js", serve.port, &[]);
     eprintln!("redis-server: {want}");
     assert_eq!(got, want, "lua serve observed otherwise than redis-server");
+}
+
+#[test]
+fn ioredis_cluster_observes_the_same_on_lua_serve_cluster() {
+    npm_install(&["ioredis@6.1.0"]);
+    let real = RedisCluster::start(3);
+    // The first line is the first master's port: ioredis finds the others with CLUSTER SLOTS.
+    let serve = Serve::start(&["--cluster", "3"]);
+    let want = observe("node", "ioredis_cluster.js", real.nodes()[0].port(), &[]);
+    let got = observe("node", "ioredis_cluster.js", serve.port, &[]);
+    eprintln!("real cluster: {want}");
+    assert!(want.contains("owners [ 0, 1, 2 ]") && want.contains("MOVED 12182"));
+    assert_eq!(
+        got, want,
+        "lua serve --cluster 3 observed otherwise than a real cluster"
+    );
 }

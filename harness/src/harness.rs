@@ -197,6 +197,32 @@ impl Harness {
     /// [`call_argv`](Self::call_argv) for a RESP3 client (`resp3`): maps and doubles stay
     /// [`Reply::Map`] and [`Reply::Double`] instead of being flattened for RESP2.
     pub fn call_argv_as(&mut self, argv: &[Vec<u8>], resp3: bool) -> Reply {
+        let stats = self.engine.server().command_stats.clone();
+        let started = std::time::Instant::now();
+        let reply = self.call_uncounted(argv, resp3);
+        match commands::known_name(argv) {
+            // Refused before it ran: wrong arity, over maxmemory, no replicas.
+            Some(name)
+                if commands::resolve(argv, Caller::Client).is_err()
+                    || matches!(&reply, Reply::Error(e) if e.starts_with("OOM ") || e.starts_with("NOREPLICAS ")) =>
+            {
+                stats.rejected(name);
+            }
+            Some(name) => stats.called(name, started.elapsed(), matches!(reply, Reply::Error(_))),
+            None => {}
+        }
+        reply
+    }
+
+    /// The commands' statistics (INFO commandstats), which `lua serve`'s connections count
+    /// their own commands into.
+    pub(crate) fn command_stats(&self) -> crate::command_stats::CommandStats {
+        self.engine.server().command_stats.clone()
+    }
+
+    /// [`call_argv_as`](Self::call_argv_as) without counting the call (a blocked command
+    /// tried again: Redis counts it once).
+    pub(crate) fn call_uncounted(&mut self, argv: &[Vec<u8>], resp3: bool) -> Reply {
         self.engine.clear_stopped();
         self.engine.client_resp3.set(resp3);
         let spec = match commands::resolve(argv, Caller::Client) {
@@ -522,6 +548,16 @@ impl Harness {
     /// are then no longer kept for [`published`](Self::published).
     pub fn set_publisher(&mut self, deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static) {
         self.engine.server_mut().publisher =
+            Some(crate::server::Publisher(std::sync::Arc::new(deliver)));
+    }
+
+    /// Makes SPUBLISH (from a client or a script) call `deliver(shard channel, message)`,
+    /// as [`set_publisher`](Self::set_publisher) does for PUBLISH.
+    pub fn set_shard_publisher(
+        &mut self,
+        deliver: impl Fn(&[u8], &[u8]) -> i64 + Send + Sync + 'static,
+    ) {
+        self.engine.server_mut().shard_publisher =
             Some(crate::server::Publisher(std::sync::Arc::new(deliver)));
     }
 }

@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 // The engine: Redis's scripting environment, its commands and its keyspace.
 mod bignum;
+mod command_stats;
 mod commands;
 mod decimal;
 mod function_admin;

@@ -52,6 +52,10 @@ pub struct Server {
     pub published: Vec<(Vec<u8>, Vec<u8>)>,
     /// Delivers a PUBLISH to subscribers (`lua serve`) and answers how many received it.
     pub publisher: Option<Publisher>,
+    /// Delivers an SPUBLISH to the shard channel's subscribers (`lua serve`).
+    pub shard_publisher: Option<Publisher>,
+    /// INFO commandstats: every command's calls, from clients and scripts.
+    pub command_stats: crate::command_stats::CommandStats,
     /// `notify-keyspace-events`, as `crate::notify` reads it (0: none).
     pub notify_flags: u32,
 }

@@ -1,8 +1,10 @@
-//! COMMAND GETKEYS: the keys of a command line, found from the command table's key specs as
-//! Redis 7.0's `getKeysUsingKeySpecs` finds them. Commands whose specs Redis completes with
-//! code of its own (`unknown()` or `incomplete` specs: SORT, MIGRATE...) are not emulated.
+//! COMMAND GETKEYS and GETKEYSANDFLAGS: the keys of a command line, found from the command
+//! table's key specs as Redis 7.0's `getKeysUsingKeySpecs` finds them, each with its spec's
+//! flags (SET's and BITFIELD's, flagged `variable_flags`, as Redis's own code words them).
+//! Commands whose specs Redis completes with code of its own (`unknown()` or `incomplete`
+//! specs: SORT, MIGRATE...) are not emulated.
 
-use super::{arity_ok, lookup_argv, TABLE_TSV};
+use super::{arity_ok, is, lookup_argv, TABLE_TSV};
 use crate::reply::Reply;
 use crate::server::Server;
 
@@ -34,14 +36,14 @@ fn num(part: &str, key: &str) -> Option<i64> {
     param(part, key)?.parse().ok()
 }
 
-/// The positions of the keys in `argv` (the command line without COMMAND GETKEYS), or
-/// `None` when a spec cannot be followed (Redis then finds no keys).
-fn positions(specs: &str, argv: &[Vec<u8>]) -> Option<Vec<usize>> {
+/// The positions of the keys in `argv` (the command line without COMMAND GETKEYS), each with
+/// its spec's flags, or `None` when a spec cannot be followed (Redis then finds no keys).
+fn positions(specs: &'static str, argv: &[Vec<u8>]) -> Option<Vec<(usize, &'static str)>> {
     let argc = argv.len() as i64;
     let mut keys = Vec::new();
     for spec in specs.split(';') {
         let mut parts = spec.split('/');
-        let (_flags, begin, find) = (parts.next()?, parts.next()?, parts.next()?);
+        let (flags, begin, find) = (parts.next()?, parts.next()?, parts.next()?);
         let first = if begin.starts_with("index") {
             num(begin, "index")?
         } else {
@@ -93,7 +95,7 @@ fn positions(specs: &str, argv: &[Vec<u8>]) -> Option<Vec<usize>> {
         let mut i = first;
         while i <= last && step > 0 {
             if i < argc {
-                keys.push(i as usize);
+                keys.push((i as usize, flags));
             }
             i += step;
         }
@@ -113,12 +115,52 @@ pub(crate) fn command_keys(argv: &[Vec<u8>]) -> Vec<Vec<u8>> {
     positions(specs, argv)
         .unwrap_or_default()
         .into_iter()
-        .map(|i| argv[i].clone())
+        .map(|(i, _)| argv[i].clone())
         .collect()
+}
+
+/// The flags of a `variable_flags` command's key, as Redis's `setGetKeys` and
+/// `bitfieldGetKeys` give them.
+fn variable_flags(name: &str, argv: &[Vec<u8>]) -> Option<&'static str> {
+    match name {
+        "set" if argv.iter().skip(3).any(|a| is(a, "get")) => Some("RW,access,update"),
+        "set" => Some("OW,update"),
+        "bitfield" => {
+            let mut i = 2;
+            let mut readonly = true;
+            while i < argv.len() {
+                let left = argv.len() - i - 1;
+                if is(&argv[i], "get") && left >= 2 {
+                    i += 3;
+                } else if is(&argv[i], "overflow") && left >= 1 {
+                    i += 2;
+                } else {
+                    // SET, INCRBY, or a syntax error Redis takes as a write.
+                    readonly = false;
+                    break;
+                }
+            }
+            Some(if readonly {
+                "RO,access"
+            } else {
+                "RW,access,update"
+            })
+        }
+        _ => None,
+    }
 }
 
 /// `COMMAND GETKEYS command arg...`.
 pub fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    keys_reply(a, false)
+}
+
+/// `COMMAND GETKEYSANDFLAGS command arg...`: each key with its flags (`RW`, `access`...).
+pub fn getkeysandflags(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    keys_reply(a, true)
+}
+
+fn keys_reply(a: &[Vec<u8>], with_flags: bool) -> Reply {
     let argv = &a[2..];
     let Ok(spec) = lookup_argv(argv) else {
         return Reply::err("ERR Invalid command specified");
@@ -126,7 +168,14 @@ pub fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let Some((specs, no_mandatory)) = row(spec.name) else {
         return Reply::err("ERR Invalid command specified");
     };
-    if specs == "-" {
+    // Channels (SPUBLISH's, SSUBSCRIBE's) are `not_key` specs: a cluster routes by them, but
+    // they are no keys.
+    let not_key = |flags: &str| flags.split(',').any(|f| f == "not_key");
+    if specs == "-"
+        || specs
+            .split(';')
+            .all(|s| not_key(s.split('/').next().unwrap_or("")))
+    {
         return Reply::err("ERR The command has no key arguments");
     }
     if specs.contains("unknown()") || specs.contains("incomplete") {
@@ -138,10 +187,27 @@ pub fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if !arity_ok(spec.arity, argv.len()) {
         return Reply::err("ERR Invalid number of arguments specified for command");
     }
-    match positions(specs, argv) {
+    let keys = positions(specs, argv).map(|k| {
+        k.into_iter()
+            .filter(|(_, flags)| !not_key(flags))
+            .collect::<Vec<_>>()
+    });
+    match keys {
         Some(keys) if !keys.is_empty() => Reply::Array(
             keys.into_iter()
-                .map(|i| Reply::Bulk(argv[i].clone()))
+                .map(|(i, flags)| {
+                    let key = Reply::Bulk(argv[i].clone());
+                    if !with_flags {
+                        return key;
+                    }
+                    let flags = variable_flags(spec.name, argv).unwrap_or(flags);
+                    let flags = flags
+                        .split(',')
+                        .filter(|f| *f != "-")
+                        .map(|f| Reply::Status(f.into()))
+                        .collect();
+                    Reply::Array(vec![key, Reply::Set(flags)])
+                })
                 .collect(),
         ),
         _ if no_mandatory => Reply::Array(Vec::new()),

@@ -1,5 +1,5 @@
 //! Server introspection a script can call: `X HELP` (Redis's texts, generated into
-//! `harness/data/help-7.0.15.txt`), COMMAND COUNT/LIST/INFO/DOCS, INFO, LASTSAVE, LOLWUT,
+//! `harness/data/help-7.0.15.txt`), COMMAND COUNT/LIST, INFO, LASTSAVE, LOLWUT,
 //! MEMORY, OBJECT FREQ/IDLETIME/REFCOUNT, DUMP, KEYS, SCAN, RANDOMKEY, SELECT, SLOWLOG.
 //!
 //! Where Redis answers from state the offline server does not have (the LRU clock, allocator
@@ -162,24 +162,16 @@ fn glob_match_at(p: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesti
     pi == p.len() && si == s.len()
 }
 
-/// COMMAND COUNT, LIST, INFO, DOCS. COMMAND (everything), INFO and DOCS of a command that
-/// exists, GETKEYS and GETKEYSANDFLAGS are not emulated.
+/// COMMAND COUNT and LIST (COMMAND, INFO and DOCS: `command_info.rs`; GETKEYS and
+/// GETKEYSANDFLAGS: `getkeys.rs`).
 pub fn command(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let t = table();
     let sub = a
         .get(1)
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
-    let known = |name: &[u8]| {
-        let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-        t.by_name.contains_key(lower.as_str())
-    };
     match sub.as_deref() {
         Some("count") => Reply::Int(t.specs.iter().filter(|s| s.name == s.command).count() as i64),
         Some("list") => command_list(a),
-        Some("info") if a.len() > 2 && !a[2..].iter().any(|n| known(n)) => {
-            Reply::Array(a[2..].iter().map(|_| Reply::Nil).collect())
-        }
-        Some("docs") if a.len() > 2 && !a[2..].iter().any(|n| known(n)) => Reply::Array(vec![]),
         Some(other) => not_emulated(&format!("command|{other}")),
         None => not_emulated("command"),
     }

@@ -3,6 +3,7 @@
 
 mod bitmap;
 pub(crate) mod bpop;
+mod command_info;
 mod geo;
 mod getkeys;
 mod hash;
@@ -203,7 +204,7 @@ static HANDLERS: &[(&str, Run)] = &[
     ("echo", Run::Plain(server_cmds::echo)),
     ("time", Run::Plain(server_cmds::time)),
     ("publish", Run::Plain(server_cmds::publish)),
-    ("spublish", Run::Plain(server_cmds::publish)),
+    ("spublish", Run::Plain(server_cmds::spublish)),
     ("cluster", Run::Plain(server_cmds::cluster_disabled)),
     ("asking", Run::Plain(server_cmds::cluster_disabled)),
     ("readonly", Run::Plain(server_cmds::cluster_disabled)),
@@ -283,8 +284,9 @@ static HANDLERS: &[(&str, Run)] = &[
     ("geodist", Run::Plain(geo::geodist)),
     ("command|count", Run::Plain(introspect::command)),
     ("command|list", Run::Plain(introspect::command)),
-    ("command|info", Run::Plain(introspect::command)),
-    ("command|docs", Run::Plain(introspect::command)),
+    ("command", Run::Plain(command_info::command)),
+    ("command|info", Run::Plain(command_info::info)),
+    ("command|docs", Run::Plain(command_info::command_docs)),
     ("info", Run::Plain(introspect::info)),
     ("lastsave", Run::Plain(introspect::lastsave)),
     ("lolwut", Run::Plain(introspect::lolwut)),
@@ -300,6 +302,10 @@ static HANDLERS: &[(&str, Run)] = &[
     ("scan", Run::Plain(introspect::scan)),
     ("select", Run::Plain(introspect::select)),
     ("command|getkeys", Run::Plain(getkeys::getkeys)),
+    (
+        "command|getkeysandflags",
+        Run::Plain(getkeys::getkeysandflags),
+    ),
     ("slowlog|get", Run::Plain(introspect::slowlog)),
     ("slowlog|len", Run::Plain(introspect::slowlog)),
     ("slowlog|reset", Run::Plain(introspect::slowlog)),
@@ -476,6 +482,15 @@ fn lookup_argv(argv: &[Vec<u8>]) -> Result<&'static Spec, bool> {
         }
         _ => Ok(top),
     }
+}
+
+/// The table name (`parent|sub`) of the command `argv` names, whatever its arity; `None` for
+/// an unknown command or subcommand.
+pub fn known_name(argv: &[Vec<u8>]) -> Option<&'static str> {
+    if argv.is_empty() {
+        return None;
+    }
+    lookup_argv(argv).ok().map(|s| s.name)
 }
 
 /// Whether `name` (lower case) is a Redis 7.0 command.

@@ -31,6 +31,18 @@ pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if let Some(p) = &s.publisher {
         return Reply::Int((p.0)(&a[1], &a[2]));
     }
+    keep_published(s, a)
+}
+
+/// SPUBLISH: as PUBLISH, to the shard channel's subscribers (a namespace of their own).
+pub fn spublish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+    if let Some(p) = &s.shard_publisher {
+        return Reply::Int((p.0)(&a[1], &a[2]));
+    }
+    keep_published(s, a)
+}
+
+fn keep_published(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if s.published.len() >= crate::server::MAX_PUBLISHED {
         s.published.remove(0);
     }

@@ -838,10 +838,13 @@ fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
                 return Reply::Error(e);
             }
             let before = crate::notify::before(&server, spec.name, argv);
+            let started = std::time::Instant::now();
             let reply = {
                 let mut flag = InScript::enter(&mut server);
                 commands::run_caught(f, flag.server(), argv)
             };
+            let failed = matches!(reply, Reply::Error(_));
+            (server.command_stats).called(spec.name, started.elapsed(), failed);
             if let Some(b) = before {
                 crate::notify::after(&server, spec.name, argv, &reply, b);
             }

@@ -106,7 +106,7 @@ impl Blocked {
             let mut i = 0;
             while i < self.waiters.len() {
                 let w = &self.waiters[i];
-                let reply = match h.call_argv_as(&w.argv, w.resp3) {
+                let reply = match h.call_uncounted(&w.argv, w.resp3) {
                     Reply::Error(_) => h.blocked_failure(&w.argv, &w.streams),
                     Reply::Nil => None,
                     served => Some(served),

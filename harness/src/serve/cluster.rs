@@ -128,6 +128,11 @@ impl ClusterPort {
             .unwrap_or(&self.members[self.me])
     }
 
+    /// Whether this port owns the slot of `key` (or of a shard channel).
+    pub(super) fn owns(&self, key: &[u8]) -> bool {
+        self.owner(key_slot(key)).port == self.members[self.me].port
+    }
+
     /// Whether this port serves `commands` (one command, or a transaction's at EXEC): the
     /// `-CROSSSLOT` or `-MOVED` error a real cluster node answers otherwise. Keys are found as
     /// COMMAND GETKEYS finds them (a script's are its declared KEYS).

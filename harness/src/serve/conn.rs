@@ -105,6 +105,21 @@ struct ServeConn {
     /// Its blocking command found nothing: the reply is what it waits for.
     blocked: Option<super::blocking::Wait>,
     quit: bool,
+    /// Who counts the command being handled for INFO commandstats.
+    tally: CountedBy,
+}
+
+/// How the command being handled is counted for INFO commandstats.
+#[derive(Debug, Clone, Copy)]
+enum CountedBy {
+    /// Refused before it ran (NOAUTH, MOVED, the subscribed context, BUSY).
+    Rejected,
+    /// Queued in a transaction: counted when EXEC runs it.
+    Queued,
+    /// Answered by the connection itself.
+    Ran,
+    /// Run by the harness, which counted it.
+    ByHarness,
 }
 
 /// Serves one client until it quits, breaks the protocol or the server stops. `admitted`:
@@ -141,6 +156,7 @@ pub(super) async fn serve(
         multi: None,
         nil_array: false,
         quit: false,
+        tally: CountedBy::Rejected,
     };
     c.ctx.shared.connected(true);
     serve_requests(&mut c, &mut socket, &mut stop, &mut inbox).await;
@@ -270,7 +286,28 @@ async fn write(socket: &mut TcpStream, out: &[u8], closing: &Closing) -> bool {
 }
 
 impl ServeConn {
+    /// Handles `argv` and counts it for INFO commandstats where the harness did not.
     async fn handle(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        let started = Instant::now();
+        let known = crate::commands::known_name(&argv);
+        let arity_ok = resolve(&argv, Caller::Client).is_ok();
+        self.tally = CountedBy::Rejected;
+        let reply = self.handle_uncounted(argv).await;
+        let rejected = match self.tally {
+            CountedBy::ByHarness => return reply,
+            CountedBy::Queued if matches!(&reply, Reply::Status(s) if s == "QUEUED") => {
+                return reply
+            }
+            CountedBy::Ran => !arity_ok,
+            CountedBy::Queued | CountedBy::Rejected => true,
+        };
+        if let Some(name) = known {
+            (self.ctx.shared).count_command(name, started.elapsed(), &reply, rejected);
+        }
+        reply
+    }
+
+    async fn handle_uncounted(&mut self, argv: Vec<Vec<u8>>) -> Reply {
         let name = full_name(&argv);
         let top = name.split('|').next().unwrap_or_default().to_string();
         if !self.authed && !matches!(top.as_str(), "auth" | "hello" | "quit" | "reset") {
@@ -301,8 +338,10 @@ impl ServeConn {
                 "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
             )
         {
+            self.tally = CountedBy::Queued;
             return self.queue(argv);
         }
+        self.tally = CountedBy::Ran;
         self.run(&top, &name, argv).await
     }
 
@@ -346,10 +385,11 @@ impl ServeConn {
                 self.authed = self.ctx.requirepass.is_none();
                 Reply::Status("RESET".into())
             }
-            "subscribe" | "psubscribe" if argv.len() < 2 => {
+            "subscribe" | "psubscribe" | "ssubscribe" if argv.len() < 2 => {
                 err(format!("ERR wrong number of arguments for '{top}' command"))
             }
-            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" => {
+            "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ssubscribe"
+            | "sunsubscribe" => {
                 let mut hub = self.ctx.shared.hub();
                 let replies = self.subs.command(&mut hub, top, &argv[1..]);
                 self.several = true;
@@ -364,6 +404,15 @@ impl ServeConn {
             }
             "pubsub" if argv.len() >= 2 && is(&argv[1], "numsub") => {
                 self.ctx.shared.hub().numsub(&argv[2..])
+            }
+            "pubsub" if argv.len() >= 2 && is(&argv[1], "shardnumsub") => {
+                let mine = |c: &[u8]| self.ctx.cluster.as_ref().is_none_or(|n| n.owns(c));
+                self.ctx.shared.hub().shard_numsub(&argv[2..], mine)
+            }
+            "pubsub" if (2..=3).contains(&argv.len()) && is(&argv[1], "shardchannels") => {
+                let mine = |c: &[u8]| self.ctx.cluster.as_ref().is_none_or(|n| n.owns(c));
+                let pattern = argv.get(2).map(Vec::as_slice);
+                self.ctx.shared.hub().shard_channels(pattern, mine)
             }
             "pubsub" if (2..=3).contains(&argv.len()) && is(&argv[1], "channels") => self
                 .ctx
@@ -382,7 +431,12 @@ impl ServeConn {
                 }
                 None => err("ERR DISCARD without MULTI"),
             },
-            "exec" => self.exec().await,
+            "exec" => {
+                let reply = self.exec().await;
+                // EXEC is the connection's to count, whatever its commands were.
+                self.tally = CountedBy::Ran;
+                reply
+            }
             "watch" if self.multi.is_some() => err("ERR WATCH inside MULTI is not allowed"),
             "watch" if argv.len() < 2 => err("ERR wrong number of arguments for 'watch' command"),
             "watch" => match self.ctx.shared.watch(self.id, argv[1..].to_vec()).await {
@@ -453,6 +507,7 @@ impl ServeConn {
     }
 
     async fn harness(&mut self, argv: Vec<Vec<u8>>) -> Reply {
+        self.tally = CountedBy::ByHarness;
         if crate::commands::bpop::block_ms(&argv).is_some() {
             let shared = &self.ctx.shared;
             return match shared.execute_blocking(argv, self.resp3, self.id).await {

@@ -1,6 +1,8 @@
 //! Pub/sub across connections: who is subscribed to which channel and pattern, and the
 //! delivery of a PUBLISH (from a client or a script) to them, channels first, then patterns,
-//! as Redis 7.0's `pubsubPublishMessage`.
+//! as Redis 7.0's `pubsubPublishMessage`. Shard channels (SSUBSCRIBE, SPUBLISH) are a
+//! namespace of their own, as in Redis 7.0: a PUBLISH never reaches them, an SPUBLISH only
+//! them (with `--cluster`, both only on the port owning the channel's slot).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -126,6 +128,8 @@ impl Closing {
 #[derive(Debug, Default)]
 pub(super) struct Subscribers {
     channels: HashMap<Vec<u8>, Vec<(u64, Outbox)>>,
+    /// Shard channels (SSUBSCRIBE).
+    shard: HashMap<Vec<u8>, Vec<(u64, Outbox)>>,
     /// In the order they were subscribed.
     patterns: Vec<(Vec<u8>, u64, Outbox)>,
 }
@@ -134,25 +138,84 @@ fn bulk(b: &[u8]) -> Reply {
     Reply::Bulk(b.to_vec())
 }
 
+type Channels = HashMap<Vec<u8>, Vec<(u64, Outbox)>>;
+
+/// Subscribes `client` to `channel` of `map`; false if it already was.
+fn join(map: &mut Channels, client: u64, out: &Outbox, channel: &[u8]) -> bool {
+    let subs = map.entry(channel.to_vec()).or_default();
+    if subs.iter().any(|(id, _)| *id == client) {
+        return false;
+    }
+    subs.push((client, out.clone()));
+    true
+}
+
+/// Unsubscribes `client` from `channel` of `map`.
+fn leave(map: &mut Channels, client: u64, channel: &[u8]) {
+    if let Some(subs) = map.get_mut(channel) {
+        subs.retain(|(id, _)| *id != client);
+        if subs.is_empty() {
+            map.remove(channel);
+        }
+    }
+}
+
+/// The channels of `map` with a subscriber (matching `pattern`, and kept by `keep`), sorted.
+fn names(map: &Channels, pattern: Option<&[u8]>, keep: impl Fn(&[u8]) -> bool) -> Reply {
+    let mut names: Vec<&Vec<u8>> = (map.keys())
+        .filter(|c| pattern.is_none_or(|p| glob_match(p, c, false)) && keep(c))
+        .collect();
+    names.sort();
+    Reply::Array(names.into_iter().map(|c| bulk(c)).collect())
+}
+
+/// Each channel of `channels` and its subscribers in `map` (0 where `keep` refuses it).
+fn counts(map: &Channels, channels: &[Vec<u8>], keep: impl Fn(&[u8]) -> bool) -> Reply {
+    let mut out = Vec::new();
+    for c in channels {
+        out.push(bulk(c));
+        let n = map.get(c).filter(|_| keep(c)).map_or(0, |s| s.len() as i64);
+        out.push(Reply::Int(n));
+    }
+    Reply::Array(out)
+}
+
 impl Subscribers {
     /// Subscribes `client` to `channel`; false if it already was.
     pub(super) fn subscribe(&mut self, client: u64, out: &Outbox, channel: &[u8]) -> bool {
-        let subs = self.channels.entry(channel.to_vec()).or_default();
-        if subs.iter().any(|(id, _)| *id == client) {
-            return false;
-        }
-        subs.push((client, out.clone()));
-        true
+        join(&mut self.channels, client, out, channel)
     }
 
     /// Unsubscribes `client` from `channel`.
     pub(super) fn unsubscribe(&mut self, client: u64, channel: &[u8]) {
-        if let Some(subs) = self.channels.get_mut(channel) {
-            subs.retain(|(id, _)| *id != client);
-            if subs.is_empty() {
-                self.channels.remove(channel);
-            }
+        leave(&mut self.channels, client, channel);
+    }
+
+    /// Sends `message` to the subscribers of shard channel `channel` (SPUBLISH); how many
+    /// received it.
+    pub(super) fn spublish(&self, channel: &[u8], message: &[u8]) -> i64 {
+        let mut n = 0;
+        for (_, out) in self.shard.get(channel).into_iter().flatten() {
+            let m = Reply::Array(vec![bulk(b"smessage"), bulk(channel), bulk(message)]);
+            n += i64::from(out.send(m));
         }
+        n
+    }
+
+    /// PUBSUB SHARDCHANNELS [pattern]: the shard channels with a subscriber that `mine`
+    /// keeps (with `--cluster`, the port's slots).
+    pub(super) fn shard_channels(
+        &self,
+        pattern: Option<&[u8]>,
+        mine: impl Fn(&[u8]) -> bool,
+    ) -> Reply {
+        names(&self.shard, pattern, mine)
+    }
+
+    /// PUBSUB SHARDNUMSUB channel...: each shard channel and its subscribers (0 for one
+    /// `mine` refuses).
+    pub(super) fn shard_numsub(&self, channels: &[Vec<u8>], mine: impl Fn(&[u8]) -> bool) -> Reply {
+        counts(&self.shard, channels, mine)
     }
 
     /// Subscribes `client` to `pattern`; false if it already was.
@@ -194,23 +257,12 @@ impl Subscribers {
 
     /// PUBSUB CHANNELS [pattern]: the channels with a subscriber.
     pub(super) fn channels(&self, pattern: Option<&[u8]>) -> Reply {
-        let mut names: Vec<&Vec<u8>> = (self.channels.keys())
-            .filter(|c| pattern.is_none_or(|p| glob_match(p, c, false)))
-            .collect();
-        names.sort();
-        Reply::Array(names.into_iter().map(|c| bulk(c)).collect())
+        names(&self.channels, pattern, |_| true)
     }
 
     /// PUBSUB NUMSUB channel...: each channel and its subscribers.
     pub(super) fn numsub(&self, channels: &[Vec<u8>]) -> Reply {
-        let mut out = Vec::new();
-        for c in channels {
-            out.push(bulk(c));
-            out.push(Reply::Int(
-                self.channels.get(c).map_or(0, |s| s.len() as i64),
-            ));
-        }
-        Reply::Array(out)
+        counts(&self.channels, channels, |_| true)
     }
 
     /// PUBSUB NUMPAT: the distinct patterns subscribed to.
@@ -229,6 +281,7 @@ pub(super) struct Subscriptions {
     out: Outbox,
     channels: Vec<Vec<u8>>,
     patterns: Vec<Vec<u8>>,
+    shard_channels: Vec<Vec<u8>>,
 }
 
 impl Subscriptions {
@@ -238,24 +291,33 @@ impl Subscriptions {
             out,
             channels: Vec::new(),
             patterns: Vec::new(),
+            shard_channels: Vec::new(),
         }
     }
 
-    /// How many channels and patterns (what the replies count).
+    /// How many channels, patterns and shard channels (a RESP2 connection with any is in
+    /// the subscribed context).
     pub(super) fn count(&self) -> usize {
-        self.channels.len() + self.patterns.len()
+        self.channels.len() + self.patterns.len() + self.shard_channels.len()
     }
 
+    /// The confirmation of `kind` for `name`, with the count Redis 7.0 gives: the shard
+    /// channels for SSUBSCRIBE / SUNSUBSCRIBE, the channels and patterns for the others.
     fn confirm(&self, kind: &[u8], name: Option<&[u8]>) -> Reply {
+        let n = if matches!(kind, b"ssubscribe" | b"sunsubscribe") {
+            self.shard_channels.len()
+        } else {
+            self.channels.len() + self.patterns.len()
+        };
         Reply::Array(vec![
             bulk(kind),
             name.map_or(Reply::Nil, bulk),
-            Reply::Int(self.count() as i64),
+            Reply::Int(n as i64),
         ])
     }
 
-    /// SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE (`top`, lower case): one reply per
-    /// channel or pattern, as Redis sends them.
+    /// SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, SSUBSCRIBE, SUNSUBSCRIBE (`top`,
+    /// lower case): one reply per channel or pattern, as Redis sends them.
     pub(super) fn command(
         &mut self,
         hub: &mut Subscribers,
@@ -270,6 +332,29 @@ impl Subscriptions {
                         self.channels.push(c.clone());
                     }
                     replies.push(self.confirm(b"subscribe", Some(c)));
+                }
+            }
+            "ssubscribe" => {
+                for c in args {
+                    if join(&mut hub.shard, self.id, &self.out, c) {
+                        self.shard_channels.push(c.clone());
+                    }
+                    replies.push(self.confirm(b"ssubscribe", Some(c)));
+                }
+            }
+            "sunsubscribe" => {
+                let names = if args.is_empty() {
+                    self.shard_channels.clone()
+                } else {
+                    args.to_vec()
+                };
+                for c in &names {
+                    leave(&mut hub.shard, self.id, c);
+                    self.shard_channels.retain(|x| x != c);
+                    replies.push(self.confirm(b"sunsubscribe", Some(c)));
+                }
+                if names.is_empty() {
+                    replies.push(self.confirm(b"sunsubscribe", None));
                 }
             }
             "psubscribe" => {
@@ -321,6 +406,9 @@ impl Subscriptions {
         }
         for p in std::mem::take(&mut self.patterns) {
             hub.punsubscribe(self.id, &p);
+        }
+        for c in std::mem::take(&mut self.shard_channels) {
+            leave(&mut hub.shard, self.id, &c);
         }
     }
 }

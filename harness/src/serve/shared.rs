@@ -126,6 +126,8 @@ pub struct ServeShared {
     started: Instant,
     clock: ClockMode,
     errors: Mutex<ErrorStats>,
+    /// INFO commandstats: the harness's figures, which the connections count into too.
+    command_stats: crate::command_stats::CommandStats,
     watches: Arc<Mutex<super::watched::Watches>>,
     hub: Arc<Mutex<super::pubsub::Subscribers>>,
     blocked: Arc<Mutex<super::blocking::Blocked>>,
@@ -158,11 +160,17 @@ impl ServeShared {
                 super::worker::hand_over(&rt)
             });
         }
+        let command_stats = harness.command_stats();
         let hub = Arc::new(Mutex::new(super::pubsub::Subscribers::default()));
         let delivery = hub.clone();
         harness.set_publisher(move |channel, message| {
             let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
             hub.publish(channel, message)
+        });
+        let delivery = hub.clone();
+        harness.set_shard_publisher(move |channel, message| {
+            let hub = delivery.lock().unwrap_or_else(|p| p.into_inner());
+            hub.spublish(channel, message)
         });
         Arc::new(ServeShared {
             harness: Arc::new(tokio::sync::Mutex::new(harness)),
@@ -180,6 +188,7 @@ impl ServeShared {
             started: Instant::now(),
             clock,
             errors: Mutex::new(ErrorStats::default()),
+            command_stats,
             watches: Arc::new(Mutex::new(super::watched::Watches::default())),
             hub,
             blocked: Arc::default(),
@@ -279,9 +288,27 @@ impl ServeShared {
         }
     }
 
-    /// CONFIG RESETSTAT: the error counts start again from nothing.
+    /// CONFIG RESETSTAT: the error and command counts start again from nothing.
     pub fn reset_stats(&self) {
         *self.errors() = ErrorStats::default();
+        self.command_stats.reset();
+    }
+
+    /// Counts a command a connection answered itself (the harness counts its own):
+    /// `rejected` when it was refused before it ran.
+    pub(super) fn count_command(
+        &self,
+        name: &'static str,
+        took: Duration,
+        reply: &Reply,
+        rejected: bool,
+    ) {
+        if rejected {
+            self.command_stats.rejected(name);
+        } else {
+            let failed = matches!(reply, Reply::Error(_));
+            self.command_stats.called(name, took, failed);
+        }
     }
 
     /// A new client id (CLIENT ID), from 1 up.
@@ -708,11 +735,12 @@ impl ServeShared {
         maxmemory: usize,
         cluster: bool,
     ) -> Reply {
-        const KNOWN: [&str; 6] = [
+        const KNOWN: [&str; 7] = [
             "server",
             "clients",
             "memory",
             "stats",
+            "commandstats",
             "errorstats",
             "cluster",
         ];
@@ -723,7 +751,7 @@ impl ServeShared {
         if !all {
             if let Some(other) = sections.iter().find(|s| !KNOWN.contains(&s.as_str())) {
                 return Reply::err(format!(
-                    "ERR harness: INFO {other} is not emulated (only server, clients, memory, stats, errorstats and cluster)"
+                    "ERR harness: INFO {other} is not emulated (only server, clients, memory, stats, commandstats, errorstats and cluster)"
                 ));
             }
         }
@@ -765,6 +793,14 @@ impl ServeShared {
                 if out.is_empty() { "" } else { "\r\n" },
                 errors.total
             ));
+        }
+        // Not a default section: `all`, `everything` or its name bring it, as in Redis.
+        if (sections.iter()).any(|s| matches!(s.as_str(), "all" | "everything" | "commandstats")) {
+            if !out.is_empty() {
+                out.push_str("\r\n");
+            }
+            out.push_str("# Commandstats\r\n");
+            out.push_str(&self.command_stats.lines());
         }
         if want("errorstats") {
             if !out.is_empty() {
