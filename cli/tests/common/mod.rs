@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test crate uses part of it
 
+pub mod libraries;
 pub mod serve;
 
 use std::ffi::OsString;

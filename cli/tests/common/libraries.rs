@@ -1,0 +1,127 @@
+//! Real client libraries run against a server: Python packages (pip) and npm packages
+//! installed into caches under the target directory when missing, and a flow script of
+//! cli/tests/libraries run with them, what it printed returned.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Where the test's Python packages are installed (`pip install --target`).
+pub fn pydeps() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pydeps")
+}
+
+/// Installs `packages` (the first importable as `module`) into [`pydeps`] unless it is there.
+pub fn pip_install(packages: &[&str], module: &str) {
+    pip_install_into(&pydeps(), packages, module);
+}
+
+/// A directory of its own under the target directory for `packages` (pinned `name==version`),
+/// installed there unless `module` is: a library whose versions differ in what they send is
+/// tested at each version without one install replacing the other.
+pub fn pip_install_pinned(packages: &[&str], module: &str) -> PathBuf {
+    let name: String = packages
+        .iter()
+        .map(|p| p.replace("==", "-"))
+        .collect::<Vec<_>>()
+        .join("+");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pydeps-{name}"));
+    pip_install_into(&dir, packages, module);
+    dir
+}
+
+fn pip_install_into(dir: &Path, packages: &[&str], module: &str) {
+    if dir.join(module).exists() {
+        return;
+    }
+    let ok = [&[][..], &["--break-system-packages"][..]]
+        .iter()
+        .any(|extra| {
+            Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--target"])
+                .arg(dir)
+                .args(packages)
+                .args(*extra)
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+    assert!(
+        ok,
+        "pip install --target {} {packages:?} failed",
+        dir.display()
+    );
+}
+
+/// Where the test's npm packages are installed (`npm install --prefix`).
+pub fn npm_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("npm")
+}
+
+/// Installs `packages` (`name@version`) into [`npm_dir`] unless each is there.
+pub fn npm_install(packages: &[&str]) {
+    // Two tests of this binary installing into one directory at once would collide.
+    static INSTALLING: Mutex<()> = Mutex::new(());
+    let _one = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = npm_dir();
+    let missing = packages.iter().any(|p| {
+        let name = p.rsplit_once('@').map_or(*p, |(n, _)| n);
+        !dir.join("node_modules").join(name).exists()
+    });
+    if !missing {
+        return;
+    }
+    std::fs::create_dir_all(&dir).expect("the npm directory is created");
+    let ok = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+        .arg(&dir)
+        .args(packages)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "npm install --prefix {} {packages:?} failed",
+        dir.display()
+    );
+}
+
+/// Runs `script` (in cli/tests/libraries) with `program` (`python3` or `node`, finding the
+/// packages installed above) against the server on `port`, `args` after the port: what it
+/// printed.
+pub fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String {
+    let deps = if program == "node" {
+        npm_dir().join("node_modules")
+    } else {
+        pydeps()
+    };
+    observe_with(&deps, program, script, port, args)
+}
+
+/// [`observe`] with the packages in `deps` (for Python, a directory of
+/// [`pip_install_pinned`]).
+pub fn observe_with(deps: &Path, program: &str, script: &str, port: u16, args: &[&str]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/libraries")
+        .join(script);
+    let path_var = if program == "node" {
+        "NODE_PATH"
+    } else {
+        "PYTHONPATH"
+    };
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(program)
+        .arg(&path)
+        .arg(port.to_string())
+        .args(args)
+        .env(path_var, deps)
+        .output()
+        .expect("the library's interpreter runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && !stderr.contains("not emulated"),
+        "{script} against port {port} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+}
