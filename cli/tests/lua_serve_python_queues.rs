@@ -38,6 +38,14 @@ fn rq_3_observes_the_same_on_lua_serve() {
     same_on_both(&deps, "rq_flow.py");
 }
 
+/// rq 2 names its worker's connection and finds its address with CLIENT LIST (rq 3 asks
+/// CLIENT INFO first).
+#[test]
+fn rq_2_observes_the_same_on_lua_serve() {
+    let deps = pip_install_pinned(&["rq==2.12.0", "redis==8.2.0"], "rq");
+    same_on_both(&deps, "rq_flow.py");
+}
+
 #[test]
 fn dramatiq_observes_the_same_on_lua_serve() {
     let deps = pip_install_pinned(&["dramatiq==2.2.1", "redis==8.2.0"], "dramatiq");

@@ -1,7 +1,9 @@
 # dramatiq's RedisBroker against a server on the port given: a worker in this process runs an
 # actor whose result comes back through the Redis result backend, one that fails once and is
-# retried 60 seconds later, a message sent with a 60-second delay, and one that fails every
-# time and lands in the dead-letter queue. Prints what the library observed, for
+# retried 60 seconds later, a message sent with a 60-second delay, one that fails every time
+# and lands in the dead-letter queue, and a result kept 5 seconds (gone once the server's
+# clock has passed them: LOCKKIT.CLOCK ADVANCE on lua serve, a bounded real wait on
+# redis-server's side). Prints what the library observed, for
 # cli/tests/lua_serve_python_queues.rs to compare.
 # dramatiq reads the time on the client (a delayed message's eta and the broker's heartbeats
 # are this process's milliseconds): delays are passed by moving this process's clock, never
@@ -42,6 +44,13 @@ def double(n):
     return n * 2
 
 
+# Its result is kept 5 seconds: the server's clock decides when it is gone.
+@dramatiq.actor(store_results=True, max_retries=0, result_ttl=5_000)
+def brief(n):
+    calls.append(("brief", n))
+    return -n
+
+
 @dramatiq.actor(store_results=True, max_retries=1, min_backoff=60_000, max_backoff=60_000)
 def flaky(n):
     calls.append(("flaky", n))
@@ -69,6 +78,13 @@ def advance(ms):
     shift[0] += ms
     if virtual:
         broker.client.execute_command("LOCKKIT.CLOCK", "ADVANCE", str(ms))
+    else:
+        # redis-server's clock is the wall clock: the brief result's 5 seconds pass for real
+        # (a bounded wait on this side only).
+        for _ in range(100):
+            if result(kept, block=False) == ("missing",):
+                break
+            time.sleep(0.1)
 
 
 broker.flush_all()
@@ -77,6 +93,8 @@ worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=100)
 worker.start()
 
 out.append(("double", result(double.send(21))))
+kept = brief.send(3)
+out.append(("brief", result(kept)))
 bad = boom.send(7)
 out.append(("boom", result(bad)))
 retried = flaky.send(1)
@@ -86,6 +104,7 @@ out.append(("before", result(retried, block=False), result(later, block=False)))
 out.append(("calls before", list(calls)))
 
 advance(61_000)
+out.append(("brief after", result(kept, block=False)))
 out.append(("flaky", result(retried)))
 out.append(("later", result(later)))
 out.append(("calls", calls))

@@ -246,6 +246,11 @@ impl Subscriptions {
         self.channels.len() + self.patterns.len()
     }
 
+    /// How many channels, and how many patterns (CLIENT LIST's `sub` and `psub`).
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.channels.len(), self.patterns.len())
+    }
+
     fn confirm(&self, kind: &[u8], name: Option<&[u8]>) -> Reply {
         Reply::Array(vec![
             bulk(kind),
