@@ -1,6 +1,7 @@
 //! CLIENT LIST on `lockkit lua serve` against a real redis-server 7.0: the same fields in the
 //! same order, the same flags, counts and last commands for connections that are named,
-//! subscribed, inside MULTI or blocked, the same TYPE and ID filters and the same errors.
+//! subscribed, inside MULTI or blocked, the same TYPE and ID filters and the same errors; and
+//! CLIENT KILL, by each of its filters and in its old form, closing what redis-server closes.
 
 mod common;
 
@@ -129,5 +130,93 @@ fn client_list_shows_what_redis_server_shows() {
     assert_eq!(
         got, want,
         "lua serve's CLIENT LIST differs from redis-server's"
+    );
+}
+
+/// Whether the server closed `c` (it reads the end of the stream, with no reply before; a
+/// connection left open answers nothing and fails the read by its timeout instead).
+fn closed(c: &mut Client) -> bool {
+    use std::io::ErrorKind::{ConnectionReset, UnexpectedEof};
+    matches!(c.try_reply(), Err(e) if matches!(e.kind(), UnexpectedEof | ConnectionReset))
+}
+
+/// The `addr=` of `c` (CLIENT INFO).
+fn addr_of(c: &mut Client) -> Vec<u8> {
+    let info = text(c.call(&[b"CLIENT", b"INFO"]));
+    let addr = info.split(' ').find_map(|kv| kv.strip_prefix("addr="));
+    addr.expect("CLIENT INFO has addr=").as_bytes().to_vec()
+}
+
+/// What CLIENT KILL answers on `port` and which connections it closes.
+fn observe_kills(port: u16) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut me = Client::to(port);
+    let mut by_id = Client::to(port);
+    let mut subscribed = Client::to(port);
+    let mut blocked = Client::to(port);
+    let mut by_addr = Client::to(port);
+    let mut old_form = Client::to(port);
+    let id = |c: &mut Client| match c.call(&[b"CLIENT", b"ID"]) {
+        Reply::Int(id) => id.to_string().into_bytes(),
+        other => panic!("CLIENT ID answers an integer, got {other:?}"),
+    };
+    let (my_id, victim) = (id(&mut me), id(&mut by_id));
+    let (addr, old_addr) = (addr_of(&mut by_addr), addr_of(&mut old_form));
+    for bad in [
+        &[&b"CLIENT"[..], b"KILL"][..],
+        &[b"CLIENT", b"KILL", b"ID"],
+        &[b"CLIENT", b"KILL", b"ID", b"0"],
+        &[b"CLIENT", b"KILL", b"ID", b"x"],
+        &[b"CLIENT", b"KILL", b"1.2.3.4:5"],
+        &[b"CLIENT", b"KILL", b"TYPE", b"nobody"],
+        &[b"CLIENT", b"KILL", b"SKIPME", b"maybe"],
+        &[b"CLIENT", b"KILL", b"FOO", b"bar"],
+        &[b"CLIENT", b"KILL", b"TYPE", b"master", b"x"],
+        &[b"CLIENT", b"KILL", b"TYPE", b"master"],
+        &[b"CLIENT", b"KILL", b"ID", b"999999", b"SKIPME", b"yes"],
+    ] {
+        out.push(format!("{:?}", me.call(bad)));
+    }
+    subscribed.call(&[b"SUBSCRIBE", b"c1"]);
+    blocked.send(&[b"BLPOP", b"nothing", b"0"]);
+    out.push(format!(
+        "{:?}",
+        me.call(&[b"CLIENT", b"KILL", b"ID", &victim])
+    ));
+    out.push(format!("by id closed: {}", closed(&mut by_id)));
+    out.push(format!(
+        "{:?}",
+        me.call(&[b"CLIENT", b"KILL", b"TYPE", b"pubsub"])
+    ));
+    out.push(format!("subscriber closed: {}", closed(&mut subscribed)));
+    out.push(format!(
+        "{:?}",
+        me.call(&[b"CLIENT", b"KILL", b"ADDR", &addr])
+    ));
+    out.push(format!("by addr closed: {}", closed(&mut by_addr)));
+    out.push(format!("{:?}", me.call(&[b"CLIENT", b"KILL", &old_addr])));
+    out.push(format!("old form closed: {}", closed(&mut old_form)));
+    // The blocked client is a normal one: killed with the others of its type, itself skipped.
+    out.push(format!(
+        "{:?}",
+        me.call(&[b"CLIENT", b"KILL", b"TYPE", b"normal"])
+    ));
+    out.push(format!("blocked closed: {}", closed(&mut blocked)));
+    let me_too = [&b"CLIENT"[..], b"KILL", b"ID", &my_id, b"SKIPME", b"no"];
+    out.push(format!("{:?}", me.call(&me_too)));
+    out.push(format!("me closed after the reply: {}", closed(&mut me)));
+    out
+}
+
+#[test]
+fn client_kill_closes_what_redis_server_closes() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    let want = observe_kills(redis.port());
+    let got = observe_kills(serve.port);
+    eprintln!("redis-server:\n{}", want.join("\n"));
+    assert_eq!(
+        got, want,
+        "lua serve's CLIENT KILL differs from redis-server's"
     );
 }

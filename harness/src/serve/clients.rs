@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use super::pubsub::Outbox;
 use crate::number::parse_i64;
 use crate::reply::Reply;
 
@@ -70,9 +71,27 @@ impl ClientView {
 #[derive(Debug, Default)]
 pub(super) struct Clients {
     views: BTreeMap<u64, ClientView>,
+    /// Each connection's outbox, which CLIENT KILL closes.
+    outboxes: BTreeMap<u64, Outbox>,
+}
+
+/// What CLIENT KILL's filters select.
+#[derive(Default)]
+struct Filter {
+    id: Option<u64>,
+    /// `Some(pubsub)`; `Some(None)`: a type no connection of the harness has.
+    pubsub: Option<Option<bool>>,
+    addr: Option<Vec<u8>>,
+    laddr: Option<Vec<u8>>,
+    skipme: bool,
 }
 
 impl Clients {
+    /// Connection `id` came: `out` closes it.
+    pub(super) fn join(&mut self, id: u64, out: Outbox) {
+        self.outboxes.insert(id, out);
+    }
+
     /// Puts (or replaces) connection `id`'s view.
     pub(super) fn show(&mut self, id: u64, view: ClientView) {
         self.views.insert(id, view);
@@ -81,6 +100,78 @@ impl Clients {
     /// The connection closed.
     pub(super) fn gone(&mut self, id: u64) {
         self.views.remove(&id);
+        self.outboxes.remove(&id);
+    }
+
+    /// `CLIENT KILL addr:port` (`+OK`) or `CLIENT KILL <filter value> ...` (how many) as Redis
+    /// 7.0 answers them, `me` asking: the others chosen are closed at once; the reply, and
+    /// whether `me` is to be closed after it.
+    pub(super) fn kill(&self, argv: &[Vec<u8>], me: u64) -> (Reply, bool) {
+        let err = |m: String| (Reply::Error(m), false);
+        if let [_, _, addr] = argv {
+            let found = (self.views.iter()).find(|(_, v)| v.peer.to_string().as_bytes() == addr);
+            return match found {
+                Some((&id, _)) => (Reply::ok(), self.close(id, me)),
+                None => err("ERR No such client".into()),
+            };
+        }
+        let mut f = Filter {
+            skipme: true,
+            ..Filter::default()
+        };
+        for pair in argv[2..].chunks(2) {
+            let [opt, value] = pair else {
+                return err("ERR syntax error".into());
+            };
+            match opt.to_ascii_lowercase().as_slice() {
+                b"id" => match parse_i64(value).filter(|v| *v > 0) {
+                    Some(v) => f.id = Some(v as u64),
+                    None => return err("ERR client-id should be greater than 0".into()),
+                },
+                b"type" => match client_type(value) {
+                    Ok(t) => f.pubsub = Some(t),
+                    Err(e) => return (e, false),
+                },
+                b"addr" => f.addr = Some(value.clone()),
+                b"laddr" => f.laddr = Some(value.clone()),
+                b"skipme" if value.eq_ignore_ascii_case(b"yes") => f.skipme = true,
+                b"skipme" if value.eq_ignore_ascii_case(b"no") => f.skipme = false,
+                b"user" => {
+                    return err(
+                        "ERR harness: CLIENT KILL USER is not emulated (connections do not keep their user)"
+                            .into(),
+                    )
+                }
+                _ => return err("ERR syntax error".into()),
+            }
+        }
+        let chosen: Vec<u64> = (self.views.iter())
+            .filter(|(&id, v)| {
+                f.id.is_none_or(|want| want == id)
+                    && f.pubsub.is_none_or(|t| t == Some(v.pubsub()))
+                    && (f.addr.as_ref()).is_none_or(|a| v.peer.to_string().as_bytes() == a)
+                    && (f.laddr.as_ref())
+                        .is_none_or(|a| v.local.is_some_and(|l| l.to_string().as_bytes() == a))
+                    && !(f.skipme && id == me)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        let mut closes_me = false;
+        for &id in &chosen {
+            closes_me |= self.close(id, me);
+        }
+        (Reply::Int(chosen.len() as i64), closes_me)
+    }
+
+    /// Closes connection `id` unless it is `me` (closed after its reply): whether it is.
+    fn close(&self, id: u64, me: u64) -> bool {
+        if id == me {
+            return true;
+        }
+        if let Some(out) = self.outboxes.get(&id) {
+            out.close();
+        }
+        false
     }
 
     /// `CLIENT LIST [TYPE normal|master|replica|pubsub] | [ID id ...]` (`argv` whole).
@@ -88,17 +179,9 @@ impl Clients {
         let text: String = match argv {
             [_, _] => self.views.iter().map(|(id, v)| v.line(*id)).collect(),
             [_, _, opt, kind] if opt.eq_ignore_ascii_case(b"type") => {
-                let pubsub = match kind.to_ascii_lowercase().as_slice() {
-                    b"normal" => Some(false),
-                    b"pubsub" => Some(true),
-                    // No replica nor master connects to the harness.
-                    b"master" | b"replica" | b"slave" => None,
-                    _ => {
-                        return Reply::Error(format!(
-                            "ERR Unknown client type '{}'",
-                            String::from_utf8_lossy(kind)
-                        ))
-                    }
+                let pubsub = match client_type(kind) {
+                    Ok(t) => t,
+                    Err(e) => return e,
                 };
                 self.views
                     .iter()
@@ -121,5 +204,19 @@ impl Clients {
             _ => return Reply::Error("ERR syntax error".into()),
         };
         Reply::Verbatim("txt".into(), text.into_bytes())
+    }
+}
+
+/// A client type as Redis names it: `Some(pubsub)` for `normal` and `pubsub`, `None` for
+/// `master` and `replica` (`slave`), which never connect to the harness.
+fn client_type(name: &[u8]) -> Result<Option<bool>, Reply> {
+    match name.to_ascii_lowercase().as_slice() {
+        b"normal" => Ok(Some(false)),
+        b"pubsub" => Ok(Some(true)),
+        b"master" | b"replica" | b"slave" => Ok(None),
+        _ => Err(Reply::Error(format!(
+            "ERR Unknown client type '{}'",
+            String::from_utf8_lossy(name)
+        ))),
     }
 }

@@ -132,7 +132,7 @@ pub(super) async fn serve(
     let (outbox, mut inbox) = mailbox(ctx.pubsub_limit);
     let mut c = ServeConn {
         id,
-        subs: Subscriptions::new(id, outbox),
+        subs: Subscriptions::new(id, outbox.clone()),
         several: false,
         blocked: None,
         authed: ctx.requirepass.is_none(),
@@ -150,6 +150,7 @@ pub(super) async fn serve(
         quit: false,
     };
     c.ctx.shared.connected(true);
+    c.ctx.clients().join(id, outbox);
     c.show();
     serve_requests(&mut c, &mut socket, &mut stop, &mut inbox).await;
     c.ctx.clients().gone(c.id);
@@ -700,6 +701,13 @@ impl ServeConn {
                 self.show();
                 self.ctx.clients().list(argv)
             }
+            ("kill", 2) => err("ERR wrong number of arguments for 'client|kill' command"),
+            ("kill", _) => {
+                self.show();
+                let (reply, me) = self.ctx.clients().kill(argv, self.id);
+                self.quit |= me;
+                reply
+            }
             ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
             ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
             ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
@@ -883,6 +891,7 @@ fn is_local(argv: &[Vec<u8>]) -> bool {
                 | "client|setinfo"
                 | "client|info"
                 | "client|list"
+                | "client|kill"
                 | "config|get"
                 | "config|set"
                 | "config|resetstat"

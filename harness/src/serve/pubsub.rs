@@ -85,6 +85,12 @@ impl Outbox {
         }
         self.tx.send(m).is_ok()
     }
+
+    /// Closes the connection (CLIENT KILL): as past its limit, it gets nothing more.
+    pub(super) fn close(&self) {
+        self.backlog.over.store(true, Ordering::Relaxed);
+        self.backlog.closing.notify_one();
+    }
 }
 
 impl Inbox {
