@@ -1,7 +1,8 @@
 //! CLIENT LIST on `lockkit lua serve` against a real redis-server 7.0: the same fields in the
 //! same order, the same flags, counts and last commands for connections that are named,
 //! subscribed, inside MULTI or blocked, the same TYPE and ID filters and the same errors; and
-//! CLIENT KILL, by each of its filters and in its old form, closing what redis-server closes.
+//! CLIENT KILL, by each of its filters (USER included) and in its old form, closing what
+//! redis-server closes.
 
 mod common;
 
@@ -156,6 +157,7 @@ fn observe_kills(port: u16) -> Vec<String> {
     let mut blocked = Client::to(port);
     let mut by_addr = Client::to(port);
     let mut old_form = Client::to(port);
+    let mut alice = Client::to(port);
     let id = |c: &mut Client| match c.call(&[b"CLIENT", b"ID"]) {
         Reply::Int(id) => id.to_string().into_bytes(),
         other => panic!("CLIENT ID answers an integer, got {other:?}"),
@@ -174,6 +176,7 @@ fn observe_kills(port: u16) -> Vec<String> {
         &[b"CLIENT", b"KILL", b"TYPE", b"master", b"x"],
         &[b"CLIENT", b"KILL", b"TYPE", b"master"],
         &[b"CLIENT", b"KILL", b"ID", b"999999", b"SKIPME", b"yes"],
+        &[b"CLIENT", b"KILL", b"USER", b"nobody"],
     ] {
         out.push(format!("{:?}", me.call(bad)));
     }
@@ -196,6 +199,28 @@ fn observe_kills(port: u16) -> Vec<String> {
     out.push(format!("by addr closed: {}", closed(&mut by_addr)));
     out.push(format!("{:?}", me.call(&[b"CLIENT", b"KILL", &old_addr])));
     out.push(format!("old form closed: {}", closed(&mut old_form)));
+    // A connection logged in as another user shows it, and is killed by its name.
+    let setuser = [
+        &b"ACL"[..],
+        b"SETUSER",
+        b"alice",
+        b"on",
+        b">pw",
+        b"+@all",
+        b"~*",
+    ];
+    out.push(format!("{:?}", me.call(&setuser)));
+    out.push(format!("{:?}", alice.call(&[b"AUTH", b"alice", b"pw"])));
+    let info = text(alice.call(&[b"CLIENT", b"INFO"]));
+    out.push(format!(
+        "{:?}",
+        info.split(' ').find(|kv| kv.starts_with("user="))
+    ));
+    out.push(format!(
+        "{:?}",
+        me.call(&[b"CLIENT", b"KILL", b"USER", b"alice"])
+    ));
+    out.push(format!("alice closed: {}", closed(&mut alice)));
     // The blocked client is a normal one: killed with the others of its type, itself skipped.
     out.push(format!(
         "{:?}",

@@ -27,6 +27,8 @@ pub(super) struct ClientView {
     /// Waiting in a blocking command.
     pub(super) blocked: bool,
     pub(super) resp3: bool,
+    /// The user it is logged in as.
+    pub(super) user: Vec<u8>,
 }
 
 impl ClientView {
@@ -53,7 +55,7 @@ impl ClientView {
         let name = self.name.as_deref().map(String::from_utf8_lossy);
         let laddr = self.local.map(|a| a.to_string()).unwrap_or_default();
         format!(
-            "id={id} addr={} laddr={laddr} fd=8 name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}\n",
+            "id={id} addr={} laddr={laddr} fd=8 name={} age={} idle={} flags={flags} db=0 sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}\n",
             self.peer,
             name.unwrap_or_default(),
             self.created.elapsed().as_secs(),
@@ -62,6 +64,7 @@ impl ClientView {
             self.subs.1,
             self.multi.map_or(-1, |n| n as i64),
             self.cmd.as_deref().unwrap_or("NULL"),
+            String::from_utf8_lossy(&self.user),
             if self.resp3 { 3 } else { 2 },
         )
     }
@@ -83,6 +86,7 @@ struct Filter {
     pubsub: Option<Option<bool>>,
     addr: Option<Vec<u8>>,
     laddr: Option<Vec<u8>>,
+    user: Option<Vec<u8>>,
     skipme: bool,
 }
 
@@ -104,9 +108,14 @@ impl Clients {
     }
 
     /// `CLIENT KILL addr:port` (`+OK`) or `CLIENT KILL <filter value> ...` (how many) as Redis
-    /// 7.0 answers them, `me` asking: the others chosen are closed at once; the reply, and
-    /// whether `me` is to be closed after it.
-    pub(super) fn kill(&self, argv: &[Vec<u8>], me: u64) -> (Reply, bool) {
+    /// 7.0 answers them, `me` asking (`user_exists`: whether an ACL user has that name): the
+    /// others chosen are closed at once; the reply, and whether `me` is to be closed after it.
+    pub(super) fn kill(
+        &self,
+        argv: &[Vec<u8>],
+        me: u64,
+        user_exists: &dyn Fn(&[u8]) -> bool,
+    ) -> (Reply, bool) {
         let err = |m: String| (Reply::Error(m), false);
         if let [_, _, addr] = argv {
             let found = (self.views.iter()).find(|(_, v)| v.peer.to_string().as_bytes() == addr);
@@ -136,11 +145,12 @@ impl Clients {
                 b"laddr" => f.laddr = Some(value.clone()),
                 b"skipme" if value.eq_ignore_ascii_case(b"yes") => f.skipme = true,
                 b"skipme" if value.eq_ignore_ascii_case(b"no") => f.skipme = false,
+                b"user" if user_exists(value) => f.user = Some(value.clone()),
                 b"user" => {
-                    return err(
-                        "ERR harness: CLIENT KILL USER is not emulated (connections do not keep their user)"
-                            .into(),
-                    )
+                    return err(format!(
+                        "ERR No such user '{}'",
+                        String::from_utf8_lossy(value)
+                    ))
                 }
                 _ => return err("ERR syntax error".into()),
             }
@@ -152,6 +162,7 @@ impl Clients {
                     && (f.addr.as_ref()).is_none_or(|a| v.peer.to_string().as_bytes() == a)
                     && (f.laddr.as_ref())
                         .is_none_or(|a| v.local.is_some_and(|l| l.to_string().as_bytes() == a))
+                    && (f.user.as_ref()).is_none_or(|u| *u == v.user)
                     && !(f.skipme && id == me)
             })
             .map(|(&id, _)| id)

@@ -97,6 +97,8 @@ struct ServeConn {
     lib: (Option<Vec<u8>>, Option<Vec<u8>>),
     resp3: bool,
     authed: bool,
+    /// The user it is logged in as (`default` until AUTH or HELLO names another).
+    user: Vec<u8>,
     /// Inside MULTI: the queued commands, and whether one was refused.
     multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
     /// During EXEC: how many commands it runs (CLIENT LIST's `multi` then).
@@ -136,6 +138,7 @@ pub(super) async fn serve(
         several: false,
         blocked: None,
         authed: ctx.requirepass.is_none(),
+        user: b"default".to_vec(),
         ctx,
         peer,
         local: socket.local_addr().ok(),
@@ -357,6 +360,7 @@ impl ServeConn {
                 self.name = None;
                 self.resp3 = false;
                 self.authed = self.ctx.requirepass.is_none();
+                self.user = b"default".to_vec();
                 Reply::Status("RESET".into())
             }
             "subscribe" | "psubscribe" if argv.len() < 2 => {
@@ -631,16 +635,21 @@ impl ServeConn {
                 return Err(wrong());
             }
             self.authed = true;
+            self.user = name.to_vec();
             return Ok(());
         }
         match &self.ctx.requirepass {
             Some(pw) if pw.as_bytes() == pass => {
                 self.authed = true;
+                self.user = b"default".to_vec();
                 Ok(())
             }
             Some(_) => Err(wrong()),
             // The default user has no password: any password opens it (Redis's `nopass`).
-            None => Ok(()),
+            None => {
+                self.user = b"default".to_vec();
+                Ok(())
+            }
         }
     }
 
@@ -704,7 +713,8 @@ impl ServeConn {
             ("kill", 2) => err("ERR wrong number of arguments for 'client|kill' command"),
             ("kill", _) => {
                 self.show();
-                let (reply, me) = self.ctx.clients().kill(argv, self.id);
+                let exists = |name: &[u8]| self.users().exists(name);
+                let (reply, me) = self.ctx.clients().kill(argv, self.id, &exists);
                 self.quit |= me;
                 reply
             }
@@ -728,6 +738,7 @@ impl ServeConn {
             multi: (self.multi.as_ref().map(|(q, _)| q.len())).or(self.executing),
             blocked: self.blocked.is_some(),
             resp3: self.resp3,
+            user: self.user.clone(),
         }
     }
 
