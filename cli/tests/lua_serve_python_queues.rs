@@ -2,7 +2,8 @@
 //! retried job, a job scheduled a minute later) and dramatiq (RedisBroker: a worker in the
 //! flow's process, results, a retry, a delayed message, the dead-letter queue). The same flow
 //! against a real redis-server 7.0 and against the built binary must print the same
-//! observations, with no "not emulated" error. The packages are installed from PyPI into
+//! observations, with no "not emulated" error (cli/tests/libraries/refusals.py also reports
+//! those the library catches and goes on from). The packages are installed from PyPI into
 //! directories of their own under the target directory when missing.
 //!
 //! Both libraries read the time on the client (a scheduled job's or a delayed message's due
@@ -22,9 +23,9 @@ use lockkit_test_support::RedisServer;
 fn same_on_both(deps: &std::path::Path, script: &str) {
     let redis = RedisServer::start();
     let serve = Serve::start(&[]);
-    let want = observe_with(deps, "python3", script, redis.port(), &[]);
+    let want = observe_with(deps, script, redis.port(), &[]);
     let started = std::time::Instant::now();
-    let got = observe_with(deps, "python3", script, serve.port, &["virtual"]);
+    let got = observe_with(deps, script, serve.port, &["virtual"]);
     eprintln!(
         "redis-server: {want}\nlua serve took {:?}",
         started.elapsed()

@@ -13,6 +13,7 @@ import sys
 import time
 
 import dramatiq
+import refusals  # noqa: F401 (reports "not emulated" errors the library swallows)
 import dramatiq.common
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.results import ResultFailure, ResultMissing, Results

@@ -8,6 +8,7 @@
 # as much with LOCKKIT.CLOCK ADVANCE, so that the TTLs it keeps age alike.
 import datetime, sys, time, warnings
 import redis
+import refusals  # noqa: F401 (reports "not emulated" errors the library swallows)
 import rq.utils
 from rq import Queue, Retry, Worker
 from rq.job import Job
