@@ -2,7 +2,7 @@
 //! PyPI and npm into a cache under the target directory when missing, and a flow in
 //! cli/tests/libraries run with them (what it printed).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -88,6 +88,60 @@ pub fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String 
         .env(path_var, deps)
         .output()
         .expect("the library's interpreter runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success() && !stderr.contains("not emulated"),
+        "{script} against port {port} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+}
+
+/// A directory of its own under the target directory for `packages` (pinned `name==version`),
+/// installed there unless `module` is: a library whose versions differ in what they send is
+/// tested at each version without one install replacing the other (`pip install --target`
+/// keeps a package already in [`pydeps`]).
+pub fn pip_install_pinned(packages: &[&str], module: &str) -> PathBuf {
+    let name: Vec<String> = packages.iter().map(|p| p.replace("==", "-")).collect();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pydeps-{}", name.join("+")));
+    if dir.join(module).exists() {
+        return dir;
+    }
+    let ok = [&[][..], &["--break-system-packages"][..]]
+        .iter()
+        .any(|extra| {
+            Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--target"])
+                .arg(&dir)
+                .args(packages)
+                .args(*extra)
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+    assert!(
+        ok,
+        "pip install --target {} {packages:?} failed",
+        dir.display()
+    );
+    dir
+}
+
+/// [`observe`] of a Python flow with the packages of `deps` (a [`pip_install_pinned`]
+/// directory).
+pub fn observe_with(deps: &Path, script: &str, port: u16, args: &[&str]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/libraries")
+        .join(script);
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg("python3")
+        .arg(&path)
+        .arg(port.to_string())
+        .args(args)
+        .env("PYTHONPATH", deps)
+        .output()
+        .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(

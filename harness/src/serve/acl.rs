@@ -148,6 +148,11 @@ impl Users {
         Reply::Array(names.into_iter().map(Reply::bulk).collect())
     }
 
+    /// Whether user `name` exists (`default` always does).
+    pub(super) fn exists(&self, name: &[u8]) -> bool {
+        name == b"default" || self.users.contains_key(name)
+    }
+
     /// Whether `name` (not `default`) may log in with `pass`.
     pub(super) fn check(&self, name: &[u8], pass: &[u8]) -> bool {
         self.users

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use lockkit_resp::RequestParser;
 
+use super::clients::ClientView;
 use super::pubsub::{mailbox, reply_size, Closing, Inbox, Subscriptions};
 use super::resp;
 use super::Ctx;
@@ -90,12 +91,18 @@ struct ServeConn {
     peer: SocketAddr,
     local: Option<SocketAddr>,
     created: Instant,
+    /// When its last command came, and that command's full name (CLIENT LIST's `idle`, `cmd`).
+    last: (Instant, Option<String>),
     name: Option<Vec<u8>>,
     lib: (Option<Vec<u8>>, Option<Vec<u8>>),
     resp3: bool,
     authed: bool,
+    /// The user it is logged in as (`default` until AUTH or HELLO names another).
+    user: Vec<u8>,
     /// Inside MULTI: the queued commands, and whether one was refused.
     multi: Option<(Vec<Vec<Vec<u8>>>, bool)>,
+    /// During EXEC: how many commands it runs (CLIENT LIST's `multi` then).
+    executing: Option<usize>,
     /// The reply is EXEC's null array (`*-1` in RESP2), not a null bulk string.
     nil_array: bool,
     /// Its channels and patterns.
@@ -122,44 +129,50 @@ enum CountedBy {
     ByHarness,
 }
 
-/// Serves one client until it quits, breaks the protocol or the server stops. `admitted`:
-/// false when the server is full (the client is told so and closed, as Redis does).
+/// Serves one client until it quits, breaks the protocol or the server stops. `id`: its
+/// client id, given in the order the connections were accepted (Redis's), `None` when the
+/// server is full (the client is told so and closed, as Redis does).
 pub(super) async fn serve(
     mut socket: TcpStream,
     peer: SocketAddr,
     ctx: Arc<Ctx>,
-    admitted: bool,
+    id: Option<u64>,
     mut stop: watch::Receiver<bool>,
 ) {
-    if !admitted {
+    let Some(id) = id else {
         let _ = socket
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
         return;
-    }
+    };
     let _ = socket.set_nodelay(true);
     let (outbox, mut inbox) = mailbox(ctx.pubsub_limit);
-    let id = ctx.shared.next_client_id();
     let mut c = ServeConn {
         id,
-        subs: Subscriptions::new(id, outbox),
+        subs: Subscriptions::new(id, outbox.clone()),
         several: false,
         blocked: None,
         authed: ctx.requirepass.is_none(),
+        user: b"default".to_vec(),
         ctx,
         peer,
         local: socket.local_addr().ok(),
         created: Instant::now(),
+        last: (Instant::now(), None),
         name: None,
         lib: (None, None),
         resp3: false,
         multi: None,
+        executing: None,
         nil_array: false,
         quit: false,
         tally: CountedBy::Rejected,
     };
     c.ctx.shared.connected(true);
+    c.ctx.clients().join(id, outbox);
+    c.show();
     serve_requests(&mut c, &mut socket, &mut stop, &mut inbox).await;
+    c.ctx.clients().gone(c.id);
     c.subs.clear(&mut c.ctx.shared.hub());
     c.ctx.shared.unwatch(c.id);
     c.ctx.shared.connected(false);
@@ -215,6 +228,7 @@ async fn serve_requests(
                         continue;
                     }
                     let mut reply = c.handle(argv).await;
+                    c.show();
                     if let Some(wait) = c.blocked.take() {
                         c.nil_array = wait.null_array;
                         if !write(socket, &out, &closing).await {
@@ -229,6 +243,7 @@ async fn serve_requests(
                             None => return,
                         }
                         c.nil_array &= matches!(reply, Reply::Nil);
+                        c.show();
                     }
                     c.ctx.shared.count_errors(&reply);
                     if std::mem::take(&mut c.several) {
@@ -310,6 +325,7 @@ impl ServeConn {
     async fn handle_uncounted(&mut self, argv: Vec<Vec<u8>>) -> Reply {
         let name = full_name(&argv);
         let top = name.split('|').next().unwrap_or_default().to_string();
+        self.last = (Instant::now(), Some(name.clone()));
         if !self.authed && !matches!(top.as_str(), "auth" | "hello" | "quit" | "reset") {
             return err("NOAUTH Authentication required.");
         }
@@ -383,6 +399,7 @@ impl ServeConn {
                 self.name = None;
                 self.resp3 = false;
                 self.authed = self.ctx.requirepass.is_none();
+                self.user = b"default".to_vec();
                 Reply::Status("RESET".into())
             }
             "subscribe" | "psubscribe" | "ssubscribe" if argv.len() < 2 => {
@@ -557,6 +574,7 @@ impl ServeConn {
         // own commands (CLIENT SETNAME...) are answered in between.
         let mut replies = Vec::with_capacity(queued.len());
         let mut run: Vec<Vec<Vec<u8>>> = Vec::new();
+        self.executing = Some(queued.len());
         for argv in queued {
             if is_local(&argv) {
                 if !run.is_empty() {
@@ -578,11 +596,13 @@ impl ServeConn {
                 None => return self.aborted(),
             }
         }
+        self.executing = None;
         Reply::Array(replies)
     }
 
     /// EXEC's answer when a watched key was written: a null array.
     fn aborted(&mut self) -> Reply {
+        self.executing = None;
         self.nil_array = true;
         Reply::Nil
     }
@@ -670,16 +690,21 @@ impl ServeConn {
                 return Err(wrong());
             }
             self.authed = true;
+            self.user = name.to_vec();
             return Ok(());
         }
         match &self.ctx.requirepass {
             Some(pw) if pw.as_bytes() == pass => {
                 self.authed = true;
+                self.user = b"default".to_vec();
                 Ok(())
             }
             Some(_) => Err(wrong()),
             // The default user has no password: any password opens it (Redis's `nopass`).
-            None => Ok(()),
+            None => {
+                self.user = b"default".to_vec();
+                Ok(())
+            }
         }
     }
 
@@ -735,7 +760,19 @@ impl ServeConn {
                 }
                 Reply::ok()
             }
-            ("info", 2) => Reply::Bulk(self.info_line().into_bytes()),
+            ("info", 2) => Reply::Verbatim("txt".into(), self.view().line(self.id).into_bytes()),
+            ("list", _) => {
+                self.show();
+                self.ctx.clients().list(argv)
+            }
+            ("kill", 2) => err("ERR wrong number of arguments for 'client|kill' command"),
+            ("kill", _) => {
+                self.show();
+                let exists = |name: &[u8]| self.users().exists(name);
+                let (reply, me) = self.ctx.clients().kill(argv, self.id, &exists);
+                self.quit |= me;
+                reply
+            }
             ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
             ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
             ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
@@ -743,17 +780,26 @@ impl ServeConn {
         })
     }
 
-    fn info_line(&self) -> String {
-        let name = self.name.as_deref().map(lossy).unwrap_or_default();
-        let laddr = self.local.map(|a| a.to_string()).unwrap_or_default();
-        format!(
-            "id={} addr={} laddr={laddr} fd=8 name={name} age={} idle=0 flags=N db=0 sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|info user=default redir=-1 resp={}\n",
-            self.id,
-            self.peer,
-            self.created.elapsed().as_secs(),
-            self.multi.as_ref().map_or(-1, |(q, _)| q.len() as i64),
-            if self.resp3 { 3 } else { 2 },
-        )
+    /// What CLIENT LIST shows of this connection now.
+    fn view(&self) -> ClientView {
+        ClientView {
+            peer: self.peer,
+            local: self.local,
+            created: self.created,
+            last: self.last.0,
+            name: self.name.clone(),
+            cmd: self.last.1.clone(),
+            subs: self.subs.counts(),
+            multi: (self.multi.as_ref().map(|(q, _)| q.len())).or(self.executing),
+            blocked: self.blocked.is_some(),
+            resp3: self.resp3,
+            user: self.user.clone(),
+        }
+    }
+
+    /// Puts this connection's view where CLIENT LIST of the others finds it.
+    fn show(&self) {
+        self.ctx.clients().show(self.id, self.view());
     }
 
     /// CONFIG GET / SET / RESETSTAT for the settings the server has; `None`: the harness
@@ -910,6 +956,8 @@ fn is_local(argv: &[Vec<u8>]) -> bool {
                 | "client|setname"
                 | "client|setinfo"
                 | "client|info"
+                | "client|list"
+                | "client|kill"
                 | "config|get"
                 | "config|set"
                 | "config|resetstat"

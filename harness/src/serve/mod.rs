@@ -16,6 +16,7 @@
 
 mod acl;
 mod blocking;
+mod clients;
 mod cluster;
 mod conn;
 mod pubsub;
@@ -173,6 +174,14 @@ struct Ctx {
     cluster: Option<cluster::ClusterPort>,
     /// ACL users other than `default`.
     users: std::sync::Mutex<acl::Users>,
+    /// The connections of this port (CLIENT LIST).
+    clients: std::sync::Mutex<clients::Clients>,
+}
+
+impl Ctx {
+    fn clients(&self) -> std::sync::MutexGuard<'_, clients::Clients> {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Server {
@@ -204,6 +213,7 @@ impl Server {
                 shared: shared.clone(),
                 requirepass: options.requirepass.clone(),
                 users: std::sync::Mutex::default(),
+                clients: std::sync::Mutex::default(),
                 pubsub_limit: options.pubsub_limit,
                 port: addr.port(),
                 cluster: members.clone().map(|m| cluster::ClusterPort::new(m, i)),
@@ -284,10 +294,11 @@ async fn accept_loop(
             accepted = listener.accept() => {
                 let Ok((socket, peer)) = accepted else { continue };
                 let permit = slots.clone().try_acquire_owned().ok();
+                let id = permit.is_some().then(|| ctx.shared.next_client_id());
                 let ctx = ctx.clone();
                 let stop = stop.clone();
                 conns.spawn(async move {
-                    conn::serve(socket, peer, ctx, permit.is_some(), stop).await;
+                    conn::serve(socket, peer, ctx, id, stop).await;
                     drop(permit);
                 });
             }

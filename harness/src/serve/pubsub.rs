@@ -87,6 +87,12 @@ impl Outbox {
         }
         self.tx.send(m).is_ok()
     }
+
+    /// Closes the connection (CLIENT KILL): as past its limit, it gets nothing more.
+    pub(super) fn close(&self) {
+        self.backlog.over.store(true, Ordering::Relaxed);
+        self.backlog.closing.notify_one();
+    }
 }
 
 impl Inbox {
@@ -299,6 +305,11 @@ impl Subscriptions {
     /// the subscribed context).
     pub(super) fn count(&self) -> usize {
         self.channels.len() + self.patterns.len() + self.shard_channels.len()
+    }
+
+    /// How many channels, and how many patterns (CLIENT LIST's `sub` and `psub`).
+    pub(super) fn counts(&self) -> (usize, usize) {
+        (self.channels.len(), self.patterns.len())
     }
 
     /// The confirmation of `kind` for `name`, with the count Redis 7.0 gives: the shard
