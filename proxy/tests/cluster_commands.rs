@@ -9,25 +9,6 @@ use std::collections::HashSet;
 use common::*;
 use lockkit_test_support::RedisCluster;
 
-async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .expect("a connection")
-}
-
-async fn q<T: redis::FromRedisValue>(
-    c: &mut redis::aio::MultiplexedConnection,
-    args: &[&str],
-) -> redis::RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(c).await
-}
-
 /// Keys named `prefix:i`, one master owning each, until each of the 3 masters has `per` keys.
 fn keys_on_every_master(cluster: &RedisCluster, prefix: &str, per: usize) -> Vec<String> {
     let owners: Vec<(u16, u16)> = cluster

@@ -10,27 +10,6 @@ use std::time::Duration;
 use common::*;
 use lockkit_test_support::RedisCluster;
 
-async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
-    let config =
-        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(30)));
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-        .expect("a connection")
-}
-
-async fn q<T: redis::FromRedisValue>(
-    c: &mut redis::aio::MultiplexedConnection,
-    args: &[&str],
-) -> redis::RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(c).await
-}
-
 /// One key per master: `prefix:i` for the first `i` whose slot each master owns.
 fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
     let mut seen: Vec<u16> = Vec::new();

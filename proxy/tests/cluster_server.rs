@@ -11,25 +11,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use lockkit_test_support::RedisCluster;
 
-async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}"))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .expect("a connection")
-}
-
-async fn q<T: redis::FromRedisValue>(
-    c: &mut redis::aio::MultiplexedConnection,
-    args: &[&str],
-) -> redis::RedisResult<T> {
-    let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query_async(c).await
-}
-
 /// A key named `prefix:i` that the node on `port` owns (it answers `GET` without `-MOVED`).
 async fn key_on(port: u16, prefix: &str) -> String {
     let mut d = conn(port).await;

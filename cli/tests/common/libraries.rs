@@ -13,7 +13,11 @@ pub fn pydeps() -> PathBuf {
 
 /// Installs `packages` (the first importable as `module`) into [`pydeps`] unless it is there.
 pub fn pip_install(packages: &[&str], module: &str) {
-    let dir = pydeps();
+    pip_install_into(&pydeps(), packages, module);
+}
+
+/// Installs `packages` into `dir` (`pip install --target`) unless `module` is there.
+fn pip_install_into(dir: &Path, packages: &[&str], module: &str) {
     if dir.join(module).exists() {
         return;
     }
@@ -22,7 +26,7 @@ pub fn pip_install(packages: &[&str], module: &str) {
         .any(|extra| {
             Command::new("python3")
                 .args(["-m", "pip", "install", "--quiet", "--target"])
-                .arg(&dir)
+                .arg(dir)
                 .args(packages)
                 .args(*extra)
                 .status()
@@ -105,25 +109,7 @@ pub fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String 
 pub fn pip_install_pinned(packages: &[&str], module: &str) -> PathBuf {
     let name: Vec<String> = packages.iter().map(|p| p.replace("==", "-")).collect();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pydeps-{}", name.join("+")));
-    if dir.join(module).exists() {
-        return dir;
-    }
-    let ok = [&[][..], &["--break-system-packages"][..]]
-        .iter()
-        .any(|extra| {
-            Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--target"])
-                .arg(&dir)
-                .args(packages)
-                .args(*extra)
-                .status()
-                .is_ok_and(|s| s.success())
-        });
-    assert!(
-        ok,
-        "pip install --target {} {packages:?} failed",
-        dir.display()
-    );
+    pip_install_into(&dir, packages, module);
     dir
 }
 

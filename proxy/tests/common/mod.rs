@@ -186,3 +186,27 @@ pub fn redis_suite() -> Option<PathBuf> {
         })
         .flatten()
 }
+
+/// A connection to `port` (a proxy in front of a cluster, or a node) that waits up to 30 s for
+/// a reply (blocking commands through the proxy wait longer than redis-rs's default).
+pub async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
+    let config =
+        redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(30)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("a connection")
+}
+
+/// The command `args` on `c`, its reply as `T`.
+pub async fn q<T: redis::FromRedisValue>(
+    c: &mut redis::aio::MultiplexedConnection,
+    args: &[&str],
+) -> redis::RedisResult<T> {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(c).await
+}
