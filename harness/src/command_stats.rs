@@ -46,12 +46,14 @@ impl CommandStats {
     }
 
     /// CONFIG RESETSTAT.
+    #[cfg(feature = "serve")]
     pub fn reset(&self) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// The lines of INFO's `# Commandstats` section (without its header), in name order
     /// (Redis's is its hash table's).
+    #[cfg(feature = "serve")]
     pub fn lines(&self) -> String {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();

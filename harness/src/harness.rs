@@ -216,6 +216,7 @@ impl Harness {
 
     /// The commands' statistics (INFO commandstats), which `lua serve`'s connections count
     /// their own commands into.
+    #[cfg(feature = "serve")]
     pub(crate) fn command_stats(&self) -> crate::command_stats::CommandStats {
         self.engine.server().command_stats.clone()
     }

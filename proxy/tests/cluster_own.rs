@@ -339,3 +339,40 @@ async fn a_watched_slot_that_moves_fails_the_transaction() {
     assert_eq!(q::<String>(&mut d, &["GET", k]).await.unwrap(), "3");
     proxy.stop().await;
 }
+
+/// A node's refusal of a command while it is queued (`-OOM` past `maxmemory`) is the client's,
+/// as on one Redis: the command is answered `-OOM`, `EXEC` `-EXECABORT`, `DISCARD` `+OK`; a
+/// transaction of reads queued before the node ran out of memory still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_refusing_a_queued_command_fails_the_transaction() {
+    let cluster = RedisCluster::start(3);
+    let proxy = start_proxy(&cluster.url(), vec![]).await;
+    let mut c = conn(proxy.addr().port()).await;
+    for k in key_per_master(&cluster, "oom") {
+        let mut node = conn(master_of(&cluster, &k)).await;
+        let maxmemory = |v: &'static str| ["CONFIG", "SET", "maxmemory", v];
+        // Reads queued, then the node runs out of memory: they run.
+        assert_eq!(q::<String>(&mut c, &["SET", &k, "v"]).await.unwrap(), "OK");
+        assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+        assert_eq!(q::<String>(&mut c, &["GET", &k]).await.unwrap(), "QUEUED");
+        assert_eq!(q::<String>(&mut node, &maxmemory("1")).await.unwrap(), "OK");
+        assert_eq!(
+            q::<Vec<String>>(&mut c, &["EXEC"]).await.unwrap(),
+            vec!["v".to_string()]
+        );
+        // A write queued while the node is out of memory: -OOM, then EXECABORT.
+        assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+        let e = q::<String>(&mut c, &["SET", &k, "1"]).await.unwrap_err();
+        assert_eq!(e.code(), Some("OOM"), "{e}");
+        let e = q::<Vec<String>>(&mut c, &["EXEC"]).await.unwrap_err();
+        assert_eq!(e.code(), Some("EXECABORT"), "{e}");
+        // And DISCARD after it.
+        assert_eq!(q::<String>(&mut c, &["MULTI"]).await.unwrap(), "OK");
+        let e = q::<String>(&mut c, &["SET", &k, "1"]).await.unwrap_err();
+        assert_eq!(e.code(), Some("OOM"), "{e}");
+        assert_eq!(q::<String>(&mut c, &["DISCARD"]).await.unwrap(), "OK");
+        assert_eq!(q::<String>(&mut node, &maxmemory("0")).await.unwrap(), "OK");
+        assert_eq!(q::<String>(&mut c, &["GET", &k]).await.unwrap(), "v");
+    }
+    proxy.stop().await;
+}

@@ -1,25 +1,32 @@
-//! `MULTI`/`EXEC` in front of a cluster: the proxy queues a client's transaction itself and
-//! answers each command as a cluster node would while queueing (`+QUEUED`; `-CROSSSLOT` when
-//! its keys are not all in the slot of the transaction's first keys; Redis's refusal of a
-//! command it does not know or with the wrong number of arguments), then sends `MULTI`, the
-//! queued commands and `EXEC` in one write on the shared connection to that slot's master
-//! (nothing of another client comes between them) and passes `EXEC`'s reply on. A transaction
-//! that failed while queueing answers `-EXECABORT` without going anywhere. A `MOVED` or `ASK`
-//! of a queued command sends the whole transaction again to the new master. Under a `WATCH`
-//! the transaction is queued in the watched slot and runs on the watching connection
-//! ([`super::own`]).
+//! `MULTI`/`EXEC` in front of a cluster. `MULTI` is answered by the proxy, and the keyless
+//! commands after it are queued in the proxy (`+QUEUED`); at the transaction's first keyed
+//! command, the `MULTI`, those commands and it go to its slot's master on the client's own
+//! connection ([`super::own`]), and from then on every command of the transaction goes there as
+//! it comes and the node answers it, as one Redis would (`+QUEUED`, or its refusal while
+//! queueing, `-OOM` past `maxmemory` say, and `-EXECABORT` at `EXEC` after one). The proxy itself
+//! answers `-CROSSSLOT` when a command's keys are not all in the transaction's slot, and Redis's
+//! refusal of a command it does not know or with the wrong number of arguments; after one of
+//! those the transaction is dropped on its node (`DISCARD`) and `EXEC` answers `-EXECABORT`.
+//! A transaction with no key is sent whole at `EXEC` (`MULTI`, the commands, `EXEC` in one write
+//! on the shared connection to one master). Under a `WATCH` the transaction is queued in the
+//! proxy in the watched slot and runs on the watching connection at `EXEC`. A node's `-MOVED`
+//! or `-ASK` to a command sent live is passed on (the node fails the transaction at `EXEC`, as a
+//! cluster node does for a client that does not follow it).
 
 use lockkit_resp::Request;
+use tokio::sync::mpsc;
 
 use super::keys::{key_positions, keys_of, Keys};
 use super::merge::Merge;
 use super::up::{ClusterUp, Part, CROSSSLOT};
 use crate::client::spec::CommandSpec;
+use crate::upstream::link::UpstreamRequest;
 use crate::upstream::RespVersion;
 
 /// Redis's reply to `EXEC` after a command failed while queueing.
 const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
 const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+const DISCARD: &[u8] = b"*1\r\n$7\r\nDISCARD\r\n";
 
 /// A transaction being queued.
 #[derive(Debug)]
@@ -32,6 +39,10 @@ pub(crate) struct Tx {
     slot: Option<u16>,
     /// A command failed while queueing: `EXEC` answers `-EXECABORT`.
     failed: bool,
+    /// The node the transaction went to at its first keyed command (outside a `WATCH`): its
+    /// `MULTI`, the commands queued so far and every command after it are sent there as they
+    /// come, on the client's own connection, and the node answers them.
+    live: Option<String>,
 }
 
 impl ClusterUp {
@@ -53,6 +64,7 @@ impl ClusterUp {
                     // Under a WATCH, the watched slot's.
                     slot: self.watched(),
                     failed: false,
+                    live: None,
                 });
                 b"+OK\r\n".to_vec()
             }
@@ -65,8 +77,13 @@ impl ClusterUp {
             }
             (_, None) => return false,
             (Some("DISCARD"), Some(_)) => {
-                self.tx = None;
+                let tx = self.tx.take();
                 self.unwatch();
+                if let Some(addr) = tx.and_then(|t| t.live) {
+                    self.to_live(frame.to_vec(), None, addr, None);
+                    self.own = None;
+                    return true;
+                }
                 b"+OK\r\n".to_vec()
             }
             (Some("EXEC"), Some(_)) => {
@@ -74,7 +91,18 @@ impl ClusterUp {
                     return false;
                 };
                 let watched = self.watched().is_some();
-                if tx.failed {
+                if let Some(addr) = tx.live {
+                    // The node knows of its own refusals; not of the proxy's (CROSSSLOT, an
+                    // unknown command): the transaction is dropped there and fails here.
+                    if tx.failed {
+                        self.drop_live(&addr);
+                        EXECABORT.to_vec()
+                    } else {
+                        self.to_live(frame.to_vec(), None, addr, None);
+                        self.own = None;
+                        return true;
+                    }
+                } else if tx.failed {
                     self.unwatch();
                     EXECABORT.to_vec()
                 } else if self.watch_broken() {
@@ -112,12 +140,32 @@ impl ClusterUp {
                             CROSSSLOT.to_vec()
                         }
                         (keys, _) => {
-                            if let Keys::Slot(s) = keys {
-                                tx.slot = Some(s);
-                            }
-                            tx.body.extend_from_slice(frame);
+                            let slot = match keys {
+                                Keys::Slot(s) => Some(s),
+                                _ => None,
+                            };
+                            tx.slot = tx.slot.or(slot);
                             tx.n += 1;
-                            b"+QUEUED\r\n".to_vec()
+                            if let Some(addr) = tx.live.clone() {
+                                self.to_live(frame.to_vec(), slot, addr, None);
+                                return true;
+                            }
+                            let watched = self.watched().is_some();
+                            let addr = slot.and_then(|s| self.router.master(s));
+                            match (watched, addr, self.tx.as_mut()) {
+                                (false, Some(addr), Some(tx)) => {
+                                    // MULTI and what was queued before it, then this command.
+                                    let before = (std::mem::take(&mut tx.body), tx.n);
+                                    tx.live = Some(addr.clone());
+                                    self.to_live(frame.to_vec(), slot, addr, Some(before));
+                                    return true;
+                                }
+                                (_, _, Some(tx)) => {
+                                    tx.body.extend_from_slice(frame);
+                                    b"+QUEUED\r\n".to_vec()
+                                }
+                                (_, _, None) => return false,
+                            }
                         }
                     }
                 }
@@ -125,6 +173,43 @@ impl ClusterUp {
         };
         self.ready(reply);
         true
+    }
+
+    /// `frame`, a command of a live transaction (`before`: the `MULTI` and the commands queued
+    /// before it, and their count, sent first), on the client's own connection to `addr`: the
+    /// node's reply is the client's.
+    fn to_live(
+        &mut self,
+        frame: Vec<u8>,
+        slot: Option<u16>,
+        addr: String,
+        before: Option<(Vec<u8>, u32)>,
+    ) {
+        let mut part = Part::new(frame, slot, Some(addr));
+        if let Some((body, n)) = before {
+            part.prefix = Some(body);
+            part.prefix_n = n;
+        }
+        part.own = true;
+        part.pinned = true;
+        part.queued = true;
+        self.push(vec![part], Merge::One);
+    }
+
+    /// A live transaction the proxy failed (`-CROSSSLOT`, an unknown command): dropped on its
+    /// node with a `DISCARD` whose reply no one reads.
+    fn drop_live(&mut self, addr: &str) {
+        if let Some(link) = self.own_link(addr) {
+            let (to, _) = mpsc::unbounded_channel();
+            let _ = link.send(UpstreamRequest {
+                bytes: DISCARD.to_vec(),
+                n: 1,
+                slow: false,
+                to,
+                out: self.out.clone(),
+            });
+        }
+        self.own = None;
     }
 
     /// A `RESET` or a new connection: no transaction any more.

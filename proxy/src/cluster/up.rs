@@ -69,9 +69,9 @@ pub(super) struct Part {
     pub(super) to: Option<String>,
     /// Commands sent just before it, their replies dropped (`ASKING`, the `SCRIPT LOAD` of
     /// a script a node did not have, a transaction's `MULTI` and queued commands).
-    prefix: Option<Vec<u8>>,
+    pub(super) prefix: Option<Vec<u8>>,
     /// How many commands `prefix` holds.
-    prefix_n: u32,
+    pub(super) prefix_n: u32,
     /// An `EXEC`'s `MULTI` and queued commands (and their count): its prefix wherever it goes.
     tx: Option<(Vec<u8>, u32)>,
     /// The SHA1 an `EVALSHA` names.
@@ -91,6 +91,9 @@ pub(super) struct Part {
     /// Its reply is passed on as it comes, redirections included (`WATCH` and its
     /// transaction: sent again elsewhere they would not be watched).
     pub(super) pinned: bool,
+    /// A command of a transaction sent to its node as it is queued ([`super::multi`]): its
+    /// reply is the node's, whatever it is.
+    pub(super) queued: bool,
 }
 
 impl Part {
@@ -113,6 +116,7 @@ impl Part {
             own: false,
             blocking: false,
             pinned: false,
+            queued: false,
         }
     }
 }
@@ -565,6 +569,10 @@ impl ClusterUp {
                     cut += l;
                 }
                 reply.drain(..cut);
+            }
+            if p.queued {
+                p.done = Some(reply);
+                continue;
             }
             if p.pinned {
                 // A WATCH not held where it was sent (moved, lost): its EXEC is to fail.
