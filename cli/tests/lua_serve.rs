@@ -142,12 +142,32 @@ fn run_unit(tests: &Path, port: u16, unit: &str, suite_args: &str) -> (u32, u32,
     let [ok, err] = nums[..] else {
         panic!("{line}")
     };
-    let failed = log
+    let failed = without_colours(&log)
         .lines()
-        .filter(|l| l.contains("[err]") || l.contains("[exception]"))
+        .filter(|l| l.starts_with("[err]") || l.starts_with("[exception]"))
         .map(str::to_string)
         .collect();
     (ok, err, failed)
+}
+
+/// `text` without its terminal colour codes: the suite's log writes `[` ESC`[0;31;49m` `err`
+/// ESC`[0m` `]`, which no search for `[err]` finds.
+fn without_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ parameters m
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The issue's figure: Redis's unit/scripting and unit/functions with `--singledb` and nothing
@@ -175,6 +195,39 @@ fn redis_scripting_and_functions_units_pass_95_percent_with_nothing_skipped() {
         on_serve * 100 >= on_redis * 95,
         "lua serve passed {on_serve} of the {on_redis} tests redis-server passes (under 95%):\n{failures:#?}"
     );
+}
+
+/// Issue 39's pub/sub and MULTI units, run as the scripting units above are (`--singledb`,
+/// nothing skipped, a fresh redis-server then a fresh `lua serve --clock wall` per unit): the
+/// harness must keep the passes measured in
+/// `results/2026-12-07-0345-lua-serve-suite-lists-pubsub-multi/`. These floors are the measured
+/// passes, not 95% of redis-server's, which the harness is far below here: unit/pubsub ends at
+/// `CLIENT REPLY` (not emulated) after 7 of redis-server's 30 (9 in one run of three: two tests
+/// publish right after an `UNSUBSCRIBE` whose reply they do not wait for, a race redis-server
+/// wins and `lua serve` mostly loses), unit/multi ends in the script timeout tests after 27 of
+/// its 40 (`MULTI` does not refuse a command queued under
+/// `maxmemory`, so a failed test leaves the suite's client inside a transaction). unit/type/list
+/// is not run here: its `CONFIG SET list-max-ziplist-size` is not emulated, so it ends before
+/// its first test (0 of 235, about 15 s for nothing).
+#[test]
+fn redis_pubsub_and_multi_units_keep_their_measured_passes_with_nothing_skipped() {
+    let Some(tests) = redis_tests() else { return };
+    let _one = SUITE.lock().unwrap_or_else(|p| p.into_inner());
+    for (unit, floor) in [("unit/pubsub", 7), ("unit/multi", 27)] {
+        let redis = lockkit_test_support::RedisServer::start();
+        let on_redis = run_unit(&tests, redis.port(), unit, "--singledb").0;
+        drop(redis);
+        let serve = Serve::start(&["--clock", "wall"]);
+        let (ok, _, failed) = run_unit(&tests, serve.port, unit, "--singledb");
+        assert!(
+            on_redis >= floor,
+            "{unit}: redis-server passed only {on_redis}"
+        );
+        assert!(
+            ok >= floor,
+            "{unit}: lua serve passed {ok} (redis-server {on_redis}), under the measured {floor}:\n{failed:#?}"
+        );
+    }
 }
 
 #[test]
