@@ -22,6 +22,7 @@ const UNITS: &[&str] = &[
     "unit/type/hash",
     "unit/type/string",
     "unit/keyspace",
+    "unit/multi",
 ];
 
 /// The tests that assume one node, each with its reason (the suite's `--skipfile` format).
