@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{redis_cli, reply_line, ProxyRun};
+use common::{redis_cli, reply_line, scrape, series, ProxyRun};
 use lockkit_test_support::RedisServer;
 
 const RELEASE: &str =
@@ -148,30 +148,6 @@ fn sigterm_lets_the_replies_in_flight_arrive_then_exits_0() {
     let files = observe_files(dir.path());
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(read_json(&files[0])["locks"][0]["acquired"], 1);
-}
-
-/// `GET /metrics` on `port`: the body.
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .unwrap();
-    let mut all = String::new();
-    c.read_to_string(&mut all).unwrap();
-    let (head, body) = all.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
-    body.to_string()
-}
-
-/// The value of series `name` whose labels contain `label` (e.g. `command="SET"`), if exported.
-fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
-    scrape.lines().find_map(|line| {
-        let (s, v) = line.rsplit_once(' ')?;
-        let (n, labels) = s.split_once('{').unwrap_or((s, ""));
-        (n == name && labels.contains(label)).then(|| v.parse().unwrap())
-    })
 }
 
 #[test]

@@ -348,3 +348,27 @@ pub fn redis_cli(port: u16, args: &[&str]) -> String {
         .expect("redis-cli runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `GET /metrics` on `port`: the body.
+pub fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    c.read_to_string(&mut all).unwrap();
+    let (head, body) = all.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    body.to_string()
+}
+
+/// The value of series `name` whose labels contain `label` (e.g. `command="SET"`), if exported.
+pub fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
+    scrape.lines().find_map(|line| {
+        let (s, v) = line.rsplit_once(' ')?;
+        let (n, labels) = s.split_once('{').unwrap_or((s, ""));
+        (n == name && labels.contains(label)).then(|| v.parse().unwrap())
+    })
+}
