@@ -80,7 +80,7 @@ impl ClusterUp {
                 let tx = self.tx.take();
                 self.unwatch();
                 if let Some(addr) = tx.and_then(|t| t.live) {
-                    self.to_live(frame.to_vec(), None, addr, None);
+                    self.send_live(frame.to_vec(), None, addr, None);
                     self.own = None;
                     return true;
                 }
@@ -98,7 +98,7 @@ impl ClusterUp {
                         self.drop_live(&addr);
                         EXECABORT.to_vec()
                     } else {
-                        self.to_live(frame.to_vec(), None, addr, None);
+                        self.send_live(frame.to_vec(), None, addr, None);
                         self.own = None;
                         return true;
                     }
@@ -147,7 +147,7 @@ impl ClusterUp {
                             tx.slot = tx.slot.or(slot);
                             tx.n += 1;
                             if let Some(addr) = tx.live.clone() {
-                                self.to_live(frame.to_vec(), slot, addr, None);
+                                self.send_live(frame.to_vec(), slot, addr, None);
                                 return true;
                             }
                             let watched = self.watched().is_some();
@@ -157,7 +157,7 @@ impl ClusterUp {
                                     // MULTI and what was queued before it, then this command.
                                     let before = (std::mem::take(&mut tx.body), tx.n);
                                     tx.live = Some(addr.clone());
-                                    self.to_live(frame.to_vec(), slot, addr, Some(before));
+                                    self.send_live(frame.to_vec(), slot, addr, Some(before));
                                     return true;
                                 }
                                 (_, _, Some(tx)) => {
@@ -178,7 +178,7 @@ impl ClusterUp {
     /// `frame`, a command of a live transaction (`before`: the `MULTI` and the commands queued
     /// before it, and their count, sent first), on the client's own connection to `addr`: the
     /// node's reply is the client's.
-    fn to_live(
+    fn send_live(
         &mut self,
         frame: Vec<u8>,
         slot: Option<u16>,
