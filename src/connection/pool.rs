@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 use redis::{Cmd, Value};
 
 use super::hub::{open_hub, Hub};
-use super::{self as conn, Conn, Topology};
+use crate::connection::{self as conn, Conn, Topology};
 use crate::command::Command;
 use crate::error::{Error, Result};
 use crate::keys;
