@@ -417,3 +417,60 @@ fn resp3_clients_get_maps_and_doubles_and_resp2_clients_arrays() {
     assert_eq!(out.matches(array).count(), 2, "{out}");
     assert!(out.contains("$3\r\n1.5\r\n"), "{out}");
 }
+
+/// The encoding thresholds Redis 7.0 has (Redis's list unit sets them first): stored and read
+/// back as redis-server 7.0.15 answers (checked by hand), aliases included, out-of-range values
+/// refused without changing anything.
+#[test]
+fn config_set_stores_the_encoding_thresholds_as_redis_does() {
+    let s = Running::start(ServeOptions::new());
+    let mut c = s.client();
+    let _: () = query(&mut c, "CONFIG", &["SET", "list-compress-depth", "1"]);
+    let _: () = query(&mut c, "CONFIG", &["SET", "list-max-ziplist-size", "-3"]);
+    let got: Vec<String> = query(&mut c, "CONFIG", &["GET", "list-*"]);
+    let mut got: Vec<_> = got.chunks(2).map(|p| p.join("=")).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "list-compress-depth=1",
+            "list-max-listpack-size=-3",
+            "list-max-ziplist-size=-3"
+        ]
+    );
+    assert_eq!(
+        error_of(&mut c, "CONFIG", &["SET", "list-compress-depth", "-1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'list-compress-depth') - argument must be between 0 and 2147483647 inclusive"
+    );
+    assert_eq!(
+        error_of(
+            &mut c,
+            "CONFIG",
+            &["SET", "list-compress-depth", "2", "hash-max-ziplist-entries", "1k"]
+        ),
+        "ERR CONFIG SET failed (possibly related to argument 'hash-max-ziplist-entries') - argument couldn't be parsed into an integer"
+    );
+    let got: Vec<String> = query(&mut c, "CONFIG", &["GET", "list-compress-depth"]);
+    assert_eq!(got, ["list-compress-depth", "1"]);
+    let _: () = query(&mut c, "CONFIG", &["SET", "stream-node-max-bytes", "1kb"]);
+    let got: Vec<String> = query(&mut c, "CONFIG", &["GET", "stream-node-max-bytes"]);
+    assert_eq!(got, ["stream-node-max-bytes", "1024"]);
+    for (name, default) in [
+        ("hash-max-listpack-entries", "512"),
+        ("hash-max-ziplist-value", "64"),
+        ("set-max-intset-entries", "512"),
+        ("zset-max-listpack-entries", "128"),
+        ("zset-max-ziplist-value", "64"),
+        ("stream-node-max-entries", "100"),
+        ("hll-sparse-max-bytes", "3000"),
+    ] {
+        let got: Vec<String> = query(&mut c, "CONFIG", &["GET", name]);
+        assert_eq!(got, [name, default]);
+    }
+    let ok: String = query(&mut c, "DEBUG", &["QUICKLIST-PACKED-THRESHOLD", "1K"]);
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        error_of(&mut c, "DEBUG", &["quicklist-packed-threshold", "x"]),
+        "ERR argument must be a memory value bigger than 1 and smaller than 4gb"
+    );
+}

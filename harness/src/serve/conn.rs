@@ -486,6 +486,12 @@ impl ServeConn {
             {
                 Reply::ok()
             }
+            "debug" if argv.len() == 3 && is(&argv[1], "quicklist-packed-threshold") => {
+                match super::tuning::packed_threshold(&argv[2]) {
+                    Ok(()) => Reply::ok(),
+                    Err(e) => err(e),
+                }
+            }
             "lockkit.clock" => self.clock(&argv).await,
             "cluster" | "asking" | "readonly" | "readwrite" if self.ctx.cluster.is_some() => self
                 .ctx
@@ -825,7 +831,8 @@ impl ServeConn {
 
     fn settings(&self, maxmemory: usize) -> Vec<(&'static str, String)> {
         let ms = self.ctx.shared.busy_threshold().as_millis().to_string();
-        vec![
+        let mut all = self.ctx.shared.tuning().pairs();
+        all.extend([
             ("busy-reply-threshold", ms.clone()),
             ("lua-time-limit", ms),
             ("databases", "1".into()),
@@ -835,7 +842,8 @@ impl ServeConn {
             ("save", String::new()),
             ("appendonly", "no".into()),
             ("notify-keyspace-events", self.ctx.shared.notify_events()),
-        ]
+        ]);
+        all
     }
 
     fn config_get(&self, patterns: &[Vec<u8>], maxmemory: usize) -> Reply {
@@ -852,8 +860,17 @@ impl ServeConn {
         let mut threshold = None;
         let mut memory = None;
         let mut replicas = None;
+        let mut tuned = Vec::new();
         for kv in pairs.chunks(2) {
             let key = lossy(&kv[0]).to_ascii_lowercase();
+            match super::tuning::check(&key, &kv[1]) {
+                Some(Ok(set)) => {
+                    tuned.push(set);
+                    continue;
+                }
+                Some(Err(e)) => return err(e),
+                None => {}
+            }
             match key.as_str() {
                 "min-replicas-to-write" => {
                     match crate::number::parse_i64(&kv[1]).filter(|v| (0..=i64::from(i32::MAX)).contains(v)) {
@@ -890,11 +907,14 @@ impl ServeConn {
                         .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
                     if !same {
                         return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory and min-replicas-to-write)"
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory, min-replicas-to-write, notify-keyspace-events and the encoding thresholds)"
                         ));
                     }
                 }
             }
+        }
+        for set in tuned {
+            self.ctx.shared.tuning().set(set);
         }
         if let Some(t) = threshold {
             self.ctx.shared.set_busy_threshold(t);
