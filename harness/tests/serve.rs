@@ -474,3 +474,17 @@ fn config_set_stores_the_encoding_thresholds_as_redis_does() {
         "ERR argument must be a memory value bigger than 1 and smaller than 4gb"
     );
 }
+
+/// In RESP2, LPOP/RPOP with a count, LMPOP and ZMPOP answer a missing key with a null array,
+/// as redis-server 7.0.15 does (its bytes, checked by hand); LPOP without a count a null bulk.
+#[test]
+fn pops_with_a_count_answer_a_null_array_in_resp2() {
+    let s = Running::start(ServeOptions::new());
+    let out = s.raw(
+        b"LPOP missing 1\r\nRPOP missing 1\r\nLPOP missing\r\nLMPOP 1 missing LEFT\r\nZMPOP 1 missing MIN\r\nSPOP missing 1\r\nRPUSH l a\r\nLPOP l 0\r\nQUIT\r\n",
+    );
+    assert_eq!(
+        out,
+        "*-1\r\n*-1\r\n$-1\r\n*-1\r\n*-1\r\n*0\r\n:1\r\n*0\r\n+OK\r\n"
+    );
+}

@@ -541,8 +541,12 @@ impl ServeConn {
                 Err(busy) => busy,
             };
         }
-        // XREAD's and XREADGROUP's null is a null array (`*-1` in RESP2), as Redis's.
-        let null_array = is(&argv[0], "xread") || is(&argv[0], "xreadgroup");
+        // XREAD's, XREADGROUP's, LMPOP's, ZMPOP's and a counted LPOP's / RPOP's null is a null
+        // array (`*-1` in RESP2), as Redis's.
+        let null_array = ["xread", "xreadgroup", "lmpop", "zmpop"]
+            .iter()
+            .any(|n| is(&argv[0], n))
+            || (argv.len() == 3 && (is(&argv[0], "lpop") || is(&argv[0], "rpop")));
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => {
                 let reply = replies.pop().unwrap_or(Reply::Nil);
