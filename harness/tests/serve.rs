@@ -488,3 +488,33 @@ fn pops_with_a_count_answer_a_null_array_in_resp2() {
         "*-1\r\n*-1\r\n$-1\r\n*-1\r\n*-1\r\n*0\r\n:1\r\n*0\r\n+OK\r\n"
     );
 }
+
+/// A client blocked in BRPOPLPUSH whose destination holds a string is answered WRONGTYPE once
+/// its source gets an element, which stays there, as redis-server 7.0.15 answers (checked by
+/// hand); it was left blocked.
+#[test]
+fn a_blocked_move_to_a_wrong_type_answers_wrongtype() {
+    let s = Running::start(ServeOptions::new());
+    let mut c = s.client();
+    let _: () = query(&mut c, "SET", &["target", "nolist"]);
+    let mut b = TcpStream::connect(s.addr).unwrap();
+    b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    b.write_all(b"BRPOPLPUSH blist target 0\r\n").unwrap();
+    for _ in 0..100 {
+        let info: String = query(&mut c, "INFO", &["clients"]);
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let n: i64 = query(&mut c, "RPUSH", &["blist", "foo"]);
+    assert_eq!(n, 1);
+    let mut got = [0u8; 128];
+    let n = b.read(&mut got).unwrap_or(0);
+    assert_eq!(
+        String::from_utf8_lossy(&got[..n]),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    );
+    let left: Vec<String> = query(&mut c, "LRANGE", &["blist", "0", "-1"]);
+    assert_eq!(left, ["foo"]);
+}
