@@ -518,3 +518,14 @@ fn a_blocked_move_to_a_wrong_type_answers_wrongtype() {
     let left: Vec<String> = query(&mut c, "LRANGE", &["blist", "0", "-1"]);
     assert_eq!(left, ["foo"]);
 }
+
+/// CLIENT REPLY OFF silences replies until ON, SKIP the next one, as redis-server 7.0.15
+/// answers (checked by hand: these bytes).
+#[test]
+fn client_reply_off_and_skip_silence_replies() {
+    let s = Running::start(ServeOptions::new());
+    let out = s.raw(
+        b"CLIENT REPLY OFF\r\nSET a 1\r\nCLIENT REPLY ON\r\nGET a\r\nCLIENT REPLY SKIP\r\nGET a\r\nINCR a\r\nCLIENT REPLY x\r\nQUIT\r\n",
+    );
+    assert_eq!(out, "+OK\r\n$1\r\n1\r\n:2\r\n-ERR syntax error\r\n+OK\r\n");
+}

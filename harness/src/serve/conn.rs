@@ -112,6 +112,8 @@ struct ServeConn {
     /// Its blocking command found nothing: the reply is what it waits for.
     blocked: Option<super::blocking::Wait>,
     quit: bool,
+    /// CLIENT REPLY: replies are dropped (OFF), and how many next ones are (SKIP).
+    silent: (bool, u8),
     /// Who counts the command being handled for INFO commandstats.
     tally: CountedBy,
 }
@@ -166,6 +168,7 @@ pub(super) async fn serve(
         executing: None,
         nil_array: false,
         quit: false,
+        silent: (false, 0),
         tally: CountedBy::Rejected,
     };
     c.ctx.shared.connected(true);
@@ -246,6 +249,8 @@ async fn serve_requests(
                         c.show();
                     }
                     c.ctx.shared.count_errors(&reply);
+                    let mark = out.len();
+                    let several = c.several;
                     if std::mem::take(&mut c.several) {
                         if let Reply::Array(items) = &reply {
                             items.iter().for_each(|r| push(r, c.resp3, &mut out));
@@ -254,6 +259,10 @@ async fn serve_requests(
                         out.extend_from_slice(b"*-1\r\n");
                     } else {
                         resp::encode(&reply, c.resp3, &mut out);
+                    }
+                    // Pub/sub's replies are pushes, which CLIENT REPLY leaves, as Redis 7.0.
+                    if c.silenced() && !several {
+                        out.truncate(mark);
                     }
                     if c.quit {
                         let _ = socket.write_all(&out).await;
@@ -744,6 +753,17 @@ impl ServeConn {
         let sub = lossy(argv.get(1)?).to_ascii_lowercase();
         Some(match (sub.as_str(), argv.len()) {
             ("id", 2) => Reply::Int(self.id as i64),
+            ("reply", 3) => {
+                let mode = lossy(&argv[2]).to_ascii_lowercase();
+                match mode.as_str() {
+                    "on" => self.silent = (false, 0),
+                    "off" => self.silent.0 = true,
+                    // This reply and the next command's.
+                    "skip" => self.silent.1 = 2,
+                    _ => return Some(err("ERR syntax error")),
+                }
+                Reply::ok()
+            }
             ("getname", 2) => self.name.clone().map_or(Reply::Nil, Reply::Bulk),
             ("setname", 3) => match self.set_name(argv[2].clone()) {
                 Ok(()) => Reply::ok(),
@@ -785,9 +805,17 @@ impl ServeConn {
             }
             ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
             ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
-            ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
             _ => return None,
         })
+    }
+
+    /// Whether the reply to the command just handled is dropped (CLIENT REPLY OFF / SKIP).
+    fn silenced(&mut self) -> bool {
+        if self.silent.1 > 0 {
+            self.silent.1 -= 1;
+            return true;
+        }
+        self.silent.0
     }
 
     /// What CLIENT LIST shows of this connection now.
