@@ -417,3 +417,115 @@ fn resp3_clients_get_maps_and_doubles_and_resp2_clients_arrays() {
     assert_eq!(out.matches(array).count(), 2, "{out}");
     assert!(out.contains("$3\r\n1.5\r\n"), "{out}");
 }
+
+/// The encoding thresholds Redis 7.0 has (Redis's list unit sets them first): stored and read
+/// back as redis-server 7.0.15 answers (checked by hand), aliases included, out-of-range values
+/// refused without changing anything.
+#[test]
+fn config_set_stores_the_encoding_thresholds_as_redis_does() {
+    let s = Running::start(ServeOptions::new());
+    let mut c = s.client();
+    let _: () = query(&mut c, "CONFIG", &["SET", "list-compress-depth", "1"]);
+    let _: () = query(&mut c, "CONFIG", &["SET", "list-max-ziplist-size", "-3"]);
+    let got: Vec<String> = query(&mut c, "CONFIG", &["GET", "list-*"]);
+    let mut got: Vec<_> = got.chunks(2).map(|p| p.join("=")).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "list-compress-depth=1",
+            "list-max-listpack-size=-3",
+            "list-max-ziplist-size=-3"
+        ]
+    );
+    assert_eq!(
+        error_of(&mut c, "CONFIG", &["SET", "list-compress-depth", "-1"]),
+        "ERR CONFIG SET failed (possibly related to argument 'list-compress-depth') - argument must be between 0 and 2147483647 inclusive"
+    );
+    assert_eq!(
+        error_of(
+            &mut c,
+            "CONFIG",
+            &["SET", "list-compress-depth", "2", "hash-max-ziplist-entries", "1k"]
+        ),
+        "ERR CONFIG SET failed (possibly related to argument 'hash-max-ziplist-entries') - argument couldn't be parsed into an integer"
+    );
+    let got: Vec<String> = query(&mut c, "CONFIG", &["GET", "list-compress-depth"]);
+    assert_eq!(got, ["list-compress-depth", "1"]);
+    let _: () = query(&mut c, "CONFIG", &["SET", "stream-node-max-bytes", "1kb"]);
+    let got: Vec<String> = query(&mut c, "CONFIG", &["GET", "stream-node-max-bytes"]);
+    assert_eq!(got, ["stream-node-max-bytes", "1024"]);
+    for (name, default) in [
+        ("hash-max-listpack-entries", "512"),
+        ("hash-max-ziplist-value", "64"),
+        ("set-max-intset-entries", "512"),
+        ("zset-max-listpack-entries", "128"),
+        ("zset-max-ziplist-value", "64"),
+        ("stream-node-max-entries", "100"),
+        ("hll-sparse-max-bytes", "3000"),
+    ] {
+        let got: Vec<String> = query(&mut c, "CONFIG", &["GET", name]);
+        assert_eq!(got, [name, default]);
+    }
+    let ok: String = query(&mut c, "DEBUG", &["QUICKLIST-PACKED-THRESHOLD", "1K"]);
+    assert_eq!(ok, "OK");
+    assert_eq!(
+        error_of(&mut c, "DEBUG", &["quicklist-packed-threshold", "x"]),
+        "ERR argument must be a memory value bigger than 1 and smaller than 4gb"
+    );
+}
+
+/// In RESP2, LPOP/RPOP with a count, LMPOP and ZMPOP answer a missing key with a null array,
+/// as redis-server 7.0.15 does (its bytes, checked by hand); LPOP without a count a null bulk.
+#[test]
+fn pops_with_a_count_answer_a_null_array_in_resp2() {
+    let s = Running::start(ServeOptions::new());
+    let out = s.raw(
+        b"LPOP missing 1\r\nRPOP missing 1\r\nLPOP missing\r\nLMPOP 1 missing LEFT\r\nZMPOP 1 missing MIN\r\nSPOP missing 1\r\nRPUSH l a\r\nLPOP l 0\r\nQUIT\r\n",
+    );
+    assert_eq!(
+        out,
+        "*-1\r\n*-1\r\n$-1\r\n*-1\r\n*-1\r\n*0\r\n:1\r\n*0\r\n+OK\r\n"
+    );
+}
+
+/// A client blocked in BRPOPLPUSH whose destination holds a string is answered WRONGTYPE once
+/// its source gets an element, which stays there, as redis-server 7.0.15 answers (checked by
+/// hand); it was left blocked.
+#[test]
+fn a_blocked_move_to_a_wrong_type_answers_wrongtype() {
+    let s = Running::start(ServeOptions::new());
+    let mut c = s.client();
+    let _: () = query(&mut c, "SET", &["target", "nolist"]);
+    let mut b = TcpStream::connect(s.addr).unwrap();
+    b.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    b.write_all(b"BRPOPLPUSH blist target 0\r\n").unwrap();
+    for _ in 0..100 {
+        let info: String = query(&mut c, "INFO", &["clients"]);
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let n: i64 = query(&mut c, "RPUSH", &["blist", "foo"]);
+    assert_eq!(n, 1);
+    let mut got = [0u8; 128];
+    let n = b.read(&mut got).unwrap_or(0);
+    assert_eq!(
+        String::from_utf8_lossy(&got[..n]),
+        "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    );
+    let left: Vec<String> = query(&mut c, "LRANGE", &["blist", "0", "-1"]);
+    assert_eq!(left, ["foo"]);
+}
+
+/// CLIENT REPLY OFF silences replies until ON, SKIP the next one, as redis-server 7.0.15
+/// answers (checked by hand: these bytes).
+#[test]
+fn client_reply_off_and_skip_silence_replies() {
+    let s = Running::start(ServeOptions::new());
+    let out = s.raw(
+        b"CLIENT REPLY OFF\r\nSET a 1\r\nCLIENT REPLY ON\r\nGET a\r\nCLIENT REPLY SKIP\r\nGET a\r\nINCR a\r\nCLIENT REPLY x\r\nQUIT\r\n",
+    );
+    assert_eq!(out, "+OK\r\n$1\r\n1\r\n:2\r\n-ERR syntax error\r\n+OK\r\n");
+}

@@ -62,6 +62,19 @@ fn now_ms(h: &Harness) -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Whether a blocked BLMOVE / BRPOPLPUSH that failed when run again failed on its destination
+/// (its source is a list now): Redis answers it that error (WRONGTYPE) and unblocks it, the
+/// element staying in the source.
+fn moves_from_a_list(h: &mut Harness, argv: &[Vec<u8>]) -> bool {
+    let moves =
+        crate::commands::is(&argv[0], "blmove") || crate::commands::is(&argv[0], "brpoplpush");
+    moves
+        && matches!(
+            h.call_uncounted(&[b"TYPE".to_vec(), argv[1].clone()], false),
+            Reply::Status(t) if t == "list"
+        )
+}
+
 impl Blocked {
     /// After a client's own command (not in MULTI) answered `reply`: the client blocks when
     /// it is a blocking command that found nothing.
@@ -107,6 +120,7 @@ impl Blocked {
             while i < self.waiters.len() {
                 let w = &self.waiters[i];
                 let reply = match h.call_uncounted(&w.argv, w.resp3) {
+                    Reply::Error(e) if moves_from_a_list(h, &w.argv) => Some(Reply::Error(e)),
                     Reply::Error(_) => h.blocked_failure(&w.argv, &w.streams),
                     Reply::Nil => None,
                     served => Some(served),

@@ -112,6 +112,8 @@ struct ServeConn {
     /// Its blocking command found nothing: the reply is what it waits for.
     blocked: Option<super::blocking::Wait>,
     quit: bool,
+    /// CLIENT REPLY: replies are dropped (OFF), and how many next ones are (SKIP).
+    silent: (bool, u8),
     /// Who counts the command being handled for INFO commandstats.
     tally: CountedBy,
 }
@@ -166,6 +168,7 @@ pub(super) async fn serve(
         executing: None,
         nil_array: false,
         quit: false,
+        silent: (false, 0),
         tally: CountedBy::Rejected,
     };
     c.ctx.shared.connected(true);
@@ -246,6 +249,8 @@ async fn serve_requests(
                         c.show();
                     }
                     c.ctx.shared.count_errors(&reply);
+                    let mark = out.len();
+                    let several = c.several;
                     if std::mem::take(&mut c.several) {
                         if let Reply::Array(items) = &reply {
                             items.iter().for_each(|r| push(r, c.resp3, &mut out));
@@ -254,6 +259,10 @@ async fn serve_requests(
                         out.extend_from_slice(b"*-1\r\n");
                     } else {
                         resp::encode(&reply, c.resp3, &mut out);
+                    }
+                    // Pub/sub's replies are pushes, which CLIENT REPLY leaves, as Redis 7.0.
+                    if c.silenced() && !several {
+                        out.truncate(mark);
                     }
                     if c.quit {
                         let _ = socket.write_all(&out).await;
@@ -486,6 +495,12 @@ impl ServeConn {
             {
                 Reply::ok()
             }
+            "debug" if argv.len() == 3 && is(&argv[1], "quicklist-packed-threshold") => {
+                match super::tuning::packed_threshold(&argv[2]) {
+                    Ok(()) => Reply::ok(),
+                    Err(e) => err(e),
+                }
+            }
             "lockkit.clock" => self.clock(&argv).await,
             "cluster" | "asking" | "readonly" | "readwrite" if self.ctx.cluster.is_some() => self
                 .ctx
@@ -535,8 +550,12 @@ impl ServeConn {
                 Err(busy) => busy,
             };
         }
-        // XREAD's and XREADGROUP's null is a null array (`*-1` in RESP2), as Redis's.
-        let null_array = is(&argv[0], "xread") || is(&argv[0], "xreadgroup");
+        // XREAD's, XREADGROUP's, LMPOP's, ZMPOP's and a counted LPOP's / RPOP's null is a null
+        // array (`*-1` in RESP2), as Redis's.
+        let null_array = ["xread", "xreadgroup", "lmpop", "zmpop"]
+            .iter()
+            .any(|n| is(&argv[0], n))
+            || (argv.len() == 3 && (is(&argv[0], "lpop") || is(&argv[0], "rpop")));
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => {
                 let reply = replies.pop().unwrap_or(Reply::Nil);
@@ -734,6 +753,17 @@ impl ServeConn {
         let sub = lossy(argv.get(1)?).to_ascii_lowercase();
         Some(match (sub.as_str(), argv.len()) {
             ("id", 2) => Reply::Int(self.id as i64),
+            ("reply", 3) => {
+                let mode = lossy(&argv[2]).to_ascii_lowercase();
+                match mode.as_str() {
+                    "on" => self.silent = (false, 0),
+                    "off" => self.silent.0 = true,
+                    // This reply and the next command's.
+                    "skip" => self.silent.1 = 2,
+                    _ => return Some(err("ERR syntax error")),
+                }
+                Reply::ok()
+            }
             ("getname", 2) => self.name.clone().map_or(Reply::Nil, Reply::Bulk),
             ("setname", 3) => match self.set_name(argv[2].clone()) {
                 Ok(()) => Reply::ok(),
@@ -775,9 +805,17 @@ impl ServeConn {
             }
             ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
             ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
-            ("reply", 3) if is(&argv[2], "on") => Reply::ok(),
             _ => return None,
         })
+    }
+
+    /// Whether the reply to the command just handled is dropped (CLIENT REPLY OFF / SKIP).
+    fn silenced(&mut self) -> bool {
+        if self.silent.1 > 0 {
+            self.silent.1 -= 1;
+            return true;
+        }
+        self.silent.0
     }
 
     /// What CLIENT LIST shows of this connection now.
@@ -825,7 +863,8 @@ impl ServeConn {
 
     fn settings(&self, maxmemory: usize) -> Vec<(&'static str, String)> {
         let ms = self.ctx.shared.busy_threshold().as_millis().to_string();
-        vec![
+        let mut all = self.ctx.shared.tuning().pairs();
+        all.extend([
             ("busy-reply-threshold", ms.clone()),
             ("lua-time-limit", ms),
             ("databases", "1".into()),
@@ -835,7 +874,8 @@ impl ServeConn {
             ("save", String::new()),
             ("appendonly", "no".into()),
             ("notify-keyspace-events", self.ctx.shared.notify_events()),
-        ]
+        ]);
+        all
     }
 
     fn config_get(&self, patterns: &[Vec<u8>], maxmemory: usize) -> Reply {
@@ -852,8 +892,17 @@ impl ServeConn {
         let mut threshold = None;
         let mut memory = None;
         let mut replicas = None;
+        let mut tuned = Vec::new();
         for kv in pairs.chunks(2) {
             let key = lossy(&kv[0]).to_ascii_lowercase();
+            match super::tuning::check(&key, &kv[1]) {
+                Some(Ok(set)) => {
+                    tuned.push(set);
+                    continue;
+                }
+                Some(Err(e)) => return err(e),
+                None => {}
+            }
             match key.as_str() {
                 "min-replicas-to-write" => {
                     match crate::number::parse_i64(&kv[1]).filter(|v| (0..=i64::from(i32::MAX)).contains(v)) {
@@ -890,11 +939,14 @@ impl ServeConn {
                         .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
                     if !same {
                         return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory and min-replicas-to-write)"
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory, min-replicas-to-write, notify-keyspace-events and the encoding thresholds)"
                         ));
                     }
                 }
             }
+        }
+        for set in tuned {
+            self.ctx.shared.tuning().set(set);
         }
         if let Some(t) = threshold {
             self.ctx.shared.set_busy_threshold(t);

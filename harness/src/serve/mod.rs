@@ -22,6 +22,7 @@ mod conn;
 mod pubsub;
 pub mod resp;
 mod shared;
+mod tuning;
 mod watched;
 mod worker;
 

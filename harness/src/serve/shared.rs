@@ -131,6 +131,8 @@ pub struct ServeShared {
     watches: Arc<Mutex<super::watched::Watches>>,
     hub: Arc<Mutex<super::pubsub::Subscribers>>,
     blocked: Arc<Mutex<super::blocking::Blocked>>,
+    /// The encoding thresholds CONFIG SET stored (read back only).
+    tuning: Mutex<super::tuning::Tuning>,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -192,6 +194,7 @@ impl ServeShared {
             watches: Arc::new(Mutex::new(super::watched::Watches::default())),
             hub,
             blocked: Arc::default(),
+            tuning: Mutex::default(),
         })
     }
 
@@ -231,6 +234,11 @@ impl ServeShared {
     /// The blocked clients.
     pub(super) fn blocked(&self) -> MutexGuard<'_, super::blocking::Blocked> {
         self.blocked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The encoding thresholds CONFIG SET stored.
+    pub(super) fn tuning(&self) -> MutexGuard<'_, super::tuning::Tuning> {
+        self.tuning.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `CONFIG SET notify-keyspace-events`; false for a character Redis does not know.
