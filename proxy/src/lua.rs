@@ -162,7 +162,7 @@ impl LuaPlugin {
     fn fault(&self, hook: &str, why: &str) {
         let n = self.faults.fetch_add(1, Ordering::Relaxed) + 1;
         crate::metrics::plugin_fault(&self.name);
-        if n <= LOGGED_FAULTS || n % 1000 == 0 {
+        if n <= LOGGED_FAULTS || n.is_multiple_of(1000) {
             eprintln!(
                 "lockkit proxy: plugin {}: {hook} failed ({why}); the traffic passes as if the plugin were not there (fault {n})",
                 self.name

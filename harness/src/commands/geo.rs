@@ -107,7 +107,7 @@ pub fn geoadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
             }
             idx += 1;
         }
-        if (a.len() - idx) % 3 != 0 || (nx && xx) {
+        if !(a.len() - idx).is_multiple_of(3) || (nx && xx) {
             return Err(Reply::err(errors::SYNTAX));
         }
         let mut argv: Vec<Vec<u8>> = vec![b"zadd".to_vec()];

@@ -116,7 +116,7 @@ fn parse_read(a: &[Vec<u8>], xreadgroup: bool) -> Result<ReadArgs, Reply> {
             i += 2;
         } else if is(&a[i], "streams") && more >= 1 {
             let rest = &a[i + 1..];
-            if rest.len() % 2 != 0 {
+            if !rest.len().is_multiple_of(2) {
                 return Err(Reply::err(
                     "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
                 ));

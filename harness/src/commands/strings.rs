@@ -167,7 +167,7 @@ pub fn mget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 pub fn mset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return super::wrong_arity("mset");
     }
     for pair in a[1..].chunks(2) {
@@ -177,7 +177,7 @@ pub fn mset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 pub fn msetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return super::wrong_arity("msetnx");
     }
     let now = s.now_ms;

@@ -69,7 +69,7 @@ impl<'a> Budget<'a> {
     /// Past the time limit; [`crate::script::libargs::answer`] raises the stop itself.
     pub fn step(&mut self) -> Result<(), String> {
         self.steps = self.steps.wrapping_add(1);
-        if self.steps % STEPS_PER_CHECK == 0 {
+        if self.steps.is_multiple_of(STEPS_PER_CHECK) {
             self.look_at_the_clock()?;
         }
         Ok(())

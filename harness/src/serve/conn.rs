@@ -850,7 +850,7 @@ impl ServeConn {
         };
         match sub.as_str() {
             "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..], maxmemory)),
-            "set" if argv.len() >= 4 && argv.len() % 2 == 0 => {
+            "set" if argv.len() >= 4 && argv.len().is_multiple_of(2) => {
                 Some(self.config_set(&argv[2..], maxmemory).await)
             }
             "resetstat" if argv.len() == 2 => {
