@@ -10,8 +10,8 @@ use futures_util::future::join_all;
 use redis::{Cmd, Value};
 
 use super::hub::{open_hub, Hub};
-use crate::connection::{self as conn, Conn, Topology};
 use crate::command::Command;
+use crate::connection::{self as conn, Conn, Topology};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::lock::new_token;
