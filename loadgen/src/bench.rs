@@ -66,7 +66,7 @@ pub fn bench(config: BenchConfig) -> anyhow::Result<Outcome> {
     bench_with(config, None)
 }
 
-/// [`bench`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
+/// [`bench()`], with `network` carrying out `--faults delay/drop/blackhole` (the `lockkit` binary
 /// passes the proxy's; without one those faults are refused).
 pub fn bench_with(
     config: BenchConfig,
