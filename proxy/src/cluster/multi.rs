@@ -14,13 +14,11 @@
 //! cluster node does for a client that does not follow it).
 
 use lockkit_resp::Request;
-use tokio::sync::mpsc;
 
 use super::keys::{key_positions, keys_of, Keys};
 use super::merge::Merge;
 use super::up::{ClusterUp, Part, CROSSSLOT};
 use crate::client::spec::CommandSpec;
-use crate::upstream::link::UpstreamRequest;
 use crate::upstream::RespVersion;
 
 /// Redis's reply to `EXEC` after a command failed while queueing.
@@ -199,16 +197,7 @@ impl ClusterUp {
     /// A live transaction the proxy failed (`-CROSSSLOT`, an unknown command): dropped on its
     /// node with a `DISCARD` whose reply no one reads.
     fn drop_live(&mut self, addr: &str) {
-        if let Some(link) = self.own_link(addr) {
-            let (to, _) = mpsc::unbounded_channel();
-            let _ = link.send(UpstreamRequest {
-                bytes: DISCARD.to_vec(),
-                n: 1,
-                slow: false,
-                to,
-                out: self.out.clone(),
-            });
-        }
+        self.send_unread(addr, DISCARD.to_vec());
         self.own = None;
     }
 

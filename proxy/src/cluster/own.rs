@@ -73,11 +73,19 @@ impl ClusterUp {
             watch,
             broken: watch.is_some(),
         });
-        if let (Some(name), Some(link)) = (self.name.clone(), self.own_link(addr)) {
-            // Its reply is not the client's: nobody reads it.
+        if let Some(name) = self.name.clone() {
+            self.send_unread(addr, name);
+        }
+    }
+
+    /// One command on the client's own connection to `addr`, if it holds one there, whose
+    /// reply is not the client's: nobody reads it (`CLIENT SETNAME`, a live transaction's
+    /// `DISCARD`).
+    pub(super) fn send_unread(&self, addr: &str, command: Vec<u8>) {
+        if let Some(link) = self.own_link(addr) {
             let (to, _) = mpsc::unbounded_channel();
             let _ = link.send(UpstreamRequest {
-                bytes: name,
+                bytes: command,
                 n: 1,
                 slow: false,
                 to,
