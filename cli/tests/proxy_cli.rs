@@ -6,11 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{files_in, redis_cli, Lockkit, ProxyRun};
+use common::{files_in, redis_cli, Lockkit, ProxyRun, RELEASE};
 use lockkit_test_support::{free_port, RedisServer};
-
-const RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 
 #[test]
 fn observe_report_on_sigterm_then_ttl_observed_reads_it() {

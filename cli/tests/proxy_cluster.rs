@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{json_in, redis_cli, scrape, series, Lockkit, ProxyRun};
+use common::{json_in, redis_cli, scrape, series, Lockkit, ProxyRun, RELEASE};
 use lockkit_proxy::{Proxy, Upstream};
 use lockkit_test_support::RedisCluster;
 
@@ -85,9 +85,6 @@ async fn bench_through_the_proxy_in_front_of_a_cluster_is_safe() {
     }
     proxy.stop().await;
 }
-
-const RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 
 #[test]
 fn auth_metrics_observe_and_drain_work_in_front_of_a_cluster() {

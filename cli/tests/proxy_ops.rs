@@ -6,11 +6,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{redis_cli, reply_line, scrape, series, ProxyRun};
+use common::{redis_cli, reply_line, scrape, series, ProxyRun, RELEASE};
 use lockkit_test_support::RedisServer;
-
-const RELEASE: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
 
 /// The `observe-*.json` files in `dir`.
 fn observe_files(dir: &Path) -> Vec<PathBuf> {

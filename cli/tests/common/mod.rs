@@ -372,3 +372,7 @@ pub fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
         (n == name && labels.contains(label)).then(|| v.parse().unwrap())
     })
 }
+
+/// A compare-and-delete release, as a lock client sends it with `EVAL`.
+pub const RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
