@@ -5,12 +5,11 @@
 //! A node that keeps timing out is skipped for a short back-off (a circuit breaker): its vote
 //! counts as failed at once instead of being waited for.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-
-use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::error::{Error, ErrorKind, NodeError, Result};
 use crate::LockClient;
@@ -323,7 +322,7 @@ impl Nodes {
         Late: Fn(usize, NodeReply<T>, &D) + Send + 'static,
     {
         let mut replies: Vec<Option<NodeReply<T>>> = (0..self.nodes.len()).map(|_| None).collect();
-        let mut in_flight = FuturesUnordered::new();
+        let mut in_flight = InFlight(Vec::with_capacity(self.nodes.len()));
         // One deadline for every request of the round (they all go out now): one timer, not
         // one per node. A request still unanswered then has timed out, in the background too.
         let deadline = tokio::time::Instant::now() + self.timeout;
@@ -338,7 +337,7 @@ impl Nodes {
                 continue;
             }
             let fut = request(Arc::clone(node));
-            in_flight.push(async move { (i, fut.await) });
+            in_flight.0.push((i, Box::pin(fut)));
         }
         let timer = tokio::time::sleep_until(deadline);
         tokio::pin!(timer);
@@ -355,10 +354,10 @@ impl Nodes {
                 Some((i, result)) => {
                     replies[i] = Some(self.reply(i, result, deadline.into_std()));
                 }
-                None if in_flight.is_empty() => unreachable_decision(),
+                None if in_flight.0.is_empty() => unreachable_decision(),
                 None => {
                     // Timed out: every node still to answer failed its vote.
-                    in_flight = FuturesUnordered::new();
+                    in_flight.0.clear();
                     for (i, r) in replies.iter_mut().enumerate() {
                         if r.is_none() {
                             *r = Some(self.timed_out(i));
@@ -367,15 +366,9 @@ impl Nodes {
                 }
             }
         };
-        if !in_flight.is_empty() {
+        if !in_flight.0.is_empty() {
             let d = decision.clone();
             let nodes = Arc::clone(self);
-            let mut pending: Vec<usize> = replies
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.is_none())
-                .map(|(i, _)| i)
-                .collect();
             tokio::spawn(async move {
                 let timer = tokio::time::sleep_until(deadline);
                 tokio::pin!(timer);
@@ -387,14 +380,13 @@ impl Nodes {
                     };
                     match next {
                         Some((i, result)) => {
-                            pending.retain(|&p| p != i);
                             late(i, nodes.reply(i, result, deadline.into_std()), &d);
                         }
                         None => break,
                     }
                 }
                 // The requests still out are dropped: their nodes timed out.
-                drop(in_flight);
+                let pending: Vec<usize> = in_flight.0.drain(..).map(|(i, _)| i).collect();
                 for i in pending {
                     late(i, nodes.timed_out(i), &d);
                 }
@@ -460,6 +452,33 @@ impl Nodes {
     /// Votes skipped by open breakers, over all nodes.
     pub(crate) fn skipped(&self) -> u64 {
         self.nodes.iter().map(|n| n.breaker.skipped()).sum()
+    }
+}
+
+/// The requests of a vote still to answer, by node. A vote has a handful of them: each wake-up
+/// polls them all, which costs less than giving each its own waker and task (as
+/// `FuturesUnordered` does) for three or five futures.
+struct InFlight<Fut>(Vec<(usize, Pin<Box<Fut>>)>);
+
+impl<Fut> InFlight<Fut> {
+    /// The next request to finish, with its node; `None` once none is left.
+    async fn next<T>(&mut self) -> Option<(usize, Result<T>)>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        poll_fn(|cx| {
+            if self.0.is_empty() {
+                return std::task::Poll::Ready(None);
+            }
+            for k in 0..self.0.len() {
+                if let std::task::Poll::Ready(result) = self.0[k].1.as_mut().poll(cx) {
+                    let (i, _) = self.0.swap_remove(k);
+                    return std::task::Poll::Ready(Some((i, result)));
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
     }
 }
 
