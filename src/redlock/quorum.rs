@@ -148,6 +148,10 @@ pub(crate) struct Node {
     /// connection re-established (silently, at the next call) may reach a new process that has
     /// forgotten every lock, so its start is read again. Emptied after an error too.
     starts: Mutex<Vec<(u64, Instant)>>,
+    /// Held while the node's start is read, so that the rounds that find it unknown at the
+    /// same time (every round in flight, after an error made the node forget it) wait for one
+    /// `INFO server` instead of each sending its own.
+    reading: tokio::sync::Mutex<()>,
 }
 
 /// How many connections' start times a node remembers (more than a node has connections).
@@ -168,6 +172,7 @@ impl Node {
             breaker: Breaker::new(node_timeout, backoff),
             skipped,
             starts: Mutex::new(Vec::new()),
+            reading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -181,14 +186,29 @@ impl Node {
     /// When the node started, as seen over `token`'s connection, and that connection's number:
     /// remembered for the live connection, or read now (`INFO server`, which connects).
     async fn start_for(&self, token: &str) -> Result<(Instant, u64)> {
-        if let Some(epoch) = self.client.conns.conn_for(token).epoch() {
-            let starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(&(_, at)) = starts.iter().find(|(e, _)| *e == epoch) {
-                return Ok((at, epoch));
-            }
+        if let Some(known) = self.known_start(token) {
+            return Ok(known);
         }
         // Boxed: once per connection; inline, it would enlarge every vote's future.
-        Box::pin(self.read_start(token)).await
+        Box::pin(async {
+            // One reader at a time: those that waited find the start it read.
+            let _reading = self.reading.lock().await;
+            match self.known_start(token) {
+                Some(known) => Ok(known),
+                None => self.read_start(token).await,
+            }
+        })
+        .await
+    }
+
+    /// The start remembered for `token`'s live connection, with the connection's number.
+    fn known_start(&self, token: &str) -> Option<(Instant, u64)> {
+        let epoch = self.client.conns.conn_for(token).epoch()?;
+        let starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
+        starts
+            .iter()
+            .find(|(e, _)| *e == epoch)
+            .map(|&(_, at)| (at, epoch))
     }
 
     /// Reads the node's start over `token`'s connection (`INFO server`) and remembers it.
