@@ -114,7 +114,7 @@ async fn rounds_that_find_a_nodes_start_unknown_read_it_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = calls(&servers[0], "info");
     let rounds = (0..50).map(|i| {
-        let (redlock, opts) = (redlock.clone(), opts.clone());
+        let redlock = redlock.clone();
         async move {
             let lock = redlock.acquire(&format!("wire:{i}"), &opts).await.unwrap();
             redlock.release(&lock).await.unwrap();
