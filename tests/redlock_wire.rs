@@ -76,3 +76,53 @@ async fn a_redlock_release_publishes_nothing_on_its_nodes() {
         "a node got more than the one connection"
     );
 }
+
+/// After a node's error the node's start time is read again (the restart rule: it may have
+/// restarted), but once per connection: the rounds in flight at that moment wait for the one
+/// `INFO server`, instead of each sending its own (50 concurrent rounds sent about 50, each a
+/// kilobyte-long reply the node builds; under load, a timeout or two per second kept the
+/// nodes busy with them).
+#[tokio::test]
+async fn rounds_that_find_a_nodes_start_unknown_read_it_once() {
+    let servers = RedisServer::start_many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let options = RedlockOptions::new()
+        .node_timeout(Duration::from_millis(50))
+        .longest_ttl(Duration::from_secs(1));
+    let redlock = Redlock::connect_with(&urls, options).await.unwrap();
+    let opts = LockOptions::builder(Duration::from_secs(1))
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap();
+    // Nodes just started refuse votes for the TTL in use (the restart rule).
+    tokio::time::sleep(redlock.restart_wait().await.unwrap()).await;
+    let lock = redlock.acquire("wire:warm", &opts).await.unwrap();
+    redlock.release(&lock).await.unwrap();
+    // Node 0 stops answering for longer than the node timeout: its vote times out, and it
+    // forgets its start.
+    let mut admin = redis::Client::open(servers[0].url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(300)
+        .query(&mut admin)
+        .unwrap();
+    let lock = redlock.acquire("wire:paused", &opts).await.unwrap();
+    redlock.release(&lock).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = calls(&servers[0], "info");
+    let rounds = (0..50).map(|i| {
+        let redlock = redlock.clone();
+        async move {
+            let lock = redlock.acquire(&format!("wire:{i}"), &opts).await.unwrap();
+            redlock.release(&lock).await.unwrap();
+        }
+    });
+    futures_util::future::join_all(rounds).await;
+    // `calls` itself is one INFO, counted by the next.
+    let read = calls(&servers[0], "info") - before - 1;
+    println!("INFO server sent to the node by 50 concurrent rounds after its error: {read}");
+    assert_eq!(read, 1, "the rounds read the node's start {read} times");
+}

@@ -110,11 +110,14 @@ pub struct BenchArgs {
     #[arg(long, default_value = "50", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
     pub clients: u64,
 
-    /// Multiplexed connections the clients share (ClientOptions::connections). Each pipelines
-    /// concurrent calls; two let the server work on one while the tool fills the other, and more
-    /// only split the same work into smaller writes.
-    #[arg(long, default_value = "2", value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
-    pub connections: u64,
+    /// Multiplexed connections the clients share (ClientOptions::connections), per server. Each
+    /// pipelines concurrent calls; on one server two (the default) let it work on one while the
+    /// tool fills the other, and more only split the same work into smaller writes. Redlock
+    /// (several --url, or --nodes above 1) defaults to one per node: three nodes already work
+    /// in parallel, and one connection gives each node all the clients' commands in one read
+    /// (results/2026-12-07-0530-redlock-server-cost).
+    #[arg(long, value_parser = parse_count, allow_hyphen_values = true, value_name = "N")]
+    pub connections: Option<u64>,
 
     /// Runtime worker threads of the load generator (default: half the cores, at least 1, leaving
     /// the rest to a server on the same machine).
@@ -265,6 +268,8 @@ pub struct BenchArgs {
 
 impl From<BenchArgs> for BenchConfig {
     fn from(a: BenchArgs) -> Self {
+        let redlock = a.urls.len() > 1 || a.nodes > 1;
+        let connections = a.connections.unwrap_or(if redlock { 1 } else { 2 });
         BenchConfig {
             urls: a.urls,
             nodes: a.nodes,
@@ -273,7 +278,7 @@ impl From<BenchArgs> for BenchConfig {
             cycles: a.cycles,
             warmup: a.warmup,
             clients: a.clients,
-            connections: a.connections,
+            connections,
             threads: a.threads,
             keys: a.keys,
             key_dist: a.key_dist.into(),
@@ -391,6 +396,21 @@ mod tests {
         let a = parse(&[]);
         assert_eq!(a.clients, 50);
         assert_eq!(a.connections, 2);
+        // Redlock: one connection per node unless asked for more.
+        let nodes = [
+            "--url",
+            "redis://a",
+            "--url",
+            "redis://b",
+            "--url",
+            "redis://c",
+        ];
+        assert_eq!(parse(&nodes).connections, 1);
+        assert_eq!(parse(&["--nodes", "3"]).connections, 1);
+        assert_eq!(
+            parse(&[&nodes[..], &["--connections", "2"]].concat()).connections,
+            2
+        );
         assert_eq!(a.keys, 100_000);
         assert_eq!(a.hold, Duration::ZERO);
         assert_eq!(a.ttl, Duration::from_secs(5));

@@ -149,9 +149,11 @@ pub struct BenchConfig {
     /// Concurrent lock users (tasks).
     pub clients: u64,
 
-    /// Multiplexed connections the clients share (ClientOptions::connections). Each pipelines
-    /// concurrent calls; two let the server work on one while the tool fills the other, and more
-    /// only split the same work into smaller writes.
+    /// Multiplexed connections the clients share (ClientOptions::connections), per server (per
+    /// node for Redlock). Each pipelines concurrent calls; on one server two let it work on one
+    /// while the tool fills the other, and more only split the same work into smaller writes.
+    /// The CLI gives Redlock one per node unless asked (each node then reads all the clients'
+    /// commands in one read).
     pub connections: u64,
 
     /// Runtime worker threads of the load generator (default: half the cores, at least 1, leaving

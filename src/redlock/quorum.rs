@@ -5,12 +5,11 @@
 //! A node that keeps timing out is skipped for a short back-off (a circuit breaker): its vote
 //! counts as failed at once instead of being waited for.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-
-use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use crate::error::{Error, ErrorKind, NodeError, Result};
 use crate::LockClient;
@@ -149,6 +148,10 @@ pub(crate) struct Node {
     /// connection re-established (silently, at the next call) may reach a new process that has
     /// forgotten every lock, so its start is read again. Emptied after an error too.
     starts: Mutex<Vec<(u64, Instant)>>,
+    /// Held while the node's start is read, so that the rounds that find it unknown at the
+    /// same time (every round in flight, after an error made the node forget it) wait for one
+    /// `INFO server` instead of each sending its own.
+    reading: tokio::sync::Mutex<()>,
 }
 
 /// How many connections' start times a node remembers (more than a node has connections).
@@ -169,6 +172,7 @@ impl Node {
             breaker: Breaker::new(node_timeout, backoff),
             skipped,
             starts: Mutex::new(Vec::new()),
+            reading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -182,14 +186,29 @@ impl Node {
     /// When the node started, as seen over `token`'s connection, and that connection's number:
     /// remembered for the live connection, or read now (`INFO server`, which connects).
     async fn start_for(&self, token: &str) -> Result<(Instant, u64)> {
-        if let Some(epoch) = self.client.conns.conn_for(token).epoch() {
-            let starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(&(_, at)) = starts.iter().find(|(e, _)| *e == epoch) {
-                return Ok((at, epoch));
-            }
+        if let Some(known) = self.known_start(token) {
+            return Ok(known);
         }
         // Boxed: once per connection; inline, it would enlarge every vote's future.
-        Box::pin(self.read_start(token)).await
+        Box::pin(async {
+            // One reader at a time: those that waited find the start it read.
+            let _reading = self.reading.lock().await;
+            match self.known_start(token) {
+                Some(known) => Ok(known),
+                None => self.read_start(token).await,
+            }
+        })
+        .await
+    }
+
+    /// The start remembered for `token`'s live connection, with the connection's number.
+    fn known_start(&self, token: &str) -> Option<(Instant, u64)> {
+        let epoch = self.client.conns.conn_for(token).epoch()?;
+        let starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
+        starts
+            .iter()
+            .find(|(e, _)| *e == epoch)
+            .map(|&(_, at)| (at, epoch))
     }
 
     /// Reads the node's start over `token`'s connection (`INFO server`) and remembers it.
@@ -323,7 +342,7 @@ impl Nodes {
         Late: Fn(usize, NodeReply<T>, &D) + Send + 'static,
     {
         let mut replies: Vec<Option<NodeReply<T>>> = (0..self.nodes.len()).map(|_| None).collect();
-        let mut in_flight = FuturesUnordered::new();
+        let mut in_flight = InFlight(Vec::with_capacity(self.nodes.len()));
         // One deadline for every request of the round (they all go out now): one timer, not
         // one per node. A request still unanswered then has timed out, in the background too.
         let deadline = tokio::time::Instant::now() + self.timeout;
@@ -338,7 +357,7 @@ impl Nodes {
                 continue;
             }
             let fut = request(Arc::clone(node));
-            in_flight.push(async move { (i, fut.await) });
+            in_flight.0.push((i, Box::pin(fut)));
         }
         let timer = tokio::time::sleep_until(deadline);
         tokio::pin!(timer);
@@ -355,10 +374,10 @@ impl Nodes {
                 Some((i, result)) => {
                     replies[i] = Some(self.reply(i, result, deadline.into_std()));
                 }
-                None if in_flight.is_empty() => unreachable_decision(),
+                None if in_flight.0.is_empty() => unreachable_decision(),
                 None => {
                     // Timed out: every node still to answer failed its vote.
-                    in_flight = FuturesUnordered::new();
+                    in_flight.0.clear();
                     for (i, r) in replies.iter_mut().enumerate() {
                         if r.is_none() {
                             *r = Some(self.timed_out(i));
@@ -367,15 +386,9 @@ impl Nodes {
                 }
             }
         };
-        if !in_flight.is_empty() {
+        if !in_flight.0.is_empty() {
             let d = decision.clone();
             let nodes = Arc::clone(self);
-            let mut pending: Vec<usize> = replies
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.is_none())
-                .map(|(i, _)| i)
-                .collect();
             tokio::spawn(async move {
                 let timer = tokio::time::sleep_until(deadline);
                 tokio::pin!(timer);
@@ -387,14 +400,13 @@ impl Nodes {
                     };
                     match next {
                         Some((i, result)) => {
-                            pending.retain(|&p| p != i);
                             late(i, nodes.reply(i, result, deadline.into_std()), &d);
                         }
                         None => break,
                     }
                 }
                 // The requests still out are dropped: their nodes timed out.
-                drop(in_flight);
+                let pending: Vec<usize> = in_flight.0.drain(..).map(|(i, _)| i).collect();
                 for i in pending {
                     late(i, nodes.timed_out(i), &d);
                 }
@@ -460,6 +472,33 @@ impl Nodes {
     /// Votes skipped by open breakers, over all nodes.
     pub(crate) fn skipped(&self) -> u64 {
         self.nodes.iter().map(|n| n.breaker.skipped()).sum()
+    }
+}
+
+/// The requests of a vote still to answer, by node. A vote has a handful of them: each wake-up
+/// polls them all, which costs less than giving each its own waker and task (as
+/// `FuturesUnordered` does) for three or five futures.
+struct InFlight<Fut>(Vec<(usize, Pin<Box<Fut>>)>);
+
+impl<Fut> InFlight<Fut> {
+    /// The next request to finish, with its node; `None` once none is left.
+    async fn next<T>(&mut self) -> Option<(usize, Result<T>)>
+    where
+        Fut: Future<Output = Result<T>>,
+    {
+        poll_fn(|cx| {
+            if self.0.is_empty() {
+                return std::task::Poll::Ready(None);
+            }
+            for k in 0..self.0.len() {
+                if let std::task::Poll::Ready(result) = self.0[k].1.as_mut().poll(cx) {
+                    let (i, _) = self.0.swap_remove(k);
+                    return std::task::Poll::Ready(Some((i, result)));
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await
     }
 }
 
