@@ -1,4 +1,5 @@
-//! `release.lua` through the offline harness, cached by SHA (EVALSHA): evals per second.
+//! `release.lua` through the offline harness, cached by SHA (EVALSHA): evals per second; and
+//! the cost of one `redis.call` inside a script.
 //!
 //! `cargo bench -p lockkit-harness --bench release`
 
@@ -39,5 +40,32 @@ fn release(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, release);
+/// One `redis.call` inside a script: EVALSHA of a script making one call of `GET`, against the
+/// same script returning without it (the difference is the call).
+fn redis_call(c: &mut Criterion) {
+    let mut h = Harness::new().expect("the harness starts");
+    h.set("k", "v");
+    let mut g = c.benchmark_group("redis.call");
+    g.throughput(Throughput::Elements(1));
+    for (name, body) in [
+        ("none", "return KEYS[1]"),
+        ("get", "return redis.call('GET', KEYS[1])"),
+        ("get-x4", "redis.call('GET', KEYS[1]) redis.call('GET', KEYS[1]) redis.call('GET', KEYS[1]) return redis.call('GET', KEYS[1])"),
+    ] {
+        let sha = match h.call(&["SCRIPT", "LOAD", body]) {
+            Reply::Bulk(b) => String::from_utf8(b).expect("a hex digest"),
+            other => panic!("SCRIPT LOAD answered {other:?}"),
+        };
+        let call: Vec<Vec<u8>> = ["EVALSHA", sha.as_str(), "1", "k"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        g.bench_function(BenchmarkId::new("evalsha", name), |b| {
+            b.iter(|| h.call_argv(&call))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, release, redis_call);
 criterion_main!(benches);

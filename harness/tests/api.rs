@@ -52,6 +52,69 @@ fn memory_hungry_script_hits_the_cap() {
 }
 
 #[test]
+fn redis_calls_leave_the_memory_cap_and_the_time_limit_in_force() {
+    // `redis.call` lifts the cap while its command runs and its reply is built: the cap must
+    // be back after every way a call ends (a reply, an error raised or answered, arguments
+    // refused), so the allocation after it is stopped.
+    let opts = HarnessOptions::new()
+        .memory_limit(8 << 20)
+        .time_limit(Duration::from_secs(120));
+    let mut h = Harness::with_options(opts).unwrap();
+    for call in [
+        "redis.call('SET', KEYS[1], 'v')",
+        "redis.pcall('HGET', KEYS[1], 'f')",
+        "pcall(redis.call, 'HGET', KEYS[1], 'f')",
+        "redis.pcall('SET', {}, 1)",
+        "pcall(redis.call)",
+    ] {
+        let script = format!(
+            "{call} local t = {{}} for i = 1, 1e8 do t[i] = string.rep('x', 100) .. i end return #t"
+        );
+        let r = h.eval(&script, &["k"], &[]);
+        assert!(
+            matches!(&r, Reply::Error(e) if e.contains("memory cap")),
+            "{call}: {r:?}"
+        );
+    }
+    // A reply that would take the heap past the cap stops the script, pcall or not.
+    // (Three different values: Lua keeps one copy of equal strings.)
+    for (i, c) in ["a", "b", "c"].iter().enumerate() {
+        let big = c.repeat(3 << 20);
+        let key = format!("big{i}");
+        assert_eq!(
+            h.call(&[b"SET", key.as_bytes(), big.as_bytes()]),
+            Reply::ok()
+        );
+    }
+    for call in ["redis.call", "redis.pcall"] {
+        let script =
+            format!("local t = {{}} for i = 1, 3 do t[i] = {call}('GET', KEYS[i]) end return #t");
+        let r = h.eval(&script, &["big0", "big1", "big2"], &[]);
+        assert!(
+            matches!(&r, Reply::Error(e) if e.contains("memory cap")),
+            "{call}: {r:?}"
+        );
+    }
+    // Past the time limit a call is refused, and nothing of the script catches that.
+    let opts = HarnessOptions::new().time_limit(Duration::from_millis(100));
+    let mut h = Harness::with_options(opts).unwrap();
+    for script in [
+        "while true do redis.pcall('PING') end",
+        "while true do pcall(redis.call, 'GET', 'k') end",
+    ] {
+        let r = h.eval(script, &[], &[]);
+        assert!(
+            matches!(&r, Reply::Error(e) if e.contains("time limit of 100 ms")),
+            "{script}: {r:?}"
+        );
+    }
+    assert_eq!(
+        h.eval("return redis.call('PING')", &[], &[]),
+        Reply::Status("PONG".into())
+    );
+}
+
+#[test]
 fn options_are_validated() {
     let e = Harness::with_options(HarnessOptions::new().time_limit(Duration::ZERO)).unwrap_err();
     assert!(e.to_string().contains("time_limit"), "{e}");

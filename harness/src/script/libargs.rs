@@ -276,14 +276,28 @@ pub fn answer(lua: &Lua, r: Result<MultiValue, String>) -> mlua::Result<MultiVal
 ///
 /// Nothing here owns Rust memory: a Lua error may leave it by `longjmp`.
 ///
-/// This is the crate's one `unsafe` code. A safe mlua callback cannot do this job: mlua turns
+/// With `super::fastcall`, the crate's `unsafe` code. A safe mlua callback cannot do this job: mlua turns
 /// every argument into a value holding one of its ~8,000 reference slots before the callback
 /// runs, and panics past them; a Lua-side wrapper would do it safely but shows in the stack
 /// (a script's `return f(x)` tail call would lose its error position, which Redis reports).
 #[allow(unsafe_code)]
 unsafe extern "C-unwind" fn packed_call(state: *mut ffi::lua_State) -> c_int {
+    let spread = ffi::lua_toboolean(state, ffi::lua_upvalueindex(2)) != 0;
+    call_packed(state, ffi::lua_upvalueindex(1), spread)
+}
+
+/// [`packed_call`]'s work, from the frame of the C function that runs it: calls the mlua
+/// function at `func` (an upvalue index) with this frame's arguments as one table
+/// `{n = count, ...}` and returns its results (spread, see [`packed_spread`]). Also the path
+/// of `redis.call`'s fast version for what it leaves to mlua (`super::fastcall`).
+///
+/// # Safety
+/// Called from a Lua C function with its arguments alone on the stack; `func` holds an mlua
+/// function. Nothing here owns Rust memory: a Lua error may leave it by `longjmp`.
+#[allow(unsafe_code)]
+pub(crate) unsafe fn call_packed(state: *mut ffi::lua_State, func: c_int, spread: bool) -> c_int {
     let n = ffi::lua_gettop(state);
-    ffi::lua_pushvalue(state, ffi::lua_upvalueindex(1));
+    ffi::lua_pushvalue(state, func);
     ffi::lua_createtable(state, n, 1);
     for i in 1..=n {
         ffi::lua_pushvalue(state, i);
@@ -303,7 +317,7 @@ unsafe extern "C-unwind" fn packed_call(state: *mut ffi::lua_State) -> c_int {
         ffi::lua_pushvalue(state, n + 2);
         ffi::lua_error(state);
     }
-    if ffi::lua_toboolean(state, ffi::lua_upvalueindex(2)) == 0 {
+    if !spread {
         return ffi::lua_gettop(state) - n;
     }
     // Spread: the table alone at slot 1, then its items (the callee checked the count
@@ -346,7 +360,16 @@ pub fn packed<F>(lua: &Lua, f: F) -> mlua::Result<Function>
 where
     F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
 {
-    closure(lua, lua.create_function(on_the_clock(f))?, false)
+    closure(lua, packed_inner(lua, f)?, false)
+}
+
+/// The mlua function inside a [`packed`] one (it takes the [`Args`] table): for a C function
+/// that runs it itself through [`call_packed`].
+pub(crate) fn packed_inner<F>(lua: &Lua, f: F) -> mlua::Result<Function>
+where
+    F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
+{
+    lua.create_function(on_the_clock(f))
 }
 
 /// `f`, refused once the time limit has passed: a script calling one long Rust function in a

@@ -6,6 +6,7 @@ mod budget;
 mod cjson;
 mod cmsgpack;
 pub(crate) mod convert;
+mod fastcall;
 mod functions;
 mod lib_misc;
 mod libargs;
@@ -133,12 +134,14 @@ impl StopHandle {
     }
 }
 
-/// A compiled EVAL script: its flags; the function itself is in `Engine::compiled`, a Lua
+/// A compiled EVAL script: its flags and where the function is in `Engine::compiled`, a Lua
 /// table, because every `Function` held in Rust takes one of mlua's ~8,000 reference slots
-/// (past them mlua panics).
+/// (past them mlua panics). The slot is a number: looking the SHA-1 up there would make a Lua
+/// string of it on every run (under the memory cap, a protected call: 2,900 instructions).
 #[derive(Debug, Clone, Copy)]
 struct Compiled {
     flags: ScriptFlags,
+    slot: i64,
 }
 
 /// Limits on one script run.
@@ -164,8 +167,10 @@ pub struct Engine {
     run_fn: Function,
     load_env: Function,
     scripts: HashMap<String, Compiled, fnv::FnvBuildHasher>,
-    /// SHA-1 → compiled function.
+    /// [`Compiled::slot`] → compiled function.
     compiled: Table,
+    /// The slot the next compiled script takes (never reused, SCRIPT FLUSH included).
+    next_slot: i64,
     /// Lower-case function name → the callback a library registered.
     function_bodies: Table,
     functions: functions::Registry,
@@ -227,18 +232,8 @@ impl Engine {
         lua.set_app_data(CollectorChanged::default());
         let internals = lua.create_table()?;
         internals.set("globals", lua.globals())?;
-        internals.set(
-            "call",
-            libargs::packed(&lua, |lua, args: libargs::Args| {
-                redis_call(lua, &args, true)
-            })?,
-        )?;
-        internals.set(
-            "pcall",
-            libargs::packed(&lua, |lua, args: libargs::Args| {
-                redis_call(lua, &args, false)
-            })?,
-        )?;
+        internals.set("call", fastcall::function(&lua, true)?)?;
+        internals.set("pcall", fastcall::function(&lua, false)?)?;
         internals.set("bit", bit::create(&lua)?)?;
         internals.set(
             "raised",
@@ -300,6 +295,7 @@ impl Engine {
             load_env,
             scripts: HashMap::default(),
             compiled,
+            next_slot: 1,
             function_bodies,
             functions: functions::Registry::default(),
             limits,
@@ -343,10 +339,12 @@ impl Engine {
         let func = self
             .compile(&body[skip..], "@user_script")
             .map_err(|e| err(format!("ERR Error compiling script (new function): {e}")))?;
+        let slot = self.next_slot;
         self.compiled
-            .raw_set(sha.as_str(), func)
+            .raw_set(slot, func)
             .map_err(|e| err(format!("ERR harness: {e}")))?;
-        self.scripts.insert(sha.clone(), Compiled { flags });
+        self.next_slot += 1;
+        self.scripts.insert(sha.clone(), Compiled { flags, slot });
         Ok(sha)
     }
 
@@ -426,8 +424,9 @@ impl Engine {
             wrote: false,
             allow_oom: script.flags.allow_oom,
         };
+        let slot = script.slot;
         self.invoke(sha, ctx, |e| {
-            let func: Function = e.compiled.raw_get(sha)?;
+            let func: Function = e.compiled.raw_get(slot)?;
             e.run.call::<(bool, Value)>(func)
         })
     }
@@ -456,20 +455,11 @@ impl Engine {
 
     fn set_keys_argv(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
         self.declare_keys(keys);
-        self.globals.raw_set("KEYS", self.sequence(keys)?)?;
-        self.globals.raw_set("ARGV", self.sequence(argv)?)
+        fastcall::set_sequences(&self.lua, &self.globals, [("KEYS", keys), ("ARGV", argv)])
     }
 
     fn sequence(&self, items: &[Vec<u8>]) -> mlua::Result<Table> {
-        let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, item) in items.iter().enumerate() {
-            // &str has mlua's direct-push fast path; other bytes go through a Lua string.
-            match std::str::from_utf8(item) {
-                Ok(text) => t.raw_set(i + 1, text)?,
-                Err(_) => t.raw_set(i + 1, self.lua.create_string(item)?)?,
-            }
-        }
-        Ok(t)
+        fastcall::sequence(&self.lua, items)
     }
 
     /// Runs `call` with the time limit armed and turns its outcome into the client's reply.
@@ -785,6 +775,28 @@ fn redis_call_uncapped(
             return Ok(MultiValue::from_iter([Value::Table(t)]));
         }
     };
+    match finish_call(lua, reply, raise, limit) {
+        Called::Memory => Err(mlua::Error::MemoryError("not enough memory".into())),
+        Called::Raise(e) => Err(mlua::Error::external(libargs::Raised::Table(e))),
+        Called::Reply(r) => Ok(MultiValue::from_iter([convert::reply_to_lua(
+            lua, r, ctx.resp,
+        )?])),
+    }
+}
+
+/// How a command run by `redis.call` or `redis.pcall` ends for the script.
+pub(crate) enum Called {
+    /// The reply would take the Lua heap past its cap: the script is stopped.
+    Memory,
+    /// `redis.call`'s error: raised as a Redis error table.
+    Raise(String),
+    /// Handed to the script.
+    Reply(Reply),
+}
+
+/// The end of a `redis.call` (`raise`) or `redis.pcall` whose command answered `reply`, under
+/// a memory cap of `limit` bytes (0: none).
+pub(crate) fn finish_call(lua: &Lua, reply: Reply, raise: bool, limit: usize) -> Called {
     // The reply is built with the cap lifted, so it must fit under the cap before it is.
     if limit > 0
         && lua
@@ -792,84 +804,78 @@ fn redis_call_uncapped(
             .saturating_add(convert::reply_size(&reply))
             > limit
     {
-        return Err(mlua::Error::MemoryError("not enough memory".into()));
+        return Called::Memory;
     }
     match (reply, raise) {
-        (Reply::Error(e), true) => Err(mlua::Error::external(libargs::Raised::Table(e))),
-        (r, _) => Ok(MultiValue::from_iter([convert::reply_to_lua(
-            lua, r, ctx.resp,
-        )?])),
+        (Reply::Error(e), true) => Called::Raise(e),
+        (r, _) => Called::Reply(r),
     }
 }
 
-fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
+pub(crate) fn dispatch_from_script(lua: &Lua, argv: &[Vec<u8>], ctx: RunCtx) -> Reply {
     let spec = match commands::resolve(argv, Caller::Script) {
         Ok(s) => s,
         Err(e) => return e,
     };
-    let allow_noscript = lua
-        .app_data_ref::<Server>()
-        .is_some_and(|s| s.allow_noscript);
-    if spec.noscript && !allow_noscript {
+    // One borrow of the server for every check and the command (each borrow of mlua's app
+    // data costs a lock and a reference count: four of them were 2% of `lua exec`).
+    let Some(mut server) = lua.app_data_mut::<Server>() else {
+        return err("ERR harness: command unavailable inside a script");
+    };
+    if spec.noscript && !server.allow_noscript {
         return err("ERR This Redis command is not allowed from script");
     }
     if spec.write && (ctx.no_writes || ctx.ro_call) {
         return err("ERR Write commands are not allowed from read-only scripts.");
     }
-    if let Some(e) = undeclared_key(lua, argv) {
+    if let Some(e) = undeclared_key(&server, argv) {
         return e;
     }
-    let no_replicas = lua
-        .app_data_ref::<Server>()
-        .is_some_and(|s| s.min_replicas_to_write > 0);
-    if spec.write && no_replicas {
+    if spec.write && server.min_replicas_to_write > 0 {
         return err(crate::keyspace::NOREPLICAS);
     }
-    match (spec.run, lua.app_data_mut::<Server>()) {
-        (Run::Plain(f), Some(mut server)) => {
-            let room = if ctx.wrote || ctx.allow_oom {
-                server
-                    .db
-                    .check_memory_after_write(spec.deny_oom, spec.name, argv)
-            } else {
-                server.db.check_memory(spec.deny_oom, spec.name, argv)
-            };
-            if let Err(e) = room {
-                return Reply::Error(e);
-            }
-            let before = crate::notify::before(&server, spec.name, argv);
-            let started = std::time::Instant::now();
-            let reply = {
-                let mut flag = InScript::enter(&mut server);
-                commands::run_caught(f, flag.server(), argv)
-            };
-            let failed = matches!(reply, Reply::Error(_));
-            (server.command_stats).called(spec.name, started.elapsed(), failed);
-            if let Some(b) = before {
-                crate::notify::after(&server, spec.name, argv, &reply, b);
-            }
-            drop(server);
-            // Only the first write marks the run (both marks stay until the next run).
-            if spec.write && !ctx.wrote && !matches!(reply, Reply::Error(_)) {
-                if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
-                    c.wrote = true;
-                }
-                if let Some(t) = lua.app_data_ref::<Arc<Mutex<Timer>>>() {
-                    if let Ok(mut t) = t.lock() {
-                        t.wrote = true;
-                    }
-                }
-            }
-            reply
-        }
-        _ => err("ERR harness: command unavailable inside a script"),
+    let Run::Plain(f) = spec.run else {
+        return err("ERR harness: command unavailable inside a script");
+    };
+    let room = if ctx.wrote || ctx.allow_oom {
+        server
+            .db
+            .check_memory_after_write(spec.deny_oom, spec.name, argv)
+    } else {
+        server.db.check_memory(spec.deny_oom, spec.name, argv)
+    };
+    if let Err(e) = room {
+        return Reply::Error(e);
     }
+    let before = crate::notify::before(&server, spec.name, argv);
+    let started = std::time::Instant::now();
+    let reply = {
+        let mut flag = InScript::enter(&mut server);
+        commands::run_caught(f, flag.server(), argv)
+    };
+    let failed = matches!(reply, Reply::Error(_));
+    (server.command_stats).called(spec.name, started.elapsed(), failed);
+    if let Some(b) = before {
+        crate::notify::after(&server, spec.name, argv, &reply, b);
+    }
+    drop(server);
+    // Only the first write marks the run (both marks stay until the next run).
+    if spec.write && !ctx.wrote && !matches!(reply, Reply::Error(_)) {
+        if let Some(mut c) = lua.app_data_mut::<RunCtx>() {
+            c.wrote = true;
+        }
+        if let Some(t) = lua.app_data_ref::<Arc<Mutex<Timer>>>() {
+            if let Ok(mut t) = t.lock() {
+                t.wrote = true;
+            }
+        }
+    }
+    reply
 }
 
 /// Under `--strict-keys`, the error for the first key of `argv` the running script did not
 /// declare in KEYS.
-fn undeclared_key(lua: &Lua, argv: &[Vec<u8>]) -> Option<Reply> {
-    let server = lua.app_data_ref::<Server>()?;
+fn undeclared_key(server: &Server, argv: &[Vec<u8>]) -> Option<Reply> {
     if !server.strict_keys {
         return None;
     }

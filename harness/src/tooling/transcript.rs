@@ -231,7 +231,12 @@ fn expand(
     root: Option<&Path>,
 ) -> Result<Vec<Vec<u8>>, String> {
     let first = upper(&argv[0]);
-    let second = argv.get(1).map(|a| upper(a)).unwrap_or_default();
+    // Only SCRIPT and FUNCTION directives have a second word (the rest would upper-case an
+    // EVALSHA's digest on every line).
+    let second = match first.as_str() {
+        "SCRIPT" | "FUNCTION" => argv.get(1).map(|a| upper(a)).unwrap_or_default(),
+        _ => String::new(),
+    };
     let need = |argv: &Vec<Vec<u8>>, n: usize, usage: &str| {
         if argv.len() < n {
             Err(format!("usage: {usage}"))
