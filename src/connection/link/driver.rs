@@ -286,7 +286,7 @@ impl Driver {
                 return Err(invalid("a reply came that no request waits for"));
             }
             let p = q.pending.front_mut().expect("written requests are pending");
-            if p.waiter.accept(value) {
+            if p.slot.accept(value) {
                 q.pending.pop_front();
                 q.written -= 1;
                 q.stamped = q.stamped.saturating_sub(1);
@@ -330,7 +330,7 @@ impl Driver {
             for p in q.pending.range_mut(from..) {
                 match p.queued {
                     Some(queued) if queued + timeout <= now => {
-                        p.waiter.fail(|| {
+                        p.slot.fail(|| {
                             io::Error::new(
                                 io::ErrorKind::TimedOut,
                                 format!("no reply within {timeout:?}"),

@@ -40,7 +40,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::watch;
 
-use self::reply_slot::{Answer, Waiter};
+use self::reply_slot::{Answer, ReplySlot};
 use self::wire::{dropped, lock, Refused, Wire, MAX_BACKLOG};
 use crate::error::{not_sent, unsent};
 
@@ -187,14 +187,14 @@ impl Link {
             .cloned()
     }
 
-    /// Sends what `write` encodes; `waiter` says what it waits for and where the answer goes. A
+    /// Sends what `write` encodes; `slot` says what it waits for and where the answer goes. A
     /// connection found dead before anything was sent is replaced and the request goes out on
     /// the new one. The answer comes with the number of the connection it went out on
     /// ([`query_on`](Self::query_on)).
     async fn request<T>(
         &self,
         write: impl Fn(&mut Vec<u8>),
-        waiter: impl Fn(Answer<T>) -> Waiter,
+        slot: impl Fn(Answer<T>) -> ReplySlot,
     ) -> RedisResult<(T, u64)> {
         let mut tries = 0;
         let rx = loop {
@@ -205,14 +205,14 @@ impl Link {
                 current
                     .as_ref()
                     .filter(|w| !w.dead.load(Ordering::Acquire))
-                    .map(|w| (w.send(&write, &waiter), w.epoch))
+                    .map(|w| (w.send(&write, &slot), w.epoch))
             };
             let (sent, epoch) = match sent {
                 Some(sent) => sent,
                 // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
                 None => {
                     let w = Box::pin(self.reconnect()).await?;
-                    (w.send(&write, &waiter), w.epoch)
+                    (w.send(&write, &slot), w.epoch)
                 }
             };
             match sent {
@@ -258,7 +258,7 @@ impl Link {
 
     /// One command's reply, the command encoded by `write` into the write buffer.
     pub(crate) async fn query_with(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<Value> {
-        self.request(write, |to| Waiter::One(Some(to)))
+        self.request(write, |to| ReplySlot::One(Some(to)))
             .await
             .map(|(v, _)| v)
     }
@@ -268,7 +268,7 @@ impl Link {
     /// number came from one server process: what Redlock's restart rule needs to know that the
     /// node it read the start time of is the one that answered its `SET`.
     pub(crate) async fn query_on(&self, write: impl Fn(&mut Vec<u8>)) -> RedisResult<(Value, u64)> {
-        self.request(write, |to| Waiter::One(Some(to))).await
+        self.request(write, |to| ReplySlot::One(Some(to))).await
     }
 }
 
@@ -288,7 +288,7 @@ impl ConnectionLike for Link {
             let transaction = pipeline.is_transaction();
             self.request(
                 |out| out.extend_from_slice(&packed),
-                |to| Waiter::many(to, offset, count, transaction),
+                |to| ReplySlot::many(to, offset, count, transaction),
             )
             .await
             .map(|(v, _)| v)

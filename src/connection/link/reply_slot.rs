@@ -9,7 +9,7 @@ pub(super) type Answer<T> = oneshot::Sender<RedisResult<T>>;
 
 /// What a request waits for, what it has read so far, and who waits for its answer (`None`
 /// once the request failed with a timeout: its replies are still read, and dropped).
-pub(super) enum Waiter {
+pub(super) enum ReplySlot {
     One(Option<Answer<Value>>),
     /// A pipeline: `skip` replies to drop (a transaction's `MULTI` and `QUEUED`s), then `take`.
     Many {
@@ -24,14 +24,14 @@ pub(super) enum Waiter {
     },
 }
 
-impl Waiter {
+impl ReplySlot {
     pub(super) fn many(
         to: Answer<Vec<Value>>,
         skip: usize,
         take: usize,
         transaction: bool,
-    ) -> Waiter {
-        Waiter::Many {
+    ) -> ReplySlot {
+        ReplySlot::Many {
             to: Some(to),
             skip,
             take,
@@ -46,13 +46,13 @@ impl Waiter {
     /// went out.
     pub(super) fn accept(&mut self, value: Value) -> bool {
         match self {
-            Waiter::One(to) => {
+            ReplySlot::One(to) => {
                 if let Some(to) = to.take() {
                     let _ = to.send(Ok(value));
                 }
                 true
             }
-            Waiter::Many {
+            ReplySlot::Many {
                 to,
                 skip,
                 take,
@@ -86,12 +86,12 @@ impl Waiter {
     /// Answers with an error (unless it was answered already).
     pub(super) fn fail(&mut self, err: impl FnOnce() -> RedisError) {
         match self {
-            Waiter::One(to) => {
+            ReplySlot::One(to) => {
                 if let Some(to) = to.take() {
                     let _ = to.send(Err(err()));
                 }
             }
-            Waiter::Many { to, .. } => {
+            ReplySlot::Many { to, .. } => {
                 if let Some(to) = to.take() {
                     let _ = to.send(Err(err()));
                 }

@@ -11,7 +11,7 @@ use redis::{RedisError, RedisResult};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::reply_slot::{Answer, Waiter};
+use super::reply_slot::{Answer, ReplySlot};
 
 /// How many bytes of commands may wait for a server that does not read them (a frozen server, a
 /// black-holed network) before further calls fail at once, unsent.
@@ -56,7 +56,7 @@ pub(super) struct Queue {
 }
 
 pub(super) struct Pending {
-    pub(super) waiter: Waiter,
+    pub(super) slot: ReplySlot,
     /// When it was queued (as the driver stamped it, see [`Queue::stamped`]): its response
     /// timeout counts from here, written or not (a request still waiting in `out` behind a
     /// server that reads nothing times out too).
@@ -85,7 +85,7 @@ impl Wire {
     pub(super) fn send<T>(
         &self,
         write: &impl Fn(&mut Vec<u8>),
-        waiter: &impl Fn(Answer<T>) -> Waiter,
+        slot: &impl Fn(Answer<T>) -> ReplySlot,
     ) -> Result<oneshot::Receiver<RedisResult<T>>, Refused> {
         let (tx, rx) = oneshot::channel();
         let waker = {
@@ -98,7 +98,7 @@ impl Wire {
             }
             write(&mut q.out);
             q.pending.push_back(Pending {
-                waiter: waiter(tx),
+                slot: slot(tx),
                 queued: None,
             });
             q.driver.take()
@@ -133,7 +133,7 @@ impl Wire {
         };
         self.dead.store(true, Ordering::Release);
         for mut p in pending {
-            p.waiter.fail(&err);
+            p.slot.fail(&err);
         }
     }
 }
