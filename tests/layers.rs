@@ -793,3 +793,68 @@ fn every_results_folder_has_readme_run_script_machine_and_a_row() {
         problems.join("\n")
     );
 }
+
+/// docs/ARCHITECTURE.md walks an acquire and a proxied command file by file: every row of its
+/// tables (`| step | `file` | `function` | ... |`) names a file that exists and has that
+/// function, so the walk stays true as code moves (issue 43).
+#[test]
+fn the_architecture_page_names_files_and_functions_that_exist() {
+    let page =
+        fs::read_to_string(repo().join("docs/ARCHITECTURE.md")).expect("docs/ARCHITECTURE.md");
+    let (steps, problems) = architecture_problems(&page, &repo());
+    assert!(
+        steps >= 25,
+        "the scan found only {steps} steps in docs/ARCHITECTURE.md"
+    );
+    assert!(
+        problems.is_empty(),
+        "docs/ARCHITECTURE.md names what is not there (move the step with the code):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The steps of the page's tables, and one line per step whose file is missing or lacks the
+/// function.
+fn architecture_problems(page: &str, root: &Path) -> (usize, Vec<String>) {
+    let mut steps = 0;
+    let mut problems = Vec::new();
+    for row in page.lines().filter(|l| l.starts_with("| ")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let [step, file, function, ..] = cells[..] else {
+            continue;
+        };
+        if !step.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        steps += 1;
+        let (file, function) = (file.trim_matches('`'), function.trim_matches('`'));
+        let Ok(text) = fs::read_to_string(root.join(file)) else {
+            problems.push(format!("step {step}: no file {file}"));
+            continue;
+        };
+        let defined = [format!("fn {function}("), format!("fn {function}<")]
+            .iter()
+            .any(|d| text.contains(d.as_str()));
+        if !defined {
+            problems.push(format!("step {step}: {file} has no fn {function}"));
+        }
+    }
+    (steps, problems)
+}
+
+#[test]
+fn the_architecture_check_sees_a_missing_file_and_a_missing_function() {
+    let page = "| step | file | function | what |\n| --- | --- | --- | --- |\n\
+                | 1 | `tests/layers.rs` | `repo` | here |\n\
+                | 2 | `tests/layers.rs` | `no_such_function` | gone |\n\
+                | 3 | `src/no_such_file.rs` | `f` | gone |\n";
+    let (steps, problems) = architecture_problems(page, &repo());
+    assert_eq!(steps, 3);
+    assert_eq!(
+        problems,
+        [
+            "step 2: tests/layers.rs has no fn no_such_function",
+            "step 3: no file src/no_such_file.rs"
+        ]
+    );
+}

@@ -19,7 +19,7 @@
 //!    ([`Connections::conn_for`](crate::connection::pool::Connections::conn_for) by token, or the
 //!    batch's), so it reaches the server after that command, never before it.
 //! 3. **Armed until the command can no longer land.** Rule 2 holds on one connection. A
-//!    connection that went silent is given up and replaced (`src/connection/link.rs`); a
+//!    connection that went silent is given up and replaced (`src/connection/link/driver.rs`); a
 //!    clean-up sent over the new one can overtake a command still queued on the old one, find
 //!    nothing, and the command then lands and holds the key for its TTL. The link aborts a
 //!    connection it gives up (`SO_LINGER` 0: the kernel drops what it had queued instead of

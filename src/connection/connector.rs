@@ -120,7 +120,7 @@ impl Connector {
 /// How long a TCP connection may be idle before the kernel probes the peer, how far apart
 /// the probes are, and how many may go unanswered: a peer gone without a reset (a host that
 /// died, a dropped NAT or load-balancer entry) is found within about 30 s even while no call is
-/// made. With calls in flight, the connection's own silence rule is faster (`src/connection/link.rs`).
+/// made. With calls in flight, the connection's own silence rule is faster (`src/connection/link/driver.rs`).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(15);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 #[cfg(any(

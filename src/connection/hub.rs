@@ -10,7 +10,7 @@
 //!   a runtime per request in a sync wrapper). The hub's task is dropped with it; a guard in the
 //!   task marks the hub down and wakes every waiter, and the next waiter on a live runtime
 //!   starts the task again there (as a connection's driver is started again,
-//!   `src/connection/link.rs`).
+//!   `src/connection/link/driver.rs`).
 //! - **Its socket goes silent** (a NAT or load-balancer entry dropped: nothing passes, nothing
 //!   is closed). The connection is lockkit's own (`Connector`: keepalive, `TCP_USER_TIMEOUT`,
 //!   TLS, login), and the task sends a `PING` after [`PING_IDLE`] without a byte read

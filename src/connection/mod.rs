@@ -3,7 +3,7 @@
 //!
 //! The connection layer, one folder: `Conn` and opening it (this file); [`link`], lockkit's own
 //! pipelined connection to one server; [`connector`], opening a socket and logging in
-//! (`lockkit::net`); [`pool`], a client's connections with the script cache; [`hub`], the
+//! (`lockkit::net`); [`pool`], a client's connections with their affinity, the script cache and the counters; [`hub`], the
 //! release-notification connection and how it stays alive; [`notify`], the waiters it wakes
 //! (`lockkit::wait`).
 
