@@ -290,8 +290,12 @@ async fn serve_requests(
         if !out.is_empty() {
             // Redis writes its replies once it has read and run every request ready: the
             // first reply wakes the client, who would otherwise take the CPU from the server
-            // at each one. Yielding lets the other connections' ready requests run first.
-            tokio::task::yield_now().await;
+            // at each one. Yielding lets the other connections' ready requests run first
+            // (alone, a connection has nobody to let go first, and the yield would cost it a
+            // poll of the sockets per reply).
+            if c.ctx.shared.connections() > 1 {
+                tokio::task::yield_now().await;
+            }
             if !write(socket, &out, &closing).await {
                 return;
             }

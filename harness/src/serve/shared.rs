@@ -335,6 +335,11 @@ impl ServeShared {
         }
     }
 
+    /// How many clients are connected now.
+    pub fn connections(&self) -> u64 {
+        self.connected.load(Ordering::Relaxed)
+    }
+
     /// `busy-reply-threshold` (alias `lua-time-limit`).
     pub fn busy_threshold(&self) -> Duration {
         self.state().busy_threshold
