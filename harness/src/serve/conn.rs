@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -11,13 +11,17 @@ use tokio::sync::watch;
 
 use lockkit_resp::RequestParser;
 
-use super::clients::ClientView;
 use super::pubsub::{mailbox, reply_size, Closing, Inbox, Subscriptions};
 use super::resp;
 use super::Ctx;
-use crate::commands::{glob_match, is, resolve};
+use crate::commands::{is, resolve};
 use crate::reply::Reply;
 use crate::server::Caller;
+
+mod client;
+mod config;
+mod login;
+mod transaction;
 
 /// Bytes a client may have sent and not yet had answered (Redis's
 /// `client-query-buffer-limit`, 1 GiB).
@@ -284,6 +288,14 @@ async fn serve_requests(
             return;
         }
         if !out.is_empty() {
+            // Redis writes its replies once it has read and run every request ready: the
+            // first reply wakes the client, who would otherwise take the CPU from the server
+            // at each one. Yielding lets the other connections' ready requests run first
+            // (alone, a connection has nobody to let go first, and the yield would cost it a
+            // poll of the sockets per reply).
+            if c.ctx.shared.connections() > 1 {
+                tokio::task::yield_now().await;
+            }
             if !write(socket, &out, &closing).await {
                 return;
             }
@@ -368,21 +380,6 @@ impl ServeConn {
         }
         self.tally = CountedBy::Ran;
         self.run(&top, &name, argv).await
-    }
-
-    fn queue(&mut self, argv: Vec<Vec<u8>>) -> Reply {
-        let known = is_local(&argv) || resolve(&argv, Caller::Client).is_ok();
-        let Some((queued, refused)) = self.multi.as_mut() else {
-            return err("ERR harness: not in a transaction");
-        };
-        if !known {
-            *refused = true;
-            return resolve(&argv, Caller::Client)
-                .err()
-                .unwrap_or_else(|| err("ERR syntax error"));
-        }
-        queued.push(argv);
-        Reply::Status("QUEUED".into())
     }
 
     async fn run(&mut self, top: &str, name: &str, argv: Vec<Vec<u8>>) -> Reply {
@@ -565,456 +562,4 @@ impl ServeConn {
             Err(busy) => busy,
         }
     }
-
-    async fn exec(&mut self) -> Reply {
-        let Some((queued, refused)) = self.multi.take() else {
-            return err("ERR EXEC without MULTI");
-        };
-        if refused {
-            self.ctx.shared.unwatch(self.id);
-            return err("EXECABORT Transaction discarded because of previous errors.");
-        }
-        // The watched keys are checked with the harness held for the first run of harness
-        // commands (or on their own when the transaction starts with the connection's own).
-        let mut watcher = self.ctx.shared.watching(self.id).then_some(self.id);
-        if watcher.is_some() && queued.first().is_none_or(|a| is_local(a)) {
-            match self
-                .ctx
-                .shared
-                .execute_watched(Vec::new(), self.resp3, watcher.take())
-                .await
-            {
-                Ok(Some(_)) => {}
-                Ok(None) => return self.aborted(),
-                Err(busy) => return busy,
-            }
-        }
-        // Runs of harness commands go to the harness at once (atomically); the connection's
-        // own commands (CLIENT SETNAME...) are answered in between.
-        let mut replies = Vec::with_capacity(queued.len());
-        let mut run: Vec<Vec<Vec<u8>>> = Vec::new();
-        self.executing = Some(queued.len());
-        for argv in queued {
-            if is_local(&argv) {
-                if !run.is_empty() {
-                    match self.batch(std::mem::take(&mut run), watcher.take()).await {
-                        Some(r) => replies.extend(r),
-                        None => return self.aborted(),
-                    }
-                }
-                let name = full_name(&argv);
-                let top = name.split('|').next().unwrap_or_default().to_string();
-                replies.push(Box::pin(self.run(&top, &name, argv)).await);
-            } else {
-                run.push(argv);
-            }
-        }
-        if !run.is_empty() {
-            match self.batch(run, watcher.take()).await {
-                Some(r) => replies.extend(r),
-                None => return self.aborted(),
-            }
-        }
-        self.executing = None;
-        Reply::Array(replies)
-    }
-
-    /// EXEC's answer when a watched key was written: a null array.
-    fn aborted(&mut self) -> Reply {
-        self.executing = None;
-        self.nil_array = true;
-        Reply::Nil
-    }
-
-    /// Runs a transaction's commands on the harness; `None` when `watcher`'s watched keys
-    /// were written (the EXEC answers a nil array).
-    async fn batch(&mut self, run: Vec<Vec<Vec<u8>>>, watcher: Option<u64>) -> Option<Vec<Reply>> {
-        let n = run.len();
-        match self
-            .ctx
-            .shared
-            .execute_watched(run, self.resp3, watcher)
-            .await
-        {
-            Ok(r) => r,
-            Err(busy) => Some(vec![busy; n]),
-        }
-    }
-
-    fn hello(&mut self, argv: &[Vec<u8>]) -> Reply {
-        let mut proto = if self.resp3 { 3 } else { 2 };
-        let mut i = 1;
-        if let Some(v) = argv.get(1) {
-            match crate::number::parse_i64(v) {
-                Some(2) => proto = 2,
-                Some(3) => proto = 3,
-                Some(_) => return err("NOPROTO unsupported protocol version"),
-                None => return err("ERR Protocol version is not an integer or out of range"),
-            }
-            i = 2;
-        }
-        let mut setname = None;
-        while i < argv.len() {
-            let left = argv.len() - i - 1;
-            if is(&argv[i], "auth") && left >= 2 {
-                if let Err(e) = self.check_password(Some(&argv[i + 1]), &argv[i + 2]) {
-                    return e;
-                }
-                i += 3;
-            } else if is(&argv[i], "setname") && left >= 1 {
-                setname = Some(argv[i + 1].clone());
-                i += 2;
-            } else {
-                return err(format!(
-                    "ERR Syntax error in HELLO option '{}'",
-                    lossy(&argv[i])
-                ));
-            }
-        }
-        if !self.authed {
-            return err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
-        }
-        if let Some(n) = setname {
-            if let Err(e) = self.set_name(n) {
-                return e;
-            }
-        }
-        self.resp3 = proto == 3;
-        let mode = if self.ctx.cluster.is_some() {
-            "cluster"
-        } else {
-            "standalone"
-        };
-        let pairs = vec![
-            (Reply::bulk("server"), Reply::bulk("redis")),
-            (Reply::bulk("version"), Reply::bulk(crate::REDIS_VERSION)),
-            (Reply::bulk("proto"), Reply::Int(proto)),
-            (Reply::bulk("id"), Reply::Int(self.id as i64)),
-            (Reply::bulk("mode"), Reply::bulk(mode)),
-            (Reply::bulk("role"), Reply::bulk("master")),
-            (Reply::bulk("modules"), Reply::Array(Vec::new())),
-        ];
-        Reply::Map(pairs)
-    }
-
-    fn users(&self) -> std::sync::MutexGuard<'_, super::acl::Users> {
-        self.ctx.users.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn check_password(&mut self, user: Option<&[u8]>, pass: &[u8]) -> Result<(), Reply> {
-        let wrong = || err("WRONGPASS invalid username-password pair or user is disabled.");
-        if let Some(name) = user.filter(|u| *u != b"default") {
-            let users = self.ctx.users.lock().unwrap_or_else(|p| p.into_inner());
-            if !users.check(name, pass) {
-                return Err(wrong());
-            }
-            self.authed = true;
-            self.user = name.to_vec();
-            return Ok(());
-        }
-        match &self.ctx.requirepass {
-            Some(pw) if pw.as_bytes() == pass => {
-                self.authed = true;
-                self.user = b"default".to_vec();
-                Ok(())
-            }
-            Some(_) => Err(wrong()),
-            // The default user has no password: any password opens it (Redis's `nopass`).
-            None => {
-                self.user = b"default".to_vec();
-                Ok(())
-            }
-        }
-    }
-
-    fn auth(&mut self, argv: &[Vec<u8>]) -> Reply {
-        match argv.len() {
-            2 if self.ctx.requirepass.is_none() => err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"),
-            2 => self.check_password(None, &argv[1]).map_or_else(|e| e, |()| Reply::ok()),
-            3 => self
-                .check_password(Some(&argv[1]), &argv[2])
-                .map_or_else(|e| e, |()| Reply::ok()),
-            _ => err("ERR syntax error"),
-        }
-    }
-
-    fn set_name(&mut self, name: Vec<u8>) -> Result<(), Reply> {
-        if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-            return Err(err(
-                "ERR Client names cannot contain spaces, newlines or special characters.",
-            ));
-        }
-        self.name = (!name.is_empty()).then_some(name);
-        Ok(())
-    }
-
-    /// The CLIENT subcommands of one connection; `None`: the harness answers.
-    fn client(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
-        let sub = lossy(argv.get(1)?).to_ascii_lowercase();
-        Some(match (sub.as_str(), argv.len()) {
-            ("id", 2) => Reply::Int(self.id as i64),
-            ("reply", 3) => {
-                let mode = lossy(&argv[2]).to_ascii_lowercase();
-                match mode.as_str() {
-                    "on" => self.silent = (false, 0),
-                    "off" => self.silent.0 = true,
-                    // This reply and the next command's.
-                    "skip" => self.silent.1 = 2,
-                    _ => return Some(err("ERR syntax error")),
-                }
-                Reply::ok()
-            }
-            ("getname", 2) => self.name.clone().map_or(Reply::Nil, Reply::Bulk),
-            ("setname", 3) => match self.set_name(argv[2].clone()) {
-                Ok(()) => Reply::ok(),
-                Err(e) => e,
-            },
-            // CLIENT SETINFO is Redis 7.2's; clients send it on connect and 7.2 answers OK.
-            ("setinfo", 4) => {
-                let value = argv[3].clone();
-                if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
-                    return Some(err(format!(
-                        "ERR {} cannot contain spaces, newlines or special characters.",
-                        lossy(&argv[2])
-                    )));
-                }
-                if is(&argv[2], "lib-name") {
-                    self.lib.0 = Some(value);
-                } else if is(&argv[2], "lib-ver") {
-                    self.lib.1 = Some(value);
-                } else {
-                    return Some(err(format!(
-                        "ERR Unrecognized option '{}'",
-                        lossy(&argv[2])
-                    )));
-                }
-                Reply::ok()
-            }
-            ("info", 2) => Reply::Verbatim("txt".into(), self.view().line(self.id).into_bytes()),
-            ("list", _) => {
-                self.show();
-                self.ctx.clients().list(argv)
-            }
-            ("kill", 2) => err("ERR wrong number of arguments for 'client|kill' command"),
-            ("kill", _) => {
-                self.show();
-                let exists = |name: &[u8]| self.users().exists(name);
-                let (reply, me) = self.ctx.clients().kill(argv, self.id, &exists);
-                self.quit |= me;
-                reply
-            }
-            ("unblock", 3 | 4) => self.ctx.shared.blocked().unblock(argv),
-            ("no-evict", 3) if is(&argv[2], "on") || is(&argv[2], "off") => Reply::ok(),
-            _ => return None,
-        })
-    }
-
-    /// Whether the reply to the command just handled is dropped (CLIENT REPLY OFF / SKIP).
-    fn silenced(&mut self) -> bool {
-        if self.silent.1 > 0 {
-            self.silent.1 -= 1;
-            return true;
-        }
-        self.silent.0
-    }
-
-    /// What CLIENT LIST shows of this connection now.
-    fn view(&self) -> ClientView {
-        ClientView {
-            peer: self.peer,
-            local: self.local,
-            created: self.created,
-            last: self.last.0,
-            name: self.name.clone(),
-            cmd: self.last.1.clone(),
-            subs: self.subs.counts(),
-            multi: (self.multi.as_ref().map(|(q, _)| q.len())).or(self.executing),
-            blocked: self.blocked.is_some(),
-            resp3: self.resp3,
-            user: self.user.clone(),
-        }
-    }
-
-    /// Puts this connection's view where CLIENT LIST of the others finds it.
-    fn show(&self) {
-        self.ctx.clients().show(self.id, self.view());
-    }
-
-    /// CONFIG GET / SET / RESETSTAT for the settings the server has; `None`: the harness
-    /// answers (HELP, and `not emulated` for the rest).
-    async fn config(&mut self, argv: &[Vec<u8>]) -> Option<Reply> {
-        let sub = lossy(argv.get(1)?).to_ascii_lowercase();
-        let maxmemory = match self.ctx.shared.maxmemory().await {
-            Ok(m) => m,
-            Err(busy) => return Some(busy),
-        };
-        match sub.as_str() {
-            "get" if argv.len() >= 3 => Some(self.config_get(&argv[2..], maxmemory)),
-            "set" if argv.len() >= 4 && argv.len().is_multiple_of(2) => {
-                Some(self.config_set(&argv[2..], maxmemory).await)
-            }
-            "resetstat" if argv.len() == 2 => {
-                self.ctx.shared.reset_stats();
-                Some(Reply::ok())
-            }
-            _ => None,
-        }
-    }
-
-    fn settings(&self, maxmemory: usize) -> Vec<(&'static str, String)> {
-        let ms = self.ctx.shared.busy_threshold().as_millis().to_string();
-        let mut all = self.ctx.shared.tuning().pairs();
-        all.extend([
-            ("busy-reply-threshold", ms.clone()),
-            ("lua-time-limit", ms),
-            ("databases", "1".into()),
-            ("maxmemory", maxmemory.to_string()),
-            ("maxmemory-policy", "noeviction".into()),
-            ("port", self.ctx.port.to_string()),
-            ("save", String::new()),
-            ("appendonly", "no".into()),
-            ("notify-keyspace-events", self.ctx.shared.notify_events()),
-        ]);
-        all
-    }
-
-    fn config_get(&self, patterns: &[Vec<u8>], maxmemory: usize) -> Reply {
-        let pairs: Vec<(Reply, Reply)> = self
-            .settings(maxmemory)
-            .into_iter()
-            .filter(|(k, _)| patterns.iter().any(|p| glob_match(p, k.as_bytes(), true)))
-            .map(|(k, v)| (Reply::bulk(k), Reply::bulk(v)))
-            .collect();
-        Reply::Map(pairs)
-    }
-
-    async fn config_set(&mut self, pairs: &[Vec<u8>], maxmemory: usize) -> Reply {
-        let mut threshold = None;
-        let mut memory = None;
-        let mut replicas = None;
-        let mut tuned = Vec::new();
-        for kv in pairs.chunks(2) {
-            let key = lossy(&kv[0]).to_ascii_lowercase();
-            match super::tuning::check(&key, &kv[1]) {
-                Some(Ok(set)) => {
-                    tuned.push(set);
-                    continue;
-                }
-                Some(Err(e)) => return err(e),
-                None => {}
-            }
-            match key.as_str() {
-                "min-replicas-to-write" => {
-                    match crate::number::parse_i64(&kv[1]).filter(|v| (0..=i64::from(i32::MAX)).contains(v)) {
-                        Some(v) => replicas = Some(v),
-                        None => {
-                            return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
-                        }
-                    }
-                }
-                "maxmemory" => match super::memory_bytes(&kv[1]) {
-                    Some(v) => memory = Some(v),
-                    None => {
-                        return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument must be a memory value"))
-                    }
-                },
-                "busy-reply-threshold" | "lua-time-limit" => {
-                    match crate::number::parse_i64(&kv[1]).filter(|v| *v >= 0) {
-                        Some(v) => threshold = Some(Duration::from_millis(v as u64)),
-                        None => {
-                            return err(format!("ERR CONFIG SET failed (possibly related to argument '{key}') - argument couldn't be parsed into an integer"))
-                        }
-                    }
-                }
-                "notify-keyspace-events" => {
-                    if !self.ctx.shared.set_notify(&kv[1]) {
-                        return err("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
-                    }
-                }
-                _ => {
-                    // Setting what the server already is changes nothing.
-                    let same = self
-                        .settings(maxmemory)
-                        .iter()
-                        .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
-                    if !same {
-                        return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory, min-replicas-to-write, notify-keyspace-events and the encoding thresholds)"
-                        ));
-                    }
-                }
-            }
-        }
-        for set in tuned {
-            self.ctx.shared.tuning().set(set);
-        }
-        if let Some(t) = threshold {
-            self.ctx.shared.set_busy_threshold(t);
-        }
-        if let Some(n) = replicas {
-            if let Err(busy) = self.ctx.shared.set_min_replicas(n).await {
-                return busy;
-            }
-        }
-        if let Some(m) = memory {
-            if let Err(busy) = self.ctx.shared.set_maxmemory(m).await {
-                return busy;
-            }
-        }
-        Reply::ok()
-    }
-
-    /// `LOCKKIT.CLOCK GET | ADVANCE ms | SET unix-ms`: the virtual clock without sleeping.
-    async fn clock(&mut self, argv: &[Vec<u8>]) -> Reply {
-        let usage = || {
-            err("ERR usage: LOCKKIT.CLOCK GET | LOCKKIT.CLOCK ADVANCE <milliseconds> | LOCKKIT.CLOCK SET <unix-milliseconds>")
-        };
-        let ms = |b: &[u8]| {
-            crate::number::parse_i64(b)
-                .filter(|v| *v >= 0)
-                .map(|v| v as u64)
-        };
-        let (advance, set) = match argv {
-            [_, sub] if is(sub, "get") => (None, None),
-            [_, sub, v] if is(sub, "advance") => match ms(v) {
-                Some(v) => (Some(v), None),
-                None => return usage(),
-            },
-            [_, sub, v] if is(sub, "set") => match ms(v) {
-                Some(v) => (None, Some(v)),
-                None => return usage(),
-            },
-            _ => return usage(),
-        };
-        match self.ctx.shared.clock(advance, set).await {
-            Ok(now) => Reply::Int(now),
-            Err(busy) => busy,
-        }
-    }
-}
-
-/// Whether the connection answers `argv` itself (not the harness).
-fn is_local(argv: &[Vec<u8>]) -> bool {
-    let name = full_name(argv);
-    let top = name.split('|').next().unwrap_or_default();
-    matches!(
-        top,
-        "hello" | "auth" | "quit" | "reset" | "select" | "lockkit.clock" | "unwatch" | "info"
-    ) || matches!(name.as_str(), "acl|setuser" | "acl|deluser" | "acl|users")
-        || matches!(
-            name.as_str(),
-            "client|id"
-                | "client|getname"
-                | "client|setname"
-                | "client|setinfo"
-                | "client|info"
-                | "client|list"
-                | "client|kill"
-                | "config|get"
-                | "config|set"
-                | "config|resetstat"
-                | "debug|log"
-                | "debug|set-active-expire"
-                | "debug|reload"
-        )
 }

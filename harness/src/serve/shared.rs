@@ -41,7 +41,7 @@ struct Running {
     eval: bool,
     /// The SHA or the function name, for the kill message.
     name: String,
-    /// The command, for FUNCTION STATS.
+    /// The command, for FUNCTION STATS (empty for a script: it shows functions only).
     argv: Vec<Vec<u8>>,
     started: Instant,
     /// When it goes past the threshold: from then on other connections are answered BUSY.
@@ -137,15 +137,17 @@ pub struct ServeShared {
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
 fn script_kind(argv: &[Vec<u8>]) -> Option<(bool, String)> {
-    let name = String::from_utf8_lossy(argv.first()?).to_ascii_lowercase();
+    let name = argv.first()?;
     let target = argv.get(1)?;
-    match name.as_str() {
-        "eval" | "eval_ro" => Some((true, crate::sha1hex(target))),
-        "evalsha" | "evalsha_ro" => {
-            Some((true, String::from_utf8_lossy(target).to_ascii_lowercase()))
-        }
-        "fcall" | "fcall_ro" => Some((false, String::from_utf8_lossy(target).into_owned())),
-        _ => None,
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if is("evalsha") || is("evalsha_ro") {
+        Some((true, String::from_utf8_lossy(target).to_ascii_lowercase()))
+    } else if is("eval") || is("eval_ro") {
+        Some((true, crate::sha1hex(target)))
+    } else if is("fcall") || is("fcall_ro") {
+        Some((false, String::from_utf8_lossy(target).into_owned()))
+    } else {
+        None
     }
 }
 
@@ -331,6 +333,11 @@ impl ServeShared {
         } else {
             self.connected.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    /// How many clients are connected now.
+    pub fn connections(&self) -> u64 {
+        self.connected.load(Ordering::Relaxed)
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).
@@ -565,7 +572,8 @@ impl ServeShared {
             st.running = Some(Running {
                 eval,
                 name: name.clone(),
-                argv: argv.to_vec(),
+                // Only FUNCTION STATS shows it, for a function.
+                argv: if eval { Vec::new() } else { argv.to_vec() },
                 started,
                 busy_at: started + st.busy_threshold,
                 killed: false,
