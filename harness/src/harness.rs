@@ -291,6 +291,12 @@ impl Harness {
         self.engine.server_mut().strict_keys = on;
     }
 
+    /// Whether `maxmemory` is set and the keyspace is past it: Redis refuses `denyoom`
+    /// commands then, and every command queued inside MULTI.
+    pub fn over_maxmemory(&mut self) -> bool {
+        self.engine.server_mut().db.over_config_max()
+    }
+
     /// `maxmemory` as `CONFIG GET` answers it.
     pub fn config_maxmemory(&self) -> usize {
         self.engine.server().db.config_max_memory()

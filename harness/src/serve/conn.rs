@@ -105,6 +105,8 @@ struct ServeConn {
     executing: Option<usize>,
     /// The reply is EXEC's null array (`*-1` in RESP2), not a null bulk string.
     nil_array: bool,
+    /// The reply is EXEC's, and these of its nulls are null arrays (see `nulls`).
+    exec_nulls: Vec<bool>,
     /// Its channels and patterns.
     subs: Subscriptions,
     /// The reply is several replies (SUBSCRIBE's, one per channel), sent one after another.
@@ -167,6 +169,7 @@ pub(super) async fn serve(
         multi: None,
         executing: None,
         nil_array: false,
+        exec_nulls: Vec::new(),
         quit: false,
         silent: (false, 0),
         tally: CountedBy::Rejected,
@@ -257,6 +260,9 @@ async fn serve_requests(
                         }
                     } else if std::mem::take(&mut c.nil_array) && !c.resp3 {
                         out.extend_from_slice(b"*-1\r\n");
+                    } else if !c.exec_nulls.is_empty() {
+                        let arrays = std::mem::take(&mut c.exec_nulls);
+                        super::nulls::encode_exec(&reply, &arrays, c.resp3, &mut out);
                     } else {
                         resp::encode(&reply, c.resp3, &mut out);
                     }
@@ -351,6 +357,10 @@ impl ServeConn {
         }
         if !ALLOW_BUSY.contains(&name.as_str()) {
             if let Some(busy) = self.ctx.shared.busy_reply() {
+                if top == "exec" && self.multi.take().is_some() {
+                    self.ctx.shared.unwatch(self.id);
+                    return super::refusals::exec_abort(&busy);
+                }
                 if let Some((_, refused)) = self.multi.as_mut() {
                     *refused = true;
                 }
@@ -364,6 +374,14 @@ impl ServeConn {
             )
         {
             self.tally = CountedBy::Queued;
+            let local = is_local(&argv);
+            if let Some(oom) = super::refusals::refuse_queued(&self.ctx.shared, &argv, local).await
+            {
+                if let Some((_, refused)) = self.multi.as_mut() {
+                    *refused = true;
+                }
+                return oom;
+            }
             return self.queue(argv);
         }
         self.tally = CountedBy::Ran;
@@ -550,12 +568,7 @@ impl ServeConn {
                 Err(busy) => busy,
             };
         }
-        // XREAD's, XREADGROUP's, LMPOP's, ZMPOP's and a counted LPOP's / RPOP's null is a null
-        // array (`*-1` in RESP2), as Redis's.
-        let null_array = ["xread", "xreadgroup", "lmpop", "zmpop"]
-            .iter()
-            .any(|n| is(&argv[0], n))
-            || (argv.len() == 3 && (is(&argv[0], "lpop") || is(&argv[0], "rpop")));
+        let null_array = super::nulls::null_is_array(&argv);
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => {
                 let reply = replies.pop().unwrap_or(Reply::Nil);
@@ -574,6 +587,10 @@ impl ServeConn {
             self.ctx.shared.unwatch(self.id);
             return err("EXECABORT Transaction discarded because of previous errors.");
         }
+        if let Some(abort) = super::refusals::refuse_exec(&self.ctx.shared, &queued).await {
+            self.ctx.shared.unwatch(self.id);
+            return abort;
+        }
         // The watched keys are checked with the harness held for the first run of harness
         // commands (or on their own when the transaction starts with the connection's own).
         let mut watcher = self.ctx.shared.watching(self.id).then_some(self.id);
@@ -591,6 +608,10 @@ impl ServeConn {
         }
         // Runs of harness commands go to the harness at once (atomically); the connection's
         // own commands (CLIENT SETNAME...) are answered in between.
+        let arrays: Vec<bool> = queued
+            .iter()
+            .map(|a| super::nulls::null_is_array(a))
+            .collect();
         let mut replies = Vec::with_capacity(queued.len());
         let mut run: Vec<Vec<Vec<u8>>> = Vec::new();
         self.executing = Some(queued.len());
@@ -616,6 +637,7 @@ impl ServeConn {
             }
         }
         self.executing = None;
+        self.exec_nulls = super::nulls::exec_null_arrays(&arrays, &replies);
         Reply::Array(replies)
     }
 

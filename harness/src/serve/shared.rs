@@ -8,7 +8,7 @@
 //! for the commands Redis allows then (`SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS`...).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -133,6 +133,8 @@ pub struct ServeShared {
     blocked: Arc<Mutex<super::blocking::Blocked>>,
     /// The encoding thresholds CONFIG SET stored (read back only).
     tuning: Mutex<super::tuning::Tuning>,
+    /// Whether `maxmemory` is set (above 0), so that a transaction checks the keyspace.
+    maxmemory_on: AtomicBool,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -195,6 +197,7 @@ impl ServeShared {
             hub,
             blocked: Arc::default(),
             tuning: Mutex::default(),
+            maxmemory_on: AtomicBool::new(false),
         })
     }
 
@@ -255,6 +258,11 @@ impl ServeShared {
     /// `notify-keyspace-events` as CONFIG GET shows it.
     pub fn notify_events(&self) -> String {
         crate::notify::format_flags(self.state().notify.0)
+    }
+
+    /// Whether `expired` events are enabled (and go to keyspace or keyevent channels).
+    pub(super) fn expired_events_on(&self) -> bool {
+        crate::notify::expired_events_on(self.state().notify.0)
     }
 
     /// Before and after commands: the harness gets the notification flags set since, and
@@ -714,7 +722,20 @@ impl ServeShared {
     /// The BUSY reply.
     pub async fn set_maxmemory(&self, bytes: usize) -> Result<(), Reply> {
         self.with_harness(move |h| h.set_config_maxmemory(bytes))
-            .await
+            .await?;
+        self.maxmemory_on.store(bytes > 0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether `maxmemory` is set and the keyspace is past it (Redis's out-of-memory state).
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub(super) async fn over_maxmemory(&self) -> Result<bool, Reply> {
+        if !self.maxmemory_on.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        self.with_harness(Harness::over_maxmemory).await
     }
 
     /// `CONFIG SET min-replicas-to-write`.
