@@ -215,3 +215,40 @@ fn background_expiry_sends_expired_events_on_the_wall_clock() {
         call(&mut b, &["CONFIG", "SET", "notify-keyspace-events", ""]);
     }
 }
+
+/// Redis's `evicted events` and `new key test` (unit/pubsub): past `maxmemory` with an
+/// `allkeys-*` policy the key is evicted with an `evicted` event; a key a command creates
+/// sends `new` (not when it is written again).
+#[test]
+fn evicted_and_new_events_reach_subscribers_as_redis_sends_them() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    let evicting: &[&[&str]] = &[
+        &["SET", "foo", "bar"],
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["CONFIG", "SET", "maxmemory", "1"],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+    ];
+    let creating: &[&[&str]] = &[
+        &["SET", "foo", "bar"],
+        &["SET", "foo", "baz"],
+        &["SET", "bar", "bar"],
+        &["RPUSH", "l", "a"],
+        &["RPUSH", "l", "b"],
+        &["RENAME", "l", "l2"],
+    ];
+    for (config, writes) in [("Ee", evicting), ("En", creating)] {
+        let want = messages_after(redis.port(), config, writes);
+        let got = messages_after(serve.port, config, writes);
+        assert!(!want.is_empty(), "redis-server sent no {config} event");
+        assert_eq!(got, want, "the messages with flags {config}");
+    }
+    let mut c = serve.connect();
+    let mut r = Client::to(redis.port());
+    assert_eq!(
+        call(&mut c, &["CONFIG", "SET", "maxmemory-policy", "lru"]),
+        call(&mut r, &["CONFIG", "SET", "maxmemory-policy", "lru"])
+    );
+}

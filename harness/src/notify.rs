@@ -167,6 +167,14 @@ pub fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Be
         return;
     };
     let now = exists(s, &key);
+    // A key the command created: `new` first (Redis's `dbAdd`).
+    if s.notify_flags & NEW != 0 {
+        for (k, was) in &keys {
+            if !*was && exists(s, k) {
+                notify(s, NEW, "new", k);
+            }
+        }
+    }
     // A container emptied by the command is deleted: `del` after its own event.
     let emptied = |s: &Server| {
         if existed && !exists(s, &key) {
@@ -298,6 +306,11 @@ pub fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Be
         }
         _ => {}
     }
+}
+
+/// An `evicted` event for `key` (`maxmemory-policy` evicted it).
+pub(crate) fn evicted(s: &Server, key: &[u8]) {
+    notify(s, EVICTED, "evicted", key);
 }
 
 /// Whether flags `f` send `expired` events to any channel.

@@ -161,29 +161,31 @@ fn lp_entry(v: &[u8]) -> Vec<u8> {
         e.extend_from_slice(v);
     }
     let l = e.len() as u64;
-    let back: Vec<u8> = if l <= 127 {
-        vec![l as u8]
-    } else {
-        let groups = match l {
-            ..16_383 => 2,
-            ..2_097_151 => 3,
-            ..268_435_455 => 4,
-            _ => 5,
-        };
-        (0..groups)
-            .rev()
-            .map(|g| {
-                let seven = ((l >> (7 * g)) & 127) as u8;
-                if g == groups - 1 {
-                    (l >> (7 * g)) as u8
-                } else {
-                    seven | 128
-                }
-            })
-            .collect()
-    };
+    let groups = back_len_size(l);
+    let back: Vec<u8> = (0..groups)
+        .rev()
+        .map(|g| {
+            let seven = (l >> (7 * g)) as u8;
+            if groups == 1 || g == groups - 1 {
+                seven
+            } else {
+                (seven & 127) | 128
+            }
+        })
+        .collect();
     e.extend_from_slice(&back);
     e
+}
+
+/// Bytes of a listpack entry's back length for an entry of `l` bytes (`lpEncodeBacklen`).
+fn back_len_size(l: u64) -> u32 {
+    match l {
+        0..=127 => 1,
+        128..=16_382 => 2,
+        16_383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
+        _ => 5,
+    }
 }
 
 /// The elements of a listpack; `Err` for a malformed one.
@@ -232,14 +234,8 @@ fn read_listpack(lp: &[u8]) -> Result<Vec<Vec<u8>>, ()> {
             }
             _ => return Err(()),
         };
-        let back = match enclen {
-            ..=127 => 1,
-            ..16_383 => 2,
-            ..2_097_151 => 3,
-            ..268_435_455 => 4,
-            _ => 5,
-        };
-        pos += enclen + back;
+        let back = back_len_size(enclen as u64);
+        pos += enclen + back as usize;
         if pos >= lp.len() {
             return Err(());
         }

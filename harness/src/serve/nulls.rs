@@ -72,7 +72,7 @@ mod tests {
 
     #[test]
     fn exec_writes_each_null_as_its_command_does() {
-        let queued = vec![
+        let queued = [
             argv(&["LPOP", "k", "2"]),
             argv(&["GET", "k"]),
             argv(&["BLPOP", "k", "0"]),

@@ -62,6 +62,8 @@ struct State {
     saved_functions: Option<Vec<u8>>,
     /// `notify-keyspace-events` as set (its flags), and whether the harness has them yet.
     notify: (u32, bool),
+    /// `maxmemory-policy` as CONFIG GET shows it.
+    policy: &'static str,
 }
 
 /// Distinct error codes INFO errorstats keeps at most; errors with other codes are still
@@ -186,6 +188,7 @@ impl ServeShared {
                 synced: Instant::now(),
                 saved_functions: None,
                 notify: (0, true),
+                policy: "noeviction",
             }),
             clients: AtomicU64::new(0),
             connected: AtomicU64::new(0),
@@ -727,6 +730,28 @@ impl ServeShared {
         Ok(())
     }
 
+    /// `maxmemory-policy` as CONFIG GET shows it.
+    pub fn maxmemory_policy(&self) -> &'static str {
+        self.state().policy
+    }
+
+    /// `CONFIG SET maxmemory-policy`: Redis's error for a name that is no policy.
+    ///
+    /// # Errors
+    /// That error, or the BUSY reply.
+    pub async fn set_maxmemory_policy(&self, name: Vec<u8>) -> Result<(), Reply> {
+        match self
+            .with_harness(move |h| h.set_maxmemory_policy(&name))
+            .await?
+        {
+            Ok(shown) => {
+                self.state().policy = shown;
+                Ok(())
+            }
+            Err(e) => Err(Reply::err(e)),
+        }
+    }
+
     /// Whether `maxmemory` is set and the keyspace is past it (Redis's out-of-memory state).
     ///
     /// # Errors
@@ -810,9 +835,10 @@ impl ServeShared {
         }
         if want("memory") {
             out.push_str(&format!(
-                "{}# Memory\r\nused_memory:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_policy:noeviction\r\n",
+                "{}# Memory\r\nused_memory:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_policy:{}\r\n",
                 if out.is_empty() { "" } else { "\r\n" },
-                keyspace + lua
+                keyspace + lua,
+                self.maxmemory_policy()
             ));
         }
         let errors = self.errors();
