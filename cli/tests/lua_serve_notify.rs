@@ -135,3 +135,120 @@ fn an_expired_event_follows_the_virtual_clock() {
         ])
     );
 }
+
+/// The messages a `PSUBSCRIBE *` subscriber gets after `config` is set and `writes` run, up
+/// to the `done` message published last.
+fn messages_after(port: u16, config: &str, writes: &[&[&str]]) -> Vec<Reply> {
+    let mut b = Client::to(port);
+    call(&mut b, &["FLUSHALL"]);
+    call(&mut b, &["CONFIG", "SET", "notify-keyspace-events", config]);
+    let mut a = Client::to(port);
+    call(&mut a, &["PSUBSCRIBE", "*"]);
+    for w in writes {
+        call(&mut b, w);
+    }
+    call(&mut b, &["PUBLISH", "done", "x"]);
+    let mut messages = Vec::new();
+    loop {
+        let m = a.reply();
+        let end = matches!(&m, Reply::Array(items) if items.get(2) == Some(&Reply::Bulk(b"done".to_vec())));
+        if end {
+            break;
+        }
+        messages.push(m);
+    }
+    call(&mut b, &["CONFIG", "SET", "notify-keyspace-events", ""]);
+    messages
+}
+
+/// Redis's `stream events test` (unit/pubsub): XGROUP CREATE ... MKSTREAM, CREATECONSUMER,
+/// XREADGROUP and XCLAIM creating consumers, DELCONSUMER, XAUTOCLAIM of a known consumer.
+#[test]
+fn consumer_group_events_reach_subscribers_as_redis_sends_them() {
+    let writes: &[&[&str]] = &[
+        &["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"],
+        &["XGROUP", "CREATECONSUMER", "s", "g", "Bob"],
+        &["XGROUP", "CREATECONSUMER", "s", "g", "Bob"],
+        &["XADD", "s", "1", "f", "A"],
+        &["XREADGROUP", "GROUP", "g", "Alice", "STREAMS", "s", ">"],
+        &["XCLAIM", "s", "g", "Mike", "0", "1-0", "FORCE"],
+        &["XGROUP", "DELCONSUMER", "s", "g", "Lee"],
+        &["XAUTOCLAIM", "s", "g", "Bob", "0", "1-0"],
+        &["XGROUP", "DELCONSUMER", "s", "g", "Bob"],
+        &["XGROUP", "SETID", "s", "g", "0"],
+        &["XGROUP", "DESTROY", "s", "g"],
+        &["XTRIM", "s", "MAXLEN", "0"],
+        &["XDEL", "s", "1-0"],
+    ];
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    for config in ["Kt", "Et"] {
+        let want = messages_after(redis.port(), config, writes);
+        let got = messages_after(serve.port, config, writes);
+        assert_eq!(got, want, "the messages with flags {config}");
+    }
+}
+
+/// On `--clock wall` a key past its TTL is expired in the background, as Redis's active
+/// expiry does (ten times a second), with its `expired` event: nothing has to touch it.
+#[test]
+fn background_expiry_sends_expired_events_on_the_wall_clock() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&["--clock", "wall"]);
+    for port in [redis.port(), serve.port] {
+        let mut b = Client::to(port);
+        call(&mut b, &["FLUSHALL"]);
+        call(&mut b, &["CONFIG", "SET", "notify-keyspace-events", "Ex"]);
+        let mut a = Client::to(port);
+        call(&mut a, &["PSUBSCRIBE", "*"]);
+        call(&mut b, &["PSETEX", "foo", "100", "1"]);
+        assert_eq!(
+            a.reply(),
+            Reply::Array(vec![
+                Reply::Bulk(b"pmessage".to_vec()),
+                Reply::Bulk(b"*".to_vec()),
+                Reply::Bulk(b"__keyevent@0__:expired".to_vec()),
+                Reply::Bulk(b"foo".to_vec()),
+            ]),
+            "the server on port {port}"
+        );
+        call(&mut b, &["CONFIG", "SET", "notify-keyspace-events", ""]);
+    }
+}
+
+/// Redis's `evicted events` and `new key test` (unit/pubsub): past `maxmemory` with an
+/// `allkeys-*` policy the key is evicted with an `evicted` event; a key a command creates
+/// sends `new` (not when it is written again).
+#[test]
+fn evicted_and_new_events_reach_subscribers_as_redis_sends_them() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    let evicting: &[&[&str]] = &[
+        &["SET", "foo", "bar"],
+        &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+        &["CONFIG", "GET", "maxmemory-policy"],
+        &["CONFIG", "SET", "maxmemory", "1"],
+        &["CONFIG", "SET", "maxmemory", "0"],
+        &["CONFIG", "SET", "maxmemory-policy", "noeviction"],
+    ];
+    let creating: &[&[&str]] = &[
+        &["SET", "foo", "bar"],
+        &["SET", "foo", "baz"],
+        &["SET", "bar", "bar"],
+        &["RPUSH", "l", "a"],
+        &["RPUSH", "l", "b"],
+        &["RENAME", "l", "l2"],
+    ];
+    for (config, writes) in [("Ee", evicting), ("En", creating)] {
+        let want = messages_after(redis.port(), config, writes);
+        let got = messages_after(serve.port, config, writes);
+        assert!(!want.is_empty(), "redis-server sent no {config} event");
+        assert_eq!(got, want, "the messages with flags {config}");
+    }
+    let mut c = serve.connect();
+    let mut r = Client::to(redis.port());
+    assert_eq!(
+        call(&mut c, &["CONFIG", "SET", "maxmemory-policy", "lru"]),
+        call(&mut r, &["CONFIG", "SET", "maxmemory-policy", "lru"])
+    );
+}

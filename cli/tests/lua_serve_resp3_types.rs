@@ -157,3 +157,95 @@ fn stream_reads_answer_maps_to_resp3_clients_as_redis_does() {
         differ.join("\n")
     );
 }
+
+/// Values as `unit/type/list`'s `List ziplist of various encodings` builds them (every
+/// listpack integer and string width), a small list, and strings short, integer and long.
+fn fill_for_dump(c: &mut common::serve::Client) {
+    c.call(&[b"FLUSHALL"]);
+    let big = [b"x".repeat(31), b"x".repeat(8191), b"x".repeat(65535)];
+    let mut argv: Vec<&[u8]> = vec![
+        b"LPUSH",
+        b"k",
+        b"127",
+        b"32767",
+        b"2147483647",
+        b"9223372036854775808",
+        b"0",
+        b"12",
+        b"-5",
+        b"-300",
+    ];
+    argv.extend(big.iter().map(Vec::as_slice));
+    c.call(&argv);
+    c.call(&[b"RPUSH", b"small", b"a", b"1", b"bc"]);
+    c.call(&[b"SET", b"s", b"hello"]);
+    c.call(&[b"SET", b"n", b"12345"]);
+    c.call(&[b"SET", b"neg", b"-70000"]);
+    c.call(&[b"SET", b"long", &b"ab".repeat(100)]);
+}
+
+/// DUMP and RESTORE in Redis's format (RDB version 10, CRC-64): a payload either server
+/// writes restores on the other to the same value; small values dump to the same bytes;
+/// RESTORE's errors (existing key, bad payload) are Redis's.
+#[test]
+fn dump_payloads_restore_across_lua_serve_and_redis_server() {
+    use common::serve::{Client, Reply};
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    let mut r = Client::to(redis.port());
+    let mut l = Client::to(serve.port);
+    fill_for_dump(&mut r);
+    fill_for_dump(&mut l);
+    for key in ["s", "n", "neg", "small"] {
+        let key = key.as_bytes();
+        assert_eq!(
+            l.call(&[b"DUMP", key]),
+            r.call(&[b"DUMP", key]),
+            "DUMP {key:?}"
+        );
+    }
+    for key in ["k", "small", "s", "n", "neg", "long"] {
+        let key = key.as_bytes();
+        let read = |c: &mut Client, k: &[u8]| match c.call(&[b"TYPE", k]) {
+            Reply::Status(t) if t == "list" => c.call(&[b"LRANGE", k, b"0", b"-1"]),
+            _ => c.call(&[b"GET", k]),
+        };
+        let want = read(&mut r, key);
+        for redis_first in [true, false] {
+            let (from, to) = if redis_first {
+                (&mut r, &mut l)
+            } else {
+                (&mut l, &mut r)
+            };
+            let Reply::Bulk(payload) = from.call(&[b"DUMP", key]) else {
+                panic!("DUMP {key:?} answers a payload");
+            };
+            assert_eq!(
+                to.call(&[b"RESTORE", b"copy", b"0", &payload, b"REPLACE"]),
+                common::serve::ok()
+            );
+            assert_eq!(read(to, b"copy"), want, "RESTORE of {key:?}");
+        }
+    }
+    let Reply::Bulk(mut payload) = r.call(&[b"DUMP", b"s"]) else {
+        panic!("DUMP s");
+    };
+    for c in [&mut r, &mut l] {
+        assert_eq!(
+            c.call(&[b"RESTORE", b"s", b"0", &payload]),
+            Reply::Error("BUSYKEY Target key name already exists.".into())
+        );
+        assert_eq!(
+            c.call(&[b"RESTORE", b"t", b"5000", &payload]),
+            common::serve::ok()
+        );
+        assert!(matches!(c.call(&[b"PTTL", b"t"]), Reply::Int(ms) if ms > 0 && ms <= 5000));
+    }
+    let last = payload.len() - 1;
+    payload[last] ^= 1;
+    assert_eq!(
+        l.call(&[b"RESTORE", b"u", b"0", &payload]),
+        r.call(&[b"RESTORE", b"u", b"0", &payload])
+    );
+    assert_eq!(l.call(&[b"DUMP", b"none"]), Reply::Nil);
+}

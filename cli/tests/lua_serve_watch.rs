@@ -289,6 +289,49 @@ const SCENARIOS: &[(&str, &[Step])] = &[
         ],
     ),
     (
+        "past maxmemory every command queued in MULTI is refused with OOM and EXEC aborts",
+        &[
+            A(&["SET", "x", "123"]),
+            B(&["CONFIG", "SET", "maxmemory", "1"]),
+            A(&["MULTI"]),
+            A(&["SET", "y", "1"]),
+            A(&["GET", "x"]),
+            A(&["EXEC"]),
+            A(&["MULTI"]),
+            A(&["SET", "y", "1"]),
+            A(&["DISCARD"]),
+            B(&["CONFIG", "SET", "maxmemory", "0"]),
+            A(&["EXISTS", "y"]),
+            A(&["MULTI"]),
+            A(&["SET", "y", "1"]),
+            B(&["CONFIG", "SET", "maxmemory", "1"]),
+            A(&["LPUSH", "l", "v"]),
+            B(&["CONFIG", "SET", "maxmemory", "0"]),
+            A(&["SET", "z", "1"]),
+            A(&["EXEC"]),
+            A(&["EXISTS", "y", "z", "l"]),
+        ],
+    ),
+    (
+        "maxmemory reached after queueing: EXEC aborts with OOM if a deny-oom command is queued",
+        &[
+            A(&["SET", "x", "value"]),
+            A(&["MULTI"]),
+            A(&["GET", "x"]),
+            A(&["PING"]),
+            B(&["CONFIG", "SET", "maxmemory", "1"]),
+            A(&["EXEC"]),
+            B(&["CONFIG", "SET", "maxmemory", "0"]),
+            A(&["MULTI"]),
+            A(&["SET", "x", "1"]),
+            A(&["GET", "x"]),
+            B(&["CONFIG", "SET", "maxmemory", "1"]),
+            A(&["EXEC"]),
+            B(&["CONFIG", "SET", "maxmemory", "0"]),
+            A(&["GET", "x"]),
+        ],
+    ),
+    (
         "a transaction refused while queueing still clears the watches",
         &[
             A(&["WATCH", "x"]),
@@ -321,6 +364,7 @@ fn run(port: u16, steps: &[Step]) -> Vec<Reply> {
         let argv: Vec<&[u8]> = argv.iter().map(|s| s.as_bytes()).collect();
         replies.push(c.call(&argv));
     }
+    b.call(&[b"CONFIG", b"SET", b"maxmemory", b"0"]);
     replies
 }
 
@@ -369,4 +413,79 @@ fn a_watched_key_expired_by_the_virtual_clock_fails_exec() {
     assert_eq!(a.call(&[b"MULTI"]), common::serve::ok());
     a.call(&[b"PING"]);
     assert_eq!(a.call(&[b"EXEC"]), Reply::Nil);
+}
+
+/// The bytes of EXEC's reply after queueing commands that answer nulls of both kinds (a
+/// counted LPOP, BLPOP, LMPOP and XREAD answer a null array; GET a null bulk string), in
+/// RESP2 and, after HELLO 3, in RESP3.
+fn exec_nulls(port: u16, resp3: bool) -> Vec<u8> {
+    let mut c = Client::to(port);
+    c.call(&[b"DEL", b"none"]);
+    if resp3 {
+        c.send(&[b"HELLO", b"3"]);
+        c.raw_reply();
+    }
+    c.call(&[b"MULTI"]);
+    for argv in [
+        &[&b"LPOP"[..], b"none", b"2"][..],
+        &[b"BLPOP", b"none", b"0"],
+        &[b"LMPOP", b"1", b"none", b"LEFT"],
+        &[b"XREAD", b"STREAMS", b"none", b"0"],
+        &[b"GET", b"none"],
+        &[b"RPOP", b"none"],
+    ] {
+        c.call(argv);
+    }
+    c.send(&[b"EXEC"]);
+    c.raw_reply()
+}
+
+#[test]
+fn exec_encodes_nested_null_arrays_as_redis_does() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    for resp3 in [false, true] {
+        let want = exec_nulls(redis.port(), resp3);
+        let got = exec_nulls(serve.port, resp3);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "EXEC's reply (RESP{})",
+            if resp3 { 3 } else { 2 }
+        );
+    }
+}
+
+/// Redis's `EXEC and script timeout` (unit/multi): an EXEC that arrives while a script runs
+/// past `lua-time-limit` answers `EXECABORT ... BUSY` and leaves the transaction, so that
+/// after SCRIPT KILL the connection is out of MULTI and nothing it queued ran.
+fn exec_while_busy(port: u16) -> Vec<Reply> {
+    let mut a = Client::to(port);
+    let mut b = Client::to(port);
+    let mut script = Client::to(port);
+    b.call(&[b"CONFIG", b"SET", b"lua-time-limit", b"10"]);
+    b.call(&[b"SET", b"xx", b"1"]);
+    let mut replies = vec![a.call(&[b"MULTI"]), a.call(&[b"INCR", b"xx"])];
+    script.send(&[b"EVAL", b"while true do end", b"0"]);
+    sleep(Duration::from_millis(200));
+    replies.push(a.call(&[b"INCR", b"xx"]));
+    replies.push(a.call(&[b"EXEC"]));
+    replies.push(b.call(&[b"SCRIPT", b"KILL"]));
+    // Redis adds the line the script was stopped at, which the harness does not know.
+    let killed = script.reply();
+    assert!(
+        matches!(&killed, Reply::Error(e) if e.starts_with("ERR Script killed by user with SCRIPT KILL")),
+        "the script's reply: {killed:?}"
+    );
+    replies.push(b.call(&[b"GET", b"xx"]));
+    replies.push(a.call(&[b"PING", b"asdf"]));
+    b.call(&[b"CONFIG", b"SET", b"lua-time-limit", b"5000"]);
+    replies
+}
+
+#[test]
+fn exec_during_a_busy_script_aborts_the_transaction_as_redis_does() {
+    let redis = RedisServer::start();
+    let serve = Serve::start(&[]);
+    assert_eq!(exec_while_busy(serve.port), exec_while_busy(redis.port()));
 }

@@ -11,7 +11,7 @@ const OPCODE_FUNCTION2: u8 = 245;
 /// RDB_OPCODE_FUNCTION: the pre-GA format Redis 7.0 refuses.
 const OPCODE_FUNCTION_PRE_GA: u8 = 246;
 /// Redis 7.0's RDB_VERSION.
-const RDB_VERSION: u16 = 10;
+pub(crate) const RDB_VERSION: u16 = 10;
 /// The order Redis lists function flags in (`scripts_flags_def`).
 const FLAG_ORDER: [&str; 5] = [
     "no-writes",
@@ -129,7 +129,7 @@ fn payload(libs: &[FunctionLibrary]) -> Vec<u8> {
     out
 }
 
-fn write_len(out: &mut Vec<u8>, len: u64) {
+pub(crate) fn write_len(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {
         out.push(len as u8);
     } else if len < 1 << 14 {
@@ -144,7 +144,7 @@ fn write_len(out: &mut Vec<u8>, len: u64) {
 }
 
 /// Redis's CRC-64 (Jones polynomial, reflected, as `crc64.c`).
-fn crc64(mut crc: u64, data: &[u8]) -> u64 {
+pub(crate) fn crc64(mut crc: u64, data: &[u8]) -> u64 {
     const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
     for &b in data {
         crc ^= u64::from(b);
@@ -161,7 +161,7 @@ fn crc64(mut crc: u64, data: &[u8]) -> u64 {
 
 /// Reads an RDB length at `pos`; `Err` for a malformed one. `Ok((len, encoded))`: `encoded`
 /// is a special encoding (only LZF strings occur in function payloads).
-fn read_len(p: &[u8], pos: &mut usize) -> Result<(u64, bool), ()> {
+pub(crate) fn read_len(p: &[u8], pos: &mut usize) -> Result<(u64, bool), ()> {
     let first = *p.get(*pos).ok_or(())?;
     *pos += 1;
     match first >> 6 {
@@ -193,7 +193,7 @@ const LZF_MAX_RATIO: usize = 88;
 
 /// Reads a string; an LZF one may declare at most `max_len` bytes once decompressed (and at
 /// most what its compressed bytes can give), so a declared length is never reserved blindly.
-fn read_string(p: &[u8], pos: &mut usize, max_len: usize) -> Result<Vec<u8>, ()> {
+pub(crate) fn read_string(p: &[u8], pos: &mut usize, max_len: usize) -> Result<Vec<u8>, ()> {
     let (len, encoded) = read_len(p, pos)?;
     if !encoded {
         let len = usize::try_from(len).map_err(|_| ())?;

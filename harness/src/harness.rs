@@ -291,6 +291,12 @@ impl Harness {
         self.engine.server_mut().strict_keys = on;
     }
 
+    /// Whether `maxmemory` is set and the keyspace is past it: Redis refuses `denyoom`
+    /// commands then, and every command queued inside MULTI.
+    pub fn over_maxmemory(&mut self) -> bool {
+        self.engine.server_mut().db.over_config_max()
+    }
+
     /// `maxmemory` as `CONFIG GET` answers it.
     pub fn config_maxmemory(&self) -> usize {
         self.engine.server().db.config_max_memory()
@@ -539,9 +545,22 @@ impl Harness {
     }
 
     /// Deletes the keys past their expiry with an `expired` notification each, when those
-    /// are enabled (`lua serve` calls it after the clock moves).
+    /// are enabled, and evicts keys past `maxmemory` as `maxmemory-policy` allows (`lua serve`
+    /// calls it after every command and when the clock moves).
     pub fn expire_due(&mut self) {
-        crate::notify::expire_due(&mut self.engine.server_mut());
+        let mut server = self.engine.server_mut();
+        crate::notify::expire_due(&mut server);
+        crate::eviction::evict_due(&mut server);
+    }
+
+    /// `CONFIG SET maxmemory-policy`: the name as `CONFIG GET` shows it, or Redis's error.
+    ///
+    /// # Errors
+    /// A name that is no policy.
+    pub fn set_maxmemory_policy(&mut self, name: &[u8]) -> Result<&'static str, String> {
+        let (policy, name) = crate::eviction::parse(name).ok_or_else(crate::eviction::bad_name)?;
+        self.engine.server_mut().eviction = policy;
+        Ok(name)
     }
 
     /// Makes PUBLISH (from a client or a script) call `deliver(channel, message)`, which

@@ -50,6 +50,7 @@ mod bignum;
 mod command_stats;
 mod commands;
 mod decimal;
+mod eviction;
 mod function_admin;
 mod harness;
 pub mod keyspace;

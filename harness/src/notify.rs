@@ -8,6 +8,8 @@
 use crate::reply::Reply;
 use crate::server::Server;
 
+mod stream;
+
 const KEYSPACE: u32 = 1 << 0;
 const KEYEVENT: u32 = 1 << 1;
 const GENERIC: u32 = 1 << 2;
@@ -102,7 +104,7 @@ fn notify(s: &Server, class: u32, event: &str, key: &[u8]) {
 
 /// Which of a command's keys exist before it runs.
 #[derive(Debug)]
-pub struct Before(Vec<(Vec<u8>, bool)>);
+pub struct Before(Vec<(Vec<u8>, bool)>, Vec<bool>);
 
 fn keys_of<'a>(name: &str, argv: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     let all = argv.get(1..).unwrap_or_default();
@@ -135,6 +137,7 @@ pub fn before(s: &Server, name: &str, argv: &[Vec<u8>]) -> Option<Before> {
         keys.into_iter()
             .map(|k| (k.to_vec(), exists(s, k)))
             .collect(),
+        stream::before(s, name, argv),
     ))
 }
 
@@ -158,11 +161,20 @@ pub fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Be
     if matches!(reply, Reply::Error(_)) {
         return;
     }
+    stream::after(s, name, argv, reply, &before.1);
     let keys = before.0;
     let Some((key, existed)) = keys.first().cloned() else {
         return;
     };
     let now = exists(s, &key);
+    // A key the command created: `new` first (Redis's `dbAdd`).
+    if s.notify_flags & NEW != 0 {
+        for (k, was) in &keys {
+            if !*was && exists(s, k) {
+                notify(s, NEW, "new", k);
+            }
+        }
+    }
     // A container emptied by the command is deleted: `del` after its own event.
     let emptied = |s: &Server| {
         if existed && !exists(s, &key) {
@@ -202,6 +214,7 @@ pub fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Be
         "expire" | "pexpire" | "expireat" | "pexpireat" if positive(reply) => {
             notify(s, GENERIC, if now { "expire" } else { "del" }, &key);
         }
+        "restore" if now => notify(s, GENERIC, "restore", &key),
         "persist" if positive(reply) => notify(s, GENERIC, "persist", &key),
         "rename" | "renamenx" if positive(reply) => {
             notify(s, GENERIC, "rename_from", &key);
@@ -291,15 +304,24 @@ pub fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Be
                 }
             }
         }
-        "xadd" if positive(reply) => notify(s, STREAM, "xadd", &key),
         _ => {}
     }
+}
+
+/// An `evicted` event for `key` (`maxmemory-policy` evicted it).
+pub(crate) fn evicted(s: &Server, key: &[u8]) {
+    notify(s, EVICTED, "evicted", key);
+}
+
+/// Whether flags `f` send `expired` events to any channel.
+pub fn expired_events_on(f: u32) -> bool {
+    f & EXPIRED != 0 && f & (KEYSPACE | KEYEVENT) != 0
 }
 
 /// Deletes the keys past their expiry on the clock, each with an `expired` event (what
 /// Redis's expiry does as time passes); nothing when `expired` events are off.
 pub fn expire_due(s: &mut Server) {
-    if s.notify_flags & EXPIRED == 0 || s.notify_flags & (KEYSPACE | KEYEVENT) == 0 {
+    if !expired_events_on(s.notify_flags) {
         return;
     }
     let now = s.now_ms;

@@ -58,6 +58,8 @@ pub struct Server {
     pub command_stats: crate::command_stats::CommandStats,
     /// `notify-keyspace-events`, as `crate::notify` reads it (0: none).
     pub notify_flags: u32,
+    /// `maxmemory-policy`: which keys `maxmemory` evicts.
+    pub eviction: crate::eviction::Policy,
 }
 
 /// Delivers `(channel, message)`; answers how many received it.

@@ -137,6 +137,37 @@ impl Client {
             .unwrap_or_else(|e| panic!("no reply within {STUCK:?}: {e}"))
     }
 
+    /// Reads one reply as the bytes the server sent (RESP2 or RESP3), to compare encodings
+    /// that [`Reply`] folds together (a null array `*-1` and a null bulk string `$-1`).
+    #[allow(dead_code)]
+    pub fn raw_reply(&mut self) -> Vec<u8> {
+        let mut line = Vec::new();
+        self.reader.read_until(b'\n', &mut line).expect("a reply");
+        assert!(line.len() >= 3, "a truncated reply line {line:?}");
+        let text = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+        let n: i64 = text.parse().unwrap_or(-1);
+        match line[0] {
+            b'$' | b'=' | b'!' if n >= 0 => {
+                let mut body = vec![0; n as usize + 2];
+                self.reader.read_exact(&mut body).expect("a bulk body");
+                line.extend_from_slice(&body);
+            }
+            b'*' | b'~' | b'>' | b'%' | b'|' if n >= 0 => {
+                let items = if matches!(line[0], b'%' | b'|') {
+                    2 * n
+                } else {
+                    n
+                };
+                for _ in 0..items {
+                    let item = self.raw_reply();
+                    line.extend_from_slice(&item);
+                }
+            }
+            _ => {}
+        }
+        line
+    }
+
     pub fn try_reply(&mut self) -> std::io::Result<Reply> {
         let mut line = Vec::new();
         self.reader.read_until(b'\n', &mut line)?;

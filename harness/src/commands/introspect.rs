@@ -333,15 +333,6 @@ pub fn object(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// Redis's shared integer objects: 0 up to this, exclusive (`OBJ_SHARED_INTEGERS`).
 const OBJ_SHARED_INTEGERS: i64 = 10_000;
 
-/// DUMP: nil for a missing key; the serialisation of an existing one is not emulated.
-pub fn dump(s: &mut Server, a: &[Vec<u8>]) -> Reply {
-    if s.db.exists(&a[1], s.now_ms) {
-        not_emulated("dump")
-    } else {
-        Reply::Nil
-    }
-}
-
 /// The live keys, sorted bytewise (Redis's order is its hash table's).
 fn sorted_keys(s: &Server) -> Vec<Vec<u8>> {
     let mut keys: Vec<Vec<u8>> = s.db.iter(s.now_ms).map(|(k, _)| k.clone()).collect();

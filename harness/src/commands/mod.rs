@@ -4,6 +4,7 @@
 mod bitmap;
 pub(crate) mod bpop;
 mod command_info;
+mod dump;
 mod geo;
 mod getkeys;
 mod hash;
@@ -296,7 +297,8 @@ static HANDLERS: &[(&str, Run)] = &[
     ("object|freq", Run::Plain(introspect::object)),
     ("object|idletime", Run::Plain(introspect::object)),
     ("object|refcount", Run::Plain(introspect::object)),
-    ("dump", Run::Plain(introspect::dump)),
+    ("dump", Run::Plain(dump::dump)),
+    ("restore", Run::Plain(dump::restore)),
     ("keys", Run::Plain(introspect::keys)),
     ("randomkey", Run::Plain(introspect::randomkey)),
     ("scan", Run::Plain(introspect::scan)),

@@ -109,6 +109,8 @@ struct ServeConn {
     executing: Option<usize>,
     /// The reply is EXEC's null array (`*-1` in RESP2), not a null bulk string.
     nil_array: bool,
+    /// The reply is EXEC's, and these of its nulls are null arrays (see `nulls`).
+    exec_nulls: Vec<bool>,
     /// Its channels and patterns.
     subs: Subscriptions,
     /// The reply is several replies (SUBSCRIBE's, one per channel), sent one after another.
@@ -171,6 +173,7 @@ pub(super) async fn serve(
         multi: None,
         executing: None,
         nil_array: false,
+        exec_nulls: Vec::new(),
         quit: false,
         silent: (false, 0),
         tally: CountedBy::Rejected,
@@ -261,6 +264,9 @@ async fn serve_requests(
                         }
                     } else if std::mem::take(&mut c.nil_array) && !c.resp3 {
                         out.extend_from_slice(b"*-1\r\n");
+                    } else if !c.exec_nulls.is_empty() {
+                        let arrays = std::mem::take(&mut c.exec_nulls);
+                        super::nulls::encode_exec(&reply, &arrays, c.resp3, &mut out);
                     } else {
                         resp::encode(&reply, c.resp3, &mut out);
                     }
@@ -363,6 +369,10 @@ impl ServeConn {
         }
         if !ALLOW_BUSY.contains(&name.as_str()) {
             if let Some(busy) = self.ctx.shared.busy_reply() {
+                if top == "exec" && self.multi.take().is_some() {
+                    self.ctx.shared.unwatch(self.id);
+                    return super::refusals::exec_abort(&busy);
+                }
                 if let Some((_, refused)) = self.multi.as_mut() {
                     *refused = true;
                 }
@@ -376,6 +386,14 @@ impl ServeConn {
             )
         {
             self.tally = CountedBy::Queued;
+            let local = transaction::is_local(&argv);
+            if let Some(oom) = super::refusals::refuse_queued(&self.ctx.shared, &argv, local).await
+            {
+                if let Some((_, refused)) = self.multi.as_mut() {
+                    *refused = true;
+                }
+                return oom;
+            }
             return self.queue(argv);
         }
         self.tally = CountedBy::Ran;
@@ -547,12 +565,7 @@ impl ServeConn {
                 Err(busy) => busy,
             };
         }
-        // XREAD's, XREADGROUP's, LMPOP's, ZMPOP's and a counted LPOP's / RPOP's null is a null
-        // array (`*-1` in RESP2), as Redis's.
-        let null_array = ["xread", "xreadgroup", "lmpop", "zmpop"]
-            .iter()
-            .any(|n| is(&argv[0], n))
-            || (argv.len() == 3 && (is(&argv[0], "lpop") || is(&argv[0], "rpop")));
+        let null_array = super::nulls::null_is_array(&argv);
         match self.ctx.shared.execute(vec![argv], self.resp3).await {
             Ok(mut replies) => {
                 let reply = replies.pop().unwrap_or(Reply::Nil);

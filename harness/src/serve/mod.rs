@@ -19,7 +19,10 @@ mod blocking;
 mod clients;
 mod cluster;
 mod conn;
+mod expiry;
+mod nulls;
 mod pubsub;
+mod refusals;
 pub mod resp;
 mod shared;
 mod tuning;
@@ -209,6 +212,9 @@ impl Server {
         let shared = shared::ServeShared::new(harness, options.busy_threshold, options.clock);
         let (stop, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
+        if options.clock == ClockMode::Wall {
+            tasks.push(tokio::spawn(expiry::run(shared.clone(), stop_rx.clone())));
+        }
         for (i, (listener, addr)) in listeners.into_iter().zip(&addrs).enumerate() {
             let ctx = Arc::new(Ctx {
                 shared: shared.clone(),

@@ -8,7 +8,7 @@
 //! for the commands Redis allows then (`SCRIPT KILL`, `FUNCTION KILL`, `FUNCTION STATS`...).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,8 @@ struct State {
     saved_functions: Option<Vec<u8>>,
     /// `notify-keyspace-events` as set (its flags), and whether the harness has them yet.
     notify: (u32, bool),
+    /// `maxmemory-policy` as CONFIG GET shows it.
+    policy: &'static str,
 }
 
 /// Distinct error codes INFO errorstats keeps at most; errors with other codes are still
@@ -133,6 +135,8 @@ pub struct ServeShared {
     blocked: Arc<Mutex<super::blocking::Blocked>>,
     /// The encoding thresholds CONFIG SET stored (read back only).
     tuning: Mutex<super::tuning::Tuning>,
+    /// Whether `maxmemory` is set (above 0), so that a transaction checks the keyspace.
+    maxmemory_on: AtomicBool,
 }
 
 /// Whether `argv` runs a script (EVAL, EVALSHA, FCALL and their `_RO` forms).
@@ -186,6 +190,7 @@ impl ServeShared {
                 synced: Instant::now(),
                 saved_functions: None,
                 notify: (0, true),
+                policy: "noeviction",
             }),
             clients: AtomicU64::new(0),
             connected: AtomicU64::new(0),
@@ -197,6 +202,7 @@ impl ServeShared {
             hub,
             blocked: Arc::default(),
             tuning: Mutex::default(),
+            maxmemory_on: AtomicBool::new(false),
         })
     }
 
@@ -257,6 +263,11 @@ impl ServeShared {
     /// `notify-keyspace-events` as CONFIG GET shows it.
     pub fn notify_events(&self) -> String {
         crate::notify::format_flags(self.state().notify.0)
+    }
+
+    /// Whether `expired` events are enabled (and go to keyspace or keyevent channels).
+    pub(super) fn expired_events_on(&self) -> bool {
+        crate::notify::expired_events_on(self.state().notify.0)
     }
 
     /// Before and after commands: the harness gets the notification flags set since, and
@@ -722,7 +733,42 @@ impl ServeShared {
     /// The BUSY reply.
     pub async fn set_maxmemory(&self, bytes: usize) -> Result<(), Reply> {
         self.with_harness(move |h| h.set_config_maxmemory(bytes))
-            .await
+            .await?;
+        self.maxmemory_on.store(bytes > 0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `maxmemory-policy` as CONFIG GET shows it.
+    pub fn maxmemory_policy(&self) -> &'static str {
+        self.state().policy
+    }
+
+    /// `CONFIG SET maxmemory-policy`: Redis's error for a name that is no policy.
+    ///
+    /// # Errors
+    /// That error, or the BUSY reply.
+    pub async fn set_maxmemory_policy(&self, name: Vec<u8>) -> Result<(), Reply> {
+        match self
+            .with_harness(move |h| h.set_maxmemory_policy(&name))
+            .await?
+        {
+            Ok(shown) => {
+                self.state().policy = shown;
+                Ok(())
+            }
+            Err(e) => Err(Reply::err(e)),
+        }
+    }
+
+    /// Whether `maxmemory` is set and the keyspace is past it (Redis's out-of-memory state).
+    ///
+    /// # Errors
+    /// The BUSY reply.
+    pub(super) async fn over_maxmemory(&self) -> Result<bool, Reply> {
+        if !self.maxmemory_on.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        self.with_harness(Harness::over_maxmemory).await
     }
 
     /// `CONFIG SET min-replicas-to-write`.
@@ -797,9 +843,10 @@ impl ServeShared {
         }
         if want("memory") {
             out.push_str(&format!(
-                "{}# Memory\r\nused_memory:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_policy:noeviction\r\n",
+                "{}# Memory\r\nused_memory:{}\r\nused_memory_lua:{lua}\r\nused_memory_vm_eval:{lua}\r\nnumber_of_cached_scripts:{scripts}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_policy:{}\r\n",
                 if out.is_empty() { "" } else { "\r\n" },
-                keyspace + lua
+                keyspace + lua,
+                self.maxmemory_policy()
             ));
         }
         let errors = self.errors();

@@ -36,7 +36,10 @@ impl ServeConn {
             ("lua-time-limit", ms),
             ("databases", "1".into()),
             ("maxmemory", maxmemory.to_string()),
-            ("maxmemory-policy", "noeviction".into()),
+            (
+                "maxmemory-policy",
+                self.ctx.shared.maxmemory_policy().into(),
+            ),
             ("port", self.ctx.port.to_string()),
             ("save", String::new()),
             ("appendonly", "no".into()),
@@ -59,6 +62,7 @@ impl ServeConn {
         let mut threshold = None;
         let mut memory = None;
         let mut replicas = None;
+        let mut policy = None;
         let mut tuned = Vec::new();
         for kv in pairs.chunks(2) {
             let key = lossy(&kv[0]).to_ascii_lowercase();
@@ -93,6 +97,7 @@ impl ServeConn {
                         }
                     }
                 }
+                "maxmemory-policy" => policy = Some(kv[1].clone()),
                 "notify-keyspace-events" => {
                     if !self.ctx.shared.set_notify(&kv[1]) {
                         return err("ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
@@ -106,7 +111,7 @@ impl ServeConn {
                         .any(|(k, v)| *k == key && v.as_bytes() == kv[1].as_slice());
                     if !same {
                         return err(format!(
-                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory, min-replicas-to-write, notify-keyspace-events and the encoding thresholds)"
+                            "ERR harness: CONFIG SET '{key}' is not emulated (only busy-reply-threshold, lua-time-limit, maxmemory, maxmemory-policy, min-replicas-to-write, notify-keyspace-events and the encoding thresholds)"
                         ));
                     }
                 }
@@ -121,6 +126,11 @@ impl ServeConn {
         if let Some(n) = replicas {
             if let Err(busy) = self.ctx.shared.set_min_replicas(n).await {
                 return busy;
+            }
+        }
+        if let Some(p) = policy {
+            if let Err(e) = self.ctx.shared.set_maxmemory_policy(p).await {
+                return e;
             }
         }
         if let Some(m) = memory {

@@ -30,6 +30,10 @@ impl ServeConn {
             self.ctx.shared.unwatch(self.id);
             return err("EXECABORT Transaction discarded because of previous errors.");
         }
+        if let Some(abort) = super::super::refusals::refuse_exec(&self.ctx.shared, &queued).await {
+            self.ctx.shared.unwatch(self.id);
+            return abort;
+        }
         // The watched keys are checked with the harness held for the first run of harness
         // commands (or on their own when the transaction starts with the connection's own).
         let mut watcher = self.ctx.shared.watching(self.id).then_some(self.id);
@@ -47,6 +51,10 @@ impl ServeConn {
         }
         // Runs of harness commands go to the harness at once (atomically); the connection's
         // own commands (CLIENT SETNAME...) are answered in between.
+        let arrays: Vec<bool> = queued
+            .iter()
+            .map(|a| super::super::nulls::null_is_array(a))
+            .collect();
         let mut replies = Vec::with_capacity(queued.len());
         let mut run: Vec<Vec<Vec<u8>>> = Vec::new();
         self.executing = Some(queued.len());
@@ -72,6 +80,7 @@ impl ServeConn {
             }
         }
         self.executing = None;
+        self.exec_nulls = super::super::nulls::exec_null_arrays(&arrays, &replies);
         Reply::Array(replies)
     }
 
@@ -103,7 +112,7 @@ impl ServeConn {
 }
 
 /// Whether the connection answers `argv` itself (not the harness).
-fn is_local(argv: &[Vec<u8>]) -> bool {
+pub(super) fn is_local(argv: &[Vec<u8>]) -> bool {
     let name = full_name(argv);
     let top = name.split('|').next().unwrap_or_default();
     matches!(
