@@ -502,7 +502,7 @@ fn random_commands_and_scripts_match_real_redis() {
         for _ in 0..n {
             let argv: Vec<Vec<u8>> = g.command().into_iter().map(String::into_bytes).collect();
             p.step(&argv, &|| {
-                format!("random case {case} (replay: LOCKKIT_DIFF_SEED={seed} cargo test -p lockkit-harness --test differential)")
+                format!("random case {case} (replay: LOCKKIT_DIFF_SEED={seed} cargo test -p lockkit-harness --test it differential::)")
             });
         }
         if case % 4 == 0 {

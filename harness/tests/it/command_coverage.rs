@@ -6,7 +6,7 @@
 //! harness answers byte for byte as Redis does, prints the figure, and fails if it drops below
 //! the floor recorded in docs/HARNESS.md.
 //!
-//! `LOCKKIT_COVERAGE_LIST=1 cargo test -p lockkit-harness --test command_coverage -- --nocapture`
+//! `LOCKKIT_COVERAGE_LIST=1 cargo test -p lockkit-harness --test it command_coverage:: -- --nocapture`
 //! also prints every call the harness answers differently.
 
 use std::time::SystemTime;
