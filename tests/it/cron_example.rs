@@ -1,7 +1,7 @@
 //! `examples/cron.rs` as several processes of several instances each, against real servers:
 //! every tick's job runs exactly once.
 
-mod example_bin;
+use crate::example_bin;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

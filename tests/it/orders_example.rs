@@ -1,7 +1,7 @@
 //! Two instances of `examples/orders.rs` behind "a load balancer" (one request to each), sharing
 //! one real redis-server: the duplicate-submit guard holds across processes.
 
-mod example_bin;
+use crate::example_bin;
 
 use std::sync::Barrier;
 use std::time::Duration;

@@ -276,7 +276,11 @@ fn killed_holder_locks_free_after_ttl_never_before() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "holder_child_process",
+            // The test's name in this binary: its module path without the crate's name.
+            &format!(
+                "{}::holder_child_process",
+                module_path!().split_once("::").unwrap().1
+            ),
             "--nocapture",
             "--test-threads",
             "1",

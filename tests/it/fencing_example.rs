@@ -2,7 +2,7 @@
 //! read-write lock's writer, the paused holder's late write is refused by `fenced_set` in Redis
 //! and by `FencingCheckLayer` (409), while the fresh holders' writes land.
 
-mod example_bin;
+use crate::example_bin;
 
 use std::time::Duration;
 
