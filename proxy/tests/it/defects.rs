@@ -2,7 +2,7 @@
 //! kills, a plugin's EXEC answer leaving the upstream in MULTI, UNSUBSCRIBE's extra replies,
 //! plugin answers overtaking replies still owed, observe's invented NOSCRIPT, RESET.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

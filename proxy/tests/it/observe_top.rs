@@ -1,7 +1,7 @@
 //! `observe:top=N` in front of a real redis-server: the hottest keys and the biggest values of
 //! each window land in the report, with the commands that got them.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! `$REDIS_TESTS`); says so and passes otherwise. The whole comparison is
 //! `results/2026-12-02-1630-redis-suite-proxy/run.sh`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -44,6 +44,7 @@ async fn redis_units_pass_through_the_proxy_as_they_pass_direct() {
         eprintln!("no tclsh or no Redis test suite (../shared/redis-tests): nothing to compare");
         return;
     };
+    let _one_suite_at_a_time = crate::common::SUITE.lock().await;
     let out = tempfile::tempdir().unwrap();
     let server = RedisServer::start();
     let proxy = start_proxy(&server.url(), vec![]).await;

@@ -1,7 +1,7 @@
 //! TLS on the listener: `redis-cli --tls` reaches the proxy; with a client CA, only a client
 //! with a certificate it signed does. Certificates are made at test time with the openssl CLI.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

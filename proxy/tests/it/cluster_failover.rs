@@ -4,7 +4,7 @@
 //! and the longest time it went without a successful write. Bounds are generous (the machine
 //! is shared); the figures are printed (`FAILOVER ...` lines) for `results/`.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! against what clients and the server saw; the same seed repeats a run. No timing assertions
 //! but lower bounds ("took at least") that cannot fail on a slow machine.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -7,7 +7,7 @@
 //! says so and passes otherwise. The nine units of issue 38:
 //! `results/2026-12-07-0225-proxy-cluster-redis-suite/run.sh`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -106,6 +106,7 @@ async fn redis_units_in_cluster_mode_pass_through_the_proxy_as_on_one_node() {
         eprintln!("no tclsh or no Redis test suite (../shared/redis-tests): nothing to compare");
         return;
     };
+    let _one_suite_at_a_time = crate::common::SUITE.lock().await;
     let out = tempfile::tempdir().unwrap();
     // The suite reads the list from a path it splits on spaces: a copy in the temporary folder.
     let skip = out.path().join("skip-list.txt");

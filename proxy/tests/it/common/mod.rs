@@ -164,6 +164,10 @@ pub fn read_until_quiet(s: &mut TcpStream, bytes: &[u8], quiet: Duration) -> Vec
     }
 }
 
+/// Redis's suite runs one unit at a time in this process: `redis_suite.rs` and `cluster_suite.rs`
+/// each had a test binary of its own, so never ran at once, before the tests became one binary.
+pub static SUITE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Redis 7.0.15's test suite (`$REDIS_TESTS`, else `../shared/redis-tests` beside the clone, as
 /// in CI, else /work/shared/redis-tests), when it and `tclsh` are there.
 pub fn redis_suite() -> Option<PathBuf> {

@@ -4,7 +4,7 @@
 //! acquire call, after the release returned) and contains its inner one (after the acquire
 //! returned, before the release call) — a causal bound, not a timing assumption.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! of them shifts the replies of the clients sharing an upstream connection. `QUIT` costs no
 //! upstream connection; RESP3 clients share as RESP2 ones do.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

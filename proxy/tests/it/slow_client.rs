@@ -6,7 +6,7 @@
 //! This file holds one test on purpose: it reads the peak memory of its own process
 //! (`VmHWM` in /proc/self/status), which a test running beside it would disturb.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

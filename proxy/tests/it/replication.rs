@@ -1,7 +1,7 @@
 //! The replication stream passes through the proxy byte for byte: `SYNC` answers with an RDB
 //! payload that is not a RESP frame (no CRLF after it), then the write commands as they run.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 

@@ -3,7 +3,7 @@
 //! protocol, inside MULTI/EXEC, after a command that gets no reply, after `CLIENT REPLY SKIP`,
 //! with length lines that end in `\r` and any byte (which redis-server reads all the same).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

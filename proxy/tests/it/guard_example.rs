@@ -2,7 +2,7 @@
 //! `MULTI` ran at `EXEC` although the guard's header said it is never forwarded, and a script's
 //! body calls what it likes on the server.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! `-ERR Protocol error: ...` line, then the connection closes. Each case is sent to the server
 //! direct and through the proxy, and the two answers must be the same bytes.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 

@@ -4,7 +4,7 @@
 //! the proxy carries out or follows itself (`CLIENT REPLY`, `REPLCONF`, QUIT inside MULTI, the
 //! refusals Redis gives before it runs a command, an HTTP request), with sharing on and off.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 //! figures are printed (`--nocapture`) for results/. Also the hooks that came with the
 //! plugins' thread: connect and close, and `on_reply` replacing a reply.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! Redis Cluster: split per slot and merged in order, `-CROSSSLOT` where Redis gives it,
 //! scripts on every master, the keyspace counted and walked over all masters.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

@@ -3,7 +3,7 @@
 //! key's master, blocking commands on one to their keys' master, `SELECT` and `CLIENT` as a
 //! cluster node answers them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The proxy in front of a real 3-master Redis Cluster on loopback: clients see one standalone
 //! Redis, each keyed command goes to the master owning its slot, no `MOVED`/`ASK` reaches them.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

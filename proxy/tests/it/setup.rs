@@ -2,7 +2,7 @@
 //! `CLIENT SETNAME`/`GETNAME`, `HELLO 2`, `SELECT` of the URL's database) are answered so that
 //! the clients keep sharing the upstream connections.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 
@@ -13,7 +13,7 @@ const TWENTY_CLIENTS: &str = r#"
 import sys, redis
 port = int(sys.argv[1])
 # RESP2 here; RESP3 clients (redis-py 8's default) share too, on shared connections of their
-# protocol (tests/isolation.rs).
+# protocol (tests/it/isolation.rs).
 clients = [redis.Redis(host="127.0.0.1", port=port, protocol=2, client_name=f"app{i}") for i in range(20)]
 for i, c in enumerate(clients):
     c.set(f"k{i}", i)

@@ -2,7 +2,7 @@
 //! examples/plugins/, every hook and action, and plugins that fail, loop forever or eat memory
 //! while the traffic still passes.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

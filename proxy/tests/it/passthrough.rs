@@ -2,7 +2,7 @@
 //! blocking commands, pub/sub, AUTH, RESP3, pipelining, an upstream that goes away, a slow
 //! client.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

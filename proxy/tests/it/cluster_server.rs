@@ -3,7 +3,7 @@
 //! `SCRIPT EXISTS` for the scripts `EVALSHA` runs anywhere, `ACL` changes on every master, the
 //! per-client counters of `INFO clients` added up.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

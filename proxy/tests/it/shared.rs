@@ -4,7 +4,7 @@
 //! go to no one; a shared connection killed on the server fails only what was in flight on it;
 //! SELECT, AUTH and ACL users stay per client; TLS and the URL's password and database hold.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! password: `-NOAUTH` before login, AUTH and HELLO AUTH as Redis takes them, `CONFIG GET` of
 //! `requirepass`/`masterauth` answered without the secret.
 
-mod common;
+use crate::common;
 
 use common::*;
 use lockkit_proxy::{ClientAuth, Proxy, ProxyOptions, Upstream};
