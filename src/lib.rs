@@ -11,7 +11,7 @@
 //! # Layers
 //! `src/` is built in layers, bottom to top: a file imports from its own layer and the ones
 //! below it, never from above, but for the one import upward named below the table. Read it
-//! bottom first. `tests/layers.rs` reads this table and every `crate::`/`super::` path in
+//! bottom first. `tests/it/layers.rs` reads this table and every `crate::`/`super::` path in
 //! `src/` (unit-test modules aside: they may use the whole crate), and fails on an import
 //! against it, on a file in no layer, or on an import circle of more than 3 files.
 //!

@@ -5,6 +5,7 @@
 //! on a new connection once the path is back; a blocking command longer than the timeout is not
 //! cut.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::io::{Read, Write};

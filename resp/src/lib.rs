@@ -8,7 +8,7 @@
 //! and a request whose bytes are not the plain encoding of its arguments is forwarded
 //! re-encoded ([`Request::is_canonical`]).
 //!
-//! Kept so by `tests/differential.rs`, a differential fuzz test that runs in every `cargo
+//! Kept so by `tests/it/differential.rs`, a differential fuzz test that runs in every `cargo
 //! test`: random and mutated byte streams (CR and LF moved, signs, zeros, huge counts, NULs,
 //! quotes, reads split anywhere) go to a real redis-server, logged in and not, and what it
 //! answers (each command's reply, the protocol error, the bytes it still holds) must be what

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for run in 1 2 3; do
-  cargo test -p lockkit-proxy --test slow_plugin a_slow -- --nocapture 2>&1 | grep RESULT
+  cargo test -p lockkit-proxy --test it slow_plugin::a_slow -- --nocapture 2>&1 | grep RESULT
 done

@@ -1,6 +1,6 @@
 // bee-queue against a server on the port given: jobs, a job that fails once and is retried,
 // one that fails every attempt, a delayed job, and the events its job objects received (over
-// pub/sub). Prints what the library observed, for cli/tests/lua_serve_libraries.rs to compare.
+// pub/sub). Prints what the library observed, for cli/tests/it/lua_serve_libraries.rs to compare.
 // bee-queue times delayed jobs with timers of this process, not with the server's clock.
 const Queue = require("bee-queue");
 

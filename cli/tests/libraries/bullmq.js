@@ -1,6 +1,6 @@
 // BullMQ (with ioredis) against a server on the port given: jobs through a Worker, a job that
 // fails once and is retried, one that fails every attempt, a delayed job, and what QueueEvents
-// received. Prints what the library observed, for cli/tests/lua_serve_libraries.rs to compare.
+// received. Prints what the library observed, for cli/tests/it/lua_serve_libraries.rs to compare.
 // With `virtual` as second argument the server is `lockkit lua serve`: time is moved on with
 // LOCKKIT.CLOCK ADVANCE there (BullMQ reads the time on the client, so this process's clock
 // is moved by as much on both servers).

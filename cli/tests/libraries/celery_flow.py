@@ -5,7 +5,7 @@
 # prioritised task, a group (saved and restored) and a chord; the results are read back
 # through the result backend, the worker answers a broadcast ping and `inspect registered`,
 # and an event receiver sees the task events. Prints what Celery observed (task ids and times
-# left out), for cli/tests/lua_serve_python_apps.rs to compare.
+# left out), for cli/tests/it/lua_serve_python_apps.rs to compare.
 # Countdowns and ETAs are timers of the worker (it holds the message until then): the
 # server's clock plays no part. But kombu's consumers wait in `BRPOP ... 1` and count on it
 # timing out every second (to take up a new reply queue for `ping` and `inspect`, and to

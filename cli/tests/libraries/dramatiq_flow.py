@@ -4,7 +4,7 @@
 # and lands in the dead-letter queue, and a result kept 5 seconds (gone once the server's
 # clock has passed them: LOCKKIT.CLOCK ADVANCE on lua serve, a bounded real wait on
 # redis-server's side). Prints what the library observed, for
-# cli/tests/lua_serve_python_queues.rs to compare.
+# cli/tests/it/lua_serve_python_queues.rs to compare.
 # dramatiq reads the time on the client (a delayed message's eta and the broker's heartbeats
 # are this process's milliseconds): delays are passed by moving this process's clock, never
 # by sleeping. With `virtual` as second argument the server is `lockkit lua serve`, and its

@@ -2,7 +2,7 @@
 // master, a pipeline and a transaction on one slot, EVAL and a defined command (EVALSHA, then
 // EVAL on NOSCRIPT) on one slot's keys, MOVED and CROSSSLOT. Prints what the library observed,
 // with ports replaced by the master's index in slot order, so that a real 3-master cluster and
-// `lockkit lua serve --cluster 3` print the same (cli/tests/lua_serve_libraries.rs).
+// `lockkit lua serve --cluster 3` print the same (cli/tests/it/lua_serve_libraries.rs).
 const IORedis = require("ioredis");
 const calculateSlot = require("ioredis/built/utils/calculateSlot");
 

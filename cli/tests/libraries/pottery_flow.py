@@ -2,7 +2,7 @@
 # extend, release, expiry, the context manager, synchronize), RedisDict, RedisCounter,
 # AIORedlock (redis.asyncio), RedisList, RedisSet, RedisDeque, RedisSimpleQueue, BloomFilter,
 # HyperLogLog, NextID and redis_cache. Prints what the library observed, for
-# cli/tests/lua_serve_python_apps.rs to compare. With `virtual` as second argument the server
+# cli/tests/it/lua_serve_python_apps.rs to compare. With `virtual` as second argument the server
 # is `lockkit lua serve` on its frozen clock: a lock's expiry comes with LOCKKIT.CLOCK ADVANCE
 # instead of a sleep (pottery's Redlock leaves expiry to the server's PX; the client reads its
 # own clock only to take the time spent acquiring off the validity it reports).

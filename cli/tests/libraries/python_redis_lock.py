@@ -1,6 +1,6 @@
 # python-redis-lock (redis_lock) against a server on the port given: locks, a blocked waiter
 # woken by a release (BLPOP on the signal key), timeouts, reset, the context manager. Prints
-# what the library observed, for cli/tests/lua_serve_libraries.rs to compare.
+# what the library observed, for cli/tests/it/lua_serve_libraries.rs to compare.
 import sys, threading, time
 import redis, redis_lock
 r = redis.Redis(port=int(sys.argv[1]))

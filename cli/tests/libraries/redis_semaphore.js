@@ -2,7 +2,7 @@
 // all three for the Redlock kinds): Mutex (acquire, a second owner refused, refresh, release,
 // expiry), Semaphore with a limit of 3, MultiSemaphore, RedlockMutex, RedlockSemaphore and
 // RedlockMultiSemaphore over 3 servers. Prints what the library observed, for
-// cli/tests/lua_serve_node_locks.rs to compare. With `virtual` among the arguments the servers
+// cli/tests/it/lua_serve_node_locks.rs to compare. With `virtual` among the arguments the servers
 // are `lockkit lua serve` on their frozen clock: a lock's expiry comes with LOCKKIT.CLOCK
 // ADVANCE where the flow sleeps against redis-server (the semaphores also score their holders
 // with this process's clock, which is moved on by as much). The refresh timer is the library's

@@ -2,7 +2,7 @@
 // all three as the nodes of one Redlock): acquire, a second acquire refused after its retries,
 // extend, release, `using()` extending its lock automatically over a routine that outlives the
 // first TTL, a lock expiring, and quorum over 3 nodes. Prints what the library observed, for
-// cli/tests/lua_serve_node_locks.rs to compare. With `virtual` among the arguments the servers
+// cli/tests/it/lua_serve_node_locks.rs to compare. With `virtual` among the arguments the servers
 // are `lockkit lua serve` on their frozen clock: time passes on them with LOCKKIT.CLOCK ADVANCE
 // where the flow waits on redis-server. node-redlock judges a lock's validity and times
 // `using()`'s extensions on this process's clock: an expiry moves that clock on by as much

@@ -1,7 +1,7 @@
 # rq against a server on the port given: a burst worker runs a job that succeeds, one that
 # fails (it lands in the failed registry), one retried once, and a job enqueued to run 60
 # seconds later, which the worker's scheduler moves to the queue once its time has come.
-# A job kept 5 seconds expires on the server's clock. Prints what the library observed, for cli/tests/lua_serve_python_queues.rs to compare.
+# A job kept 5 seconds expires on the server's clock. Prints what the library observed, for cli/tests/it/lua_serve_python_queues.rs to compare.
 # rq reads the time on the client (the scheduled registry's scores are this process's
 # timestamps): the delay is passed by moving this process's clock, never by sleeping. With
 # `virtual` as second argument the server is `lockkit lua serve`, and its clock is moved by

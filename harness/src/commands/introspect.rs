@@ -14,7 +14,7 @@ use crate::reply::{errors, Reply};
 use crate::server::Server;
 
 /// What Redis 7.0.15 answers to `X HELP`, generated from a real server by
-/// `harness/tests/command_table.rs`.
+/// `harness/tests/it/command_table.rs`.
 const HELP_TXT: &str = include_str!("../../data/help-7.0.15.txt");
 
 fn help_sections() -> &'static [(&'static str, Vec<&'static str>)] {
@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn deep_globs_answer_as_redis_does() {
         // One nesting level per `*`, cut at 1000 as in Redis 7.0 (checked against 7.0.15 by
-        // cli/tests/sandbox_holds.rs): 300,000 stars neither overflow the stack nor match.
+        // cli/tests/it/sandbox_holds.rs): 300,000 stars neither overflow the stack nor match.
         let key = vec![b'a'; 1100];
         assert!(glob_match(&b"*a".repeat(1000), &key, false));
         assert!(!glob_match(&b"*a".repeat(1001), &key, false));

@@ -92,7 +92,7 @@ pub fn run_caught(f: Handler, server: &mut Server, argv: &[Vec<u8>]) -> Reply {
     })
 }
 
-/// The table, generated from a real redis-server 7.0.15 by `harness/tests/command_table.rs`.
+/// The table, generated from a real redis-server 7.0.15 by `harness/tests/it/command_table.rs`.
 const TABLE_TSV: &str = include_str!("../../data/commands-7.0.15.tsv");
 
 /// The commands the harness carries out, by table name. A container's entry (`script`)
