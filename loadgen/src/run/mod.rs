@@ -126,14 +126,14 @@ pub(crate) struct BenchRun<'a> {
 }
 
 /// The workers of one run and the histograms they record into (one set per runtime thread).
-struct Workers {
+struct WorkerTasks {
     set: JoinSet<()>,
     stats: Vec<SharedStats>,
     /// When the workers' schedule starts.
     t0: Instant,
 }
 
-impl Workers {
+impl WorkerTasks {
     /// Everything recorded since the last drain, as one interval.
     fn drain(&self, retry: bool) -> Interval {
         let mut iv = Interval::default();
@@ -362,7 +362,7 @@ impl BenchRun<'_> {
         rw: &Option<lockkit::RwLock>,
         shared: &Arc<WorkerShared>,
         seed: u64,
-    ) -> anyhow::Result<Workers> {
+    ) -> anyhow::Result<WorkerTasks> {
         let a = self.args;
         let prefix: Arc<str> = a.key_prefix.as_str().into();
         let lock_options = self.lock_options()?;
@@ -412,7 +412,7 @@ impl BenchRun<'_> {
                 Arc::clone(shared),
             ));
         }
-        Ok(Workers { set, stats, t0 })
+        Ok(WorkerTasks { set, stats, t0 })
     }
 
     /// Starts the fault schedule (`--faults`) at `at`, and arms the network faults on their
@@ -446,7 +446,7 @@ impl BenchRun<'_> {
     async fn measure(
         &self,
         run: &MeasureLoop<'_>,
-        workers: &mut Workers,
+        workers: &mut WorkerTasks,
         info_conns: &mut [redis::aio::MultiplexedConnection],
         mut stop_rx: watch::Receiver<bool>,
     ) -> Measured {
@@ -510,7 +510,7 @@ impl BenchRun<'_> {
     /// aborting them.
     async fn wind_down(
         &self,
-        workers: &mut Workers,
+        workers: &mut WorkerTasks,
         faults_task: Option<JoinHandle<()>>,
     ) -> Option<NetworkFaultCounts> {
         let network = match self.network {
