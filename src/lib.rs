@@ -78,8 +78,6 @@
 //!   node is not a consensus system.
 //! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
 
-#![warn(missing_docs)]
-
 /// Consuming setters for an options type, each `name(mut self, value) -> Self`, with its doc:
 /// `setters! { /// Doc. name: Type => field; }` (or `=> inner.field` for a field of a field).
 macro_rules! setters {
