@@ -24,36 +24,15 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
 }
 
 /// The Redis Cluster hash slot of a key: CRC16 (XMODEM) of the key, or of the part inside the
-/// first non-empty `{...}` hash tag, modulo 16384.
+/// first non-empty `{...}` hash tag, modulo 16384 (one implementation for the workspace, in
+/// [`lockkit_resp::slot`]).
 ///
 /// ```
 /// assert_eq!(lockkit::key_slot(b"foo"), 12182);
 /// assert_eq!(lockkit::key_slot(b"{user1000}.following"), lockkit::key_slot(b"{user1000}.followers"));
 /// ```
 pub fn key_slot(key: &[u8]) -> u16 {
-    let hashed = match key.iter().position(|&b| b == b'{') {
-        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
-            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
-            _ => key,
-        },
-        None => key,
-    };
-    crc16_xmodem(hashed) % 16384
-}
-
-fn crc16_xmodem(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in data {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
+    lockkit_resp::slot::key_slot(key)
 }
 
 /// The two keys of `key`'s fair queue: the queue itself and the leases of its waiters, in the
@@ -92,23 +71,6 @@ pub(crate) fn companion_key(key: &str, what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crc16_matches_the_cluster_spec_check_value() {
-        // The Redis Cluster spec's reference: CRC16 of "123456789" is 0x31C3.
-        assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
-    }
-
-    #[test]
-    fn hash_tags_follow_the_cluster_spec() {
-        assert_eq!(key_slot(b"bar"), 5061);
-        assert_eq!(key_slot(b"{user1000}.a"), key_slot(b"user1000"));
-        // Empty tag `{}`: the whole key is hashed.
-        assert_eq!(key_slot(b"foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % 16384);
-        // Only the first `{` counts, up to the first `}` after it.
-        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
-        assert_eq!(key_slot(b"foo{bar}{zap}"), key_slot(b"bar"));
-    }
 
     #[test]
     fn queue_keys_share_the_lock_keys_slot() {

@@ -19,7 +19,7 @@
 //! | --- | --- | --- |
 //! | 1 base | `error.rs`, `keys.rs`, `scripts.rs`, `url.rs` | [`Error`]/[`ErrorKind`]; key rules ([`key_slot`], [`fair_queue_keys`], [`MAX_KEY_LEN`]); the Lua scripts ([`scripts`]); parsing and redacting Redis URLs ([`parse_url`], [`redact_url`]) |
 //! | 2 wire | `resp.rs`, `command.rs` | RESP: where a reply ends ([`resp::frame_len`]), writing commands; a command lockkit encodes itself |
-//! | 3 data | `options.rs`, `lock.rs` | options ([`ClientOptions`] with its [`WaitMode`], [`LockOptions`] with its [`RetryOptions`], [`WatchdogOptions`]); the [`Lock`] data, tokens, the `SET NX PX` command and its reply, the outcomes of release, extend and fair attempts, [`LossReason`] |
+//! | 3 data | `options/`, `lock.rs` | options ([`ClientOptions`] with its [`WaitMode`] in `mod.rs`, [`LockOptions`] in `lock.rs`, [`RetryOptions`] in `retry.rs`, [`WatchdogOptions`] in `watchdog.rs`); the [`Lock`] data, tokens, the `SET NX PX` command and its reply, the outcomes of release, extend and fair attempts, [`LossReason`] |
 //! | 4 metrics | `metrics.rs` | [`metrics`]: what every path reports |
 //! | 5 connection | `connection/` | `mod.rs`: opening connections (server, proxy, cluster), [`Topology`]; `link/`: lockkit's own pipelined connection to one server (`mod.rs` the handle and its shared reconnect, `endpoint.rs` where and how it connects, `wire.rs` the write buffer and the queue of requests, `reply_slot.rs` what a request waits for, `driver.rs` the task that owns the socket); `connector.rs` ([`net`]): opening a socket and logging in ([`net::Connector`], also `lockkit proxy`'s upstream); `pool/`: a client's connections and what goes with them (`mod.rs` opening them, the release hub; `affinity.rs` which connection a call takes, by task and by token; `script_cache.rs` the script cache, `EVALSHA`/`NOSCRIPT`, batches; `script_cmd.rs` a script call's encoding; `stats.rs` the counters); `hub.rs`: the release-notification connection and its liveness (`subscriber.rs`: its protocol); `cluster.rs`: a Redis Cluster's connections (redis-rs's); `notify.rs` ([`wait`]): waiting for a busy lock, woken by its release, polling as the fallback, fair mode's turns |
 //! | 6 lockers | `locker.rs`, `client/`, `redlock/` | the [`Locker`] trait; [`LockClient`] (`client/mod.rs`) with the clean-up of acquires whose outcome is unknown (`cleanup.rs`), pipelined `acquire_many`/`release_many` (`batch.rs`), fair mode (`fair.rs`, [`LockOptionsBuilder::fair`]) and fencing tokens (`fencing.rs`, [`LockClient::try_acquire_fenced`]), [`Semaphore`] (`semaphore.rs`, with what every shared primitive shares) and [`RwLock`] (`rwlock.rs`); [`Redlock`] (`redlock/mod.rs`): a quorum over independent masters, its rounds (`acquire.rs`, `release.rs`, `extend.rs`), votes decided at quorum, per-node circuit breakers (`quorum.rs`) |
@@ -77,8 +77,6 @@
 //! - With asynchronous replication, a failover can lose a freshly written lock key; a single Redis
 //!   node is not a consensus system.
 //! - A lock stops concurrent duplicates; only idempotency stops a later retry of the same request.
-
-#![warn(missing_docs)]
 
 /// Consuming setters for an options type, each `name(mut self, value) -> Self`, with its doc:
 /// `setters! { /// Doc. name: Type => field; }` (or `=> inner.field` for a field of a field).

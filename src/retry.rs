@@ -74,29 +74,15 @@ async fn acquire_loop<L: Locker>(
 ) -> Result<Lock> {
     let first = Instant::now();
     let mut attempts = 0u32;
-    // A single attempt never waits: not even behind the client's earlier waiters for the key.
-    let mut waiter = if opts.retry.max_attempts == Some(1) {
-        Waiter::poll()
-    } else {
-        locker.waiter(key)
-    };
+    let (mut waiter, fair_unavailable) = waiter_for(locker, key, opts);
     let unfair;
-    let opts = match (opts.fair.on, locker.fair_unavailable()) {
-        (true, None) => {
-            waiter = waiter.into_fair(opts.fair.lease);
-            opts
-        }
-        (true, Some(why)) => {
-            tracing::debug!(key, why, "fair mode unavailable; acquiring without it");
-            unfair = opts.without_fair();
-            &unfair
-        }
-        (false, _) => opts,
+    let opts = if fair_unavailable {
+        unfair = opts.without_fair();
+        &unfair
+    } else {
+        opts
     };
-    let mut ticket = waiter.ticket().map(str::to_owned);
-    let mut place = ticket
-        .as_deref()
-        .map(|t| QueuePlace::new(locker.clone(), key, t));
+    let mut queue = FairTicket::draw(&waiter, locker, key);
     // The first attempt goes out now unless it waits behind earlier waiters first: one clock
     // read less on the uncontended path.
     let mut first_sent = Some(first);
@@ -112,7 +98,7 @@ async fn acquire_loop<L: Locker>(
     loop {
         attempts += 1;
         let sent = first_sent.take().unwrap_or_else(Instant::now);
-        let result = match &ticket {
+        let result = match &queue.ticket {
             // Boxed, as the fair path's other awaits: a plain acquire then carries none of it.
             Some(ticket) => match Box::pin(locker.attempt_fair(key, opts, ticket)).await {
                 Ok(FairAttempt::Acquired(lock)) => Ok(Some(*lock)),
@@ -132,10 +118,7 @@ async fn acquire_loop<L: Locker>(
         let mut redraw = false;
         match result {
             Ok(Some(lock)) if lock.validity_left_at(answered) > opts.validity.min => {
-                // Taking the lock took the ticket out of the queue.
-                if let Some(p) = &mut place {
-                    p.queued = false;
-                }
+                queue.taken();
                 observer.on_attempt(AttemptOutcome::Acquired, sent, latency);
                 crate::metrics::acquired(locker.mode(), answered - first);
                 return Ok(lock);
@@ -166,14 +149,8 @@ async fn acquire_loop<L: Locker>(
                 last_error = Some(e);
             }
         }
-        if redraw && ticket.is_some() {
-            // The old place is left in the background (`QueuePlace`'s drop).
-            drop(place.take());
-            waiter.redraw_ticket();
-            ticket = waiter.ticket().map(str::to_owned);
-            place = ticket
-                .as_deref()
-                .map(|t| QueuePlace::new(locker.clone(), key, t));
+        if redraw {
+            queue.redraw(&mut waiter, locker, key);
         }
         let elapsed = first.elapsed();
         let pause = opts
@@ -181,7 +158,7 @@ async fn acquire_loop<L: Locker>(
             .next_pause(attempts, elapsed)
             .filter(|_| observer.keep_trying());
         let Some(pause) = pause else {
-            if let Some(p) = place.take() {
+            if let Some(p) = queue.place.take() {
                 let left = opts
                     .retry
                     .deadline
@@ -195,6 +172,60 @@ async fn acquire_loop<L: Locker>(
             }));
         };
         Box::pin(waiter.wait(pause, opts.retry.time_left(first.elapsed(), opts.ttl))).await;
+    }
+}
+
+/// The waiter for an acquire of `key`, and whether the fair mode asked for is unavailable on
+/// this locker (the acquire then goes on without it).
+fn waiter_for<L: Locker>(locker: &L, key: &str, opts: &LockOptions) -> (Waiter, bool) {
+    // A single attempt never waits: not even behind the client's earlier waiters for the key.
+    let waiter = if opts.retry.max_attempts == Some(1) {
+        Waiter::poll()
+    } else {
+        locker.waiter(key)
+    };
+    match (opts.fair.on, locker.fair_unavailable()) {
+        (true, None) => (waiter.into_fair(opts.fair.lease), false),
+        (true, Some(why)) => {
+            tracing::debug!(key, why, "fair mode unavailable; acquiring without it");
+            (waiter, true)
+        }
+        (false, _) => (waiter, false),
+    }
+}
+
+/// A fair acquire's ticket and its place in the queue; neither without fair mode.
+struct FairTicket<L: Locker> {
+    ticket: Option<String>,
+    place: Option<QueuePlace<L>>,
+}
+
+impl<L: Locker> FairTicket<L> {
+    /// The waiter's ticket (if it is fair), and a place in the queue under it.
+    fn draw(waiter: &Waiter, locker: &L, key: &str) -> Self {
+        let ticket = waiter.ticket().map(str::to_owned);
+        let place = ticket
+            .as_deref()
+            .map(|t| QueuePlace::new(locker.clone(), key, t));
+        FairTicket { ticket, place }
+    }
+
+    /// The lock was taken: taking it took the ticket out of the queue.
+    fn taken(&mut self) {
+        if let Some(p) = &mut self.place {
+            p.queued = false;
+        }
+    }
+
+    /// A new ticket for the next attempt (see `Waiter::redraw_ticket`), if fair; the old place
+    /// is left in the background (`QueuePlace`'s drop).
+    fn redraw(&mut self, waiter: &mut Waiter, locker: &L, key: &str) {
+        if self.ticket.is_none() {
+            return;
+        }
+        drop(self.place.take());
+        waiter.redraw_ticket();
+        *self = FairTicket::draw(waiter, locker, key);
     }
 }
 

@@ -12,7 +12,8 @@ use lockkit_report::units::parse_duration;
 use lockkit_proxy::faults::{Faults, FaultsOptions};
 use lockkit_proxy::observe::{Observe, ObserveOptions};
 use lockkit_proxy::snapshot::{self, ReportFiles};
-use lockkit_proxy::{Plugin, Proxy, ProxyOptions, Upstream};
+use lockkit_proxy::{ClientAuth, ListenerTls, Plugin, Proxy, ProxyOptions, Upstream};
+use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Run a pass-through proxy in front of a Redis server, with plugins.
 #[derive(Debug, Clone, clap::Args)]
@@ -238,22 +239,20 @@ async fn wait_for_stop(duration: Option<Duration>) -> Stopped {
     }
 }
 
-/// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
-pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
-    use std::io::IsTerminal;
-    let first = args.upstream.first().map_or("", String::as_str);
+/// Checks every `--upstream` URL; the first is the server (or the first seed) to connect to.
+fn parse_upstreams(urls: &[String]) -> anyhow::Result<Upstream> {
+    let first = urls.first().map_or("", String::as_str);
     let upstream = Upstream::from_url(first)
         .map_err(|e| crate::exit::lock_failure(&e, format!("--upstream: {e}")))?;
-    for seed in args.upstream.iter().skip(1) {
+    for seed in urls.iter().skip(1) {
         Upstream::from_url(seed)
             .map_err(|e| crate::exit::lock_failure(&e, format!("--upstream: {e}")))?;
     }
-    let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
-    let tls = args.access.listener_tls().map_err(exit::bad_input)?;
-    args.access
-        .check_protected(&args.listen, &client_auth)
-        .map_err(exit::bad_input)?;
-    let live = !args.quiet && std::io::stdout().is_terminal();
+    Ok(upstream)
+}
+
+/// The `--plugin`s in order; with any, `--out` must be writable for their reports.
+fn load_plugins(args: &ProxyArgs, live: bool) -> anyhow::Result<Vec<Arc<dyn Plugin>>> {
     let mut plugins = Vec::new();
     for spec in &args.plugins {
         plugins.push(
@@ -264,36 +263,56 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if !plugins.is_empty() {
         lockkit_report::files::check_writable(&args.out).map_err(exit::bad_input)?;
     }
-    let metrics_token = match &args.metrics_token_file {
+    Ok(plugins)
+}
+
+/// `--metrics-listen`: its recorder and the token scrapes must send.
+struct MetricsSetup {
+    listen: String,
+    handle: PrometheusHandle,
+    token: Option<String>,
+}
+
+/// With `--metrics-listen`: reads the token (from `--metrics-token-file` or
+/// `--metrics-token`), refuses an address other hosts reach without one (unless
+/// `--metrics-insecure`), installs the recorder and puts the command metrics first among the
+/// plugins, so they count every command, even one a later plugin answers itself.
+fn set_up_metrics(
+    args: &ProxyArgs,
+    plugins: &mut Vec<Arc<dyn Plugin>>,
+) -> anyhow::Result<Option<MetricsSetup>> {
+    let token = match &args.metrics_token_file {
         Some(file) => Some(
             crate::proxy_access::read_secret_file("--metrics-token-file", file)
                 .map_err(exit::bad_input)?,
         ),
         None => args.metrics_token.clone().filter(|t| !t.is_empty()),
     };
-    let metrics = match &args.metrics_listen {
-        Some(listen) => {
-            let token = metrics_token.as_deref();
-            if token.is_none()
-                && !args.metrics_insecure
-                && !crate::proxy_access::is_loopback(listen)
-            {
-                return Err(exit::bad_input(format!(
-                    "--metrics-listen {listen} is reachable from other hosts: give scrapers a \
-                     token with --metrics-token TOKEN (or $LOCKKIT_PROXY_METRICS_TOKEN), or \
-                     pass --metrics-insecure to serve it to anyone who reaches it"
-                )));
-            }
-            let handle = lockkit_proxy::metrics::install()?;
-            // First: it counts every command, even one a later plugin answers itself.
-            plugins.insert(
-                0,
-                Arc::new(lockkit_proxy::metrics::CommandMetrics::default()) as _,
-            );
-            Some(handle)
-        }
-        None => None,
+    let Some(listen) = &args.metrics_listen else {
+        return Ok(None);
     };
+    if token.is_none() && !args.metrics_insecure && !crate::proxy_access::is_loopback(listen) {
+        return Err(exit::bad_input(format!(
+            "--metrics-listen {listen} is reachable from other hosts: give scrapers a \
+             token with --metrics-token TOKEN (or $LOCKKIT_PROXY_METRICS_TOKEN), or \
+             pass --metrics-insecure to serve it to anyone who reaches it"
+        )));
+    }
+    let handle = lockkit_proxy::metrics::install()?;
+    plugins.insert(
+        0,
+        Arc::new(lockkit_proxy::metrics::CommandMetrics::default()) as _,
+    );
+    Ok(Some(MetricsSetup {
+        listen: listen.clone(),
+        handle,
+        token,
+    }))
+}
+
+/// `--max-clients` (lowered to what the open-file limit allows, with a warning),
+/// `--threads` and `--op-timeout`, checked.
+fn check_limits(args: &ProxyArgs) -> anyhow::Result<(usize, usize)> {
     if args.max_clients == 0 {
         return Err(exit::bad_input("--max-clients must be at least 1"));
     }
@@ -309,6 +328,11 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     if args.op_timeout.is_zero() {
         return Err(exit::bad_input("--op-timeout must be more than 0"));
     }
+    Ok((max_clients, threads))
+}
+
+/// The runtime serving connections on `threads` threads.
+fn build_runtime(threads: usize) -> anyhow::Result<tokio::runtime::Runtime> {
     // One thread: a current-thread runtime, which serves the connections woken together in
     // the order their bytes arrived. A multi-thread runtime runs the last one woken first (its
     // LIFO slot): a command could overtake one another client sent just before it.
@@ -319,86 +343,128 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         b.worker_threads(threads);
         b
     };
-    let runtime = builder
+    builder
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async move {
-        if let Err(e) = upstream.connect().await {
-            let refused_login = ["WRONGPASS", "NOAUTH", "invalid password", "AUTH"]
-                .iter()
-                .any(|w| e.to_string().contains(w));
-            if args.require_upstream || refused_login {
-                return Err(exit::unreachable(format!(
-                    "upstream {}: {e}; check that the server runs and the URL's password",
-                    upstream.shown()
-                )));
-            }
-            eprintln!(
-                "lockkit proxy: upstream {} not reachable yet ({e}): starting anyway; clients get \
-                 an error until it is (--require-upstream exits instead)",
-                upstream.shown()
-            );
-        }
-        let shown = upstream.shown().to_string();
-        if let (Some(listen), Some(handle)) = (&args.metrics_listen, metrics) {
-            lockkit_proxy::metrics::show_keys(args.metrics_keys);
-            let token = metrics_token.clone();
-            let addr = lockkit_proxy::metrics::serve_with_token(listen, handle, token)
-                .await
-                .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
-            if !args.quiet {
-                eprintln!("lockkit proxy: metrics at http://{addr}/metrics");
-            }
-        }
-        let options = ProxyOptions::new()
-            .shared_connections(args.shared_connections)
-            .op_timeout(args.op_timeout)
-            .slow_timeout(args.slow_timeout)
-            .drain_timeout(args.drain_timeout)
-            .client_auth(client_auth)
-            .tls(tls)
-            .max_clients(max_clients)
-            .login_timeout(args.login_timeout)
-            .idle_timeout(args.idle_timeout)
-            .query_buffer_limit(args.client_query_buffer_limit)
-            .output_buffer_limit(Some(args.client_output_buffer_limit).filter(|&b| b > 0))
-            .maxmemory_clients(Some(args.maxmemory_clients).filter(|&b| b > 0))
-            .seeds(args.upstream.iter().skip(1).cloned().collect());
-        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            .context("installing the SIGHUP handler")?;
-        let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
+        .context("starting the async runtime")
+}
+
+/// The proxy's options from the flags, with the client login and TLS already read.
+fn proxy_options(
+    args: &ProxyArgs,
+    client_auth: ClientAuth,
+    tls: Option<ListenerTls>,
+    max_clients: usize,
+) -> ProxyOptions {
+    ProxyOptions::new()
+        .shared_connections(args.shared_connections)
+        .op_timeout(args.op_timeout)
+        .slow_timeout(args.slow_timeout)
+        .drain_timeout(args.drain_timeout)
+        .client_auth(client_auth)
+        .tls(tls)
+        .max_clients(max_clients)
+        .login_timeout(args.login_timeout)
+        .idle_timeout(args.idle_timeout)
+        .query_buffer_limit(args.client_query_buffer_limit)
+        .output_buffer_limit(Some(args.client_output_buffer_limit).filter(|&b| b > 0))
+        .maxmemory_clients(Some(args.maxmemory_clients).filter(|&b| b > 0))
+        .seeds(args.upstream.iter().skip(1).cloned().collect())
+}
+
+/// Tries the upstream once at start: a refused login (or `--require-upstream`) is an error,
+/// an unreachable server only a warning (the proxy connects when it can).
+async fn check_upstream(upstream: &Upstream, require: bool) -> anyhow::Result<()> {
+    let Err(e) = upstream.connect().await else {
+        return Ok(());
+    };
+    let refused_login = ["WRONGPASS", "NOAUTH", "invalid password", "AUTH"]
+        .iter()
+        .any(|w| e.to_string().contains(w));
+    if require || refused_login {
+        return Err(exit::unreachable(format!(
+            "upstream {}: {e}; check that the server runs and the URL's password",
+            upstream.shown()
+        )));
+    }
+    eprintln!(
+        "lockkit proxy: upstream {} not reachable yet ({e}): starting anyway; clients get \
+         an error until it is (--require-upstream exits instead)",
+        upstream.shown()
+    );
+    Ok(())
+}
+
+/// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
+pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let upstream = parse_upstreams(&args.upstream)?;
+    let client_auth = args.access.client_auth().map_err(exit::bad_input)?;
+    let tls = args.access.listener_tls().map_err(exit::bad_input)?;
+    args.access
+        .check_protected(&args.listen, &client_auth)
+        .map_err(exit::bad_input)?;
+    let live = !args.quiet && std::io::stdout().is_terminal();
+    let mut plugins = load_plugins(&args, live)?;
+    let metrics = set_up_metrics(&args, &mut plugins)?;
+    let (max_clients, threads) = check_limits(&args)?;
+    let runtime = build_runtime(threads)?;
+    let options = proxy_options(&args, client_auth, tls, max_clients);
+    runtime.block_on(serve(args, upstream, plugins, options, metrics))
+}
+
+/// Inside the runtime: checks the upstream, serves `/metrics`, starts the proxy (and its
+/// snapshots and SIGHUP reloads), waits for the stop, and writes the plugins' reports.
+async fn serve(
+    args: ProxyArgs,
+    upstream: Upstream,
+    plugins: Vec<Arc<dyn Plugin>>,
+    options: ProxyOptions,
+    metrics: Option<MetricsSetup>,
+) -> anyhow::Result<ExitCode> {
+    check_upstream(&upstream, args.require_upstream).await?;
+    let shown = upstream.shown().to_string();
+    if let Some(m) = metrics {
+        lockkit_proxy::metrics::show_keys(args.metrics_keys);
+        let listen = m.listen;
+        let addr = lockkit_proxy::metrics::serve_with_token(&listen, m.handle, m.token)
             .await
-            .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;
-        crate::proxy_ops::reload_on_sighup(hup, args.access.clone(), proxy.shared().clone());
+            .map_err(|e| exit::bad_input(format!("--metrics-listen {listen}: {e}")))?;
         if !args.quiet {
-            eprintln!(
-                "lockkit proxy: listening on {} -> {shown} (Ctrl-C stops and writes the reports)",
-                proxy.addr()
-            );
+            eprintln!("lockkit proxy: metrics at http://{addr}/metrics");
         }
-        let files = ReportFiles::new(&args.out);
-        let snapshots =
-            (!args.snapshot_every.is_zero() && !proxy.plugins().is_empty()).then(|| {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let task =
-                    snapshot::every(args.snapshot_every, proxy.reporter(), files.clone(), rx);
-                (tx, tokio::spawn(task))
-            });
-        let how = wait_for_stop(args.duration).await;
-        if let Some((tx, task)) = snapshots {
-            let _ = tx.send(());
-            let _ = task.await;
-        }
-        let plugins: Vec<Arc<dyn Plugin>> = proxy.plugins().to_vec();
-        let ctx = proxy.stop().await;
-        let reports = Proxy::reports(&plugins, &ctx);
-        for path in files.write(&reports)? {
-            println!("wrote {}", path.display());
-        }
-        Ok(match how {
-            Stopped::CtrlC => ExitCode::from(exit::INTERRUPTED),
-            Stopped::Duration | Stopped::Term => ExitCode::SUCCESS,
-        })
+    }
+    let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("installing the SIGHUP handler")?;
+    let proxy = Proxy::start_with(&args.listen, upstream, plugins, options)
+        .await
+        .map_err(|e| exit::bad_input(format!("--listen {}: {e}", args.listen)))?;
+    crate::proxy_ops::reload_on_sighup(hup, args.access.clone(), proxy.shared().clone());
+    if !args.quiet {
+        eprintln!(
+            "lockkit proxy: listening on {} -> {shown} (Ctrl-C stops and writes the reports)",
+            proxy.addr()
+        );
+    }
+    let files = ReportFiles::new(&args.out);
+    let snapshots = (!args.snapshot_every.is_zero() && !proxy.plugins().is_empty()).then(|| {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = snapshot::every(args.snapshot_every, proxy.reporter(), files.clone(), rx);
+        (tx, tokio::spawn(task))
+    });
+    let how = wait_for_stop(args.duration).await;
+    if let Some((tx, task)) = snapshots {
+        let _ = tx.send(());
+        let _ = task.await;
+    }
+    let plugins: Vec<Arc<dyn Plugin>> = proxy.plugins().to_vec();
+    let ctx = proxy.stop().await;
+    let reports = Proxy::reports(&plugins, &ctx);
+    for path in files.write(&reports)? {
+        println!("wrote {}", path.display());
+    }
+    Ok(match how {
+        Stopped::CtrlC => ExitCode::from(exit::INTERRUPTED),
+        Stopped::Duration | Stopped::Term => ExitCode::SUCCESS,
     })
 }

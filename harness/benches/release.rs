@@ -3,6 +3,9 @@
 //!
 //! `cargo bench -p lockkit-harness --bench release`
 
+// `criterion_group!` defines a public function it gives no doc.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lockkit_harness::{Harness, Reply};
 

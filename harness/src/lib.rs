@@ -44,7 +44,6 @@
 //!   answer BUSY until `SCRIPT KILL` (the `serve` server answers BUSY and SCRIPT KILL, and
 //!   stops the script at its own longer limit).
 
-#![warn(missing_docs)]
 // The engine: Redis's scripting environment, its commands and its keyspace.
 mod bignum;
 mod command_stats;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use lockkit::{ClientOptions, LockClient, Redlock, RedlockOptions, ScriptMode};
 use lockkit_redis_proc::{RedisServer, ServerOptions};
+use redis::aio::MultiplexedConnection;
 use tokio::sync::watch;
 
 use crate::config::{BenchConfig, Primitive};
@@ -90,9 +91,6 @@ pub fn bench_with(
     Ok(Outcome { runs })
 }
 
-/// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
-/// there (an ACL limited to other keys or commands) fails at once with one line, instead of a
-/// whole run of errors and a report of nothing. Retryable errors are left to the run to count.
 /// How waiters wait, for the report's `target.wait`: `notify`, `poll`, `poll (why)`; with
 /// `--wait fair`, `fair` (woken by the release naming the next in line) or `fair, polling (why)`.
 fn wait_label(
@@ -108,6 +106,9 @@ fn wait_label(
     }
 }
 
+/// Takes and frees one lock on the key prefix before measuring, so a user who may not lock
+/// there (an ACL limited to other keys or commands) fails at once with one line, instead of a
+/// whole run of errors and a report of nothing. Retryable errors are left to the run to count.
 async fn preflight<L: Locker>(locker: &L, args: &BenchConfig, target: &str) -> anyhow::Result<()> {
     let key = format!("{}preflight", args.key_prefix);
     let refused = |e: lockkit::Error| {
@@ -204,30 +205,113 @@ pub async fn run_async_with(
     result
 }
 
+/// Starts `args.nodes` throwaway redis-servers (no `--url` and no `REDIS_URL`), adding their
+/// URLs to `urls`, and says so unless `--quiet`.
+fn start_throwaway_servers(
+    args: &BenchConfig,
+    urls: &mut Vec<String>,
+) -> anyhow::Result<Vec<RedisServer>> {
+    let mut servers = Vec::new();
+    for _ in 0..args.nodes {
+        let server = RedisServer::try_start(ServerOptions::default())
+            .map_err(|e| anyhow::anyhow!("{e}"))
+            .context("no --url and no REDIS_URL: starting a throwaway redis-server")?;
+        urls.push(server.url());
+        servers.push(server);
+    }
+    if !args.quiet {
+        let ports: Vec<String> = servers.iter().map(|s| s.port().to_string()).collect();
+        eprintln!(
+            "no --url: started {} throwaway redis-server{} on 127.0.0.1:{} (stopped when the run ends)",
+            servers.len(),
+            if servers.len() > 1 { "s (Redlock)" } else { "" },
+            ports.join(",")
+        );
+    }
+    Ok(servers)
+}
+
+/// One INFO connection per node that answers, and the index of the first that did. One node
+/// must answer; of several (Redlock), a quorum: a node that is down now is what Redlock is
+/// for, so the run starts while a quorum answers and warns of the others.
+async fn info_connections(urls: &[String]) -> anyhow::Result<(Vec<MultiplexedConnection>, usize)> {
+    if urls.len() == 1 {
+        return Ok((vec![target::info_connection(&urls[0]).await?], 0));
+    }
+    let mut info_conns = Vec::with_capacity(urls.len());
+    let mut first_reachable = None;
+    let mut down = Vec::new();
+    for (i, u) in urls.iter().enumerate() {
+        match target::info_connection(u).await {
+            Ok(c) => {
+                info_conns.push(c);
+                first_reachable.get_or_insert(i);
+            }
+            Err(e) => down.push(format!("{e:#}")),
+        }
+    }
+    let quorum = lockkit::quorum_of(urls.len());
+    if info_conns.len() < quorum {
+        return Err(exit::unreachable(format!(
+            "only {} of {} Redlock nodes answer, a quorum needs {quorum}: {}",
+            info_conns.len(),
+            urls.len(),
+            down.join("; ")
+        )));
+    }
+    for d in &down {
+        eprintln!("warning: Redlock node down at start (the run goes on with a quorum): {d}");
+    }
+    Ok((info_conns, first_reachable.unwrap_or(0)))
+}
+
+/// What stops a run: Ctrl-C sets `interrupted` and sends `true` on `rx`.
+struct StopSignal {
+    rx: watch::Receiver<bool>,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl StopSignal {
+    /// Listens for Ctrl-C from now on.
+    fn on_ctrl_c() -> Self {
+        let (stop_tx, rx) = watch::channel(false);
+        let interrupted = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&interrupted);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                flag.store(true, Ordering::SeqCst);
+                let _ = stop_tx.send(true);
+            }
+        });
+        StopSignal { rx, interrupted }
+    }
+
+    /// Whether Ctrl-C came.
+    fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// A receiver that sees only stops from now on.
+    fn fresh_rx(&self) -> watch::Receiver<bool> {
+        let mut rx = self.rx.clone();
+        rx.mark_unchanged();
+        rx
+    }
+}
+
+/// A measured run's report and interval logs, and its script mode.
+type ModeRun = (Report, Vec<IntervalLog>, ScriptMode);
+
 async fn bench_into(
     args: BenchConfig,
     mut urls: Vec<String>,
     network: Option<Arc<dyn NetworkFaultInjector>>,
 ) -> anyhow::Result<Vec<RunResult>> {
-    let mut servers = Vec::new();
-    if urls.is_empty() {
-        for _ in 0..args.nodes {
-            let server = RedisServer::try_start(ServerOptions::default())
-                .map_err(|e| anyhow::anyhow!("{e}"))
-                .context("no --url and no REDIS_URL: starting a throwaway redis-server")?;
-            urls.push(server.url());
-            servers.push(server);
-        }
-        if !args.quiet {
-            let ports: Vec<String> = servers.iter().map(|s| s.port().to_string()).collect();
-            eprintln!(
-                "no --url: started {} throwaway redis-server{} on 127.0.0.1:{} (stopped when the run ends)",
-                servers.len(),
-                if servers.len() > 1 { "s (Redlock)" } else { "" },
-                ports.join(",")
-            );
-        }
-    }
+    let servers = if urls.is_empty() {
+        start_throwaway_servers(&args, &mut urls)?
+    } else {
+        Vec::new()
+    };
     if urls.len() > 1 && args.ceiling {
         return Err(exit::bad_input(
             "--ceiling measures one server; drop it or use a single server",
@@ -239,44 +323,13 @@ async fn bench_into(
         .map(|u| lockkit::redact_url(u))
         .collect::<Vec<_>>()
         .join(",");
-    let mut info_conns = Vec::with_capacity(urls.len());
-    let mut first_reachable = None;
-    if urls.len() == 1 {
-        info_conns.push(target::info_connection(&urls[0]).await?);
-        first_reachable = Some(0);
-    } else {
-        // Redlock: a node that is down now is what Redlock is for; start while a quorum answers.
-        let mut down = Vec::new();
-        for (i, u) in urls.iter().enumerate() {
-            match target::info_connection(u).await {
-                Ok(c) => {
-                    info_conns.push(c);
-                    first_reachable.get_or_insert(i);
-                }
-                Err(e) => down.push(format!("{e:#}")),
-            }
-        }
-        let quorum = lockkit::quorum_of(urls.len());
-        if info_conns.len() < quorum {
-            return Err(exit::unreachable(format!(
-                "only {} of {} Redlock nodes answer, a quorum needs {quorum}: {}",
-                info_conns.len(),
-                urls.len(),
-                down.join("; ")
-            )));
-        }
-        for d in &down {
-            eprintln!("warning: Redlock node down at start (the run goes on with a quorum): {d}");
-        }
-    }
-    let first = first_reachable.unwrap_or(0);
+    let (mut info_conns, first) = info_connections(&urls).await?;
     let info = target::server_info(&mut info_conns[0]).await.map_err(|e| {
         exit::unreachable(format!(
             "connecting to {}: {e:#}",
             lockkit::redact_url(&urls[first])
         ))
     })?;
-    let url = urls[0].clone();
     let net_path = start_network_faults(&args, &info, &urls, network).await?;
     // The lock clients go through the network faults; INFO, CLIENT KILL and the ceiling do not.
     let lock_urls = net_path.as_ref().map_or_else(|| urls.clone(), |p| p.urls());
@@ -284,37 +337,14 @@ async fn bench_into(
         servers: Arc::new(Mutex::new(servers)),
         urls: urls.clone(),
     });
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let (stop_tx, interrupted) = (stop_tx.clone(), Arc::clone(&interrupted));
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, Ordering::SeqCst);
-                let _ = stop_tx.send(true);
-            }
-        });
-    }
-
+    let stop = StopSignal::on_ctrl_c();
     let (date, stamp) = report::utc_now();
     let modes = args.script_mode.modes();
     let mut runs = Vec::new();
     for mode in &modes {
-        if interrupted.load(Ordering::SeqCst) {
+        if stop.interrupted() {
             break;
         }
-        let opts = ClientOptions::new()
-            .connections(args.connections as usize)
-            .script_mode(*mode)
-            .wait(args.wait.mode());
-        let connect_err = |e: lockkit::Error| {
-            let mut msg = throwaway_hint(connect_hint(&e.to_string()));
-            if *mode == ScriptMode::Function {
-                msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
-            }
-            lock_failure(&e, format!("connecting to {redacted}: {msg}"))
-        };
         let mut run = BenchRun {
             args: &args,
             info: &info,
@@ -327,82 +357,15 @@ async fn bench_into(
             network: net_path.as_deref(),
             wait: String::new(),
         };
-        let mut rx = stop_rx.clone();
-        rx.mark_unchanged();
-        let (report, logs) = if urls.len() == 1 {
-            let client = LockClient::connect_with(&lock_urls[0], opts)
-                .await
-                .map_err(connect_err)?;
-            preflight(&client, &args, &redacted).await?;
-            run.wait = wait_label(args.wait, client.wait_mode());
-            match args.primitive {
-                Primitive::Mutex => {
-                    let fenced = args.fencing.then(|| Fencer::Mutex(client.clone()));
-                    run.execute(client, fenced, None, &mut info_conns, rx, &interrupted)
-                        .await?
-                }
-                Primitive::Semaphore => {
-                    let permits = u32::try_from(args.permits).unwrap_or(u32::MAX);
-                    let sem = lockkit::Semaphore::new(client, permits)
-                        .map_err(lockkit_report::exit::bad_input)?;
-                    let fenced = args.fencing.then(|| Fencer::Semaphore(sem.clone()));
-                    run.execute(sem, fenced, None, &mut info_conns, rx, &interrupted)
-                        .await?
-                }
-                Primitive::Rwlock => {
-                    let rw = lockkit::RwLock::new(client.clone());
-                    let fenced = args.fencing.then_some(Fencer::RwLock);
-                    run.execute(client, fenced, Some(rw), &mut info_conns, rx, &interrupted)
-                        .await?
-                }
-            }
-        } else {
-            // Servers this run started itself hold no lock from before: the delayed-restart rule
-            // would only refuse them for a TTL after start. Servers given with --url keep it.
-            let rl_opts = RedlockOptions::new()
-                .client(opts)
-                .node_timeout(args.node_timeout)
-                .restart_rule(!throwaway)
-                .longest_ttl(args.ttl);
-            let redlock = Redlock::connect_with(&lock_urls, rl_opts)
-                .await
-                .map_err(connect_err)?;
-            wait_for_fresh_nodes(&redlock, &args, stop_rx.clone()).await;
-            preflight(&redlock, &args, &redacted).await?;
-            run.wait = match args.wait.is_fair() {
-                true => "poll (redlock; fair unavailable: no queue across independent nodes)"
-                    .to_string(),
-                false => "poll (redlock)".to_string(),
-            };
-            // --fencing with several nodes was refused by BenchConfig::validate.
-            run.execute(redlock, None, None, &mut info_conns, rx, &interrupted)
-                .await?
-        };
+        let (report, logs) = run_mode(&mut run, &lock_urls, &mut info_conns, &stop).await?;
         runs.push((report, logs, *mode));
     }
     if let Some(path) = net_path {
         path.close().await;
     }
-
-    if args.ceiling && !interrupted.load(Ordering::SeqCst) {
-        if !args.quiet {
-            eprintln!("measuring the server's ceiling with redis-benchmark -P 16 ...");
-        }
-        if let Some((report, _, _)) = runs.first_mut() {
-            // One measurement serves every mode of this run.
-            let c = crate::ceiling::measure(&url, report.throughput.cycles_per_s).await?;
-            report.ceiling = Some(c);
-        }
-        let first = runs.first().and_then(|r| r.0.ceiling.clone());
-        if let Some(c) = first {
-            for (report, _, _) in &mut runs {
-                let mut c = c.clone();
-                c.ratio = round3(report.throughput.cycles_per_s / c.ceiling_cycles_per_s);
-                report.ceiling = Some(c);
-            }
-        }
+    if args.ceiling && !stop.interrupted() {
+        add_ceiling(&args, &urls[0], &mut runs).await?;
     }
-
     let mut results = Vec::new();
     for (report, logs, mode) in runs {
         let suffix = if modes.len() > 1 { mode.name() } else { "" };
@@ -412,6 +375,104 @@ async fn bench_into(
         print_comparison(&results);
     }
     Ok(results)
+}
+
+/// Measures one script mode: connects its client (one node) or Redlock (several) through
+/// `lock_urls`, checks that it may lock, and runs the workload with the primitive asked for.
+async fn run_mode(
+    run: &mut BenchRun<'_>,
+    lock_urls: &[String],
+    info_conns: &mut [MultiplexedConnection],
+    stop: &StopSignal,
+) -> anyhow::Result<(Report, Vec<IntervalLog>)> {
+    let args = run.args;
+    let mode = run.mode;
+    let opts = ClientOptions::new()
+        .connections(args.connections as usize)
+        .script_mode(mode)
+        .wait(args.wait.mode());
+    let redacted = run.redacted;
+    let connect_err = |e: lockkit::Error| {
+        let mut msg = throwaway_hint(connect_hint(&e.to_string()));
+        if mode == ScriptMode::Function {
+            msg.push_str(" (--script-mode fcall needs Redis 7 or later)");
+        }
+        lock_failure(&e, format!("connecting to {redacted}: {msg}"))
+    };
+    let rx = stop.fresh_rx();
+    let interrupted = &stop.interrupted;
+    if lock_urls.len() > 1 {
+        // Servers this run started itself hold no lock from before: the delayed-restart rule
+        // would only refuse them for a TTL after start. Servers given with --url keep it.
+        let rl_opts = RedlockOptions::new()
+            .client(opts)
+            .node_timeout(args.node_timeout)
+            .restart_rule(!run.throwaway)
+            .longest_ttl(args.ttl);
+        let redlock = Redlock::connect_with(lock_urls, rl_opts)
+            .await
+            .map_err(connect_err)?;
+        wait_for_fresh_nodes(&redlock, args, stop.rx.clone()).await;
+        preflight(&redlock, args, redacted).await?;
+        run.wait = match args.wait.is_fair() {
+            true => {
+                "poll (redlock; fair unavailable: no queue across independent nodes)".to_string()
+            }
+            false => "poll (redlock)".to_string(),
+        };
+        // --fencing with several nodes was refused by BenchConfig::validate.
+        return run
+            .execute(redlock, None, None, info_conns, rx, interrupted)
+            .await;
+    }
+    let client = LockClient::connect_with(&lock_urls[0], opts)
+        .await
+        .map_err(connect_err)?;
+    preflight(&client, args, redacted).await?;
+    run.wait = wait_label(args.wait, client.wait_mode());
+    match args.primitive {
+        Primitive::Mutex => {
+            let fenced = args.fencing.then(|| Fencer::Mutex(client.clone()));
+            run.execute(client, fenced, None, info_conns, rx, interrupted)
+                .await
+        }
+        Primitive::Semaphore => {
+            let permits = u32::try_from(args.permits).unwrap_or(u32::MAX);
+            let sem = lockkit::Semaphore::new(client, permits)
+                .map_err(lockkit_report::exit::bad_input)?;
+            let fenced = args.fencing.then(|| Fencer::Semaphore(sem.clone()));
+            run.execute(sem, fenced, None, info_conns, rx, interrupted)
+                .await
+        }
+        Primitive::Rwlock => {
+            let rw = lockkit::RwLock::new(client.clone());
+            let fenced = args.fencing.then_some(Fencer::RwLock);
+            run.execute(client, fenced, Some(rw), info_conns, rx, interrupted)
+                .await
+        }
+    }
+}
+
+/// `--ceiling`: measures the server at `url` once with redis-benchmark and gives every run the
+/// ceiling and its own ratio to it.
+async fn add_ceiling(args: &BenchConfig, url: &str, runs: &mut [ModeRun]) -> anyhow::Result<()> {
+    if !args.quiet {
+        eprintln!("measuring the server's ceiling with redis-benchmark -P 16 ...");
+    }
+    if let Some((report, _, _)) = runs.first_mut() {
+        // One measurement serves every mode of this run.
+        let c = crate::ceiling::measure(url, report.throughput.cycles_per_s).await?;
+        report.ceiling = Some(c);
+    }
+    let first = runs.first().and_then(|r| r.0.ceiling.clone());
+    if let Some(c) = first {
+        for (report, _, _) in runs.iter_mut() {
+            let mut c = c.clone();
+            c.ratio = round3(report.throughput.cycles_per_s / c.ceiling_cycles_per_s);
+            report.ceiling = Some(c);
+        }
+    }
+    Ok(())
 }
 
 /// Puts the network faults of `--faults` (if any) between the lock clients and `urls`.

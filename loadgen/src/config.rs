@@ -291,6 +291,18 @@ pub const MAX_KEYS: u64 = 100_000_000;
 impl BenchConfig {
     /// Checks the options against each other; the error names the flag and the fix.
     pub fn validate(&self) -> Result<(), String> {
+        self.check_run_length()?;
+        self.check_sizes()?;
+        self.check_batch()?;
+        self.check_primitive()?;
+        self.check_fencing()?;
+        self.check_timing()?;
+        self.check_output()?;
+        Ok(())
+    }
+
+    /// Checks the TTL, the duration and the open loop's rate.
+    fn check_run_length(&self) -> Result<(), String> {
         if self.ttl < Duration::from_millis(3) {
             return Err(
                 "--ttl must be at least 3 ms (Redis counts whole ms and 2 ms go to the drift allowance); try --ttl 5s"
@@ -312,6 +324,11 @@ impl BenchConfig {
                     .into(),
             );
         }
+        Ok(())
+    }
+
+    /// Checks clients, connections, nodes, threads, keys and the batch size, each in its range.
+    fn check_sizes(&self) -> Result<(), String> {
         if self.clients == 0 || self.clients > 10_000 {
             return Err("--clients must be between 1 and 10k".into());
         }
@@ -333,6 +350,11 @@ impl BenchConfig {
         if self.batch == 0 || self.batch > 10_000 {
             return Err("--batch must be between 1 and 10k".into());
         }
+        Ok(())
+    }
+
+    /// Checks what a batch of several locks does not combine with.
+    fn check_batch(&self) -> Result<(), String> {
         if self.batch > 1 && self.key_dist == KeyDist::Hot {
             return Err("--batch > 1 needs several keys; use --key-dist uniform or zipf".into());
         }
@@ -352,6 +374,11 @@ impl BenchConfig {
                     .into(),
             );
         }
+        Ok(())
+    }
+
+    /// Checks the primitive (one server for a semaphore or read-write lock), its permits and read ratio.
+    fn check_primitive(&self) -> Result<(), String> {
         if self.primitive != Primitive::Mutex {
             let name = self.primitive.name();
             if self.nodes > 1 || self.urls.len() > 1 {
@@ -373,6 +400,11 @@ impl BenchConfig {
                 "--read-ratio is a share of the cycles, from 0 to 1; try --read-ratio 0.9".into(),
             );
         }
+        Ok(())
+    }
+
+    /// Checks what fencing needs: one server, no fair queue, keys that holders share.
+    fn check_fencing(&self) -> Result<(), String> {
         if self.fencing && (self.nodes > 1 || self.urls.len() > 1) {
             return Err(
                 "--fencing needs one server: Redlock cannot issue fencing tokens (independent nodes share no counter); drop --fencing or use one --url"
@@ -391,6 +423,11 @@ impl BenchConfig {
                     .into(),
             );
         }
+        Ok(())
+    }
+
+    /// Checks the node timeout, the retry deadline and delay, extends and the safety factor.
+    fn check_timing(&self) -> Result<(), String> {
         if self.node_timeout.is_zero() {
             return Err("--node-timeout must be greater than zero; try --node-timeout 50ms".into());
         }
@@ -406,6 +443,11 @@ impl BenchConfig {
         if !(self.safety_factor >= 1.0 && self.safety_factor.is_finite()) {
             return Err("--safety-factor must be at least 1".into());
         }
+        Ok(())
+    }
+
+    /// Checks the key prefix and the JSON path.
+    fn check_output(&self) -> Result<(), String> {
         if self.key_prefix.is_empty() {
             return Err("--key-prefix must not be empty".into());
         }

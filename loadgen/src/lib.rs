@@ -44,8 +44,6 @@
 //! - Several `--url` run [`lockkit::Redlock`] through the same [`lockkit::Locker`] trait; its
 //!   batches (`--batch`) are sequential rounds, not one pipelined round trip.
 
-#![warn(missing_docs)]
-
 pub mod bench;
 pub mod ceiling;
 pub mod checker;

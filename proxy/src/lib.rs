@@ -94,8 +94,6 @@
 //!   that need a connection of the client's own (transactions, blocking commands, pub/sub)
 //!   are refused.
 
-#![warn(missing_docs)]
-
 mod auth;
 mod client;
 mod cluster;

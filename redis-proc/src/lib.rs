@@ -30,8 +30,6 @@
 //! The `start*` helpers meant for tests panic with the server's log when it cannot start;
 //! [`RedisServer::try_start`] returns the error instead (used by the CLI).
 
-#![warn(missing_docs)]
-
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};

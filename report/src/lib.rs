@@ -21,8 +21,6 @@
 //! assert_eq!(format_duration(d), "250.0ms");
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod bench;
 pub mod exit;
 pub mod faults;

@@ -18,7 +18,8 @@
 //! - [`request`]: the reader, its limits and its errors;
 //! - [`inline`]: inline requests split into words (`sdssplitargs`);
 //! - [`number`]: numbers as Redis reads them (`string2ll`, and C's `strtod`/`strtol`/`atoi`);
-//! - [`errors`]: the command-level error texts every server and proxy of ours answers alike.
+//! - [`errors`]: the command-level error texts every server and proxy of ours answers alike;
+//! - [`slot`]: Redis Cluster's hash slot of a key (CRC16 and hash tags), for every router of ours.
 //!
 //! ```
 //! use lockkit_resp::{ProtocolError, RequestParser};
@@ -31,5 +32,6 @@ pub mod errors;
 pub mod inline;
 pub mod number;
 pub mod request;
+pub mod slot;
 
 pub use request::{write_multibulk, ProtocolError, Request, RequestLimits, RequestParser};

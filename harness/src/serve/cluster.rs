@@ -10,32 +10,12 @@
 
 use std::sync::Arc;
 
+use lockkit_resp::slot::key_slot;
+
 use crate::reply::Reply;
 
 /// Redis Cluster's hash slots.
-const SLOTS: u32 = 16384;
-
-/// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of the key, or of the part inside its
-/// first non-empty `{...}`, modulo 16,384.
-pub(crate) fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        let len = rest.iter().position(|&b| b == b'}')?;
-        (len > 0).then(|| &rest[..len])
-    });
-    let mut crc: u16 = 0;
-    for &byte in tagged.unwrap_or(key) {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 == 0 {
-                crc << 1
-            } else {
-                (crc << 1) ^ 0x1021
-            };
-        }
-    }
-    (u32::from(crc) % SLOTS) as u16
-}
+const SLOTS: u32 = lockkit_resp::slot::SLOTS as u32;
 
 /// One master of the face.
 #[derive(Debug)]
@@ -314,16 +294,6 @@ impl ClusterPort {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slots_follow_the_cluster_spec() {
-        // The spec's check value: CRC16 of "123456789" is 0x31C3.
-        assert_eq!(key_slot(b"123456789"), 0x31C3);
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"{user}a"), key_slot(b"user"));
-        // An empty tag hashes the whole key: {user1000} in the second is not the tag.
-        assert_eq!(key_slot(b"{}{user1000}"), 11203);
-    }
 
     #[test]
     fn three_masters_split_as_redis_cli_does() {

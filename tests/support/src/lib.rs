@@ -5,8 +5,6 @@
 //! too, while this one holds what only tests need, such as [`DelayRelay`], a slow network
 //! between a client and a real server. Nothing here is a dependency of the `lockkit` binary.
 
-#![warn(missing_docs)]
-
 mod python;
 mod relay;
 
