@@ -23,6 +23,9 @@ pub(super) struct ObserveState {
     index: FnvHashMap<String, usize>,
     pub(super) held: FnvHashMap<Vec<u8>, HeldLock>,
     pub(super) scripts: FnvHashMap<String, ScriptKind>,
+    /// Told of each hold timed (pattern, hold): the metrics' `lockkit_proxy_lock_hold_seconds`,
+    /// set by [`super::Observe::new`] (this file stays below the metrics).
+    pub(super) on_hold: Option<fn(&str, Duration)>,
 }
 
 #[derive(Debug)]
@@ -146,7 +149,9 @@ impl ObserveState {
             if let Some(h) = self.held.remove(key) {
                 let hold = sent.saturating_duration_since(h.since);
                 let _ = self.patterns[i].hold.record(micros(hold));
-                crate::metrics::lock_held(&self.patterns[i].pattern, hold);
+                if let Some(on_hold) = self.on_hold {
+                    on_hold(&self.patterns[i].pattern, hold);
+                }
             }
         }
         let s = &mut self.patterns[i];
