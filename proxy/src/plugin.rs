@@ -94,6 +94,12 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// The built-in command metrics, when this is them: the proxy then does not route commands
+    /// to it; each connection counts and times its commands itself, in batches.
+    fn command_metrics(&self) -> Option<&crate::metrics::CommandMetrics> {
+        None
+    }
+
     /// Called for each declared command before it is forwarded.
     fn on_command(&self, _conn: &ConnInfo, _cmd: &PluginCommand<'_>) -> Action {
         Action::Pass

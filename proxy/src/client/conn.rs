@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::time::Sleep;
 
 use super::login::Login;
+use super::metered::ConnMetrics;
 use super::owed::{Owed, OwedReply};
 use super::setup::Setup;
 use crate::plugin::ConnInfo;
@@ -119,6 +120,8 @@ pub(crate) struct ClientConn {
     pub(crate) resp: RespVersion,
     /// Room to re-encode a request that is not forwarded as read.
     pub(crate) scratch: Vec<u8>,
+    /// The command metrics, counted and timed here (`--metrics-listen`).
+    pub(crate) metered: Option<ConnMetrics>,
 }
 
 /// Serves one client until it or the upstream server closes, or `stop` fires: then it drains
@@ -237,6 +240,7 @@ impl ClientConn {
     fn new(shared: Arc<ProxyShared>, info: ConnInfo) -> ClientConn {
         ClientConn {
             login: Login::new(&shared.client_auth()),
+            metered: shared.command_metrics().map(|_| ConnMetrics::default()),
             shared,
             info,
             parser: RequestParser::default(),
@@ -358,7 +362,9 @@ impl ClientConn {
         let mut out = Vec::new();
         for slot in self.owed.drain() {
             match slot {
-                OwedReply::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
+                OwedReply::Plain(n) | OwedReply::Timed { n, .. } => {
+                    (0..n).for_each(|_| out.extend_from_slice(&e));
+                }
                 OwedReply::Swallow(_) => {}
                 OwedReply::Local(bytes) => out.extend_from_slice(&bytes),
                 OwedReply::Unpair | OwedReply::Close => break,
