@@ -74,6 +74,14 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl ObserveState {
+    /// Empty; `on_hold` told of each hold timed.
+    pub(super) fn new(on_hold: fn(&str, Duration)) -> Self {
+        ObserveState {
+            on_hold: Some(on_hold),
+            ..ObserveState::default()
+        }
+    }
+
     pub(super) fn pattern_of(&mut self, key: &[u8]) -> usize {
         let mut p = fold_key(key);
         if !self.index.contains_key(&p) && self.patterns.len() >= MAX_PATTERNS {

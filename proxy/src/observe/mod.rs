@@ -115,10 +115,7 @@ impl Observe {
         let top =
             (options.top > 0).then(|| Mutex::new(top::Top::new(options.top, window, started)));
         Observe {
-            state: Mutex::new(ObserveState {
-                on_hold: Some(crate::metrics::lock_held),
-                ..ObserveState::default()
-            }),
+            state: Mutex::new(ObserveState::new(crate::metrics::lock_held)),
             options,
             started,
             top,
