@@ -422,7 +422,7 @@ pub(crate) fn lock_held(pattern: &str, hold: Duration) {
 
 /// The built-in plugin behind `lockkit_proxy_commands_total` and
 /// `lockkit_proxy_command_duration_seconds`. The proxy does not run it as hooks
-/// ([`Plugin::command_metrics`]): each connection counts its commands and times their replies
+/// ([`Plugin::counts_commands`]): each connection counts its commands and times their replies
 /// itself, with the handles this gives it, and hands them over in batches (counts once per
 /// read from the client, durations once per read from upstream, timed from the read that
 /// brought the command to the read that brought its reply).
@@ -485,8 +485,12 @@ impl Plugin for CommandMetrics {
 
     /// Each connection counts and times its commands itself, in batches, rather than through
     /// the hooks below (which stay, for a caller that drives the plugin directly).
-    fn command_metrics(&self) -> Option<&CommandMetrics> {
-        Some(self)
+    fn counts_commands(&self) -> bool {
+        true
+    }
+
+    fn command_handles(&self, name: &str) -> Option<(Counter, Histogram)> {
+        Some(self.handles(name))
     }
 
     fn on_command(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>) -> crate::Action {

@@ -94,9 +94,16 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         true
     }
 
-    /// The built-in command metrics, when this is them: the proxy then does not route commands
-    /// to it; each connection counts and times its commands itself, in batches.
-    fn command_metrics(&self) -> Option<&crate::metrics::CommandMetrics> {
+    /// Whether this is the built-in command metrics: the proxy then does not route commands to
+    /// it; each connection counts and times its commands itself, in batches, with the handles
+    /// of [`Plugin::command_handles`].
+    fn counts_commands(&self) -> bool {
+        false
+    }
+
+    /// The recorder's counter and histogram of command `name`, when
+    /// [`Plugin::counts_commands`].
+    fn command_handles(&self, _name: &str) -> Option<(::metrics::Counter, ::metrics::Histogram)> {
         None
     }
 

@@ -11,7 +11,7 @@ use std::time::Instant;
 use ::metrics::{Counter, Histogram};
 use fnv::FnvHashMap;
 
-use crate::metrics::CommandMetrics;
+use crate::plugin::Plugin;
 
 /// Names outside Redis's table a connection gives a label of their own before they share the
 /// first one's handles (the recorder bounds the labels again, `other` past its limit).
@@ -47,7 +47,7 @@ impl ConnMetrics {
     /// counted once more.
     pub(crate) fn command(
         &mut self,
-        metrics: &CommandMetrics,
+        metrics: &dyn Plugin,
         name: Option<&'static str>,
         raw: &[u8],
     ) -> u16 {
@@ -60,7 +60,7 @@ impl ConnMetrics {
         label
     }
 
-    fn known_label(&mut self, metrics: &CommandMetrics, name: &'static str) -> u16 {
+    fn known_label(&mut self, metrics: &dyn Plugin, name: &'static str) -> u16 {
         if let Some((n, l)) = self.last {
             if std::ptr::eq(n, name) {
                 return l;
@@ -78,7 +78,7 @@ impl ConnMetrics {
         l
     }
 
-    fn unknown_label(&mut self, metrics: &CommandMetrics, raw: &[u8]) -> u16 {
+    fn unknown_label(&mut self, metrics: &dyn Plugin, raw: &[u8]) -> u16 {
         let name = String::from_utf8_lossy(raw);
         if let Some(&l) = self.unknown.get(name.as_ref()) {
             return l;
@@ -99,8 +99,10 @@ impl ConnMetrics {
         l
     }
 
-    fn add(&mut self, metrics: &CommandMetrics, name: &str) -> u16 {
-        let (counter, histogram) = metrics.handles(name);
+    fn add(&mut self, metrics: &dyn Plugin, name: &str) -> u16 {
+        let (counter, histogram) = metrics
+            .command_handles(name)
+            .unwrap_or_else(|| (Counter::noop(), Histogram::noop()));
         self.labels.push(Label {
             counter,
             histogram,
@@ -150,14 +152,14 @@ mod tests {
 
     #[test]
     fn a_pipeline_of_one_command_is_one_label_and_one_batch_of_replies() {
-        let metrics = CommandMetrics::default();
+        let metrics = crate::metrics::CommandMetrics::default();
         let mut m = ConnMetrics::default();
         let sent = Instant::now();
-        let get = m.command(&metrics, Some("GET"), b"GET");
+        let get = m.command(&metrics as &dyn Plugin, Some("GET"), b"GET");
         for _ in 0..15 {
-            assert_eq!(m.command(&metrics, Some("GET"), b"GET"), get);
+            assert_eq!(m.command(&metrics as &dyn Plugin, Some("GET"), b"GET"), get);
         }
-        let set = m.command(&metrics, Some("SET"), b"SET");
+        let set = m.command(&metrics as &dyn Plugin, Some("SET"), b"SET");
         assert_ne!(set, get);
         assert_eq!(m.labels.len(), 2);
         assert_eq!(m.labels[usize::from(get)].commands, 16);
@@ -174,12 +176,16 @@ mod tests {
 
     #[test]
     fn names_outside_the_table_are_bounded() {
-        let metrics = CommandMetrics::default();
+        let metrics = crate::metrics::CommandMetrics::default();
         let mut m = ConnMetrics::default();
         for i in 0..100 {
-            m.command(&metrics, None, format!("MADEUP{i}").as_bytes());
+            m.command(
+                &metrics as &dyn Plugin,
+                None,
+                format!("MADEUP{i}").as_bytes(),
+            );
         }
         assert_eq!(m.labels.len(), MAX_UNKNOWN + 1);
-        assert_eq!(m.command(&metrics, None, b"MADEUP3"), 3);
+        assert_eq!(m.command(&metrics as &dyn Plugin, None, b"MADEUP3"), 3);
     }
 }

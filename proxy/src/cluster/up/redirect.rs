@@ -92,9 +92,7 @@ impl Part {
     /// Cuts the replies to its prefix (`ASKING`, `SCRIPT LOAD`, or `MULTI` and the queued
     /// commands) off the front of `reply`; the first redirection among a transaction's.
     fn drop_prefix_replies(&self, reply: &mut Vec<u8>) -> Option<Redirect> {
-        if self.prefix.is_none() {
-            return None;
-        }
+        self.prefix.as_ref()?;
         let mut queued_redirect = None;
         let mut cut = 0;
         for _ in 0..self.prefix_n {
