@@ -8,7 +8,13 @@ use hdrhistogram::Histogram;
 use lockkit_report::stats::{new_histogram, LatencySummary};
 use lockkit_report::ttl::recommend_observed;
 
-use super::{fold_key, LockPatternReport, ScriptKind, TtlRange, OTHER_PATTERN};
+use lockkit_report::observe::{LockPatternReport, TtlRange};
+
+use super::pattern::fold_key;
+use super::scripts::ScriptKind;
+
+/// The pattern that collects keys past `MAX_PATTERNS` (1,000).
+pub const OTHER_PATTERN: &str = "{other}";
 
 /// Distinct patterns kept; keys of further patterns count under [`OTHER_PATTERN`].
 const MAX_PATTERNS: usize = 1_000;
@@ -24,7 +30,7 @@ pub(super) struct ObserveState {
     pub(super) held: FnvHashMap<Vec<u8>, HeldLock>,
     pub(super) scripts: FnvHashMap<String, ScriptKind>,
     /// Told of each hold timed (pattern, hold): the metrics' `lockkit_proxy_lock_hold_seconds`,
-    /// set by [`super::Observe::new`] (this file stays below the metrics).
+    /// set by `Observe::new` (this file stays below the metrics).
     pub(super) on_hold: Option<fn(&str, Duration)>,
 }
 

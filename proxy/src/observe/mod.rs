@@ -28,6 +28,7 @@ use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand, ReportCtx};
 use crate::resp::{self, ReplyKind};
 use locks::ObserveState;
 
+pub use locks::OTHER_PATTERN;
 pub use pattern::fold_key;
 pub use scripts::{classify_script, ScriptKind};
 pub use top::{BigValue, HotKey, TopWindow};
@@ -37,9 +38,6 @@ pub use lockkit_report::observe::SCHEMA;
 /// The report's JSON types live beside the code that reads them (`lockkit ttl --observed`,
 /// `lockkit report`).
 pub use lockkit_report::observe::{LockPatternReport, ObserveReport, TtlRange};
-
-/// The pattern that collects keys past 1,000 distinct patterns (`locks.rs`, `MAX_PATTERNS`).
-pub const OTHER_PATTERN: &str = "{other}";
 
 /// Options of `--plugin observe[:ARGS]`.
 #[derive(Debug, Clone, Default)]
