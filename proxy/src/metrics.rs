@@ -8,7 +8,7 @@
 //! | `lockkit_proxy_connections_accepted_total` | counter | | client connections accepted |
 //! | `lockkit_proxy_connections_refused_total` | counter | | client connections that could not be accepted, or failed the listener's TLS handshake |
 //! | `lockkit_proxy_commands_total` | counter | `command` | commands by name |
-//! | `lockkit_proxy_command_duration_seconds` | histogram | `command` | proxy → server → proxy, from forwarding a command to its reply |
+//! | `lockkit_proxy_command_duration_seconds` | histogram | `command` | proxy → server → proxy, from the read that brought the command to the read that brought its reply |
 //! | `lockkit_proxy_upstream_errors_total` | counter | `kind` (`connect`, `timeout`, `lost`) | upstream connections that failed |
 //! | `lockkit_proxy_upstream_reconnects_total` | counter | | shared upstream connections opened again after one failed |
 //! | `lockkit_proxy_clients_closed_for_memory_total` | counter | | clients closed for the replies held for them (output buffer limit, `--maxmemory-clients`, a shared connection left waiting) |
@@ -116,7 +116,7 @@ fn describe() {
     describe_histogram!(
         "lockkit_proxy_command_duration_seconds",
         Unit::Seconds,
-        "From forwarding a command to its reply (proxy to server to proxy), by command"
+        "From reading a command to reading its reply (proxy to server to proxy), by command"
     );
     describe_counter!(
         "lockkit_proxy_upstream_errors_total",
@@ -421,15 +421,25 @@ pub(crate) fn lock_held(pattern: &str, hold: Duration) {
 }
 
 /// The built-in plugin behind `lockkit_proxy_commands_total` and
-/// `lockkit_proxy_command_duration_seconds`: it sees every command and its reply (so with
-/// metrics on, every command's name and the time it was sent are kept until its reply; its
-/// arguments are not, [`Plugin::reply_reads_args`]).
+/// `lockkit_proxy_command_duration_seconds`. The proxy does not run it as hooks
+/// ([`Plugin::counts_commands`]): each connection counts its commands and times their replies
+/// itself, with the handles this gives it, and hands them over in batches (counts once per
+/// read from the client, durations once per read from upstream, timed from the read that
+/// brought the command to the read that brought its reply).
 #[derive(Debug, Default)]
 pub struct CommandMetrics {
     handles: Mutex<FnvHashMap<String, (Counter, Histogram)>>,
 }
 
 impl CommandMetrics {
+    /// The counter and histogram of command `name` (made on its first use): a connection keeps
+    /// them ([`crate::client`]'s per-connection metrics) and looks nothing up per command.
+    pub(crate) fn handles(&self, name: &str) -> (Counter, Histogram) {
+        let mut out = None;
+        self.with_handles(name, |h| out = Some(h.clone()));
+        out.unwrap_or_else(|| unreachable!("with_handles calls its closure"))
+    }
+
     /// Calls `f` with the counter and histogram of command `name` (made on its first use).
     fn with_handles(&self, name: &str, f: impl FnOnce(&(Counter, Histogram))) {
         let mut all = self.handles.lock().unwrap_or_else(PoisonError::into_inner);
@@ -471,6 +481,16 @@ impl Plugin for CommandMetrics {
     /// It times replies by the command's name: nothing else of a command is kept for it.
     fn reply_reads_args(&self) -> bool {
         false
+    }
+
+    /// Each connection counts and times its commands itself, in batches, rather than through
+    /// the hooks below (which stay, for a caller that drives the plugin directly).
+    fn counts_commands(&self) -> bool {
+        true
+    }
+
+    fn command_handles(&self, name: &str) -> Option<(Counter, Histogram)> {
+        Some(self.handles(name))
     }
 
     fn on_command(&self, _conn: &ConnInfo, cmd: &PluginCommand<'_>) -> crate::Action {

@@ -94,6 +94,19 @@ pub trait Plugin: Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// Whether this is the built-in command metrics: the proxy then does not route commands to
+    /// it; each connection counts and times its commands itself, in batches, with the handles
+    /// of [`Plugin::command_handles`].
+    fn counts_commands(&self) -> bool {
+        false
+    }
+
+    /// The recorder's counter and histogram of command `name`, when
+    /// [`Plugin::counts_commands`].
+    fn command_handles(&self, _name: &str) -> Option<(::metrics::Counter, ::metrics::Histogram)> {
+        None
+    }
+
     /// Called for each declared command before it is forwarded.
     fn on_command(&self, _conn: &ConnInfo, _cmd: &PluginCommand<'_>) -> Action {
         Action::Pass

@@ -48,6 +48,8 @@ pub(crate) fn bounded_name(name: &[u8], known: bool, len: usize) -> Vec<u8> {
 pub struct ProxyShared {
     pub(crate) upstream: Upstream,
     pub(crate) plugins: Vec<Arc<dyn Plugin>>,
+    /// The plugin that is the built-in command metrics ([`Plugin::counts_commands`]), if any.
+    command_metrics: Option<usize>,
     /// Upper-case command name → the plugins that declared it, in `--plugin` order.
     routes: FnvHashMap<Vec<u8>, Vec<usize>>,
     /// The plugins that declared `*`.
@@ -91,7 +93,12 @@ impl ProxyShared {
     ) -> ProxyShared {
         let mut routes: FnvHashMap<Vec<u8>, Vec<usize>> = FnvHashMap::default();
         let mut every = Vec::new();
+        let command_metrics = plugins.iter().position(|p| p.counts_commands());
         for (i, p) in plugins.iter().enumerate() {
+            if Some(i) == command_metrics {
+                // Counted and timed by each connection itself.
+                continue;
+            }
             for c in p.commands() {
                 if c == "*" {
                     every.push(i);
@@ -118,6 +125,7 @@ impl ProxyShared {
         });
         ProxyShared {
             plugins,
+            command_metrics,
             routes,
             every,
             commands: Mutex::new(FnvHashMap::default()),
@@ -190,6 +198,11 @@ impl ProxyShared {
         }
         *now = Some(tls);
         Ok(())
+    }
+
+    /// The built-in command metrics, when they are on.
+    pub(crate) fn command_metrics(&self) -> Option<&dyn Plugin> {
+        self.plugins.get(self.command_metrics?).map(|p| &**p)
     }
 
     /// The plugins that want command `name` (upper case).

@@ -3,6 +3,7 @@
 //! operation timeout fires or the proxy stops (then drain: no more commands are read, every
 //! reply owed for those forwarded is passed on).
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,8 +11,10 @@ use fnv::FnvHashMap;
 use lockkit_resp::RequestParser;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
+use tokio::time::Sleep;
 
 use super::login::Login;
+use super::metered::ConnMetrics;
 use super::owed::{Owed, OwedReply};
 use super::setup::Setup;
 use crate::plugin::ConnInfo;
@@ -117,6 +120,8 @@ pub(crate) struct ClientConn {
     pub(crate) resp: RespVersion,
     /// Room to re-encode a request that is not forwarded as read.
     pub(crate) scratch: Vec<u8>,
+    /// The command metrics, counted and timed here (`--metrics-listen`).
+    pub(crate) metered: Option<ConnMetrics>,
 }
 
 /// Serves one client until it or the upstream server closes, or `stop` fires: then it drains
@@ -131,23 +136,7 @@ pub(crate) async fn serve<CR, CW>(
     CR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
 {
-    let mut conn = ClientConn {
-        login: Login::new(&shared.client_auth()),
-        shared,
-        info,
-        parser: RequestParser::default(),
-        owed: Owed::default(),
-        mode: Mode::Paired,
-        held: false,
-        commands: 0,
-        counts: FnvHashMap::default(),
-        last_flush: Instant::now(),
-        owed_since: None,
-        setup: Setup::default(),
-        replies: ReplyControl::default(),
-        resp: RespVersion::Resp2,
-        scratch: Vec::new(),
-    };
+    let mut conn = ClientConn::new(shared, info);
     let mut cbuf: Vec<u8> = Vec::with_capacity(resp::READ_CHUNK);
     let mut ubuf: Vec<u8> = Vec::with_capacity(resp::READ_CHUNK);
     // Made once: a new `changed()` each turn of the loop registers with the watch again, on
@@ -215,24 +204,7 @@ pub(crate) async fn serve<CR, CW>(
                     },
                 },
             },
-            () = &mut timer, if timed => {
-                let since = conn.owed_since.unwrap_or_else(Instant::now);
-                if since.elapsed() >= op_timeout {
-                    crate::metrics::upstream_error("timeout");
-                    eprintln!(
-                        "lockkit proxy: client {}: its own connection to upstream {} gave no reply within {}; closed",
-                        conn.info.id,
-                        conn.shared.upstream.shown(),
-                        crate::health::shown(op_timeout)
-                    );
-                    conn.shared.upstream.backoff().failed();
-                    let _ = conn.fail_owed(&mut cw).await;
-                    Ok(Next::Close)
-                } else {
-                    timer.as_mut().reset((since + op_timeout).into());
-                    Ok(Next::Continue)
-                }
-            }
+            () = &mut timer, if timed => conn.on_op_timer(timer.as_mut(), &mut cw).await,
             () = &mut login_timer, if login_due.is_some() => Ok(Next::Close),
             () = &mut idle_timer, if idles => {
                 let limit = idle.unwrap_or(Duration::MAX / 4);
@@ -264,6 +236,54 @@ pub(crate) async fn serve<CR, CW>(
 }
 
 impl ClientConn {
+    /// A fresh client on the paired path, logged in when no login is asked for.
+    fn new(shared: Arc<ProxyShared>, info: ConnInfo) -> ClientConn {
+        ClientConn {
+            login: Login::new(&shared.client_auth()),
+            metered: shared.command_metrics().map(|_| ConnMetrics::default()),
+            shared,
+            info,
+            parser: RequestParser::default(),
+            owed: Owed::default(),
+            mode: Mode::Paired,
+            held: false,
+            commands: 0,
+            counts: FnvHashMap::default(),
+            last_flush: Instant::now(),
+            owed_since: None,
+            setup: Setup::default(),
+            replies: ReplyControl::default(),
+            resp: RespVersion::Resp2,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The operation timer of a connection of its own fired: past the timeout since the
+    /// oldest owed reply, every owed command fails and the connection closes; else the timer
+    /// is set for when it would be.
+    async fn on_op_timer<CW: AsyncWrite + Unpin>(
+        &mut self,
+        timer: Pin<&mut Sleep>,
+        cw: &mut CW,
+    ) -> std::io::Result<Next> {
+        let op_timeout = self.shared.op_timeout;
+        let since = self.owed_since.unwrap_or_else(Instant::now);
+        if since.elapsed() < op_timeout {
+            timer.reset((since + op_timeout).into());
+            return Ok(Next::Continue);
+        }
+        crate::metrics::upstream_error("timeout");
+        eprintln!(
+            "lockkit proxy: client {}: its own connection to upstream {} gave no reply within {}; closed",
+            self.info.id,
+            self.shared.upstream.shown(),
+            crate::health::shown(op_timeout)
+        );
+        self.shared.upstream.backoff().failed();
+        let _ = self.fail_owed(cw).await;
+        Ok(Next::Close)
+    }
+
     /// Replies came from upstream: pass them on, then take up the commands they held back.
     async fn on_upstream_readable<CW: AsyncWrite + Unpin>(
         &mut self,
@@ -342,7 +362,9 @@ impl ClientConn {
         let mut out = Vec::new();
         for slot in self.owed.drain() {
             match slot {
-                OwedReply::Plain(n) => (0..n).for_each(|_| out.extend_from_slice(&e)),
+                OwedReply::Plain(n) | OwedReply::Timed { n, .. } => {
+                    (0..n).for_each(|_| out.extend_from_slice(&e));
+                }
                 OwedReply::Swallow(_) => {}
                 OwedReply::Local(bytes) => out.extend_from_slice(&bytes),
                 OwedReply::Unpair | OwedReply::Close => break,

@@ -44,6 +44,7 @@ pub(crate) mod command;
 mod conn;
 mod decide;
 mod login;
+mod metered;
 mod moves;
 mod owed;
 mod replies;

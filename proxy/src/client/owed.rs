@@ -32,6 +32,9 @@ pub(crate) struct Tracked {
     pub(crate) index: u64,
     /// When it was read from the client.
     pub(crate) arrived: Instant,
+    /// Its label in the connection's command metrics, when they time it
+    /// ([`super::metered`]).
+    pub(crate) timed: Option<u16>,
 }
 
 impl Tracked {
@@ -59,6 +62,22 @@ impl Tracked {
             sent: Instant::now(),
             index,
             arrived,
+            timed: None,
+        }
+    }
+
+    /// A command only the command metrics wait for, whose reply is not plain (a blocking
+    /// command, a `CONFIG GET` to scrub): timed from when it was read.
+    pub(crate) fn timed_only(label: u16, index: u64, arrived: Instant) -> Tracked {
+        Tracked {
+            args: Vec::new(),
+            name: Cow::Borrowed(""),
+            first_key: None,
+            plugins: Vec::new(),
+            sent: arrived,
+            index,
+            arrived,
+            timed: Some(label),
         }
     }
 }
@@ -68,6 +87,16 @@ impl Tracked {
 pub(crate) enum OwedReply {
     /// This many replies, passed on as they come.
     Plain(u32),
+    /// This many replies, passed on as they come, of commands of one label of the command
+    /// metrics read from the client in the read that began at `sent` (they share one slot).
+    Timed {
+        /// The label in the connection's command metrics.
+        label: u16,
+        /// When the read that brought the commands began.
+        sent: Instant,
+        /// How many.
+        n: u32,
+    },
     /// One reply, passed on, of a command that may block longer than the operation timeout.
     Blocking,
     /// A reply plugins want to see.
@@ -131,6 +160,24 @@ impl Owed {
         self.plain += 1;
     }
 
+    /// One more plain reply owed, timed by the command metrics under `label`, of a command read
+    /// in the read that began at `sent`: joins the slot before it when that is of the same.
+    pub(crate) fn push_timed(&mut self, label: u16, sent: Instant) {
+        self.flush_plain();
+        if let Some(OwedReply::Timed {
+            label: l,
+            sent: s,
+            n,
+        }) = self.slots.back_mut()
+        {
+            if *l == label && *s == sent {
+                *n += 1;
+                return;
+            }
+        }
+        self.slots.push_back(OwedReply::Timed { label, sent, n: 1 });
+    }
+
     fn flush_plain(&mut self) {
         let n = std::mem::take(&mut self.plain);
         if n == 0 {
@@ -155,6 +202,14 @@ impl Owed {
             Some(OwedReply::Swallow(n)) if *n > 1 => {
                 *n -= 1;
                 return Some(OwedReply::Swallow(1));
+            }
+            Some(OwedReply::Timed { label, sent, n }) if *n > 1 => {
+                *n -= 1;
+                return Some(OwedReply::Timed {
+                    label: *label,
+                    sent: *sent,
+                    n: 1,
+                });
             }
             _ => self.slots.pop_front()?,
         };
@@ -233,6 +288,34 @@ mod tests {
         assert!(!q.blocking() && !q.awaits_upstream());
         assert!(matches!(q.front(), Some(OwedReply::Local(_))));
         assert!(matches!(q.pop(), Some(OwedReply::Local(_))));
+        assert!(q.is_empty());
+    }
+
+    /// With `--metrics-listen`, a pipeline of one command read at once owes one slot, not one
+    /// boxed slot per command; a new read or another command starts a new one.
+    #[test]
+    fn timed_runs_of_one_label_and_one_read_share_a_slot() {
+        let mut q = Owed::default();
+        let (a, b) = (
+            Instant::now(),
+            Instant::now() + std::time::Duration::from_millis(1),
+        );
+        for _ in 0..16 {
+            q.push_timed(7, a);
+        }
+        q.push_timed(8, a);
+        q.push_timed(8, b);
+        assert_eq!(q.slots.len(), 3);
+        for _ in 0..16 {
+            let slot = q.take_for_reply();
+            assert!(matches!(slot, Some(OwedReply::Timed { label: 7, sent, n: 1 }) if sent == a));
+        }
+        assert!(
+            matches!(q.take_for_reply(), Some(OwedReply::Timed { label: 8, sent, .. }) if sent == a)
+        );
+        assert!(
+            matches!(q.take_for_reply(), Some(OwedReply::Timed { label: 8, sent, .. }) if sent == b)
+        );
         assert!(q.is_empty());
     }
 

@@ -42,6 +42,7 @@ impl ClientConn {
         let next = loop {
             match self.owed.front() {
                 Some(OwedReply::Local(_) | OwedReply::Close) => {
+                    self.record_timings();
                     cw.write_all(&buf[fwd..pos]).await?;
                     fwd = pos;
                     self.send_local_replies(cw).await?;
@@ -96,17 +97,30 @@ impl ClientConn {
             let frame = &buf[start..pos];
             let replaced = match self.owed.take_for_reply() {
                 Some(OwedReply::Plain(_) | OwedReply::Blocking) => None,
-                Some(OwedReply::Tracked(t)) => self.reply_to_plugins(&t, frame).await,
+                Some(OwedReply::Timed { label, sent, .. }) => {
+                    if let Some(m) = &mut self.metered {
+                        m.replied(label, sent);
+                    }
+                    None
+                }
+                Some(OwedReply::Tracked(t)) => {
+                    if let (Some(m), Some(label)) = (&mut self.metered, t.timed) {
+                        m.replied(label, t.sent);
+                    }
+                    self.reply_to_plugins(&t, frame).await
+                }
                 Some(OwedReply::Swallow(_)) => Some(Vec::new()),
                 Some(OwedReply::Scrub) => Some(self.shared.secrets.scrub_config_reply(frame)),
                 Some(OwedReply::ScrubExec) => Some(self.shared.secrets.scrub_exec_reply(frame)),
                 Some(OwedReply::Reset) => {
+                    self.record_timings();
                     cw.write_all(&buf[fwd..pos]).await?;
                     buf.clear();
                     return Ok(Next::Reset);
                 }
                 Some(OwedReply::Lose) => {
                     // The replies before it reach the client; this one and the rest never do.
+                    self.record_timings();
                     cw.write_all(&buf[fwd..start]).await?;
                     buf.clear();
                     return Ok(Next::Close);
@@ -120,16 +134,26 @@ impl ClientConn {
                 }
             };
             if let Some(new) = replaced {
+                self.record_timings();
                 cw.write_all(&buf[fwd..start]).await?;
                 cw.write_all(&new).await?;
                 fwd = pos;
             }
         };
+        self.record_timings();
         if fwd < pos {
             cw.write_all(&buf[fwd..pos]).await?;
         }
         buf.drain(..pos);
         Ok(next)
+    }
+
+    /// Hands the durations of the replies read so far to the recorder (before they are
+    /// written: a client that scrapes `/metrics` after its reply finds it counted).
+    fn record_timings(&mut self) {
+        if let Some(m) = &mut self.metered {
+            m.record();
+        }
     }
 
     /// Replies stopped pairing without a command saying so: what is owed is forgotten and the

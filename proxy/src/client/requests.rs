@@ -112,6 +112,9 @@ impl ClientConn {
         }
         self.flush(up, buf, &mut batch, pos).await?;
         buf.drain(..pos);
+        if let Some(m) = &mut self.metered {
+            m.count();
+        }
         self.send_local_replies(cw).await?;
         self.maybe_flush_counts();
         if self.closes_now() {
@@ -288,19 +291,41 @@ impl ClientConn {
 
     /// Queues what becomes of a forwarded request's reply.
     fn push_reply(&mut self, hidden: bool, reply: ReplyHandling, tracked: Option<Tracked>) {
+        self.push_timed_reply(hidden, reply, tracked, None);
+    }
+
+    /// As [`ClientConn::push_reply`], the reply timed by the command metrics when `timed`
+    /// gives its label and the instant its read began.
+    fn push_timed_reply(
+        &mut self,
+        hidden: bool,
+        reply: ReplyHandling,
+        tracked: Option<Tracked>,
+        timed: Option<(u16, Instant)>,
+    ) {
         if !self.mode.paired() {
             return;
         }
-        let slot = match (hidden, reply, tracked) {
+        let slot = match (hidden, reply, tracked, timed) {
             (true, ..) => OwedReply::Swallow(1),
-            (false, _, Some(t)) => OwedReply::Tracked(Box::new(t)),
-            (false, ReplyHandling::Plain, None) => {
+            (false, _, Some(mut t), timed) => {
+                t.timed = timed.map(|(label, _)| label);
+                OwedReply::Tracked(Box::new(t))
+            }
+            (false, ReplyHandling::Plain, None, None) => {
                 self.owed.push_plain();
                 return;
             }
-            (false, ReplyHandling::Blocking, None) => OwedReply::Blocking,
-            (false, ReplyHandling::Scrub, None) => OwedReply::Scrub,
-            (false, ReplyHandling::ScrubExec, None) => OwedReply::ScrubExec,
+            (false, ReplyHandling::Plain, None, Some((label, sent))) => {
+                self.owed.push_timed(label, sent);
+                return;
+            }
+            (false, _, None, Some((label, sent))) => {
+                OwedReply::Tracked(Box::new(Tracked::timed_only(label, self.commands, sent)))
+            }
+            (false, ReplyHandling::Blocking, None, None) => OwedReply::Blocking,
+            (false, ReplyHandling::Scrub, None, None) => OwedReply::Scrub,
+            (false, ReplyHandling::ScrubExec, None, None) => OwedReply::ScrubExec,
         };
         self.owed.push(slot);
     }
@@ -436,6 +461,10 @@ impl ClientConn {
                 &unknown
             }
         };
+        let timed = match (&mut self.metered, self.shared.command_metrics()) {
+            (Some(m), Some(metrics)) => Some((m.command(metrics, f.cmd.name(), name), f.arrived)),
+            _ => None,
+        };
         if f.cmd.slow && up.is_shared() {
             // Sent on its own, so its longer allowance covers it alone.
             self.flush(up, buf, batch, at.start).await?;
@@ -447,7 +476,7 @@ impl ClientConn {
             self.send_request(f.cmd, f.req, buf, at.clone(), batch, up)
                 .await?;
             self.send_alone(&f, buf, at.end, batch, up).await?;
-            self.push_reply(f.hidden, f.route.reply, None);
+            self.push_timed_reply(f.hidden, f.route.reply, None, timed);
             return Ok(Flow::Go);
         }
         // A name of Redis's table is shown as it is; only another name is copied.
@@ -516,7 +545,7 @@ impl ClientConn {
                 f.arrived,
             )
         });
-        self.push_reply(f.hidden, f.route.reply, tracked);
+        self.push_timed_reply(f.hidden, f.route.reply, tracked, timed);
         Ok(Flow::Go)
     }
 

@@ -88,34 +88,9 @@ impl ClusterUp {
                 let Some(tx) = self.tx.take() else {
                     return false;
                 };
-                let watched = self.watched().is_some();
-                if let Some(addr) = tx.live {
-                    // The node knows of its own refusals; not of the proxy's (CROSSSLOT, an
-                    // unknown command): the transaction is dropped there and fails here.
-                    if tx.failed {
-                        self.drop_live(&addr);
-                        EXECABORT.to_vec()
-                    } else {
-                        self.send_live(frame.to_vec(), None, addr, None);
-                        self.own = None;
-                        return true;
-                    }
-                } else if tx.failed {
-                    self.unwatch();
-                    EXECABORT.to_vec()
-                } else if self.watch_broken() {
-                    // The WATCH was not held where the transaction would run: it fails.
-                    self.unwatch();
-                    match self.resp {
-                        RespVersion::Resp2 => b"*-1\r\n".to_vec(),
-                        RespVersion::Resp3 => b"_\r\n".to_vec(),
-                    }
-                } else if watched {
-                    self.exec_watched(Part::exec(tx.slot, tx.body, tx.n));
-                    return true;
-                } else {
-                    self.push(vec![Part::exec(tx.slot, tx.body, tx.n)], Merge::One);
-                    return true;
+                match self.exec(tx, frame) {
+                    Some(reply) => reply,
+                    None => return true,
                 }
             }
             (Some("WATCH"), Some(_)) => b"-ERR WATCH inside MULTI is not allowed\r\n".to_vec(),
@@ -171,6 +146,40 @@ impl ClusterUp {
         };
         self.ready(reply);
         true
+    }
+
+    /// `EXEC` of transaction `tx`: its reply when the proxy answers it (`-EXECABORT`, a
+    /// broken `WATCH`'s nil), `None` when it went to a node.
+    fn exec(&mut self, tx: Tx, frame: &[u8]) -> Option<Vec<u8>> {
+        let watched = self.watched().is_some();
+        if let Some(addr) = tx.live {
+            // The node knows of its own refusals; not of the proxy's (CROSSSLOT, an
+            // unknown command): the transaction is dropped there and fails here.
+            if tx.failed {
+                self.drop_live(&addr);
+                Some(EXECABORT.to_vec())
+            } else {
+                self.send_live(frame.to_vec(), None, addr, None);
+                self.own = None;
+                None
+            }
+        } else if tx.failed {
+            self.unwatch();
+            Some(EXECABORT.to_vec())
+        } else if self.watch_broken() {
+            // The WATCH was not held where the transaction would run: it fails.
+            self.unwatch();
+            Some(match self.resp {
+                RespVersion::Resp2 => b"*-1\r\n".to_vec(),
+                RespVersion::Resp3 => b"_\r\n".to_vec(),
+            })
+        } else if watched {
+            self.exec_watched(Part::exec(tx.slot, tx.body, tx.n));
+            None
+        } else {
+            self.push(vec![Part::exec(tx.slot, tx.body, tx.n)], Merge::One);
+            None
+        }
     }
 
     /// `frame`, a command of a live transaction (`before`: the `MULTI` and the commands queued

@@ -8,7 +8,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+mod redirect;
 
 use lockkit_resp::Request;
 use tokio::sync::mpsc;
@@ -17,21 +19,15 @@ use super::keys::{key_positions, keys_of, Keys};
 use super::merge::{bulk, Merge};
 use super::Router;
 use crate::client::command::ClientCommand;
-use crate::resp::{self, frame_len};
+use crate::resp;
 use crate::upstream::link::{Delivery, DeliveryTx, Pool, UpstreamRequest};
 use crate::upstream::outbuf::OutBuf;
 use crate::upstream::RespVersion;
-
-/// Redirections and retries of one command before its last reply is passed on as it is.
-const MAX_REDIRECTS: u32 = 40;
-/// The wait before a command answered `-TRYAGAIN` or `-CLUSTERDOWN` goes again.
-const RETRY_AFTER: Duration = Duration::from_millis(100);
 
 /// Redis's reply to a multi-key command over several slots.
 pub(crate) const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 /// A standalone server's reply to `CLUSTER`, `READONLY`, `READWRITE` and `ASKING`.
 pub(crate) const NO_CLUSTER: &[u8] = b"-ERR This instance has cluster support disabled\r\n";
-const ASKING: &[u8] = b"*1\r\n$6\r\nASKING\r\n";
 
 /// The `DEBUG` subcommands that name a key: to its master (the rest go to every master).
 const DEBUG_KEYED: [&[u8]; 6] = [
@@ -497,150 +493,71 @@ impl ClusterUp {
             let p = &mut entry.parts[i];
             if let Some(at) = p.retry_at {
                 tokio::time::sleep_until(at.into()).await;
-                let p = &mut self
-                    .pending
-                    .front_mut()
-                    .unwrap_or_else(|| unreachable!())
-                    .parts[i];
-                p.retry_at = None;
-                let mut taken = std::mem::replace(p, Part::new(Vec::new(), None, None));
-                self.dispatch(&mut taken, false);
-                self.pending
-                    .front_mut()
-                    .unwrap_or_else(|| unreachable!())
-                    .parts[i] = taken;
+                self.part(i).retry_at = None;
+                self.resend(i);
                 continue;
             }
             let Some(rx) = p.rx.as_mut() else {
                 p.done = Some(resp::error_reply("ERR lockkit proxy: no reply"));
                 continue;
             };
-            let mut lost = false;
             let d = tokio::select! {
                 biased;
-                Some(_) = self.wake_rx.recv() => {
-                    return Err(std::io::Error::other("closed for the replies held for it"));
-                }
+                Some(_) = self.wake_rx.recv() => return Err(closed_for_replies()),
                 d = rx.recv() => d,
             };
             if self.out.is_killed() {
-                return Err(std::io::Error::other("closed for the replies held for it"));
+                return Err(closed_for_replies());
             }
-            let router = self.router.clone();
-            let p = &mut self
-                .pending
-                .front_mut()
-                .unwrap_or_else(|| unreachable!())
-                .parts[i];
-            match d {
-                Some(Delivery::Replies(bytes, n)) => {
-                    self.taken += bytes.len();
-                    p.got.extend_from_slice(&bytes);
-                    p.got_n += n;
-                }
-                Some(Delivery::Failed { n, why, .. }) => {
-                    router.refresh_soon();
-                    lost = p.pinned;
-                    let e = resp::error_reply(&why);
-                    for _ in 0..n {
-                        p.got.extend_from_slice(&e);
-                    }
-                    p.got_n += n;
-                }
-                Some(Delivery::Closed) | None => {
-                    return Err(std::io::Error::other("closed for the replies held for it"));
-                }
-            }
-            if p.got_n < p.want {
-                continue;
-            }
-            let mut reply = std::mem::take(&mut p.got);
-            // A redirection of a command queued in a transaction is the transaction's.
-            let mut queued_redirect = None;
-            if p.prefix.is_some() {
-                // The replies to ASKING, SCRIPT LOAD or MULTI and the queued commands first.
-                let mut cut = 0;
-                for _ in 0..p.prefix_n {
-                    let l = frame_len(&reply[cut..]).ok().flatten().unwrap_or(0);
-                    if p.tx.is_some() && queued_redirect.is_none() {
-                        queued_redirect = redirect(&reply[cut..cut + l])
-                            .filter(|r| !matches!(r, Redirect::NoScript));
-                    }
-                    cut += l;
-                }
-                reply.drain(..cut);
-            }
-            if p.queued {
-                p.done = Some(reply);
-                continue;
-            }
-            if p.pinned {
-                // A WATCH not held where it was sent (moved, lost): its EXEC is to fail.
-                let moved = redirect(&reply).is_some_and(|r| !matches!(r, Redirect::NoScript));
-                let watch_lost = p.tx.is_none() && (lost || moved);
-                if moved {
-                    router.refresh_soon();
-                }
-                p.done = Some(if moved && watch_lost {
-                    b"+OK\r\n".to_vec()
-                } else {
-                    reply
-                });
-                if watch_lost {
-                    self.watch_lost();
-                }
-                continue;
-            }
-            match queued_redirect.or_else(|| redirect(&reply)) {
-                Some(r) if p.redirects < MAX_REDIRECTS => {
-                    p.redirects += 1;
-                    match r {
-                        Redirect::Moved(slot, addr) => {
-                            router.moved(slot, &addr);
-                            router.refresh_soon();
-                            p.set_prefix(None);
-                            // A server-wide part stays on its node unless that node moved it.
-                            p.to = Some(addr);
-                        }
-                        Redirect::Ask(addr) => {
-                            p.set_prefix(Some(ASKING));
-                            p.to = Some(addr);
-                        }
-                        Redirect::NoScript => {
-                            let body = p.sha.as_deref().and_then(|s| router.script(s));
-                            let Some(body) = body else {
-                                p.done = Some(reply);
-                                continue;
-                            };
-                            let mut load = Vec::new();
-                            lockkit_resp::write_multibulk(
-                                &mut load,
-                                [&b"SCRIPT"[..], b"LOAD", &body],
-                            );
-                            p.prefix = Some(load);
-                            p.prefix_n = 1;
-                        }
-                        Redirect::Retry => {
-                            router.refresh_soon();
-                            p.set_prefix(None);
-                            if p.slot.is_some() {
-                                p.to = None;
-                            }
-                            p.retry_at = Some(Instant::now() + RETRY_AFTER);
-                            continue;
-                        }
-                    }
-                    let mut taken = std::mem::replace(p, Part::new(Vec::new(), None, None));
-                    self.dispatch(&mut taken, false);
-                    self.pending
-                        .front_mut()
-                        .unwrap_or_else(|| unreachable!())
-                        .parts[i] = taken;
-                }
-                _ => p.done = Some(reply),
+            let lost = self.receive(i, d)?;
+            let p = self.part(i);
+            if p.got_n >= p.want {
+                self.settle(i, lost);
             }
         }
     }
+
+    /// Part `i` of the oldest request.
+    fn part(&mut self, i: usize) -> &mut Part {
+        let entry = self.pending.front_mut().unwrap_or_else(|| unreachable!());
+        &mut entry.parts[i]
+    }
+
+    /// Sends part `i` of the oldest request again (a redirection, a retry).
+    fn resend(&mut self, i: usize) {
+        let mut taken = std::mem::replace(self.part(i), Part::new(Vec::new(), None, None));
+        self.dispatch(&mut taken, false);
+        *self.part(i) = taken;
+    }
+
+    /// Adds what came for part `i` of the oldest request to its replies; true when its
+    /// connection failed.
+    fn receive(&mut self, i: usize, d: Option<Delivery>) -> std::io::Result<bool> {
+        match d {
+            Some(Delivery::Replies(bytes, n)) => {
+                self.taken += bytes.len();
+                let p = self.part(i);
+                p.got.extend_from_slice(&bytes);
+                p.got_n += n;
+                Ok(false)
+            }
+            Some(Delivery::Failed { n, why, .. }) => {
+                self.router.refresh_soon();
+                let p = self.part(i);
+                let e = resp::error_reply(&why);
+                for _ in 0..n {
+                    p.got.extend_from_slice(&e);
+                }
+                p.got_n += n;
+                Ok(p.pinned)
+            }
+            Some(Delivery::Closed) | None => Err(closed_for_replies()),
+        }
+    }
+}
+
+fn closed_for_replies() -> std::io::Error {
+    std::io::Error::other("closed for the replies held for it")
 }
 
 /// The reply to a command that needs a connection of the client's own (`WATCH`, a blocking
@@ -653,58 +570,4 @@ pub(crate) fn own_refusal(cmd: &crate::client::command::ClientCommand) -> Vec<u8
     resp::error_reply(&format!(
         "ERR lockkit proxy: {name} is not available in front of a Redis Cluster (it needs a connection of its own)"
     ))
-}
-
-/// What a redirection asks for.
-enum Redirect {
-    Moved(u16, String),
-    Ask(String),
-    Retry,
-    /// `-NOSCRIPT`: the node does not have the script an `EVALSHA` names.
-    NoScript,
-}
-
-fn redirect(reply: &[u8]) -> Option<Redirect> {
-    if reply.first() != Some(&b'-') {
-        return None;
-    }
-    let line = &reply[1..reply.len().saturating_sub(2)];
-    let text = std::str::from_utf8(line).ok()?;
-    let mut words = text.split(' ');
-    match words.next()? {
-        "MOVED" => {
-            let slot = words.next()?.parse().ok()?;
-            Some(Redirect::Moved(slot, words.next()?.to_string()))
-        }
-        "ASK" => {
-            words.next()?;
-            Some(Redirect::Ask(words.next()?.to_string()))
-        }
-        "TRYAGAIN" | "CLUSTERDOWN" => Some(Redirect::Retry),
-        "NOSCRIPT" => Some(Redirect::NoScript),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redirections_are_read() {
-        assert!(matches!(
-            redirect(b"-MOVED 3999 127.0.0.1:6381\r\n"),
-            Some(Redirect::Moved(3999, a)) if a == "127.0.0.1:6381"
-        ));
-        assert!(matches!(
-            redirect(b"-ASK 3999 127.0.0.1:6381\r\n"),
-            Some(Redirect::Ask(a)) if a == "127.0.0.1:6381"
-        ));
-        assert!(matches!(
-            redirect(b"-TRYAGAIN x\r\n"),
-            Some(Redirect::Retry)
-        ));
-        assert!(redirect(b"-ERR x\r\n").is_none());
-        assert!(redirect(b"+OK\r\n").is_none());
-    }
 }
