@@ -866,16 +866,10 @@ const MAX_FILE_LINES: usize = 700;
 /// The most lines a function may have, from its `fn` line to its closing brace.
 const MAX_FN_LINES: usize = 120;
 
-/// Files and functions (`file::fn`) still over the limits while their splits are under way in
-/// other branches. THIS LIST MUST BE EMPTY: the merge that lands those splits empties it (and
-/// an entry no longer over its limit fails the test, so none stays behind).
-const TOO_LONG_FOR_NOW: &[&str] = &[
-    "proxy/src/observe/mod.rs",
-    "proxy/src/cluster/up.rs",
-    "proxy/src/cluster/up.rs::read",
-    "proxy/src/client/conn.rs::serve",
-    "proxy/src/cluster/multi.rs::transaction",
-];
+/// Files and functions (`file::fn`) allowed over the limits while a split is under way in another
+/// branch: empty on main. The merge that lands the split empties it again (an entry no longer
+/// over its limit fails the test, so none stays behind).
+const TOO_LONG_FOR_NOW: &[&str] = &[];
 
 /// The source with comments, string and character literals blanked (newlines kept, so line
 /// numbers hold): what is left of braces is code.
