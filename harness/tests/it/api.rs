@@ -82,7 +82,7 @@ fn redis_calls_leave_the_memory_cap_and_the_time_limit_in_force() {
         let big = c.repeat(3 << 20);
         let key = format!("big{i}");
         assert_eq!(
-            h.call(&[b"SET", key.as_bytes(), big.as_bytes()]),
+            h.call(&[&b"SET"[..], key.as_bytes(), big.as_bytes()]),
             Reply::ok()
         );
     }
