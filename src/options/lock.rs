@@ -278,7 +278,7 @@ impl LockOptionsBuilder {
         /// and waiters poll for their turn.
         ///
         /// [`build`](Self::build) refuses a [`queue_lease`](Self::queue_lease) below 10 ms or
-        /// above [`MAX_TTL`]; in a cluster, an acquire of a key whose queue keys can not share
+        /// above [`MAX_TTL`](crate::MAX_TTL); in a cluster, an acquire of a key whose queue keys can not share
         /// its slot fails with [`Error::InvalidKey`](crate::Error::InvalidKey).
         fair: bool => options.fair.on;
 
@@ -293,7 +293,7 @@ impl LockOptionsBuilder {
     /// # Errors
     /// [`Error::InvalidOptions`] naming the field: a TTL out of range or eaten by the drift
     /// allowance and `min_validity`, a drift factor outside `0.0..0.5`, a retry policy that
-    /// never ends, or (in fair mode) a queue lease below 10 ms or above [`MAX_TTL`].
+    /// never ends, or (in fair mode) a queue lease below 10 ms or above [`MAX_TTL`](crate::MAX_TTL).
     pub fn build(self) -> Result<LockOptions> {
         self.options.validate()?;
         Ok(self.options)

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::options::ClientOptions;
 
-/// Options for a [`Redlock`].
+/// Options for a [`Redlock`](crate::Redlock).
 ///
 /// ```
 /// use std::time::Duration;
@@ -59,7 +59,7 @@ impl RedlockOptions {
         /// The delayed-restart rule (on by default): a node that restarted less than the longest
         /// TTL in use ago ([`longest_ttl`](Self::longest_ttl)) may have forgotten a live lock (a
         /// restart without persistence), so its vote does not count toward a quorum; it is
-        /// reported as a node error ([`Error::NodeRestarted`]). The node's uptime (`INFO
+        /// reported as a node error ([`Error::NodeRestarted`](crate::Error::NodeRestarted)). The node's uptime (`INFO
         /// server`) is read on each connection to the node when lockkit first uses it (so again
         /// whenever the connection was re-established, as it is after a restart, even one that
         /// happened while the client sat idle) and after any error from the node, not on every
@@ -73,7 +73,7 @@ impl RedlockOptions {
         /// floor: the rule uses the longest of this and every TTL this client has asked for
         /// (acquire or extend), which is all it can know without it. Set it when clients with
         /// longer TTLs share the nodes; freshly started nodes then refuse votes for that long
-        /// ([`Redlock::restart_wait`] says how long is left).
+        /// ([`Redlock::restart_wait`](crate::Redlock::restart_wait) says how long is left).
         longest_ttl: Duration => longest_ttl;
     }
 }

@@ -51,7 +51,7 @@ impl Redlock {
     /// Releases on every node (compare-and-delete) and says, node by node, what happened.
     /// Returns once a quorum has released, or once a quorum can no longer release; the other
     /// nodes finish in the background ([`RedlockRelease::pending`]).
-    /// [`Locker::release`] gives the same as one [`ReleaseOutcome`] ([`RedlockRelease::outcome`]).
+    /// [`Locker::release`](crate::Locker::release) gives the same as one [`ReleaseOutcome`] ([`RedlockRelease::outcome`]).
     ///
     /// ```no_run
     /// use std::time::Duration;
