@@ -97,6 +97,7 @@
 mod auth;
 mod client;
 mod cluster;
+mod durations;
 pub mod faults;
 mod health;
 pub mod lua;

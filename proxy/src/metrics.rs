@@ -41,16 +41,11 @@ use metrics_util::MetricKindMask;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::durations::BUCKETS;
 use crate::plugin::{ConnInfo, Plugin, PluginCommand};
 
 /// Distinct command names given a label of their own.
 pub const MAX_COMMAND_LABELS: usize = 400;
-
-/// Histogram buckets, in seconds: sub-millisecond round trips to multi-second holds.
-const BUCKETS: [f64; 17] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 30.0,
-];
 
 static ON: AtomicBool = AtomicBool::new(false);
 
@@ -113,11 +108,7 @@ fn describe() {
         "Client connections that could not be accepted"
     );
     describe_counter!("lockkit_proxy_commands_total", "Commands by name");
-    describe_histogram!(
-        "lockkit_proxy_command_duration_seconds",
-        Unit::Seconds,
-        "From reading a command to reading its reply (proxy to server to proxy), by command"
-    );
+    // lockkit_proxy_command_duration_seconds is rendered by `crate::durations`, help included.
     describe_counter!(
         "lockkit_proxy_upstream_errors_total",
         "Upstream connections that failed, by kind (connect, timeout, lost)"
@@ -277,11 +268,13 @@ async fn answer(
             "text/plain; charset=utf-8",
             "lockkit proxy: /metrics needs Authorization: Bearer TOKEN\n".to_string(),
         ),
-        (Some(b"GET" | b"HEAD"), Some(b"/metrics")) => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            handle.render(),
-        ),
+        (Some(b"GET" | b"HEAD"), Some(b"/metrics")) => {
+            ("200 OK", "text/plain; version=0.0.4; charset=utf-8", {
+                let mut body = handle.render();
+                crate::durations::render(&mut body);
+                body
+            })
+        }
         (Some(b"GET" | b"HEAD"), _) => (
             "404 Not Found",
             "text/plain; charset=utf-8",
@@ -462,7 +455,7 @@ impl CommandMetrics {
         }
         let h = (
             ::metrics::counter!("lockkit_proxy_commands_total", "command" => label.to_string()),
-            ::metrics::histogram!("lockkit_proxy_command_duration_seconds", "command" => label.to_string()),
+            crate::durations::histogram(label),
         );
         f(&h);
         all.insert(label.to_string(), h);
