@@ -12,7 +12,7 @@ use crate::bench_faults::ProxyFaults;
 
 /// Runs the benchmark; the network faults of `--faults` are the proxy's `faults` plugin,
 /// in-process.
-pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let allow_violations = args.allow_violations;
     let outcome = lockkit_loadgen::bench::bench_with(args.into(), Some(Arc::new(ProxyFaults)))?;
     Ok(ExitCode::from(exit_code(&outcome, allow_violations)))

@@ -27,7 +27,7 @@ const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The proxy as `lockkit bench`'s network faults.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct ProxyFaults;
+pub(crate) struct ProxyFaults;
 
 impl NetworkFaultInjector for ProxyFaults {
     fn start<'a>(

@@ -7,7 +7,7 @@ use std::fmt;
 use lockkit_report::exit::{bad_input, unreachable};
 
 /// Bad input for a URL that does not parse, an unusable target for everything else.
-pub fn connect_failure(e: &redis::RedisError, message: impl fmt::Display) -> anyhow::Error {
+pub(crate) fn connect_failure(e: &redis::RedisError, message: impl fmt::Display) -> anyhow::Error {
     if e.kind() == redis::ErrorKind::InvalidClientConfig {
         bad_input(message)
     } else {
@@ -17,7 +17,7 @@ pub fn connect_failure(e: &redis::RedisError, message: impl fmt::Display) -> any
 
 /// Bad input for a lock-library error of kind `InvalidInput` (a URL that does not parse, an
 /// option out of range), an unusable target for everything else.
-pub fn lock_failure(e: &lockkit::Error, message: impl fmt::Display) -> anyhow::Error {
+pub(crate) fn lock_failure(e: &lockkit::Error, message: impl fmt::Display) -> anyhow::Error {
     if e.kind() == lockkit::ErrorKind::InvalidInput {
         bad_input(message)
     } else {

@@ -13,7 +13,7 @@ use lockkit_harness::{Harness, HarnessOptions};
 
 /// Offline Redis scripting: run commands and transcripts without a server.
 #[derive(Debug, clap::Args)]
-pub struct LuaArgs {
+pub(crate) struct LuaArgs {
     #[command(subcommand)]
     command: LuaCommand,
 }
@@ -73,7 +73,7 @@ enum LuaCommand {
 }
 
 /// Runs `lockkit lua ...`.
-pub fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: LuaArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         LuaCommand::Exec {
             file,

@@ -12,7 +12,7 @@ use lockkit_report::units::parse_duration;
 
 /// `lockkit lua serve` flags.
 #[derive(Debug, clap::Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Where to listen (`host:port`). Port 0 picks a free port; the port is printed on
     /// standard output first either way. Only loopback unless --requirepass is given.
     #[arg(long, default_value = "127.0.0.1:6379", conflicts_with = "port")]
@@ -74,7 +74,7 @@ fn is_loopback(listen: &str) -> anyhow::Result<bool> {
 }
 
 /// Runs the server until Ctrl-C or SIGTERM.
-pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listen = match args.port {
         Some(p) => format!("127.0.0.1:{p}"),
         None => args.listen.clone(),

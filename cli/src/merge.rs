@@ -6,7 +6,7 @@ use clap::Args;
 
 /// Merge HdrHistogram interval logs from several load machines into one report.
 #[derive(Debug, Clone, Args)]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     /// Interval logs (`.hlog`) written by `lockkit bench`; histograms merge by tag (operation).
     #[arg(required = true, value_name = "LOG")]
     pub logs: Vec<PathBuf>,

@@ -8,13 +8,13 @@ use anyhow::Context;
 /// Ask a target what it supports (SCRIPT LOAD, EVALSHA, FUNCTION, cluster, proxy quirks) and
 /// measure its round-trip time.
 #[derive(Debug, clap::Args)]
-pub struct ProbeArgs {
+pub(crate) struct ProbeArgs {
     /// The target, e.g. redis://127.0.0.1:6379 (default: $REDIS_URL).
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub url: String,
 }
 
-pub fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

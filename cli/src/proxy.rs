@@ -17,7 +17,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 /// Run a pass-through proxy in front of a Redis server, with plugins.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Where applications connect (host:port).
     #[arg(long, default_value = "127.0.0.1:7000", value_name = "ADDR")]
     pub listen: String,
@@ -175,7 +175,7 @@ pub struct ProxyArgs {
 }
 
 /// The exit codes as `lockkit proxy --help` shows them.
-pub const EXIT_HELP: &str = "Exit codes:
+pub(crate) const EXIT_HELP: &str = "Exit codes:
   0    stopped by --duration or SIGTERM, reports written
   1    any other failure (a report that cannot be written, ...)
   2    bad input: a flag value, a URL that does not parse, an unknown plugin, an unwritable --out
@@ -186,7 +186,7 @@ pub const EXIT_HELP: &str = "Exit codes:
 ///
 /// # Errors
 /// An unknown name, a Lua file that does not load, bad plugin arguments.
-pub fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin>> {
+pub(crate) fn plugin_from_spec(spec: &str, live: bool) -> anyhow::Result<Arc<dyn Plugin>> {
     let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
     if name.ends_with(".lua") {
         return Ok(Arc::new(lockkit_proxy::lua::LuaPlugin::load(
@@ -396,7 +396,7 @@ async fn check_upstream(upstream: &Upstream, require: bool) -> anyhow::Result<()
 }
 
 /// Runs the proxy until `--duration`, Ctrl-C or SIGTERM, then writes the plugins' reports.
-pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     use std::io::IsTerminal;
     let upstream = parse_upstreams(&args.upstream)?;
     let client_auth = args.access.client_auth().map_err(exit::bad_input)?;

@@ -9,7 +9,7 @@ use lockkit_proxy::{ClientAuth, ListenerTls};
 
 /// Client authentication and protected mode.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct AccessArgs {
+pub(crate) struct AccessArgs {
     /// Clients must log in with `AUTH PASSWORD` before any command (the user `default`).
     /// Every client reaches the upstream as the --upstream URL's user.
     #[arg(
@@ -64,7 +64,7 @@ impl AccessArgs {
     /// # Errors
     /// A `--user` without `:`, an empty password, a name given twice, an unreadable users file
     /// (the text names the flag, never a password).
-    pub fn client_auth(&self) -> Result<ClientAuth, String> {
+    pub(crate) fn client_auth(&self) -> Result<ClientAuth, String> {
         let mut auth = ClientAuth::new();
         if let Some(pw) = &self.requirepass {
             auth = auth
@@ -96,7 +96,7 @@ impl AccessArgs {
     ///
     /// # Errors
     /// A file that cannot be read or does not hold what it should.
-    pub fn listener_tls(&self) -> Result<Option<ListenerTls>, String> {
+    pub(crate) fn listener_tls(&self) -> Result<Option<ListenerTls>, String> {
         match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => {
                 ListenerTls::from_pem_files(cert, key, self.tls_ca.as_deref()).map(Some)
@@ -109,7 +109,7 @@ impl AccessArgs {
     ///
     /// # Errors
     /// The refusal, naming the flags that lift it.
-    pub fn check_protected(&self, listen: &str, auth: &ClientAuth) -> Result<(), String> {
+    pub(crate) fn check_protected(&self, listen: &str, auth: &ClientAuth) -> Result<(), String> {
         let client_certs = self.tls_ca.is_some();
         if auth.is_required() || client_certs || self.no_protected_mode || is_loopback(listen) {
             return Ok(());
@@ -128,7 +128,7 @@ impl AccessArgs {
 ///
 /// # Errors
 /// The file cannot be read, others may write it, or its first line is empty.
-pub fn read_secret_file(flag: &str, file: &std::path::Path) -> Result<String, String> {
+pub(crate) fn read_secret_file(flag: &str, file: &std::path::Path) -> Result<String, String> {
     check_secret_file_mode(flag, file)?;
     let text =
         std::fs::read_to_string(file).map_err(|e| format!("{flag} {}: {e}", file.display()))?;

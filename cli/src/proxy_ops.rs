@@ -5,13 +5,13 @@ use rustix::process::{getrlimit, setrlimit, Resource};
 
 /// Descriptors kept out of the clients' reach: the shared upstream connections, the listener,
 /// the metrics listener and its scrapes, report files, the plugins' files (Redis keeps 32).
-pub const RESERVED_FDS: u64 = 32;
+pub(crate) const RESERVED_FDS: u64 = 32;
 
 /// The client limit that fits the open-file limit: each client may need two descriptors (its
 /// own and an upstream connection of its own), and [`RESERVED_FDS`] plus the shared
 /// connections are kept. The soft limit is raised toward the hard one first when `wanted`
 /// needs it. Returns the limit and, when it is lower than `wanted`, the warning to print.
-pub fn fit_max_clients(wanted: usize, shared_connections: usize) -> (usize, Option<String>) {
+pub(crate) fn fit_max_clients(wanted: usize, shared_connections: usize) -> (usize, Option<String>) {
     let reserve = RESERVED_FDS + 2 * shared_connections as u64;
     let need = (wanted as u64).saturating_mul(2).saturating_add(reserve);
     let mut lim = getrlimit(Resource::Nofile);
@@ -46,7 +46,7 @@ pub fn fit_max_clients(wanted: usize, shared_connections: usize) -> (usize, Opti
 ///
 /// # Errors
 /// Not such a size, or past what fits in memory.
-pub fn parse_bytes(s: &str) -> Result<usize, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<usize, String> {
     let t = s.trim().to_ascii_lowercase();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(digits);
@@ -70,7 +70,7 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
 /// the proxy keeps what it had. Connections stay; logged-in clients stay logged in.
 ///
 /// `hup` is installed before the listener opens, so no SIGHUP ends the proxy.
-pub fn reload_on_sighup(
+pub(crate) fn reload_on_sighup(
     mut hup: tokio::signal::unix::Signal,
     access: crate::proxy_access::AccessArgs,
     shared: std::sync::Arc<lockkit_proxy::ProxyShared>,

@@ -6,7 +6,7 @@ use clap::Args;
 
 /// Render one or several bench reports as one self-contained HTML page.
 #[derive(Debug, Clone, Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     /// JSON reports written by `lockkit bench` (their interval logs are read from beside them),
     /// or by `lockkit proxy --plugin observe`; one kind per page. Several reports share every
     /// plot: before/after, two servers, script modes.

@@ -4,10 +4,10 @@ use std::cmp::Ordering;
 
 /// An unsigned integer, little-endian 32-bit limbs, no trailing zero limbs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Big(Vec<u32>);
+pub(crate) struct Big(Vec<u32>);
 
 impl Big {
-    pub fn from_u64(v: u64) -> Big {
+    pub(crate) fn from_u64(v: u64) -> Big {
         let mut b = Big(vec![v as u32, (v >> 32) as u32]);
         b.trim();
         b
@@ -19,30 +19,30 @@ impl Big {
         }
     }
 
-    pub fn is_zero(&self) -> bool {
+    pub(crate) fn is_zero(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub fn bit_len(&self) -> u64 {
+    pub(crate) fn bit_len(&self) -> u64 {
         match self.0.last() {
             None => 0,
             Some(top) => (self.0.len() as u64 - 1) * 32 + u64::from(32 - top.leading_zeros()),
         }
     }
 
-    pub fn bit(&self, i: u64) -> bool {
+    pub(crate) fn bit(&self, i: u64) -> bool {
         self.0
             .get((i / 32) as usize)
             .is_some_and(|l| (l >> (i % 32)) & 1 == 1)
     }
 
-    pub fn low_u64(&self) -> u64 {
+    pub(crate) fn low_u64(&self) -> u64 {
         let lo = u64::from(self.0.first().copied().unwrap_or(0));
         let hi = u64::from(self.0.get(1).copied().unwrap_or(0));
         lo | (hi << 32)
     }
 
-    pub fn mul_small(&mut self, m: u32) {
+    pub(crate) fn mul_small(&mut self, m: u32) {
         let mut carry = 0u64;
         for l in &mut self.0 {
             let v = u64::from(*l) * u64::from(m) + carry;
@@ -55,7 +55,7 @@ impl Big {
         self.trim();
     }
 
-    pub fn add_small(&mut self, a: u32) {
+    pub(crate) fn add_small(&mut self, a: u32) {
         let mut carry = u64::from(a);
         for l in &mut self.0 {
             if carry == 0 {
@@ -70,13 +70,13 @@ impl Big {
         }
     }
 
-    pub fn mul_pow10(&mut self, n: u32) {
+    pub(crate) fn mul_pow10(&mut self, n: u32) {
         for _ in 0..n {
             self.mul_small(10);
         }
     }
 
-    pub fn shl(&self, n: u64) -> Big {
+    pub(crate) fn shl(&self, n: u64) -> Big {
         if self.is_zero() {
             return Big::default();
         }
@@ -99,7 +99,7 @@ impl Big {
         b
     }
 
-    pub fn add(&self, o: &Big) -> Big {
+    pub(crate) fn add(&self, o: &Big) -> Big {
         let mut out = Vec::with_capacity(self.0.len().max(o.0.len()) + 1);
         let mut carry = 0u64;
         for i in 0..self.0.len().max(o.0.len()) {
@@ -118,7 +118,7 @@ impl Big {
     }
 
     /// `self - o`; requires `self >= o`.
-    pub fn sub(&self, o: &Big) -> Big {
+    pub(crate) fn sub(&self, o: &Big) -> Big {
         let mut out = Vec::with_capacity(self.0.len());
         let mut borrow = 0i64;
         for i in 0..self.0.len() {
@@ -135,7 +135,7 @@ impl Big {
         b
     }
 
-    pub fn cmp_big(&self, o: &Big) -> Ordering {
+    pub(crate) fn cmp_big(&self, o: &Big) -> Ordering {
         self.0
             .len()
             .cmp(&o.0.len())
@@ -143,7 +143,7 @@ impl Big {
     }
 
     /// `(self / d, self % d)` by binary long division; `d` must not be zero.
-    pub fn divmod(&self, d: &Big) -> (Big, Big) {
+    pub(crate) fn divmod(&self, d: &Big) -> (Big, Big) {
         let mut q = Big::default();
         let mut r = Big::default();
         for i in (0..self.bit_len()).rev() {
@@ -161,7 +161,7 @@ impl Big {
     }
 
     /// Decimal digits.
-    pub fn to_decimal(&self) -> String {
+    pub(crate) fn to_decimal(&self) -> String {
         if self.is_zero() {
             return "0".into();
         }

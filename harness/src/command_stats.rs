@@ -23,7 +23,7 @@ struct Counts {
 /// Every command's figures, shared by whatever runs commands (the engine, `lua serve`'s
 /// connections); clones count into the same figures.
 #[derive(Debug, Clone, Default)]
-pub struct CommandStats(Arc<Mutex<BTreeMap<&'static str, Counts>>>);
+pub(crate) struct CommandStats(Arc<Mutex<BTreeMap<&'static str, Counts>>>);
 
 impl CommandStats {
     fn with(&self, name: &'static str, f: impl FnOnce(&mut Counts)) {
@@ -32,7 +32,7 @@ impl CommandStats {
     }
 
     /// `name` ran for `took`; `failed`: it answered an error.
-    pub fn called(&self, name: &'static str, took: Duration, failed: bool) {
+    pub(crate) fn called(&self, name: &'static str, took: Duration, failed: bool) {
         self.with(name, |c| {
             c.calls += 1;
             c.usec += u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
@@ -41,20 +41,20 @@ impl CommandStats {
     }
 
     /// `name` was refused before it ran.
-    pub fn rejected(&self, name: &'static str) {
+    pub(crate) fn rejected(&self, name: &'static str) {
         self.with(name, |c| c.rejected_calls += 1);
     }
 
     /// CONFIG RESETSTAT.
     #[cfg(feature = "serve")]
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// The lines of INFO's `# Commandstats` section (without its header), in name order
     /// (Redis's is its hash table's).
     #[cfg(feature = "serve")]
-    pub fn lines(&self) -> String {
+    pub(crate) fn lines(&self) -> String {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         for (name, c) in map.iter() {

@@ -150,7 +150,7 @@ fn print(v: LongDouble) -> String {
 }
 
 /// Whether `b` reads as a finite `long double` (`getLongDoubleFromObject`).
-pub fn is_long_double(b: &[u8]) -> bool {
+pub(crate) fn is_long_double(b: &[u8]) -> bool {
     if b.len() >= 5 * 1024 || out_of_range(b) {
         return false;
     }
@@ -184,7 +184,7 @@ fn out_of_range(b: &[u8]) -> bool {
 /// `cur + inc` as `INCRBYFLOAT` replies; `None` when the result overflows (Redis: "increment
 /// would produce NaN or Infinity"). Text the exact path cannot read (hex floats, `inf`) goes
 /// through `f64`.
-pub fn add_long_double(cur: &[u8], inc: &[u8]) -> Option<String> {
+pub(crate) fn add_long_double(cur: &[u8], inc: &[u8]) -> Option<String> {
     if let (Some(a), Some(b)) = (parse(cur), parse(inc)) {
         return add(a, b).map(print);
     }

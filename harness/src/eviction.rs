@@ -11,7 +11,7 @@ use crate::server::Server;
 
 /// Which keys `maxmemory` may evict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Policy {
+pub(crate) enum Policy {
     /// `noeviction`: writes are refused with `-OOM` instead.
     #[default]
     NoEviction,
@@ -36,7 +36,7 @@ const NAMES: [&str; 8] = [
 ];
 
 /// The policy `name` (any case) names, as `CONFIG GET` will show it; `None` for another.
-pub fn parse(name: &[u8]) -> Option<(Policy, &'static str)> {
+pub(crate) fn parse(name: &[u8]) -> Option<(Policy, &'static str)> {
     let name = NAMES
         .iter()
         .find(|n| name.eq_ignore_ascii_case(n.as_bytes()))?;
@@ -50,7 +50,7 @@ pub fn parse(name: &[u8]) -> Option<(Policy, &'static str)> {
 }
 
 /// Redis's error for a name that is no policy.
-pub fn bad_name() -> String {
+pub(crate) fn bad_name() -> String {
     format!(
         "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: {}",
         NAMES.join(", ")
@@ -74,7 +74,7 @@ fn victim(s: &Server, now: i64) -> Option<Vec<u8>> {
 }
 
 /// Evicts keys while the keyspace is past `maxmemory`, as the policy allows.
-pub fn evict_due(s: &mut Server) {
+pub(crate) fn evict_due(s: &mut Server) {
     if s.eviction == Policy::NoEviction {
         return;
     }

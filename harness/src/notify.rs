@@ -27,7 +27,7 @@ const NEW: u32 = 1 << 13;
 const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
 /// `notify-keyspace-events` as Redis reads it; `None` for a character it does not know.
-pub fn parse_flags(s: &[u8]) -> Option<u32> {
+pub(crate) fn parse_flags(s: &[u8]) -> Option<u32> {
     s.iter().try_fold(0, |f, c| {
         Some(
             f | match c {
@@ -53,7 +53,7 @@ pub fn parse_flags(s: &[u8]) -> Option<u32> {
 }
 
 /// `notify-keyspace-events` as CONFIG GET shows it (Redis's `keyspaceEventsFlagsToString`).
-pub fn format_flags(f: u32) -> String {
+pub(crate) fn format_flags(f: u32) -> String {
     let mut out = String::new();
     if f & ALL == ALL {
         out.push('A');
@@ -104,7 +104,7 @@ fn notify(s: &Server, class: u32, event: &str, key: &[u8]) {
 
 /// Which of a command's keys exist before it runs.
 #[derive(Debug)]
-pub struct Before(Vec<(Vec<u8>, bool)>, Vec<bool>);
+pub(crate) struct Before(Vec<(Vec<u8>, bool)>, Vec<bool>);
 
 fn keys_of<'a>(name: &str, argv: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
     let all = argv.get(1..).unwrap_or_default();
@@ -128,7 +128,7 @@ fn exists(s: &Server, key: &[u8]) -> bool {
 }
 
 /// Before a command runs: `None` when no notification is enabled or nobody could hear it.
-pub fn before(s: &Server, name: &str, argv: &[Vec<u8>]) -> Option<Before> {
+pub(crate) fn before(s: &Server, name: &str, argv: &[Vec<u8>]) -> Option<Before> {
     if s.notify_flags & (KEYSPACE | KEYEVENT) == 0 || s.publisher.is_none() {
         return None;
     }
@@ -157,7 +157,7 @@ fn has_option(argv: &[Vec<u8>], opts: &[&str]) -> bool {
 }
 
 /// After the command ran and answered `reply`: its events, in Redis's order.
-pub fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Before) {
+pub(crate) fn after(s: &Server, name: &str, argv: &[Vec<u8>], reply: &Reply, before: Before) {
     if matches!(reply, Reply::Error(_)) {
         return;
     }
@@ -314,13 +314,13 @@ pub(crate) fn evicted(s: &Server, key: &[u8]) {
 }
 
 /// Whether flags `f` send `expired` events to any channel.
-pub fn expired_events_on(f: u32) -> bool {
+pub(crate) fn expired_events_on(f: u32) -> bool {
     f & EXPIRED != 0 && f & (KEYSPACE | KEYEVENT) != 0
 }
 
 /// Deletes the keys past their expiry on the clock, each with an `expired` event (what
 /// Redis's expiry does as time passes); nothing when `expired` events are off.
-pub fn expire_due(s: &mut Server) {
+pub(crate) fn expire_due(s: &mut Server) {
     if !expired_events_on(s.notify_flags) {
         return;
     }

@@ -88,11 +88,12 @@ impl fmt::Display for Reply {
 
 /// Redis's error texts, shared by the commands.
 pub(crate) mod errors {
-    pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
-    pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
-    pub const NOT_FLOAT: &str = "ERR value is not a valid float";
-    pub const STRING_TOO_LONG: &str =
+    pub(crate) const WRONGTYPE: &str =
+        "WRONGTYPE Operation against a key holding the wrong kind of value";
+    pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+    pub(crate) const NOT_FLOAT: &str = "ERR value is not a valid float";
+    pub(crate) const STRING_TOO_LONG: &str =
         "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
-    pub const SYNTAX: &str = "ERR syntax error";
-    pub const OVERFLOW: &str = "ERR increment or decrement would overflow";
+    pub(crate) const SYNTAX: &str = "ERR syntax error";
+    pub(crate) const OVERFLOW: &str = "ERR increment or decrement would overflow";
 }

@@ -38,7 +38,7 @@ fn unknown_subcommand(sub: &[u8], cmd: &str) -> Reply {
 }
 
 /// Runs a scripting command `name` (already resolved, arity checked).
-pub fn dispatch(engine: &mut Engine, name: &str, argv: &[Vec<u8>]) -> Reply {
+pub(crate) fn dispatch(engine: &mut Engine, name: &str, argv: &[Vec<u8>]) -> Reply {
     let r = match name {
         "eval" | "eval_ro" => split_keys(argv).and_then(|(keys, args)| {
             let sha = engine.load(&argv[1])?;

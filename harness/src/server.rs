@@ -13,7 +13,7 @@ pub struct LogLine {
 
 /// The keyspace, the virtual clock and what scripts logged.
 #[derive(Debug, Clone, Default)]
-pub struct Server {
+pub(crate) struct Server {
     /// Database 0.
     pub db: Db,
     /// The virtual clock: Unix time in milliseconds. Frozen unless advanced.
@@ -63,11 +63,11 @@ pub struct Server {
 }
 
 /// Delivers `(channel, message)`; answers how many received it.
-pub type Deliver = dyn Fn(&[u8], &[u8]) -> i64 + Send + Sync;
+pub(crate) type Deliver = dyn Fn(&[u8], &[u8]) -> i64 + Send + Sync;
 
 /// What PUBLISH calls to deliver a message.
 #[derive(Clone)]
-pub struct Publisher(pub std::sync::Arc<Deliver>);
+pub(crate) struct Publisher(pub std::sync::Arc<Deliver>);
 
 impl std::fmt::Debug for Publisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,15 +76,15 @@ impl std::fmt::Debug for Publisher {
 }
 
 /// How many `redis.log` lines are kept (the oldest go first).
-pub const MAX_LOG_LINES: usize = 10_000;
+pub(crate) const MAX_LOG_LINES: usize = 10_000;
 /// How many published messages are kept (the oldest go first).
-pub const MAX_PUBLISHED: usize = 10_000;
+pub(crate) const MAX_PUBLISHED: usize = 10_000;
 /// Bytes of one kept `redis.log` line; the rest is cut.
-pub const MAX_LOG_LINE: usize = 8 << 10;
+pub(crate) const MAX_LOG_LINE: usize = 8 << 10;
 
 /// Where a command runs from: the client, or a script (which changes error texts and rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// A client connection (redis-cli, a transcript line).
     Client,
     /// `redis.call` / `redis.pcall` inside a script.
@@ -93,7 +93,7 @@ pub enum Caller {
 
 impl Server {
     /// A server with an empty keyspace whose clock reads `now_ms`.
-    pub fn new(now_ms: i64) -> Server {
+    pub(crate) fn new(now_ms: i64) -> Server {
         Server {
             now_ms,
             start_ms: now_ms,
@@ -102,7 +102,7 @@ impl Server {
     }
 
     /// Keeps a `redis.log` line, within [`MAX_LOG_LINES`] and [`MAX_LOG_LINE`].
-    pub fn push_log(&mut self, mut line: LogLine) {
+    pub(crate) fn push_log(&mut self, mut line: LogLine) {
         if line.message.len() > MAX_LOG_LINE {
             let mut cut = MAX_LOG_LINE;
             while !line.message.is_char_boundary(cut) {
@@ -120,19 +120,19 @@ impl Server {
     }
 
     /// The virtual clock in microseconds.
-    pub fn now_us(&self) -> i64 {
+    pub(crate) fn now_us(&self) -> i64 {
         self.now_ms * 1000 + self.sub_ms_us
     }
 
     /// Moves the virtual clock forward by `us` microseconds.
-    pub fn advance_us(&mut self, us: i64) {
+    pub(crate) fn advance_us(&mut self, us: i64) {
         let total = self.now_us().saturating_add(us);
         self.now_ms = total.div_euclid(1000);
         self.sub_ms_us = total.rem_euclid(1000);
     }
 
     /// Sets the virtual clock to `ms` Unix milliseconds.
-    pub fn set_now_ms(&mut self, ms: i64) {
+    pub(crate) fn set_now_ms(&mut self, ms: i64) {
         self.now_ms = ms;
         self.sub_ms_us = 0;
     }

@@ -24,7 +24,7 @@ impl std::fmt::Debug for ClientAuth {
 }
 
 /// The user `AUTH PASSWORD` logs in as (Redis's name).
-pub const DEFAULT_USER: &str = "default";
+pub(crate) const DEFAULT_USER: &str = "default";
 
 impl ClientAuth {
     /// No users yet: every client is let in until one is added.

@@ -31,12 +31,12 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     /// A connection could not be made, or was given up.
-    pub fn failed(&self) {
+    pub(crate) fn failed(&self) {
         self.failures.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A reply came back: the upstream works.
-    pub fn succeeded(&self) {
+    pub(crate) fn succeeded(&self) {
         if self.failures.load(Ordering::Relaxed) != 0 {
             self.failures.store(0, Ordering::Relaxed);
         }
@@ -44,7 +44,7 @@ impl Backoff {
 
     /// How long to wait before the next connection: nothing after a success, then 50 ms,
     /// 100 ms, ... up to 2 s.
-    pub fn delay(&self) -> Duration {
+    pub(crate) fn delay(&self) -> Duration {
         match self.failures.load(Ordering::Relaxed) {
             0 => Duration::ZERO,
             n => BACKOFF_FIRST

@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Hooks queued per plugin at most.
-pub const QUEUE: usize = 4096;
+pub(crate) const QUEUE: usize = 4096;
 
 /// Bytes of replies and commands the queued `on_reply` hooks of one plugin may hold copies of
 /// (200 pipelined GETs of a 16 MB value would otherwise queue 3.2 GB); a reply bigger than
 /// this alone is still handed over when nothing else is queued.
-pub const QUEUED_REPLY_BYTES: usize = 64 << 20;
+pub(crate) const QUEUED_REPLY_BYTES: usize = 64 << 20;
 
 use crate::plugin::{Action, ConnInfo, Plugin, PluginCommand};
 
@@ -92,7 +92,7 @@ impl OwnedCommand {
 
 impl Workers {
     /// A thread for each plugin of `plugins` that asks for one.
-    pub fn new(plugins: &[Arc<dyn Plugin>]) -> Workers {
+    pub(crate) fn new(plugins: &[Arc<dyn Plugin>]) -> Workers {
         let queues = plugins
             .iter()
             .map(|p| {
@@ -122,7 +122,7 @@ impl Workers {
     }
 
     /// Hooks of plugin `p` dropped because its queue was full.
-    pub fn dropped(&self, p: usize) -> u64 {
+    pub(crate) fn dropped(&self, p: usize) -> u64 {
         self.dropped.get(p).map_or(0, |d| d.load(Ordering::Relaxed))
     }
 
@@ -145,7 +145,7 @@ impl Workers {
     }
 
     /// Waits until every hook queued so far has run (before the reports are read).
-    pub async fn flush(&self) {
+    pub(crate) async fn flush(&self) {
         for queue in self.queues.iter().flatten() {
             ask(queue, || ()).await;
         }
@@ -156,7 +156,7 @@ impl Workers {
     }
 
     /// Plugin `p`'s [`Plugin::on_command`], on its thread if it has one.
-    pub async fn on_command(
+    pub(crate) async fn on_command(
         &self,
         plugins: &[Arc<dyn Plugin>],
         p: usize,
@@ -174,7 +174,7 @@ impl Workers {
     }
 
     /// Plugin `p`'s [`Plugin::rewrite_reply`], on its thread if it has one.
-    pub async fn rewrite_reply(
+    pub(crate) async fn rewrite_reply(
         &self,
         plugins: &[Arc<dyn Plugin>],
         p: usize,
@@ -198,7 +198,7 @@ impl Workers {
 
     /// Plugin `p`'s [`Plugin::on_reply`], queued on its thread if it has one (nothing waits
     /// for it).
-    pub fn on_reply(
+    pub(crate) fn on_reply(
         &self,
         plugins: &[Arc<dyn Plugin>],
         p: usize,
@@ -238,7 +238,7 @@ impl Workers {
 
     /// Runs `hook` with plugin `p`, queued on its thread if it has one (nothing waits for it):
     /// [`Plugin::on_tick`], [`Plugin::on_connect`], [`Plugin::on_close`].
-    pub fn run(
+    pub(crate) fn run(
         &self,
         plugins: &[Arc<dyn Plugin>],
         p: usize,

@@ -29,7 +29,7 @@ fn bit_at(v: &[u8], bit: u64) -> u8 {
         .map_or(0, |b| (b >> (7 - (bit & 7))) & 1)
 }
 
-pub fn setbit(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn setbit(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let offset = bit_offset(&a[2])?;
         let on = match number::parse_i64(&a[3]) {
@@ -62,7 +62,7 @@ pub fn setbit(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn getbit(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getbit(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let offset = bit_offset(&a[2])?;
         Ok(Reply::Int(
@@ -122,7 +122,7 @@ fn popcount(v: &[u8], b0: i64, b1: i64) -> i64 {
         .sum()
 }
 
-pub fn bitcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn bitcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let Some(v) = read(s, &a[1])? else {
             return Ok(Reply::Int(0));
@@ -145,7 +145,7 @@ pub fn bitcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn bitpos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn bitpos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let bit = match number::parse_i64(&a[2]) {
             Some(b @ (0 | 1)) => b as u8,
@@ -322,11 +322,11 @@ fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> (bool, i64
     (false, 0)
 }
 
-pub fn bitfield(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn bitfield(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     bitfield_generic(s, a, false)
 }
 
-pub fn bitfield_ro(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn bitfield_ro(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     bitfield_generic(s, a, true)
 }
 
@@ -457,7 +457,7 @@ fn bitfield_generic(s: &mut Server, a: &[Vec<u8>], ro_command: bool) -> Reply {
 /// BITOP AND / OR / XOR / NOT destkey key...: missing keys are empty strings, shorter ones are
 /// padded with zero bytes, the result replaces the destination (TTL gone) or deletes it when
 /// empty; answers the result's length.
-pub fn bitop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn bitop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let op = if is(&a[1], "and") {
             0

@@ -11,7 +11,7 @@ use crate::server::Server;
 
 /// A blocking command's timeout in milliseconds (0: forever), checked as Redis's
 /// `getTimeoutFromObjectOrReply` checks seconds.
-pub fn timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
+pub(crate) fn timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
     let secs = crate::number::parse_f64(arg)
         .ok_or_else(|| Reply::err("ERR timeout is not a float or out of range"))?;
     let ms = (secs * 1000.0).ceil();
@@ -27,7 +27,7 @@ pub fn timeout_ms(arg: &[u8]) -> Result<u64, Reply> {
 /// Where a blocking command's timeout is: its last argument, or the first for BLMPOP and
 /// BZMPOP. `None` for other commands.
 #[cfg_attr(not(feature = "serve"), allow(dead_code))]
-pub fn timeout_index(argv: &[Vec<u8>]) -> Option<usize> {
+pub(crate) fn timeout_index(argv: &[Vec<u8>]) -> Option<usize> {
     let name = String::from_utf8_lossy(argv.first()?).to_ascii_lowercase();
     match name.as_str() {
         "blpop" | "brpop" | "blmove" | "brpoplpush" | "bzpopmin" | "bzpopmax" => {
@@ -42,7 +42,7 @@ pub fn timeout_index(argv: &[Vec<u8>]) -> Option<usize> {
 /// timeout, or XREAD's and XREADGROUP's `BLOCK`. `None`: not a command that blocks, or one
 /// with a timeout Redis refuses.
 #[cfg_attr(not(feature = "serve"), allow(dead_code))]
-pub fn block_ms(argv: &[Vec<u8>]) -> Option<u64> {
+pub(crate) fn block_ms(argv: &[Vec<u8>]) -> Option<u64> {
     match timeout_index(argv) {
         Some(at) => timeout_ms(argv.get(at)?).ok(),
         None => super::stream_group::block_ms(argv),
@@ -52,7 +52,7 @@ pub fn block_ms(argv: &[Vec<u8>]) -> Option<u64> {
 /// Whether the null a blocking command answers on timeout is a null array (`*-1` in RESP2),
 /// not a null bulk string (BLMOVE, BRPOPLPUSH).
 #[cfg_attr(not(feature = "serve"), allow(dead_code))]
-pub fn null_is_array(argv: &[Vec<u8>]) -> bool {
+pub(crate) fn null_is_array(argv: &[Vec<u8>]) -> bool {
     !(is(&argv[0], "blmove") || is(&argv[0], "brpoplpush"))
 }
 
@@ -128,19 +128,19 @@ fn blocking_pop(s: &mut Server, a: &[Vec<u8>], list: bool, left_or_min: bool) ->
     pop_first(s, &a[1..a.len() - 1], list, left_or_min, None)
 }
 
-pub fn blpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn blpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     blocking_pop(s, a, true, true)
 }
 
-pub fn brpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn brpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     blocking_pop(s, a, true, false)
 }
 
-pub fn bzpopmin(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn bzpopmin(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     blocking_pop(s, a, false, true)
 }
 
-pub fn bzpopmax(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn bzpopmax(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     blocking_pop(s, a, false, false)
 }
 
@@ -196,24 +196,24 @@ fn mpop(s: &mut Server, a: &[Vec<u8>], at: usize, list: bool) -> Reply {
     run().unwrap_or_else(|e| e)
 }
 
-pub fn lmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn lmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     mpop(s, a, 1, true)
 }
 
-pub fn blmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn blmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     mpop(s, a, 2, true)
 }
 
-pub fn zmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn zmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     mpop(s, a, 1, false)
 }
 
-pub fn bzmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn bzmpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     mpop(s, a, 2, false)
 }
 
 /// BLMOVE src dst LEFT|RIGHT LEFT|RIGHT timeout.
-pub fn blmove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn blmove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     for side in &a[3..5] {
         if !is(side, "left") && !is(side, "right") {
             return Reply::err(errors::SYNTAX);
@@ -226,7 +226,7 @@ pub fn blmove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// BRPOPLPUSH src dst timeout.
-pub fn brpoplpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn brpoplpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if let Err(e) = timeout_ms(&a[3]) {
         return e;
     }
@@ -235,7 +235,7 @@ pub fn brpoplpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 
 /// WAIT numreplicas timeout: a server without replicas answers 0 (at once, where Redis
 /// would block a non-zero `numreplicas` until the timeout).
-pub fn wait(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn wait(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if crate::number::parse_i64(&a[1]).is_none() {
         return Reply::err(errors::NOT_INTEGER);
     }

@@ -205,13 +205,13 @@ fn docs(row: &'static TableRow) -> Reply {
 }
 
 /// `COMMAND`: every command's entry.
-pub fn command(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn command(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     Reply::Array(top_level().map(entry).collect())
 }
 
 /// `COMMAND INFO [name ...]`: each name's entry (`parent|sub` names a subcommand), nil for an
 /// unknown one; every command's without names.
-pub fn info(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn info(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if a.len() == 2 {
         return Reply::Array(top_level().map(entry).collect());
     }
@@ -225,7 +225,7 @@ pub fn info(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
 
 /// `COMMAND DOCS [name ...]`: a map of each known name to its docs (unknown ones left out);
 /// every command's without names.
-pub fn command_docs(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn command_docs(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let pairs = if a.len() == 2 {
         top_level()
             .map(|r| (Reply::bulk(r.name), docs(r)))

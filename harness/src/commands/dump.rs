@@ -24,7 +24,7 @@ const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
 const BAD_FORMAT: &str = "ERR Bad data format";
 
 /// `DUMP key`: nil for a missing key.
-pub fn dump(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn dump(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let Some(e) = s.db.get_mut(&a[1], s.now_ms) else {
         return Reply::Nil;
     };
@@ -303,7 +303,7 @@ fn read_value(body: &[u8], max: usize) -> Result<Value, ()> {
 }
 
 /// `RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME seconds] [FREQ frequency]`.
-pub fn restore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn restore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let (key, payload) = (&a[1], &a[3]);
     let (mut replace, mut abs) = (false, false);
     let mut i = 4;

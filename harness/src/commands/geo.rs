@@ -93,7 +93,7 @@ fn not_a_geohash() -> Reply {
 }
 
 /// GEOADD key [NX|XX] [CH] longitude latitude member ...: ZADD with the geohash scores.
-pub fn geoadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn geoadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let mut idx = 2;
         let (mut nx, mut xx) = (false, false);
@@ -127,7 +127,7 @@ pub fn geoadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn geopos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn geopos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let z = read(s, &a[1])?;
         let mut out = Vec::with_capacity(a.len() - 2);
@@ -147,7 +147,7 @@ pub fn geopos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn geohash(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn geohash(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let z = read(s, &a[1])?;
         let mut out = Vec::with_capacity(a.len() - 2);
@@ -189,7 +189,7 @@ fn distance(lon1: f64, lat1: f64, lon2: f64, lat2: f64) -> f64 {
     2.0 * EARTH_RADIUS_M * x.sqrt().asin()
 }
 
-pub fn geodist(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn geodist(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let to_meter = match a.len() {
             4 => 1.0,

@@ -151,12 +151,12 @@ fn variable_flags(name: &str, argv: &[Vec<u8>]) -> Option<&'static str> {
 }
 
 /// `COMMAND GETKEYS command arg...`.
-pub fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getkeys(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     keys_reply(a, false)
 }
 
 /// `COMMAND GETKEYSANDFLAGS command arg...`: each key with its flags (`RW`, `access`...).
-pub fn getkeysandflags(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getkeysandflags(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     keys_reply(a, true)
 }
 

@@ -40,15 +40,15 @@ fn hset_generic(s: &mut Server, a: &[Vec<u8>], name: &str) -> Result<i64, Reply>
         .count() as i64)
 }
 
-pub fn hset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(hset_generic(s, a, "hset").map(Reply::Int))
 }
 
-pub fn hmset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hmset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(hset_generic(s, a, "hmset").map(|_| Reply::ok()))
 }
 
-pub fn hsetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hsetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let h = write(s, &a[1])?;
         if h.get(&a[2]).is_some() {
@@ -59,14 +59,14 @@ pub fn hsetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn hget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| {
         h.and_then(|h| h.get(&a[2]))
             .map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))
     }))
 }
 
-pub fn hmget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hmget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| {
         Reply::Array(
             a[2..]
@@ -80,7 +80,7 @@ pub fn hmget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }))
 }
 
-pub fn hdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
         None => 0,
@@ -91,11 +91,11 @@ pub fn hdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(n as i64)
 }
 
-pub fn hexists(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hexists(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| Reply::Int(i64::from(h.is_some_and(|h| h.get(&a[2]).is_some())))))
 }
 
-pub fn hincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let by = int_arg(&a[3])?;
         let h = write(s, &a[1])?;
@@ -112,7 +112,7 @@ pub fn hincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn hgetall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hgetall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| {
         Reply::Map(
             h.into_iter()
@@ -123,7 +123,7 @@ pub fn hgetall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }))
 }
 
-pub fn hkeys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hkeys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| {
         Reply::Array(
             h.into_iter()
@@ -134,7 +134,7 @@ pub fn hkeys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }))
 }
 
-pub fn hvals(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hvals(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| {
         Reply::Array(
             h.into_iter()
@@ -145,11 +145,11 @@ pub fn hvals(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }))
 }
 
-pub fn hlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|h| Reply::Int(h.map_or(0, |h| h.len() as i64))))
 }
 
-pub fn hincrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hincrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         if !crate::decimal::is_long_double(&a[3]) {
             return Err(Reply::err(errors::NOT_FLOAT));
@@ -170,7 +170,7 @@ pub fn hincrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn hstrlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hstrlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match read(s, &a[1]) {
         Ok(h) => Reply::Int(h.and_then(|h| h.get(&a[2])).map_or(0, |v| v.len() as i64)),
         Err(e) => e,
@@ -180,7 +180,7 @@ pub fn hstrlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// `HRANDFIELD key [count [WITHVALUES]]`. Redis picks at random; the harness picks in the
 /// hash's order (the first field; the first `count`; for a negative count, fields in order
 /// over and over). A count covering the whole hash answers it whole, in order, as Redis does.
-pub fn hrandfield(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn hrandfield(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         if a.len() == 2 {
             return Ok(read(s, &a[1])?

@@ -381,7 +381,7 @@ fn store(s: &mut Server, key: &[u8], v: Vec<u8>) {
     }
 }
 
-pub fn pfadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pfadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (mut v, mut updated) = match read(s, &a[1])? {
             Some(v) => (v, false),
@@ -399,7 +399,7 @@ pub fn pfadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn pfcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pfcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         if a.len() > 2 {
             let mut max = vec![0u8; REGISTERS];
@@ -429,7 +429,7 @@ pub fn pfcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn pfmerge(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pfmerge(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let mut max = vec![0u8; REGISTERS];
         let mut dense = false;
@@ -459,7 +459,7 @@ pub fn pfmerge(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// PFDEBUG GETREG / DECODE / ENCODING / TODENSE key.
-pub fn pfdebug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pfdebug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let Some(mut v) = read(s, &a[2])? else {
             return Err(Reply::err("ERR The specified key does not exist"));
@@ -517,7 +517,7 @@ pub fn pfdebug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 
 /// PFSELFTEST: Redis checks its own register code; the harness checks its own (dense and
 /// sparse agree on random registers) and answers as Redis does.
-pub fn pfselftest(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn pfselftest(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     let mut sparse = new_hll();
     let mut dense = new_hll();
     if to_dense(&mut dense).is_err() {

@@ -40,7 +40,7 @@ pub(crate) fn has_help(command: &str) -> bool {
 }
 
 /// `X HELP`: Redis's lines, as status replies.
-pub fn help(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn help(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let name = String::from_utf8_lossy(&a[0]).to_ascii_lowercase();
     match help_sections().iter().find(|(n, _)| *n == name) {
         Some((_, lines)) => Reply::Array(
@@ -164,7 +164,7 @@ fn glob_match_at(p: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesti
 
 /// COMMAND COUNT and LIST (COMMAND, INFO and DOCS: `command_info.rs`; GETKEYS and
 /// GETKEYSANDFLAGS: `getkeys.rs`).
-pub fn command(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn command(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let t = table();
     let sub = a
         .get(1)
@@ -230,7 +230,7 @@ const INFO_SECTIONS: &[&str] = &[
 
 /// INFO with only sections Redis does not know answers an empty string, as Redis does; the
 /// sections themselves (server statistics) are not emulated.
-pub fn info(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn info(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let known = a[1..].iter().any(|s| {
         let lower = String::from_utf8_lossy(s).to_ascii_lowercase();
         INFO_SECTIONS.contains(&lower.as_str())
@@ -244,13 +244,13 @@ pub fn info(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
 
 /// LASTSAVE: the offline server never saves, so this is when it started, as for a Redis
 /// started without a dump file.
-pub fn lastsave(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn lastsave(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     Reply::Int(s.start_ms.div_euclid(1000))
 }
 
 /// LOLWUT [VERSION v]: the version line of Redis 7.0's default LOLWUT; versions 5 and 6
 /// (drawings) are not emulated.
-pub fn lolwut(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lolwut(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let mut version = 7;
     if a.len() >= 3 && is(&a[1], "version") {
         match int_arg(&a[2]) {
@@ -270,7 +270,7 @@ pub fn lolwut(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
 const DOCTOR_MIN_BYTES: usize = 5 << 20;
 
 /// MEMORY DOCTOR (for a small instance), PURGE, USAGE of a missing key.
-pub fn memory(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn memory(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
         "doctor" if s.db.used_memory() < DOCTOR_MIN_BYTES => Reply::bulk(
@@ -305,7 +305,7 @@ pub fn memory(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// (the offline server has no LFU policy); REFCOUNT as Redis's shared integers make it
 /// (`int`-encoded 0..9999: `INT_MAX`, anything else 1). IDLETIME of an existing key is not
 /// emulated (no LRU clock).
-pub fn object(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn object(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     if !s.db.exists(&a[2], s.now_ms) {
         return Reply::Nil;
@@ -341,7 +341,7 @@ fn sorted_keys(s: &Server) -> Vec<Vec<u8>> {
 }
 
 /// KEYS pattern: the matching keys, sorted bytewise.
-pub fn keys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn keys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Array(
         sorted_keys(s)
             .into_iter()
@@ -352,7 +352,7 @@ pub fn keys(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// RANDOMKEY: nil when empty, else the first key bytewise (documented; Redis picks at random).
-pub fn randomkey(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn randomkey(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     sorted_keys(s)
         .into_iter()
         .next()
@@ -397,7 +397,7 @@ pub(crate) fn scan_cursor(arg: &[u8]) -> Result<u64, Reply> {
 
 /// SCAN cursor [MATCH pattern] [COUNT count] [TYPE type] over the keys sorted bytewise; the
 /// cursor is how many keys came before (Redis's cursor walks its hash table instead).
-pub fn scan(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn scan(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let cursor = scan_cursor(&a[1])?;
         let (mut pattern, mut count, mut kind) = (None, 10i64, None);
@@ -445,7 +445,7 @@ pub fn scan(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// SELECT: database 0 is the offline server's only one.
-pub fn select(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn select(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match number::parse_i64(&a[1]) {
         None => Reply::err(errors::NOT_INTEGER),
         Some(v) if i32::try_from(v).is_err() => {
@@ -460,7 +460,7 @@ pub fn select(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// SLOWLOG GET / LEN / RESET: the offline server logs no slow command.
-pub fn slowlog(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn slowlog(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
         "get" => {

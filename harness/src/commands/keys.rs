@@ -4,17 +4,17 @@ use super::{done, int_arg, is};
 use crate::reply::Reply;
 use crate::server::Server;
 
-pub fn del(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn del(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     Reply::Int(a[1..].iter().filter(|k| s.db.remove(k, now)).count() as i64)
 }
 
-pub fn exists(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn exists(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     Reply::Int(a[1..].iter().filter(|k| s.db.exists(k, now)).count() as i64)
 }
 
-pub fn type_cmd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn type_cmd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let name =
         s.db.get_mut(&a[1], s.now_ms)
             .map_or("none", |e| e.value.type_name());
@@ -97,19 +97,19 @@ fn expire_generic(s: &mut Server, a: &[Vec<u8>], unit: i64, relative: bool, cmd:
     })())
 }
 
-pub fn expire(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn expire(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     expire_generic(s, a, 1000, true, "expire")
 }
 
-pub fn pexpire(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pexpire(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     expire_generic(s, a, 1, true, "pexpire")
 }
 
-pub fn expireat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn expireat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     expire_generic(s, a, 1000, false, "expireat")
 }
 
-pub fn pexpireat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pexpireat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     expire_generic(s, a, 1, false, "pexpireat")
 }
 
@@ -120,7 +120,7 @@ fn remaining_ms(s: &mut Server, key: &[u8]) -> Option<Option<i64>> {
         .map(|e| e.expire_at_ms.map(|t| (t - now).max(0)))
 }
 
-pub fn ttl(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn ttl(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(match remaining_ms(s, &a[1]) {
         None => -2,
         Some(None) => -1,
@@ -128,7 +128,7 @@ pub fn ttl(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })
 }
 
-pub fn pttl(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pttl(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(match remaining_ms(s, &a[1]) {
         None => -2,
         Some(None) => -1,
@@ -144,15 +144,15 @@ fn expiretime_generic(s: &mut Server, a: &[Vec<u8>], unit: i64) -> Reply {
     })
 }
 
-pub fn expiretime(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn expiretime(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     expiretime_generic(s, a, 1000)
 }
 
-pub fn pexpiretime(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pexpiretime(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     expiretime_generic(s, a, 1)
 }
 
-pub fn persist(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn persist(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     match s.db.get_mut(&a[1], now) {
         Some(e) if e.expire_at_ms.is_some() => {
@@ -163,11 +163,11 @@ pub fn persist(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-pub fn dbsize(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn dbsize(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     Reply::Int(s.db.len(s.now_ms) as i64)
 }
 
-pub fn flushall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn flushall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match &a[1..] {
         [] => {}
         [opt] if is(opt, "sync") || is(opt, "async") => {}
@@ -177,7 +177,7 @@ pub fn flushall(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::ok()
 }
 
-pub fn touch(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn touch(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     exists(s, a)
 }
 
@@ -201,16 +201,16 @@ fn rename_generic(s: &mut Server, a: &[Vec<u8>], nx: bool) -> Reply {
     }
 }
 
-pub fn rename(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn rename(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     rename_generic(s, a, false)
 }
 
-pub fn renamenx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn renamenx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     rename_generic(s, a, true)
 }
 
 /// `COPY source destination [DB n] [REPLACE]`; only database 0 exists offline.
-pub fn copy(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn copy(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let mut replace = false;
         let mut db = 0i64;
@@ -257,7 +257,7 @@ pub fn copy(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 
 /// `OBJECT ENCODING key`: the encoding Redis 7.0 gives a value built by plain writes
 /// (a string grown by APPEND, SETRANGE or SETBIT is `raw` in Redis whatever its length).
-pub fn object_encoding(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn object_encoding(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     use crate::keyspace::Value;
     let now = s.now_ms;
     let Some(e) = s.db.get_mut(&a[2], now) else {

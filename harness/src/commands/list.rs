@@ -28,11 +28,11 @@ fn push(s: &mut Server, a: &[Vec<u8>], left: bool) -> Reply {
     }
 }
 
-pub fn lpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     push(s, a, true)
 }
 
-pub fn rpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn rpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     push(s, a, false)
 }
 
@@ -68,15 +68,15 @@ fn pop(s: &mut Server, a: &[Vec<u8>], left: bool, name: &str) -> Reply {
     reply
 }
 
-pub fn lpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     pop(s, a, true, "lpop")
 }
 
-pub fn rpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn rpop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     pop(s, a, false, "rpop")
 }
 
-pub fn llen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn llen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match s.db.get_mut(&a[1], s.now_ms).map(|e| &e.value) {
         None => Reply::Int(0),
         Some(Value::List(l)) => Reply::Int(l.len() as i64),
@@ -101,7 +101,7 @@ pub(crate) fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, us
     Some((start as usize, end as usize))
 }
 
-pub fn lrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let start = int_arg(&a[2])?;
         let end = int_arg(&a[3])?;
@@ -116,7 +116,7 @@ pub fn lrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn lindex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lindex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let idx = int_arg(&a[2])?;
         match s.db.get_mut(&a[1], s.now_ms).map(|e| &e.value) {
@@ -133,7 +133,7 @@ pub fn lindex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn ltrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn ltrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let start = int_arg(&a[2])?;
         let end = int_arg(&a[3])?;
@@ -154,7 +154,7 @@ pub fn ltrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn lrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let count = int_arg(&a[2])?;
         let now = s.now_ms;
@@ -257,11 +257,11 @@ fn lmove_generic(s: &mut Server, src: &[u8], dst: &[u8], from_left: bool, to_lef
     Reply::Bulk(value)
 }
 
-pub fn rpoplpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn rpoplpush(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     lmove_generic(s, &a[1], &a[2], false, true)
 }
 
-pub fn lmove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lmove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match (side(&a[3]), side(&a[4])) {
         (Ok(from), Ok(to)) => lmove_generic(s, &a[1], &a[2], from, to),
         (Err(e), _) | (_, Err(e)) => e,
@@ -286,15 +286,15 @@ fn pushx(s: &mut Server, a: &[Vec<u8>], left: bool) -> Reply {
     }
 }
 
-pub fn lpushx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lpushx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     pushx(s, a, true)
 }
 
-pub fn rpushx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn rpushx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     pushx(s, a, false)
 }
 
-pub fn lset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let idx = int_arg(&a[2])?;
         let now = s.now_ms;

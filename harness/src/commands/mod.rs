@@ -33,11 +33,11 @@ use crate::reply::{errors, Reply};
 use crate::server::{Caller, Server};
 
 /// A command handler.
-pub type Handler = fn(&mut Server, &[Vec<u8>]) -> Reply;
+pub(crate) type Handler = fn(&mut Server, &[Vec<u8>]) -> Reply;
 
 /// How a command is carried out.
 #[derive(Debug, Clone, Copy)]
-pub enum Run {
+pub(crate) enum Run {
     /// Against the keyspace alone.
     Plain(Handler),
     /// EVAL, SCRIPT, FUNCTION, FCALL...: needs the Lua engine (see `Harness`).
@@ -47,7 +47,7 @@ pub enum Run {
 /// One row of Redis 7.0.15's command table (`harness/data/commands-7.0.15.tsv`), with the
 /// harness's handler.
 #[derive(Debug)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// Lower-case name; `parent|sub` for a subcommand.
     pub name: &'static str,
     /// The top-level command (`config` for `config|get`).
@@ -75,7 +75,7 @@ pub struct Spec {
 /// Runs a command's handler; a panic in it (a defect of the harness, never the client's
 /// doing) becomes an error reply for that one command instead of ending the process or
 /// unwinding through the script or the server that called it.
-pub fn run_caught(f: Handler, server: &mut Server, argv: &[Vec<u8>]) -> Reply {
+pub(crate) fn run_caught(f: Handler, server: &mut Server, argv: &[Vec<u8>]) -> Reply {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(server, argv))).unwrap_or_else(|p| {
         let why = p
             .downcast_ref::<String>()
@@ -458,7 +458,7 @@ fn get(lower: &str) -> Option<&'static Spec> {
 }
 
 /// The top-level command named `name` (any case).
-pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static Spec> {
     let mut buf = [0u8; 32];
     if name.len() > buf.len() {
         return None;
@@ -488,7 +488,7 @@ fn lookup_argv(argv: &[Vec<u8>]) -> Result<&'static Spec, bool> {
 
 /// The table name (`parent|sub`) of the command `argv` names, whatever its arity; `None` for
 /// an unknown command or subcommand.
-pub fn known_name(argv: &[Vec<u8>]) -> Option<&'static str> {
+pub(crate) fn known_name(argv: &[Vec<u8>]) -> Option<&'static str> {
     if argv.is_empty() {
         return None;
     }
@@ -501,7 +501,7 @@ pub fn is_redis_command(name: &str) -> bool {
 }
 
 /// Whether `argc` (counting the name) satisfies `arity`.
-pub fn arity_ok(arity: i32, argc: usize) -> bool {
+pub(crate) fn arity_ok(arity: i32, argc: usize) -> bool {
     let argc = argc as i64;
     let arity = i64::from(arity);
     if arity >= 0 {
@@ -512,7 +512,7 @@ pub fn arity_ok(arity: i32, argc: usize) -> bool {
 }
 
 /// Finds the command for `args` and checks its arity, with the error text Redis gives `caller`.
-pub fn resolve(args: &[Vec<u8>], caller: Caller) -> Result<&'static Spec, Reply> {
+pub(crate) fn resolve(args: &[Vec<u8>], caller: Caller) -> Result<&'static Spec, Reply> {
     if args.is_empty() {
         return Err(Reply::err("ERR harness: empty command"));
     }
@@ -564,7 +564,7 @@ fn trunc128(b: &[u8]) -> String {
 }
 
 /// `ERR wrong number of arguments for 'name' command`.
-pub fn wrong_arity(name: &str) -> Reply {
+pub(crate) fn wrong_arity(name: &str) -> Reply {
     Reply::err(format!(
         "ERR wrong number of arguments for '{name}' command"
     ))

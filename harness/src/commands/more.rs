@@ -8,7 +8,7 @@ use crate::number;
 use crate::reply::{errors, Reply};
 use crate::server::Server;
 
-pub fn linsert(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn linsert(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let after = if is(&a[2], "after") {
             true
@@ -40,7 +40,7 @@ fn positive(b: &[u8], msg: &str) -> Result<i64, Reply> {
     }
 }
 
-pub fn lpos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn lpos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (mut rank, mut count, mut maxlen) = (1i64, -1i64, 0i64);
         let mut j = 3;
@@ -112,7 +112,7 @@ pub fn lpos(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn zmscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zmscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     match s.db.get_mut(&a[1], now).map(|e| &e.value) {
         None => Reply::Array(a[2..].iter().map(|_| Reply::Nil).collect()),
@@ -130,7 +130,7 @@ pub fn zmscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// 0, as Redis answers for a listpack hash or sorted set and an intset (a larger value Redis
 /// walks by cursor in its hash table's order; the harness still answers it whole, in its own
 /// order).
-pub fn scan_value(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn scan_value(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         scan_cursor(&a[2])?;
         let now = s.now_ms;

@@ -4,7 +4,7 @@ use super::{is, wrong_arity};
 use crate::reply::Reply;
 use crate::server::Server;
 
-pub fn ping(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn ping(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match a.len() {
         1 => Reply::Status("PONG".into()),
         2 => Reply::Bulk(a[1].clone()),
@@ -12,11 +12,11 @@ pub fn ping(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-pub fn echo(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn echo(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Bulk(a[1].clone())
 }
 
-pub fn time(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn time(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     let us = s.now_us();
     Reply::Array(vec![
         Reply::Bulk(us.div_euclid(1_000_000).to_string().into_bytes()),
@@ -27,7 +27,7 @@ pub fn time(s: &mut Server, _a: &[Vec<u8>]) -> Reply {
 /// No subscribers exist offline, so nobody receives it; the message is kept for
 /// `Harness::published`. With a publisher (`lua serve`), it is delivered, not kept: a server
 /// must not hold every message it relayed.
-pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if let Some(p) = &s.publisher {
         return Reply::Int((p.0)(&a[1], &a[2]));
     }
@@ -35,7 +35,7 @@ pub fn publish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// SPUBLISH: as PUBLISH, to the shard channel's subscribers (a namespace of their own).
-pub fn spublish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn spublish(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if let Some(p) = &s.shard_publisher {
         return Reply::Int((p.0)(&a[1], &a[2]));
     }
@@ -51,12 +51,12 @@ fn keep_published(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 }
 
 /// CLUSTER, ASKING, READONLY, READWRITE: the offline server is a standalone one.
-pub fn cluster_disabled(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
+pub(super) fn cluster_disabled(_s: &mut Server, _a: &[Vec<u8>]) -> Reply {
     Reply::err("ERR This instance has cluster support disabled")
 }
 
 /// PUBSUB CHANNELS / NUMPAT / NUMSUB / SHARDCHANNELS / SHARDNUMSUB: nobody subscribes offline.
-pub fn pubsub(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn pubsub(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
         "numpat" => Reply::Int(0),
@@ -76,7 +76,7 @@ pub fn pubsub(_s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// `DEBUG SLEEP seconds` advances the virtual clock (Redis really sleeps; inside a script,
 /// whose time is frozen, when the script ends). `DEBUG SET-DISABLE-DENY-SCRIPTS n` lets
 /// scripts call `noscript` commands. Other DEBUG subcommands are not emulated.
-pub fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn debug(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if is(&a[1], "sleep") && a.len() == 3 {
         // Redis: `dtime = strtod(arg, NULL); utime = dtime * 1000000` and a sleep of that many
         // microseconds; a product C cannot fit in a `long long` reads as LLONG_MIN on x86-64,

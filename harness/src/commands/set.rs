@@ -47,7 +47,7 @@ fn array(set: &Set) -> Reply {
     Reply::Array(ordered(set).into_iter().map(Reply::Bulk).collect())
 }
 
-pub fn sadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     if s.db.get_mut(&a[1], now).is_none() {
         s.db.set(&a[1], Value::Set(HashSet::new()), None);
@@ -60,7 +60,7 @@ pub fn sadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-pub fn srem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn srem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
         None => 0,
@@ -71,14 +71,14 @@ pub fn srem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(n as i64)
 }
 
-pub fn sismember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sismember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match read(s, &a[1]) {
         Ok(m) => Reply::Int(i64::from(m.is_some_and(|m| m.contains(a[2].as_slice())))),
         Err(e) => e,
     }
 }
 
-pub fn smismember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn smismember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match read(s, &a[1]) {
         Ok(m) => Reply::Array(
             a[2..]
@@ -90,14 +90,14 @@ pub fn smismember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-pub fn scard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn scard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match read(s, &a[1]) {
         Ok(m) => Reply::Int(m.map_or(0, |m| m.len() as i64)),
         Err(e) => e,
     }
 }
 
-pub fn smembers(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn smembers(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match read(s, &a[1]) {
         Ok(m) => m.map_or(Reply::Array(vec![]), array),
         Err(e) => e,
@@ -161,15 +161,15 @@ fn store(s: &mut Server, dst: &[u8], result: Set) -> Reply {
     Reply::Int(n)
 }
 
-pub fn sinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(set_op(s, &a[0], &a[1..], SetOp::Inter).map(|r| array(&r)))
 }
 
-pub fn sunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(set_op(s, &a[0], &a[1..], SetOp::Union).map(|r| array(&r)))
 }
 
-pub fn sdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(set_op(s, &a[0], &a[1..], SetOp::Diff).map(|r| array(&r)))
 }
 
@@ -180,19 +180,19 @@ fn op_store(s: &mut Server, a: &[Vec<u8>], op: SetOp) -> Reply {
     }
 }
 
-pub fn sinterstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sinterstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     op_store(s, a, SetOp::Inter)
 }
 
-pub fn sunionstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sunionstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     op_store(s, a, SetOp::Union)
 }
 
-pub fn sdiffstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sdiffstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     op_store(s, a, SetOp::Diff)
 }
 
-pub fn sintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let numkeys = match number::parse_i64(&a[1]) {
             Some(n) if n >= 1 => n as usize,
@@ -222,7 +222,7 @@ pub fn sintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn smove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn smove(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let now = s.now_ms;
         if s.db.get_mut(&a[1], now).is_none() {
@@ -265,7 +265,7 @@ fn count_arg(a: &[Vec<u8>]) -> Result<Option<i64>, Reply> {
 /// The most members a negative SRANDMEMBER count may ask for (Redis would try any).
 const MAX_REPEATS: u64 = 10_000_000;
 
-pub fn spop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn spop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let count = match a.len() {
             2 => None,
@@ -298,7 +298,7 @@ pub fn spop(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn srandmember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn srandmember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let count = count_arg(a)?;
         let Some(set) = read(s, &a[1])? else {

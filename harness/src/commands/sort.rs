@@ -62,11 +62,11 @@ fn by_pattern(s: &mut Server, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-pub fn sort(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sort(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     sort_generic(s, a, false)
 }
 
-pub fn sort_ro(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn sort_ro(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     sort_generic(s, a, true)
 }
 

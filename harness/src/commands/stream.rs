@@ -250,7 +250,7 @@ fn trim(x: &mut Stream, t: &TrimArgs) -> i64 {
     deleted
 }
 
-pub fn xadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (t, i) = parse_trim(a, 2, true)?;
         let field_pos = i + 1;
@@ -329,7 +329,7 @@ pub fn xadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn xlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|x| Reply::Int(x.map_or(0, |x| x.len as i64))))
 }
 
@@ -389,15 +389,15 @@ fn range(s: &mut Server, a: &[Vec<u8>], rev: bool) -> Reply {
     })())
 }
 
-pub fn xrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     range(s, a, false)
 }
 
-pub fn xrevrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xrevrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     range(s, a, true)
 }
 
-pub fn xdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let Some(_) = read(s, &a[1])? else {
             return Ok(Reply::Int(0));
@@ -432,7 +432,7 @@ pub fn xdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn xtrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xtrim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (t, _) = parse_trim(a, 2, false)?;
         if read(s, &a[1])?.is_none() {

@@ -11,7 +11,7 @@ use crate::server::Server;
 
 // ---------------------------------------------------------------- XCLAIM / XAUTOCLAIM
 
-pub fn xclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (key, group, consumer) = (&a[1], &a[2], &a[3]);
         let min_idle = int_arg(&a[4])
@@ -111,7 +111,7 @@ pub fn xclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn xautoclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xautoclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (key, group, consumer) = (&a[1], &a[2], &a[3]);
         let min_idle = int_arg(&a[4])
@@ -193,7 +193,7 @@ pub fn xautoclaim(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 
 // ---------------------------------------------------------------- XINFO
 
-pub fn xinfo(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn xinfo(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
         let now = s.now_ms;

@@ -406,11 +406,11 @@ pub(crate) fn blocked_read_failed(
     None
 }
 
-pub fn xread(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn xread(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     read_cmd(s, a, false)
 }
 
-pub fn xreadgroup(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn xreadgroup(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     read_cmd(s, a, true)
 }
 
@@ -465,7 +465,7 @@ pub(super) fn no_such_group(key: &[u8], group: &[u8]) -> Reply {
     ))
 }
 
-pub fn xgroup(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn xgroup(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
         let (key, group) = (&a[2], &a[3]);
@@ -544,7 +544,7 @@ fn ids_of(args: &[Vec<u8>]) -> Result<Vec<StreamId>, Reply> {
     args.iter().map(|id| parse_id(id, 0, true, None)).collect()
 }
 
-pub fn xack(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn xack(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let ids = ids_of(&a[3..])?;
         let Some(x) = read(s, &a[1])? else {
@@ -561,7 +561,7 @@ pub fn xack(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn xpending(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(crate) fn xpending(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (key, group) = (&a[1], &a[2]);
         let mut i = 3;

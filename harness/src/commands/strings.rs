@@ -21,7 +21,7 @@ fn bulk_or_nil(v: Option<Vec<u8>>) -> Reply {
     v.map_or(Reply::Nil, Reply::Bulk)
 }
 
-pub fn get(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn get(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(get_str(s, &a[1]).map(bulk_or_nil))
 }
 
@@ -93,7 +93,7 @@ fn expire_ms(s: &Server, arg: &[u8], unit: i64, absolute: bool, cmd: &str) -> Re
     Ok(ms)
 }
 
-pub fn set(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn set(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let o = parse_set_opts(a)?;
         let when = match o.expire {
@@ -115,7 +115,7 @@ pub fn set(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn setnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn setnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if s.db.exists(&a[1], s.now_ms) {
         return Reply::Int(0);
     }
@@ -131,15 +131,15 @@ fn setex_generic(s: &mut Server, a: &[Vec<u8>], unit: i64, cmd: &str) -> Reply {
     })())
 }
 
-pub fn setex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn setex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     setex_generic(s, a, 1000, "setex")
 }
 
-pub fn psetex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn psetex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     setex_generic(s, a, 1, "psetex")
 }
 
-pub fn getset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let old = get_str(s, &a[1])?;
         s.db.set(&a[1], Value::Str(a[2].clone()), None);
@@ -147,7 +147,7 @@ pub fn getset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn getdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let old = get_str(s, &a[1])?;
         if old.is_some() {
@@ -157,7 +157,7 @@ pub fn getdel(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn mget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn mget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Array(
         a[1..]
             .iter()
@@ -166,7 +166,7 @@ pub fn mget(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     )
 }
 
-pub fn mset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn mset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if a.len().is_multiple_of(2) {
         return super::wrong_arity("mset");
     }
@@ -176,7 +176,7 @@ pub fn mset(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::ok()
 }
 
-pub fn msetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn msetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     if a.len().is_multiple_of(2) {
         return super::wrong_arity("msetnx");
     }
@@ -190,7 +190,7 @@ pub fn msetnx(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(1)
 }
 
-pub fn append(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn append(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match s.db.get_mut(&a[1], s.now_ms) {
         None => {
             s.db.set(&a[1], Value::Str(a[2].clone()), None);
@@ -209,7 +209,7 @@ pub fn append(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-pub fn strlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn strlen(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(get_str(s, &a[1]).map(|v| Reply::Int(v.map_or(0, |v| v.len() as i64))))
 }
 
@@ -234,22 +234,22 @@ fn incr_by(s: &mut Server, key: &[u8], by: i64) -> Reply {
     })())
 }
 
-pub fn incr(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn incr(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     incr_by(s, &a[1], 1)
 }
 
-pub fn decr(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn decr(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     incr_by(s, &a[1], -1)
 }
 
-pub fn incrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn incrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match int_arg(&a[2]) {
         Ok(by) => incr_by(s, &a[1], by),
         Err(e) => e,
     }
 }
 
-pub fn decrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn decrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     match int_arg(&a[2]) {
         Ok(i64::MIN) => Reply::err("ERR decrement would overflow"),
         Ok(by) => incr_by(s, &a[1], -by),
@@ -257,7 +257,7 @@ pub fn decrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     }
 }
 
-pub fn incrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn incrbyfloat(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let (cur, ttl) = match s.db.get_mut(&a[1], s.now_ms) {
             None => (b"0".to_vec(), None),
@@ -289,7 +289,7 @@ pub(crate) fn check_string_length(offset: i64, append: usize) -> Result<(), Repl
     Ok(())
 }
 
-pub fn getrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let mut start = int_arg(&a[2])?;
         let mut end = int_arg(&a[3])?;
@@ -318,7 +318,7 @@ pub fn getrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn setrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn setrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let offset = int_arg(&a[2])?;
         if offset < 0 {
@@ -355,7 +355,7 @@ pub fn setrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn getex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn getex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         // (argument index, ms per unit, absolute) or PERSIST
         let mut expire: Option<(usize, i64, bool)> = None;

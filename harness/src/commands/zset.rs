@@ -127,11 +127,11 @@ fn zadd_generic(s: &mut Server, a: &[Vec<u8>], mut f: AddFlags, mut idx: usize) 
     })())
 }
 
-pub fn zadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zadd(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zadd_generic(s, a, AddFlags::default(), 2)
 }
 
-pub fn zincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let f = AddFlags {
         incr: true,
         ..AddFlags::default()
@@ -139,7 +139,7 @@ pub fn zincrby(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zadd_generic(s, a, f, 2)
 }
 
-pub fn zrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     let now = s.now_ms;
     let n = match s.db.get_mut(&a[1], now).map(|e| &mut e.value) {
         None => 0,
@@ -150,14 +150,14 @@ pub fn zrem(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     Reply::Int(n as i64)
 }
 
-pub fn zscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|z| {
         z.and_then(|z| z.score(&a[2]))
             .map_or(Reply::Nil, Reply::Double)
     }))
 }
 
-pub fn zcard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zcard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done(read(s, &a[1]).map(|z| Reply::Int(z.map_or(0, |z| z.len() as i64))))
 }
 
@@ -377,15 +377,15 @@ fn zrange_generic(s: &mut Server, a: &[Vec<u8>], preset: RangeType, preset_rev: 
     })())
 }
 
-pub fn zrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zrange_generic(s, a, RangeType::Auto, false)
 }
 
-pub fn zrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zrange_generic(s, a, RangeType::Score, false)
 }
 
-pub fn zremrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zremrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let range = parse_score_range(&a[2], &a[3])?;
         let now = s.now_ms;
@@ -406,15 +406,15 @@ pub fn zremrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn zrevrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrevrange(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zrange_generic(s, a, RangeType::Rank, true)
 }
 
-pub fn zrevrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrevrangebyscore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zrange_generic(s, a, RangeType::Score, true)
 }
 
-pub fn zcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let range = parse_score_range(&a[2], &a[3])?;
         Ok(Reply::Int(read(s, &a[1])?.map_or(0, |z| {
@@ -434,11 +434,11 @@ fn rank(s: &mut Server, a: &[Vec<u8>], rev: bool) -> Reply {
     }))
 }
 
-pub fn zrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     rank(s, a, false)
 }
 
-pub fn zrevrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrevrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     rank(s, a, true)
 }
 
@@ -486,15 +486,15 @@ fn zpop(s: &mut Server, a: &[Vec<u8>], max: bool) -> Reply {
     Reply::Array(out)
 }
 
-pub fn zpopmin(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zpopmin(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zpop(s, a, false)
 }
 
-pub fn zpopmax(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zpopmax(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zpop(s, a, true)
 }
 
-pub fn zremrangebyrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zremrangebyrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let start = int_arg(&a[2])?;
         let end = int_arg(&a[3])?;
@@ -523,7 +523,7 @@ pub fn zremrangebyrank(s: &mut Server, a: &[Vec<u8>]) -> Reply {
 /// ZRANDMEMBER key [count [WITHSCORES]]: members in the set's order (score, then bytes) instead
 /// of at random, as HRANDFIELD answers fields in the hash's order; a count covering the set
 /// answers it whole from the highest score down, as Redis does.
-pub fn zrandmember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrandmember(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         if a.len() == 2 {
             return Ok(read(s, &a[1])?
@@ -692,15 +692,15 @@ impl LexRange {
     }
 }
 
-pub fn zrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zrange_generic(s, a, RangeType::Lex, false)
 }
 
-pub fn zrevrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zrevrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     zrange_generic(s, a, RangeType::Lex, true)
 }
 
-pub fn zlexcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zlexcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let range = LexRange::parse(&a[2], &a[3])?;
         Ok(Reply::Int(read(s, &a[1])?.map_or(0, |z| {
@@ -713,7 +713,7 @@ pub fn zlexcount(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     })())
 }
 
-pub fn zremrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zremrangebylex(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     done((|| {
         let range = LexRange::parse(&a[2], &a[3])?;
         let now = s.now_ms;
@@ -924,24 +924,24 @@ fn set_op(s: &mut Server, a: &[Vec<u8>], op: SetOp, store: bool, card_only: bool
     })())
 }
 
-pub fn zunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zunion(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Union, false, false)
 }
-pub fn zinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zinter(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Inter, false, false)
 }
-pub fn zdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zdiff(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Diff, false, false)
 }
-pub fn zunionstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zunionstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Union, true, false)
 }
-pub fn zinterstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zinterstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Inter, true, false)
 }
-pub fn zdiffstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zdiffstore(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Diff, true, false)
 }
-pub fn zintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
+pub(super) fn zintercard(s: &mut Server, a: &[Vec<u8>]) -> Reply {
     set_op(s, a, SetOp::Inter, false, true)
 }

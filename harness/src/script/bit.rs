@@ -84,7 +84,7 @@ fn tohex(lua: &Lua, a: &Args) -> Result<MultiValue, String> {
 }
 
 /// The `bit` functions for the prelude, answering `(ok, ...)`.
-pub fn create(lua: &Lua) -> mlua::Result<Table> {
+pub(super) fn create(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     for &(name, f) in FUNCS {
         t.raw_set(

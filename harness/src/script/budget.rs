@@ -6,7 +6,7 @@ use mlua::Lua;
 
 /// The most bytes one buffer built from script data may hold: Redis's 512 MiB string limit,
 /// and the Lua memory cap (the result must fit in the Lua heap anyway).
-pub fn buffer_limit(lua: &Lua) -> usize {
+pub(super) fn buffer_limit(lua: &Lua) -> usize {
     let cap = lua
         .app_data_ref::<super::Limits>()
         .map_or(usize::MAX, |l| l.memory_limit);
@@ -19,7 +19,7 @@ const STEPS_PER_CHECK: u32 = 1024;
 const BYTES_PER_CHECK: usize = 1 << 20;
 
 /// The buffer and time budget of one library call.
-pub struct Budget<'a> {
+pub(super) struct Budget<'a> {
     lua: &'a Lua,
     limit: usize,
     steps: u32,
@@ -27,11 +27,11 @@ pub struct Budget<'a> {
 }
 
 /// The refusal of a buffer past [`buffer_limit`], as Lua says it.
-pub const NO_MEMORY: &str = "not enough memory";
+pub(super) const NO_MEMORY: &str = "not enough memory";
 
 impl<'a> Budget<'a> {
     /// The budget of a call of a function running in `lua`.
-    pub fn new(lua: &'a Lua) -> Budget<'a> {
+    pub(super) fn new(lua: &'a Lua) -> Budget<'a> {
         Budget {
             lua,
             limit: buffer_limit(lua),
@@ -46,7 +46,7 @@ impl<'a> Budget<'a> {
     ///
     /// # Errors
     /// [`NO_MEMORY`] past the limit; past the time limit, see [`Budget::step`].
-    pub fn room(&mut self, out: &mut Vec<u8>, more: usize) -> Result<(), String> {
+    pub(super) fn room(&mut self, out: &mut Vec<u8>, more: usize) -> Result<(), String> {
         let need = out.len().saturating_add(more);
         if need > self.limit {
             return Err(NO_MEMORY.into());
@@ -67,7 +67,7 @@ impl<'a> Budget<'a> {
     ///
     /// # Errors
     /// Past the time limit; [`crate::script::libargs::answer`] raises the stop itself.
-    pub fn step(&mut self) -> Result<(), String> {
+    pub(super) fn step(&mut self) -> Result<(), String> {
         self.steps = self.steps.wrapping_add(1);
         if self.steps.is_multiple_of(STEPS_PER_CHECK) {
             self.look_at_the_clock()?;

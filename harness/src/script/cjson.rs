@@ -13,7 +13,7 @@ const MAX_DEPTH: usize = 1000;
 /// lua-cjson's settings (`cjson.encode_max_depth(n)`...): kept in the Lua state's app data,
 /// so they last from script to script until SCRIPT FLUSH, as Redis keeps them in its VM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CjsonConfig {
+pub(super) struct CjsonConfig {
     encode_max_depth: usize,
     decode_max_depth: usize,
     /// 0 refuse (`off`), 1 encode as `nan`/`inf` (`on`), 2 encode as `null`.
@@ -42,7 +42,7 @@ fn config(lua: &Lua) -> CjsonConfig {
 }
 
 /// Puts the settings back to lua-cjson's defaults (a new Lua state, as SCRIPT FLUSH makes).
-pub fn reset_config(lua: &Lua) {
+pub(super) fn reset_config(lua: &Lua) {
     lua.set_app_data(CjsonConfig::default());
 }
 /// The harness recurses on the caller's stack: it stops earlier than Redis, with its own error.
@@ -595,7 +595,7 @@ fn settings(lua: &Lua, name: &str, args: &Args) -> Result<MultiValue, String> {
 }
 
 /// The setting functions the harness emulates (the others answer `not emulated`).
-pub const SETTINGS: [&str; 5] = [
+pub(super) const SETTINGS: [&str; 5] = [
     "encode_max_depth",
     "decode_max_depth",
     "encode_number_precision",
@@ -605,7 +605,7 @@ pub const SETTINGS: [&str; 5] = [
 
 /// `cjson.encode`, `cjson.decode` and the [`SETTINGS`] functions for the prelude, answering
 /// `(ok, ...)`.
-pub fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function, Table)> {
+pub(super) fn create(lua: &Lua) -> mlua::Result<(mlua::Function, mlua::Function, Table)> {
     let enc = packed(lua, |lua, args: Args| answer(lua, encode(lua, &args)))?;
     let dec = packed(lua, |lua, args: Args| answer(lua, decode(lua, &args)))?;
     let table = lua.create_table()?;

@@ -345,7 +345,7 @@ fn unpack_limit(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
 }
 
 /// `pack`, `unpack`, `unpack_one` and `unpack_limit` for the prelude.
-pub fn create(lua: &Lua) -> mlua::Result<[mlua::Function; 4]> {
+pub(super) fn create(lua: &Lua) -> mlua::Result<[mlua::Function; 4]> {
     Ok([
         packed(lua, |lua, a: Args| answer(lua, pack(lua, &a)))?,
         packed_spread(lua, |lua, a: Args| answer(lua, unpack(lua, &a)))?,

@@ -12,7 +12,7 @@ use crate::reply::Reply;
 const MAX_DEPTH: usize = 200;
 
 /// A command reply as `redis.call` hands it to Lua under protocol `resp` (2 or 3).
-pub fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
+pub(crate) fn reply_to_lua(lua: &Lua, r: Reply, resp: u8) -> mlua::Result<Value> {
     Ok(match r {
         Reply::Int(i) => Value::Number(i as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(&b)?),
@@ -86,14 +86,14 @@ fn one_line(s: &[u8]) -> String {
 /// What a script's return value becomes for the client (RESP2), under `redis.setresp(resp)`;
 /// `None` when it would take more than `budget` bytes (a table can name one big string
 /// millions of times).
-pub fn lua_to_reply(v: &Value, resp: u8, budget: usize) -> Option<Reply> {
+pub(crate) fn lua_to_reply(v: &Value, resp: u8, budget: usize) -> Option<Reply> {
     let mut left = budget;
     to_reply(v, resp, 0, &mut left).ok()
 }
 
 /// `r` with every map flattened into an array, as scripts' maps reached a client before
 /// RESP3 clients were served (doubles stay doubles).
-pub fn flatten_maps(r: Reply) -> Reply {
+pub(crate) fn flatten_maps(r: Reply) -> Reply {
     match r {
         Reply::Map(pairs) => Reply::Array(
             pairs
@@ -121,7 +121,7 @@ fn spend(left: &mut usize, n: usize) -> Result<(), Stop> {
 }
 
 /// The approximate bytes of `r` (its strings plus a fixed cost per element).
-pub fn reply_size(r: &Reply) -> usize {
+pub(crate) fn reply_size(r: &Reply) -> usize {
     ELEMENT_COST
         + match r {
             Reply::Bulk(b) => b.len(),
@@ -219,7 +219,7 @@ fn table_to_reply(t: &Table, resp: u8, depth: usize, left: &mut usize) -> Result
 
 /// Why `redis.call`'s arguments could not become a command.
 #[derive(Debug)]
-pub enum ArgsError {
+pub(crate) enum ArgsError {
     /// No arguments at all.
     Empty,
     /// An argument that is neither a string nor a number.
@@ -232,7 +232,7 @@ pub enum ArgsError {
 /// refused as soon as the copies add up to more than `max` bytes (one string named a hundred
 /// times is a hundred copies), so no call holds more than `max` bytes of copies. Each argument
 /// is read from the script once (a read through mlua costs as much as the copy).
-pub fn lua_args(args: &Args, max: usize) -> Result<Vec<Vec<u8>>, ArgsError> {
+pub(crate) fn lua_args(args: &Args, max: usize) -> Result<Vec<Vec<u8>>, ArgsError> {
     if args.is_empty() {
         return Err(ArgsError::Empty);
     }

@@ -325,7 +325,7 @@ impl Engine {
     }
 
     /// `FUNCTION LOAD [REPLACE] code`: the library name, or Redis's error.
-    pub fn function_load(&mut self, code: &[u8], replace: bool) -> Reply {
+    pub(crate) fn function_load(&mut self, code: &[u8], replace: bool) -> Reply {
         if !self.is_functions_state {
             return self
                 .in_functions(|f| f.function_load(code, replace))
@@ -456,7 +456,7 @@ impl Engine {
     }
 
     /// `FUNCTION DELETE name`.
-    pub fn function_delete(&mut self, name: &[u8]) -> Reply {
+    pub(crate) fn function_delete(&mut self, name: &[u8]) -> Reply {
         if !self.is_functions_state {
             return match self.functions_state {
                 Some(_) => self
@@ -473,7 +473,7 @@ impl Engine {
     }
 
     /// `FUNCTION FLUSH`.
-    pub fn function_flush(&mut self) {
+    pub(crate) fn function_flush(&mut self) {
         if !self.is_functions_state {
             if self.functions_state.is_some() {
                 let _ = self.in_functions(Engine::function_flush);
@@ -487,14 +487,20 @@ impl Engine {
     }
 
     /// The loaded libraries.
-    pub fn libraries(&self) -> Vec<FunctionLibrary> {
+    pub(crate) fn libraries(&self) -> Vec<FunctionLibrary> {
         self.functions_state().map_or_else(Vec::new, |f| {
             f.functions.libraries.values().cloned().collect()
         })
     }
 
     /// `FCALL` / `FCALL_RO` of function `name` with `keys` and `argv` (numkeys already checked).
-    pub fn fcall(&mut self, name: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>], ro: bool) -> Reply {
+    pub(crate) fn fcall(
+        &mut self,
+        name: &[u8],
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        ro: bool,
+    ) -> Reply {
         if !self.is_functions_state {
             return match self.functions_state {
                 Some(_) => self

@@ -13,7 +13,7 @@ use super::RunCtx;
 use crate::server::{LogLine, Server, MAX_LOG_LINE};
 
 /// Registers the helpers on the prelude's internals table `i`.
-pub fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<()> {
+pub(super) fn register(lua: &Lua, i: &Table, rng: Arc<Mutex<Rand48>>) -> mlua::Result<()> {
     // string.rep builds its result in one C loop the time limit cannot interrupt: one that
     // would not fit under the memory cap is refused before any work.
     i.set(

@@ -11,7 +11,7 @@ use mlua::{ffi, FromLua, Function, IntoLuaMulti, Lua, MultiValue, Table, Value};
 /// strings must not arrive as thousands of values: read from the table, one argument at a
 /// time holds a slot, and only while it is looked at.
 #[derive(Debug, Clone)]
-pub struct Args {
+pub(crate) struct Args {
     t: Table,
     n: usize,
 }
@@ -32,23 +32,23 @@ impl FromLua for Args {
 
 impl Args {
     /// How many arguments were passed (trailing nils included).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.n
     }
 
     /// Whether no argument was passed.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.n == 0
     }
 
     /// Argument `i` (from 0), `None` past the last one.
-    pub fn get(&self, i: usize) -> Option<Value> {
+    pub(crate) fn get(&self, i: usize) -> Option<Value> {
         (i < self.n).then(|| self.t.raw_get(i + 1).unwrap_or(Value::Nil))
     }
 
     /// These arguments and a `nil` after them (a C function's mark pushed past its last
     /// argument, which then reads as `nil`, not "no value").
-    pub fn with_nil_mark(&self) -> Args {
+    pub(crate) fn with_nil_mark(&self) -> Args {
         Args {
             t: self.t.clone(),
             n: self.n + 1,
@@ -56,13 +56,13 @@ impl Args {
     }
 
     /// The arguments in order, each read when the iterator reaches it.
-    pub fn iter(&self) -> impl Iterator<Item = Value> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Value> + '_ {
         (0..self.n).map(|i| self.get(i).unwrap_or(Value::Nil))
     }
 }
 
 /// Lua's type name for error messages (`got no value` when absent).
-pub fn type_name(v: Option<&Value>) -> &'static str {
+pub(super) fn type_name(v: Option<&Value>) -> &'static str {
     match v {
         None => "no value",
         Some(Value::Nil) => "nil",
@@ -78,7 +78,7 @@ pub fn type_name(v: Option<&Value>) -> &'static str {
 }
 
 /// `lua_tonumber`: numbers, and strings that read as numbers.
-pub fn to_number(v: Option<&Value>) -> Option<f64> {
+pub(super) fn to_number(v: Option<&Value>) -> Option<f64> {
     match v? {
         Value::Integer(i) => Some(*i as f64),
         Value::Number(n) => Some(*n),
@@ -100,7 +100,7 @@ pub fn to_number(v: Option<&Value>) -> Option<f64> {
 
 /// `luaL_checkint` on a number: `(int)(lua_Integer)x` as Redis's Lua computes it on x86-64
 /// (out of range or NaN gives `INT64_MIN`, whose low 32 bits are 0).
-pub fn c_int(x: f64) -> i32 {
+pub(super) fn c_int(x: f64) -> i32 {
     const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     let wide = if x.is_nan() || !(-TWO_63..TWO_63).contains(&x) {
         i64::MIN
@@ -111,19 +111,19 @@ pub fn c_int(x: f64) -> i32 {
 }
 
 /// `bad argument #n to 'f' (msg)`.
-pub fn bad_arg(n: usize, f: &str, msg: &str) -> String {
+pub(super) fn bad_arg(n: usize, f: &str, msg: &str) -> String {
     format!("bad argument #{n} to '{f}' ({msg})")
 }
 
 /// `luaL_checknumber`.
-pub fn check_number(args: &Args, n: usize, f: &str) -> Result<f64, String> {
+pub(super) fn check_number(args: &Args, n: usize, f: &str) -> Result<f64, String> {
     let v = args.get(n - 1);
     let v = v.as_ref();
     to_number(v).ok_or_else(|| bad_arg(n, f, &format!("number expected, got {}", type_name(v))))
 }
 
 /// `luaL_checklstring`: strings, and numbers formatted as Lua does (`%.14g`).
-pub fn check_bytes(args: &Args, n: usize, f: &str) -> Result<Vec<u8>, String> {
+pub(super) fn check_bytes(args: &Args, n: usize, f: &str) -> Result<Vec<u8>, String> {
     let v = args.get(n - 1);
     let v = v.as_ref();
     match v {
@@ -141,7 +141,7 @@ pub fn check_bytes(args: &Args, n: usize, f: &str) -> Result<Vec<u8>, String> {
 /// An error a Rust library function raises into Lua: a Redis error table (`{err = ...}`, as
 /// `luaPushError` + `luaError` raise) or a Lua error string (as `luaL_error` raises).
 #[derive(Debug, Clone)]
-pub enum Raised {
+pub(super) enum Raised {
     /// `{err = msg}`.
     Table(String),
     /// A plain Lua error message, position included.
@@ -161,7 +161,7 @@ impl std::fmt::Display for Raised {
 impl std::error::Error for Raised {}
 
 /// The [`Raised`] inside an mlua error, if that is what it is.
-pub fn raised(e: &mlua::Error) -> Option<Raised> {
+pub(super) fn raised(e: &mlua::Error) -> Option<Raised> {
     match e {
         mlua::Error::ExternalError(a) => a.downcast_ref::<Raised>().cloned(),
         mlua::Error::CallbackError { cause, .. } => raised(cause),
@@ -171,7 +171,7 @@ pub fn raised(e: &mlua::Error) -> Option<Raised> {
 }
 
 /// Whether `e` is a memory error, however mlua wrapped it.
-pub fn is_memory_error(e: &mlua::Error) -> bool {
+pub(super) fn is_memory_error(e: &mlua::Error) -> bool {
     match e {
         mlua::Error::MemoryError(_) => true,
         mlua::Error::CallbackError { cause, .. } => is_memory_error(cause),
@@ -202,12 +202,12 @@ fn where_(lua: &Lua) -> String {
 }
 
 /// Success with `v`.
-pub fn ok(lua: &Lua, v: impl IntoLuaMulti) -> mlua::Result<MultiValue> {
+pub(super) fn ok(lua: &Lua, v: impl IntoLuaMulti) -> mlua::Result<MultiValue> {
     v.into_lua_multi(lua)
 }
 
 /// Raises a Lua error at the caller's line, as `luaL_error` does.
-pub fn lua_err(lua: &Lua, msg: impl AsRef<str>) -> mlua::Result<MultiValue> {
+pub(super) fn lua_err(lua: &Lua, msg: impl AsRef<str>) -> mlua::Result<MultiValue> {
     Err(mlua::Error::external(Raised::Text(format!(
         "{}{}",
         where_(lua),
@@ -253,13 +253,13 @@ fn as_called(lua: &Lua, msg: &str) -> String {
 }
 
 /// Raises a Redis error table `{err = msg}`.
-pub fn redis_err(_lua: &Lua, msg: impl Into<String>) -> mlua::Result<MultiValue> {
+pub(super) fn redis_err(_lua: &Lua, msg: impl Into<String>) -> mlua::Result<MultiValue> {
     Err(mlua::Error::external(Raised::Table(msg.into())))
 }
 
 /// Success, or a Lua error at the caller's line; past the time limit, the harness's stop (a
 /// long call that gave up on the clock, see [`super::budget::Budget::step`]).
-pub fn answer(lua: &Lua, r: Result<MultiValue, String>) -> mlua::Result<MultiValue> {
+pub(super) fn answer(lua: &Lua, r: Result<MultiValue, String>) -> mlua::Result<MultiValue> {
     match r {
         Ok(m) => Ok(m),
         Err(e) => {
@@ -347,7 +347,7 @@ fn reraise_mark() -> *mut std::ffi::c_void {
 /// The answer of a [`packed`] function that raises `v` as the Lua error value itself, as a C
 /// function's `lua_error` would (mlua would wrap it: a table raised by a Lua callback the
 /// function called would reach the script as text).
-pub fn reraise(v: Value) -> mlua::Result<MultiValue> {
+pub(super) fn reraise(v: Value) -> mlua::Result<MultiValue> {
     Ok(MultiValue::from_iter([
         Value::LightUserData(mlua::LightUserData(reraise_mark())),
         v,
@@ -356,7 +356,7 @@ pub fn reraise(v: Value) -> mlua::Result<MultiValue> {
 
 /// `f` as a library function for scripts: it gets its arguments as one [`Args`] table, so
 /// that no number of arguments can exhaust mlua's reference slots.
-pub fn packed<F>(lua: &Lua, f: F) -> mlua::Result<Function>
+pub(super) fn packed<F>(lua: &Lua, f: F) -> mlua::Result<Function>
 where
     F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
 {
@@ -389,7 +389,7 @@ where
 
 /// [`packed`] for a function with any number of results: `f` answers one table
 /// `{n = count, ...}` (see [`Results`]) and the caller gets its items as results.
-pub fn packed_spread<F>(lua: &Lua, f: F) -> mlua::Result<Function>
+pub(super) fn packed_spread<F>(lua: &Lua, f: F) -> mlua::Result<Function>
 where
     F: Fn(&Lua, Args) -> mlua::Result<MultiValue> + mlua::MaybeSend + 'static,
 {
@@ -409,14 +409,14 @@ fn closure(lua: &Lua, f: Function, spread: bool) -> mlua::Result<Function> {
 
 /// Results for a [`packed_spread`] function, collected into one table as they come, so
 /// that no more than one is held by Rust at a time.
-pub struct Results {
+pub(super) struct Results {
     t: Table,
     n: usize,
 }
 
 impl Results {
     /// An empty list of results.
-    pub fn new(lua: &Lua) -> mlua::Result<Results> {
+    pub(super) fn new(lua: &Lua) -> mlua::Result<Results> {
         Ok(Results {
             t: lua.create_table()?,
             n: 0,
@@ -424,24 +424,24 @@ impl Results {
     }
 
     /// How many results so far.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.n
     }
 
     /// Adds one result.
-    pub fn push(&mut self, v: Value) -> mlua::Result<()> {
+    pub(super) fn push(&mut self, v: Value) -> mlua::Result<()> {
         self.n += 1;
         self.t.raw_set(self.n, v)
     }
 
     /// Replaces result `i` (from 1, at most [`Results::len`]).
-    pub fn set(&mut self, i: usize, v: Value) -> mlua::Result<()> {
+    pub(super) fn set(&mut self, i: usize, v: Value) -> mlua::Result<()> {
         debug_assert!((1..=self.n).contains(&i));
         self.t.raw_set(i, v)
     }
 
     /// Removes the last result.
-    pub fn pop(&mut self) -> mlua::Result<Value> {
+    pub(super) fn pop(&mut self) -> mlua::Result<Value> {
         if self.n == 0 {
             return Ok(Value::Nil);
         }
@@ -452,12 +452,12 @@ impl Results {
     }
 
     /// The last result.
-    pub fn last(&self) -> Option<Value> {
+    pub(super) fn last(&self) -> Option<Value> {
         (self.n > 0).then(|| self.t.raw_get(self.n).unwrap_or(Value::Nil))
     }
 
     /// The answer [`packed_spread`] expects.
-    pub fn into_multi(self) -> mlua::Result<MultiValue> {
+    pub(super) fn into_multi(self) -> mlua::Result<MultiValue> {
         self.t.raw_set("n", self.n)?;
         Ok(MultiValue::from_iter([Value::Table(self.t)]))
     }
@@ -465,4 +465,4 @@ impl Results {
 
 /// Lua 5.1's `LUAI_MAXCSTACK`: the most values a C function may have on its stack
 /// (arguments included); `lua_checkstack` refuses past it.
-pub const MAX_C_STACK: usize = 8000;
+pub(super) const MAX_C_STACK: usize = 8000;

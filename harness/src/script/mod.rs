@@ -29,7 +29,7 @@ use crate::reply::Reply;
 use crate::server::{Caller, Server};
 
 pub use functions::{FunctionInfo, FunctionLibrary};
-pub use shebang::ScriptFlags;
+pub(crate) use shebang::ScriptFlags;
 
 const PRELUDE: &str = include_str!("prelude.lua");
 
@@ -146,7 +146,7 @@ struct Compiled {
 
 /// Limits on one script run.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Wall-clock time after which a running script is stopped.
     pub time_limit: Duration,
     /// Bytes the Lua heap may use.
@@ -160,7 +160,7 @@ pub struct Limits {
 /// memory cap, so libraries keeping memory never make an unrelated script fail. The server
 /// (keyspace, clock, log) is handed to that state while function code runs.
 #[derive(Debug)]
-pub struct Engine {
+pub(crate) struct Engine {
     lua: Lua,
     globals: Table,
     run: Function,
@@ -192,7 +192,7 @@ pub struct Engine {
 
 /// Where a run comes from, for error messages and write rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// EVAL / EVALSHA.
     Eval,
     /// EVAL_RO / EVALSHA_RO.
@@ -210,7 +210,7 @@ pub fn sha1hex(body: &[u8]) -> String {
 
 impl Engine {
     /// A fresh Lua state holding `server`, with Redis's environment.
-    pub fn new(server: Server, limits: Limits) -> mlua::Result<Engine> {
+    pub(crate) fn new(server: Server, limits: Limits) -> mlua::Result<Engine> {
         let timer = Arc::new(Mutex::new(Timer::default()));
         let rand = Arc::new(Mutex::new(rand48::Rand48::default()));
         Engine::build(server, limits, timer, rand)
@@ -310,14 +310,14 @@ impl Engine {
     }
 
     /// The server state (keyspace, clock, log).
-    pub fn server(&self) -> mlua::AppDataRef<'_, Server> {
+    pub(crate) fn server(&self) -> mlua::AppDataRef<'_, Server> {
         self.lua
             .app_data_ref::<Server>()
             .expect("the server is stored at construction and handed back after each use")
     }
 
     /// The server state, mutably.
-    pub fn server_mut(&self) -> mlua::AppDataRefMut<'_, Server> {
+    pub(crate) fn server_mut(&self) -> mlua::AppDataRefMut<'_, Server> {
         self.lua
             .app_data_mut::<Server>()
             .expect("the server is stored at construction and handed back after each use")
@@ -329,7 +329,7 @@ impl Engine {
     }
 
     /// Compiles `body` into the cache (SCRIPT LOAD): its SHA-1, or Redis's error.
-    pub fn load(&mut self, body: &[u8]) -> Result<String, Reply> {
+    pub(crate) fn load(&mut self, body: &[u8]) -> Result<String, Reply> {
         let sha = sha1hex(body);
         if self.scripts.contains_key(&sha) {
             return Ok(sha);
@@ -372,13 +372,13 @@ impl Engine {
     }
 
     /// Whether `sha` (any case) is cached.
-    pub fn exists(&self, sha: &[u8]) -> bool {
+    pub(crate) fn exists(&self, sha: &[u8]) -> bool {
         let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
         self.scripts.contains_key(&sha)
     }
 
     /// Empties the script cache (SCRIPT FLUSH).
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         self.scripts.clear();
         // Redis starts a new Lua state: lua-cjson's settings go back to their defaults.
         cjson::reset_config(&self.lua);
@@ -388,7 +388,13 @@ impl Engine {
     }
 
     /// Runs cached script `sha` (any case) with `keys` and `argv`.
-    pub fn run(&mut self, sha: &[u8], keys: &[Vec<u8>], argv: &[Vec<u8>], entry: Entry) -> Reply {
+    pub(crate) fn run(
+        &mut self,
+        sha: &[u8],
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        entry: Entry,
+    ) -> Reply {
         // Most callers pass the lower-case SHA SCRIPT LOAD answered: look that up without
         // allocating, and fold case only when it misses.
         let exact = std::str::from_utf8(sha)
@@ -584,26 +590,26 @@ impl Engine {
     }
 
     /// (scripts in the cache, bytes of the Lua heap).
-    pub fn cache_figures(&self) -> (usize, usize) {
+    pub(crate) fn cache_figures(&self) -> (usize, usize) {
         (self.scripts.len(), self.lua.used_memory())
     }
 
     /// Calls `hook` once in each run of Lua code (script, function, library load) that runs
     /// for longer than `after`, from the thread running it, at the time-limit hook.
-    pub fn on_slow_script(&self, after: Duration, hook: Arc<dyn Fn() + Send + Sync>) {
+    pub(crate) fn on_slow_script(&self, after: Duration, hook: Arc<dyn Fn() + Send + Sync>) {
         if let Ok(mut t) = self.timer.lock() {
             t.slow = Some((after, SlowHook(hook)));
         }
     }
 
     /// A handle that stops the running script from another thread.
-    pub fn stop_handle(&self) -> StopHandle {
+    pub(crate) fn stop_handle(&self) -> StopHandle {
         StopHandle(self.timer.clone())
     }
 
     /// Whether the harness stopped the last script it ran (time limit, memory cap): a signal
     /// no reply text can fake.
-    pub fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         self.stopped.get()
     }
 

@@ -19,13 +19,13 @@ const CAP_POSITION: isize = -2;
 const L_ESC: u8 = b'%';
 const SPECIALS: &[u8] = b"^$*+?.([%-";
 /// Recursion depth of the matcher (one level per quantified item or capture still open).
-pub const MAX_DEPTH: usize = 200;
+pub(super) const MAX_DEPTH: usize = 200;
 /// Steps between two looks at the clock.
 const STEPS_PER_CHECK: u32 = 4096;
 
 /// Why a match stopped early.
 #[derive(Debug)]
-pub enum Stop {
+pub(super) enum Stop {
     /// A Lua error (`luaL_error`), without its position.
     Error(String),
     /// An error to raise as it is: the time limit, or one raised by a replacement function.
@@ -50,14 +50,14 @@ impl From<&str> for Stop {
 }
 
 /// Counts matcher steps and asks `check` every [`STEPS_PER_CHECK`] of them whether to go on.
-pub struct Steps<'c> {
+pub(super) struct Steps<'c> {
     left: u32,
     check: &'c mut dyn FnMut() -> mlua::Result<()>,
 }
 
 impl<'c> Steps<'c> {
     /// A counter that calls `check` now and then; its error stops the match.
-    pub fn new(check: &'c mut dyn FnMut() -> mlua::Result<()>) -> Steps<'c> {
+    pub(super) fn new(check: &'c mut dyn FnMut() -> mlua::Result<()>) -> Steps<'c> {
         Steps {
             left: STEPS_PER_CHECK,
             check,
@@ -94,7 +94,7 @@ struct Capture {
 
 /// What a finished match captured, as the C code pushes it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Captured {
+pub(super) enum Captured {
     /// A substring of the subject.
     Text(std::ops::Range<usize>),
     /// A position capture `()`: a 1-based index.
@@ -470,7 +470,7 @@ fn c_pattern(p: &[u8]) -> &[u8] {
 
 /// What `find` or `match` found: the match's bounds and its captures.
 #[derive(Debug, PartialEq)]
-pub struct Found {
+pub(super) struct Found {
     /// Start and end (exclusive) of the whole match.
     pub span: (usize, usize),
     /// The captures as `find` (`whole` false) or `match` (`whole` true) pushes them.
@@ -479,7 +479,7 @@ pub struct Found {
 
 /// `str_find_aux`: `find` (true) or `match` (false) of `pat` in `src` from `init` (1-based,
 /// negative from the end, as Lua takes it); `plain` is find's fourth argument.
-pub fn find(
+pub(super) fn find(
     src: &[u8],
     pat: &[u8],
     init: i64,
@@ -558,7 +558,7 @@ fn mem_find(hay: &[u8], needle: &[u8], steps: &mut Steps<'_>) -> Result<Option<u
 
 /// `gmatch_aux`: the next match of `pat` in `src` from `pos` (0-based); the position to go on
 /// from and the captures (the whole match when there are none).
-pub fn gmatch_next(
+pub(super) fn gmatch_next(
     src: &[u8],
     pat: &[u8],
     pos: usize,
@@ -578,10 +578,10 @@ pub fn gmatch_next(
 }
 
 /// A `gsub` lookup: the captures to the replacement text, `None` to keep the match.
-pub type Lookup<'r> = dyn FnMut(&[Captured]) -> Result<Option<Vec<u8>>, Stop> + 'r;
+pub(super) type Lookup<'r> = dyn FnMut(&[Captured]) -> Result<Option<Vec<u8>>, Stop> + 'r;
 
 /// What `gsub` puts in place of one match.
-pub enum Replacement<'r> {
+pub(super) enum Replacement<'r> {
     /// A string (or number) with `%0`-`%9` and `%%`.
     Text(&'r [u8]),
     /// A function (`all`: it gets every capture) or a table (only the first): `f` answers the
@@ -596,7 +596,7 @@ pub enum Replacement<'r> {
 
 /// `str_gsub`: the result and the number of matches replaced, at most `max_n`; `limit` bounds
 /// the result's length (past it, [`Stop::Memory`]).
-pub fn gsub(
+pub(super) fn gsub(
     src: &[u8],
     pat: &[u8],
     mut repl: Replacement<'_>,
@@ -938,7 +938,7 @@ fn gmatch_step(lua: &Lua, args: &Args) -> mlua::Result<MultiValue> {
 
 /// Registers `str_find`, `str_match`, `str_gsub` and `gmatch_step` on the prelude's
 /// internals table `i`.
-pub fn register(lua: &Lua, i: &mlua::Table) -> mlua::Result<()> {
+pub(super) fn register(lua: &Lua, i: &mlua::Table) -> mlua::Result<()> {
     i.set(
         "str_find",
         libargs::packed(lua, |lua, a: Args| find_or_match(lua, &a, true))?,

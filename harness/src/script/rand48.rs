@@ -3,7 +3,7 @@
 
 /// The 48-bit linear congruential generator of `rand48`.
 #[derive(Debug, Clone, Copy)]
-pub struct Rand48 {
+pub(super) struct Rand48 {
     x: u64,
 }
 
@@ -21,18 +21,18 @@ const INT32_MAX: f64 = 2_147_483_647.0;
 
 impl Rand48 {
     /// `redisSrand48(seed)`.
-    pub fn seed(&mut self, seed: i32) {
+    pub(super) fn seed(&mut self, seed: i32) {
         self.x = ((u64::from(seed as u32) << 16) | 0x330E) & MASK;
     }
 
     /// `redisLrand48()`: 31 random bits.
-    pub fn next_i32(&mut self) -> i32 {
+    pub(super) fn next_i32(&mut self) -> i32 {
         self.x = (0x5_DEEC_E66D_u64.wrapping_mul(self.x).wrapping_add(0xB)) & MASK;
         (self.x >> 17) as i32
     }
 
     /// A number in [0, 1), as `redis_math_random` computes it.
-    pub fn next_unit(&mut self) -> f64 {
+    pub(super) fn next_unit(&mut self) -> f64 {
         f64::from(self.next_i32() % i32::MAX) / INT32_MAX
     }
 }

@@ -2,7 +2,7 @@
 
 /// Flags a script declares in its shebang.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ScriptFlags {
+pub(crate) struct ScriptFlags {
     /// The script had a `#!lua` line (no longer in EVAL compatibility mode).
     pub shebang: bool,
     /// `no-writes`: write commands are refused.
@@ -23,7 +23,7 @@ const KNOWN: [&str; 5] = [
 ];
 
 /// Parses one comma-separated flags list (also used by `redis.register_function`).
-pub fn parse_flag(flags: &mut ScriptFlags, name: &[u8]) -> Result<(), String> {
+pub(super) fn parse_flag(flags: &mut ScriptFlags, name: &[u8]) -> Result<(), String> {
     let name = String::from_utf8_lossy(name);
     if !KNOWN.contains(&name.as_ref()) {
         return Err(name.into_owned());
@@ -39,7 +39,7 @@ pub fn parse_flag(flags: &mut ScriptFlags, name: &[u8]) -> Result<(), String> {
 
 /// The flags of an EVAL script and the length of its shebang line (0 without one), or Redis's
 /// error text (without the `ERR ` code).
-pub fn parse_script_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
+pub(super) fn parse_script_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), String> {
     if !body.starts_with(b"#!") {
         return Ok((ScriptFlags::default(), 0));
     }

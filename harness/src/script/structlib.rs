@@ -343,7 +343,7 @@ fn size(lua: &Lua, args: &Args) -> Result<MultiValue, String> {
 }
 
 /// `pack`, `unpack` and `size` for the prelude.
-pub fn create(lua: &Lua) -> mlua::Result<[mlua::Function; 3]> {
+pub(super) fn create(lua: &Lua) -> mlua::Result<[mlua::Function; 3]> {
     Ok([
         packed(lua, |lua, a: Args| answer(lua, pack(lua, &a)))?,
         packed_spread(lua, |lua, a: Args| answer(lua, unpack(lua, &a)))?,

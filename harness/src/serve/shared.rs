@@ -119,7 +119,7 @@ impl Running {
 
 /// The state every connection shares.
 #[derive(Debug)]
-pub struct ServeShared {
+pub(super) struct ServeShared {
     harness: Arc<tokio::sync::Mutex<Harness>>,
     stop: StopHandle,
     state: Mutex<State>,
@@ -157,7 +157,7 @@ fn script_kind(argv: &[Vec<u8>]) -> Option<(bool, String)> {
 
 impl ServeShared {
     /// The shared state over `harness`.
-    pub fn new(
+    pub(super) fn new(
         mut harness: Harness,
         busy_threshold: Duration,
         clock: ClockMode,
@@ -219,7 +219,11 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply.
-    pub async fn watch(self: &Arc<Self>, client: u64, keys: Vec<Vec<u8>>) -> Result<(), Reply> {
+    pub(super) async fn watch(
+        self: &Arc<Self>,
+        client: u64,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<(), Reply> {
         let me = self.clone();
         self.with_harness(move |h| {
             me.sync_clock(h);
@@ -230,12 +234,12 @@ impl ServeShared {
 
     /// Forgets what connection `client` watches (UNWATCH, DISCARD, RESET, EXECABORT, a
     /// closed connection).
-    pub fn unwatch(&self, client: u64) {
+    pub(super) fn unwatch(&self, client: u64) {
         self.watches().unwatch(client);
     }
 
     /// Whether connection `client` watches any key.
-    pub fn watching(&self, client: u64) -> bool {
+    pub(super) fn watching(&self, client: u64) -> bool {
         self.watches().watching(client)
     }
 
@@ -250,7 +254,7 @@ impl ServeShared {
     }
 
     /// `CONFIG SET notify-keyspace-events`; false for a character Redis does not know.
-    pub fn set_notify(&self, flags: &[u8]) -> bool {
+    pub(super) fn set_notify(&self, flags: &[u8]) -> bool {
         match crate::notify::parse_flags(flags) {
             Some(f) => {
                 self.state().notify = (f, false);
@@ -261,7 +265,7 @@ impl ServeShared {
     }
 
     /// `notify-keyspace-events` as CONFIG GET shows it.
-    pub fn notify_events(&self) -> String {
+    pub(super) fn notify_events(&self) -> String {
         crate::notify::format_flags(self.state().notify.0)
     }
 
@@ -283,12 +287,12 @@ impl ServeShared {
     }
 
     /// Whether the clock follows the wall clock.
-    pub fn wall_clock(&self) -> bool {
+    pub(super) fn wall_clock(&self) -> bool {
         self.clock == ClockMode::Wall
     }
 
     /// Moves the clock on to the wall clock (wall mode), timing out who is due.
-    pub async fn tick(self: &Arc<Self>) {
+    pub(super) async fn tick(self: &Arc<Self>) {
         let me = self.clone();
         let _ = self.with_harness(move |h| me.sync_clock(h)).await;
     }
@@ -303,14 +307,14 @@ impl ServeShared {
     }
 
     /// Counts the errors of a reply sent to a client (INFO errorstats).
-    pub fn count_errors(&self, reply: &Reply) {
+    pub(super) fn count_errors(&self, reply: &Reply) {
         if matches!(reply, Reply::Error(_) | Reply::Array(_) | Reply::Map(_)) {
             self.errors().count(reply);
         }
     }
 
     /// CONFIG RESETSTAT: the error and command counts start again from nothing.
-    pub fn reset_stats(&self) {
+    pub(super) fn reset_stats(&self) {
         *self.errors() = ErrorStats::default();
         self.command_stats.reset();
     }
@@ -333,12 +337,12 @@ impl ServeShared {
     }
 
     /// A new client id (CLIENT ID), from 1 up.
-    pub fn next_client_id(&self) -> u64 {
+    pub(super) fn next_client_id(&self) -> u64 {
         self.clients.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// A client connected (`true`) or left.
-    pub fn connected(&self, up: bool) {
+    pub(super) fn connected(&self, up: bool) {
         if up {
             self.connected.fetch_add(1, Ordering::Relaxed);
         } else {
@@ -347,22 +351,22 @@ impl ServeShared {
     }
 
     /// How many clients are connected now.
-    pub fn connections(&self) -> u64 {
+    pub(super) fn connections(&self) -> u64 {
         self.connected.load(Ordering::Relaxed)
     }
 
     /// `busy-reply-threshold` (alias `lua-time-limit`).
-    pub fn busy_threshold(&self) -> Duration {
+    pub(super) fn busy_threshold(&self) -> Duration {
         self.state().busy_threshold
     }
 
     /// Sets `busy-reply-threshold`.
-    pub fn set_busy_threshold(&self, d: Duration) {
+    pub(super) fn set_busy_threshold(&self, d: Duration) {
         self.state().busy_threshold = d;
     }
 
     /// The BUSY error to answer now, if a script runs past the threshold.
-    pub fn busy_reply(&self) -> Option<Reply> {
+    pub(super) fn busy_reply(&self) -> Option<Reply> {
         let st = self.state();
         match &st.running {
             Some(r) if r.busy() => Some(Reply::err(if r.eval { BUSY_EVAL } else { BUSY_FUNCTION })),
@@ -371,7 +375,7 @@ impl ServeShared {
     }
 
     /// SCRIPT KILL (`eval`) or FUNCTION KILL, with Redis's checks in Redis's order.
-    pub fn kill(&self, eval: bool) -> Reply {
+    pub(super) fn kill(&self, eval: bool) -> Reply {
         let mut st = self.state();
         let Some(r) = st.running.as_mut().filter(|r| r.busy()) else {
             return Reply::err(NOTBUSY);
@@ -393,7 +397,7 @@ impl ServeShared {
     }
 
     /// FUNCTION STATS while a script runs (the harness is held by it).
-    pub fn function_stats_busy(&self) -> Reply {
+    pub(super) fn function_stats_busy(&self) -> Reply {
         let st = self.state();
         let running = match &st.running {
             Some(r) if !r.eval => Reply::Map(vec![
@@ -417,7 +421,7 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply when a script of another connection runs past the threshold.
-    pub async fn execute(
+    pub(super) async fn execute(
         self: &Arc<Self>,
         batch: Vec<Vec<Vec<u8>>>,
         resp3: bool,
@@ -431,7 +435,7 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply.
-    pub async fn execute_watched(
+    pub(super) async fn execute_watched(
         self: &Arc<Self>,
         batch: Vec<Vec<Vec<u8>>>,
         resp3: bool,
@@ -666,7 +670,11 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply.
-    pub async fn clock(&self, advance_ms: Option<u64>, set_ms: Option<u64>) -> Result<i64, Reply> {
+    pub(super) async fn clock(
+        &self,
+        advance_ms: Option<u64>,
+        set_ms: Option<u64>,
+    ) -> Result<i64, Reply> {
         self.with_harness(move |h| {
             if let Some(ms) = advance_ms {
                 h.advance(Duration::from_millis(ms));
@@ -684,7 +692,7 @@ impl ServeShared {
     /// `DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]` for the function libraries: the keyspace
     /// would come back as it is (nothing is lost by a save and a load), so only the libraries
     /// move: saved (unless NOSAVE), flushed (unless NOFLUSH), loaded back (MERGE: replacing).
-    pub async fn debug_reload(self: &Arc<Self>, argv: &[Vec<u8>]) -> Reply {
+    pub(super) async fn debug_reload(self: &Arc<Self>, argv: &[Vec<u8>]) -> Reply {
         let (mut merge, mut noflush, mut nosave) = (false, false, false);
         for a in &argv[2..] {
             match String::from_utf8_lossy(a).to_ascii_lowercase().as_str() {
@@ -731,7 +739,7 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply.
-    pub async fn set_maxmemory(&self, bytes: usize) -> Result<(), Reply> {
+    pub(super) async fn set_maxmemory(&self, bytes: usize) -> Result<(), Reply> {
         self.with_harness(move |h| h.set_config_maxmemory(bytes))
             .await?;
         self.maxmemory_on.store(bytes > 0, Ordering::Relaxed);
@@ -739,7 +747,7 @@ impl ServeShared {
     }
 
     /// `maxmemory-policy` as CONFIG GET shows it.
-    pub fn maxmemory_policy(&self) -> &'static str {
+    pub(super) fn maxmemory_policy(&self) -> &'static str {
         self.state().policy
     }
 
@@ -747,7 +755,7 @@ impl ServeShared {
     ///
     /// # Errors
     /// That error, or the BUSY reply.
-    pub async fn set_maxmemory_policy(&self, name: Vec<u8>) -> Result<(), Reply> {
+    pub(super) async fn set_maxmemory_policy(&self, name: Vec<u8>) -> Result<(), Reply> {
         match self
             .with_harness(move |h| h.set_maxmemory_policy(&name))
             .await?
@@ -775,7 +783,7 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply.
-    pub async fn set_min_replicas(&self, n: i64) -> Result<(), Reply> {
+    pub(super) async fn set_min_replicas(&self, n: i64) -> Result<(), Reply> {
         self.with_harness(move |h| h.set_min_replicas_to_write(n))
             .await
     }
@@ -784,13 +792,13 @@ impl ServeShared {
     ///
     /// # Errors
     /// The BUSY reply.
-    pub async fn maxmemory(&self) -> Result<usize, Reply> {
+    pub(super) async fn maxmemory(&self) -> Result<usize, Reply> {
         self.with_harness(|h| h.config_maxmemory()).await
     }
 
     /// INFO for the sections the server knows (server, clients, memory, cluster...); an
     /// error naming a section it does not emulate. `cluster`: a port of the cluster face.
-    pub async fn info(
+    pub(super) async fn info(
         &self,
         sections: Vec<String>,
         port: u16,

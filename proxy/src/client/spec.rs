@@ -12,27 +12,27 @@ use super::table::COMMANDS;
 /// the table may name has one, whether the proxy decides on it or not.
 #[allow(missing_docs, dead_code)]
 pub(crate) mod flag {
-    pub const WRITE: u32 = 1;
-    pub const READONLY: u32 = 1 << 1;
-    pub const DENYOOM: u32 = 1 << 2;
-    pub const MODULE: u32 = 1 << 3;
-    pub const ADMIN: u32 = 1 << 4;
-    pub const PUBSUB: u32 = 1 << 5;
-    pub const NOSCRIPT: u32 = 1 << 6;
-    pub const BLOCKING: u32 = 1 << 7;
-    pub const LOADING: u32 = 1 << 8;
-    pub const STALE: u32 = 1 << 9;
-    pub const SKIP_MONITOR: u32 = 1 << 10;
-    pub const SKIP_SLOWLOG: u32 = 1 << 11;
-    pub const ASKING: u32 = 1 << 12;
-    pub const FAST: u32 = 1 << 13;
-    pub const NO_AUTH: u32 = 1 << 14;
-    pub const MAY_REPLICATE: u32 = 1 << 15;
-    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
-    pub const NO_ASYNC_LOADING: u32 = 1 << 17;
-    pub const NO_MULTI: u32 = 1 << 18;
-    pub const MOVABLEKEYS: u32 = 1 << 19;
-    pub const ALLOW_BUSY: u32 = 1 << 20;
+    pub(crate) const WRITE: u32 = 1;
+    pub(crate) const READONLY: u32 = 1 << 1;
+    pub(crate) const DENYOOM: u32 = 1 << 2;
+    pub(crate) const MODULE: u32 = 1 << 3;
+    pub(crate) const ADMIN: u32 = 1 << 4;
+    pub(crate) const PUBSUB: u32 = 1 << 5;
+    pub(crate) const NOSCRIPT: u32 = 1 << 6;
+    pub(crate) const BLOCKING: u32 = 1 << 7;
+    pub(crate) const LOADING: u32 = 1 << 8;
+    pub(crate) const STALE: u32 = 1 << 9;
+    pub(crate) const SKIP_MONITOR: u32 = 1 << 10;
+    pub(crate) const SKIP_SLOWLOG: u32 = 1 << 11;
+    pub(crate) const ASKING: u32 = 1 << 12;
+    pub(crate) const FAST: u32 = 1 << 13;
+    pub(crate) const NO_AUTH: u32 = 1 << 14;
+    pub(crate) const MAY_REPLICATE: u32 = 1 << 15;
+    pub(crate) const NO_MANDATORY_KEYS: u32 = 1 << 16;
+    pub(crate) const NO_ASYNC_LOADING: u32 = 1 << 17;
+    pub(crate) const NO_MULTI: u32 = 1 << 18;
+    pub(crate) const MOVABLEKEYS: u32 = 1 << 19;
+    pub(crate) const ALLOW_BUSY: u32 = 1 << 20;
 }
 
 /// One command or subcommand of Redis's table.

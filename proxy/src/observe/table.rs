@@ -13,7 +13,7 @@ fn ms(us: u64) -> String {
 }
 
 /// The table as text: one row per pattern, busiest first.
-pub fn render(patterns: &[LockPatternReport], elapsed: Duration) -> String {
+pub(super) fn render(patterns: &[LockPatternReport], elapsed: Duration) -> String {
     let mut rows: Vec<&LockPatternReport> = patterns.iter().collect();
     rows.sort_by_key(|p| std::cmp::Reverse(p.acquired + p.contended));
     let mut out = format!(
@@ -54,7 +54,7 @@ pub fn render(patterns: &[LockPatternReport], elapsed: Duration) -> String {
 }
 
 /// Redraws the table in place (home, clear, table).
-pub fn draw(patterns: &[LockPatternReport], elapsed: Duration) {
+pub(super) fn draw(patterns: &[LockPatternReport], elapsed: Duration) {
     let mut out = std::io::stdout().lock();
     let _ = write!(out, "\x1b[H\x1b[2J{}", render(patterns, elapsed));
     let _ = out.flush();

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::plugin::PluginCommand;
 
 /// Windows kept for the report.
-pub const WINDOWS_KEPT: usize = 60;
+pub(super) const WINDOWS_KEPT: usize = 60;
 /// Bytes of a key kept (longer keys are cut, marked with `...`).
 const KEY_BYTES: usize = 200;
 
@@ -59,7 +59,7 @@ pub struct TopWindow {
 
 /// The lists being filled, and the windows done.
 #[derive(Debug)]
-pub struct Top {
+pub(super) struct Top {
     n: usize,
     window: Duration,
     started: Instant,
@@ -81,7 +81,7 @@ fn shown(key: &[u8]) -> String {
 
 impl Top {
     /// Top `n` per `window`.
-    pub fn new(n: usize, window: Duration, started: Instant) -> Top {
+    pub(super) fn new(n: usize, window: Duration, started: Instant) -> Top {
         Top {
             n: n.max(1),
             window: window.max(Duration::from_millis(100)),
@@ -99,7 +99,7 @@ impl Top {
     }
 
     /// A command on `key`.
-    pub fn command(&mut self, key: &[u8], now: Instant) {
+    pub(super) fn command(&mut self, key: &[u8], now: Instant) {
         self.roll(now);
         self.commands += 1;
         if let Some(c) = self.counters.get_mut(key) {
@@ -120,7 +120,7 @@ impl Top {
     }
 
     /// A reply of `bytes` to `command` on `key`.
-    pub fn reply(&mut self, key: &[u8], command: &str, bytes: u64, now: Instant) {
+    pub(super) fn reply(&mut self, key: &[u8], command: &str, bytes: u64, now: Instant) {
         self.roll(now);
         if let Some(e) = self.big.iter_mut().find(|e| e.0 == key) {
             if bytes > e.1 {
@@ -141,7 +141,7 @@ impl Top {
     }
 
     /// Closes the window if its time is up.
-    pub fn roll(&mut self, now: Instant) {
+    pub(super) fn roll(&mut self, now: Instant) {
         if now.saturating_duration_since(self.window_start) < self.window {
             return;
         }
@@ -162,7 +162,7 @@ impl Top {
     }
 
     /// The window being filled, as it stands.
-    pub fn current(&self) -> TopWindow {
+    pub(super) fn current(&self) -> TopWindow {
         let mut hot: Vec<HotKey> = self
             .counters
             .iter()
@@ -197,7 +197,7 @@ impl Top {
     }
 
     /// The windows done, then the one being filled (if it saw anything).
-    pub fn windows(&self) -> Vec<TopWindow> {
+    pub(super) fn windows(&self) -> Vec<TopWindow> {
         let mut all = self.done.clone();
         let w = self.current();
         if w.commands > 0 || !w.big_values.is_empty() {
@@ -209,7 +209,7 @@ impl Top {
 
 /// The key `command` is about, for `top`: its first key as Redis's command table places it (a
 /// data-type or key command's, a script's first key), never one of `AUTH`, `CONFIG`, ...
-pub fn key_of<'a>(cmd: &PluginCommand<'a>) -> Option<&'a [u8]> {
+pub(super) fn key_of<'a>(cmd: &PluginCommand<'a>) -> Option<&'a [u8]> {
     cmd.key
 }
 

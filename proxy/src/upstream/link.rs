@@ -62,12 +62,12 @@ pub(crate) struct UpstreamLink {
 
 impl UpstreamLink {
     /// The connection failed (or could not be made): it takes nothing more.
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         self.tx.is_closed()
     }
 
     /// Queues `req`; gives it back when the connection is dead.
-    pub fn send(&self, req: UpstreamRequest) -> Result<(), UpstreamRequest> {
+    pub(crate) fn send(&self, req: UpstreamRequest) -> Result<(), UpstreamRequest> {
         self.tx.send(req).map_err(|e| e.0)
     }
 }
@@ -88,7 +88,7 @@ pub(crate) struct Pool {
 
 impl Pool {
     /// `n` (at least 1) shared connections to `upstream`, each opened when first needed.
-    pub fn new(
+    pub(crate) fn new(
         n: usize,
         upstream: Upstream,
         stop: watch::Receiver<bool>,
@@ -106,7 +106,7 @@ impl Pool {
 
     /// The live shared connection of protocol `resp` for client `id`, opening a new one if it
     /// has none or its last one failed.
-    pub fn link(&self, id: u64, resp: RespVersion) -> UpstreamLink {
+    pub(crate) fn link(&self, id: u64, resp: RespVersion) -> UpstreamLink {
         let links = &self.links[usize::from(resp == RespVersion::Resp3)];
         let slot = &links[(id % links.len() as u64) as usize];
         let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);

@@ -348,17 +348,17 @@ pub(crate) struct Frame {
 
 impl Frame {
     /// The plot's bottom edge.
-    pub fn bottom(&self) -> f64 {
+    pub(crate) fn bottom(&self) -> f64 {
         self.top + self.ph
     }
 
     /// `x` on `axis` as a horizontal position.
-    pub fn px(&self, axis: &Axis, v: f64) -> f64 {
+    pub(crate) fn px(&self, axis: &Axis, v: f64) -> f64 {
         self.left + axis.scale.frac(v) * self.pw
     }
 
     /// Opens the `<svg>` with its accessible title and draws the plot area.
-    pub fn open(&self, s: &mut String, title: &str) {
+    pub(crate) fn open(&self, s: &mut String, title: &str) {
         let (w, h, l, t, pw, ph) = (
             self.width,
             self.height,
@@ -379,7 +379,7 @@ impl Frame {
     }
 
     /// The x axis: ticks with vertical grid lines, and the axis title under them.
-    pub fn x_axis(&self, s: &mut String, x: &Axis) {
+    pub(crate) fn x_axis(&self, s: &mut String, x: &Axis) {
         for (v, label) in x.scale.ticks(x.fmt) {
             let px = self.px(x, v);
             let _ = write!(
@@ -401,7 +401,7 @@ impl Frame {
     }
 
     /// The y axis title, turned along the axis.
-    pub fn y_title(&self, s: &mut String, title: &str) {
+    pub(crate) fn y_title(&self, s: &mut String, title: &str) {
         let _ = write!(
             s,
             r#"<text class="axis-title" transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,

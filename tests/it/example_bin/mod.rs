@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// Builds `examples/{name}.rs` (with the `tower` and `metrics` features) into this test's target dir once, and
 /// returns the binary's path. Cargo has no `CARGO_BIN_EXE_` for examples, hence the nested build.
-pub fn example_binary(name: &str) -> PathBuf {
+pub(crate) fn example_binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     // .../target/debug/deps/<this test> -> .../target/debug
     let exe = std::env::current_exe().expect("current_exe");
@@ -51,14 +51,14 @@ pub fn example_binary(name: &str) -> PathBuf {
 }
 
 /// A running example process: killed and reaped on drop; its stdout lines are collected.
-pub struct Running {
+pub(crate) struct Running {
     child: Child,
     lines: mpsc::Receiver<String>,
     pub seen: Vec<String>,
 }
 
 impl Running {
-    pub fn start(bin: &PathBuf, args: &[String]) -> Running {
+    pub(crate) fn start(bin: &PathBuf, args: &[String]) -> Running {
         let mut child = Command::new(bin)
             .args(args)
             .env("RUST_LOG", "info")
@@ -85,7 +85,7 @@ impl Running {
     }
 
     /// Waits (at most `limit`) for a stdout line containing `needle`.
-    pub fn wait_for_line(&mut self, needle: &str, limit: Duration) -> String {
+    pub(crate) fn wait_for_line(&mut self, needle: &str, limit: Duration) -> String {
         loop {
             match self.lines.recv_timeout(limit) {
                 Ok(line) => {
@@ -103,7 +103,7 @@ impl Running {
     }
 
     /// Waits for the process to exit by itself (at most `limit`) and returns all its stdout.
-    pub fn wait_exit(mut self, limit: Duration) -> Vec<String> {
+    pub(crate) fn wait_exit(mut self, limit: Duration) -> Vec<String> {
         loop {
             match self.lines.recv_timeout(limit) {
                 Ok(line) => self.seen.push(line),
@@ -129,12 +129,12 @@ impl Drop for Running {
 }
 
 /// One HTTP/1.1 POST over a fresh connection; returns the status code and the body.
-pub fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+pub(crate) fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
     request("POST", port, path, headers, body)
 }
 
 /// One HTTP/1.1 GET over a fresh connection; returns the status code and the body.
-pub fn get(port: u16, path: &str) -> (u16, String) {
+pub(crate) fn get(port: u16, path: &str) -> (u16, String) {
     request("GET", port, path, &[], "")
 }
 

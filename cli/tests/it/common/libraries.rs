@@ -7,12 +7,12 @@ use std::process::Command;
 use std::sync::Mutex;
 
 /// Where the test's Python packages are installed (`pip install --target`).
-pub fn pydeps() -> PathBuf {
+pub(crate) fn pydeps() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pydeps")
 }
 
 /// Installs `packages` (the first importable as `module`) into [`pydeps`] unless it is there.
-pub fn pip_install(packages: &[&str], module: &str) {
+pub(crate) fn pip_install(packages: &[&str], module: &str) {
     pip_install_into(&pydeps(), packages, module);
 }
 
@@ -43,12 +43,12 @@ fn pip_install_into(dir: &Path, packages: &[&str], module: &str) {
 }
 
 /// Where the test's npm packages are installed (`npm install --prefix`).
-pub fn npm_dir() -> PathBuf {
+pub(crate) fn npm_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("npm")
 }
 
 /// Installs `packages` (`name@version`) into [`npm_dir`] unless each is there.
-pub fn npm_install(packages: &[&str]) {
+pub(crate) fn npm_install(packages: &[&str]) {
     // Two tests of this binary installing into one directory at once would collide.
     static INSTALLING: Mutex<()> = Mutex::new(());
     let _one = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
@@ -77,7 +77,7 @@ pub fn npm_install(packages: &[&str]) {
 /// Runs `script` (in cli/tests/libraries) with `program` (`python3` or `node`, finding the
 /// packages installed above) against the server on `port`, `args` after the port: what it
 /// printed.
-pub fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String {
+pub(crate) fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/libraries")
         .join(script);
@@ -109,7 +109,7 @@ pub fn observe(program: &str, script: &str, port: u16, args: &[&str]) -> String 
 /// installed there unless `module` is: a library whose versions differ in what they send is
 /// tested at each version without one install replacing the other (`pip install --target`
 /// keeps a package already in [`pydeps`]).
-pub fn pip_install_pinned(packages: &[&str], module: &str) -> PathBuf {
+pub(crate) fn pip_install_pinned(packages: &[&str], module: &str) -> PathBuf {
     let name: Vec<String> = packages.iter().map(|p| p.replace("==", "-")).collect();
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pydeps-{}", name.join("+")));
     pip_install_into(&dir, packages, module);
@@ -118,7 +118,7 @@ pub fn pip_install_pinned(packages: &[&str], module: &str) -> PathBuf {
 
 /// [`observe`] of a Python flow with the packages of `deps` (a [`pip_install_pinned`]
 /// directory).
-pub fn observe_with(deps: &Path, script: &str, port: u16, args: &[&str]) -> String {
+pub(crate) fn observe_with(deps: &Path, script: &str, port: u16, args: &[&str]) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/libraries")
         .join(script);

@@ -2,8 +2,8 @@
 
 #![allow(dead_code)] // each test crate uses part of it
 
-pub mod libraries;
-pub mod serve;
+pub(crate) mod libraries;
+pub(crate) mod serve;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Reads one line of reply ("" when the peer closed first or said nothing in time).
-pub fn reply_line(c: &mut impl Read) -> String {
+pub(crate) fn reply_line(c: &mut impl Read) -> String {
     let mut got = Vec::new();
     let mut byte = [0u8; 1];
     while !got.ends_with(b"\r\n") {
@@ -28,7 +28,7 @@ pub fn reply_line(c: &mut impl Read) -> String {
 }
 
 /// One command in RESP, its arguments as text.
-pub fn cmd(args: &[&str]) -> Vec<u8> {
+pub(crate) fn cmd(args: &[&str]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
         out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
@@ -37,7 +37,7 @@ pub fn cmd(args: &[&str]) -> Vec<u8> {
 }
 
 /// Fails the test if `run` was killed by a signal (a crash) or printed a Rust panic.
-pub fn no_crash(run: &Run) {
+pub(crate) fn no_crash(run: &Run) {
     assert!(
         run.code.is_some(),
         "lockkit was killed by a signal (crash)\n{}",
@@ -51,13 +51,13 @@ pub fn no_crash(run: &Run) {
 }
 
 /// The repository root (the working directory of every run unless changed).
-pub fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// What a run of the binary left.
 #[derive(Debug)]
-pub struct Run {
+pub(crate) struct Run {
     /// The exit code (`None`: killed by a signal).
     pub code: Option<i32>,
     pub stdout: String,
@@ -66,12 +66,12 @@ pub struct Run {
 
 impl Run {
     /// Exit code 0.
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.code == Some(0)
     }
 
     /// Everything, for assertion messages.
-    pub fn all(&self) -> String {
+    pub(crate) fn all(&self) -> String {
         format!(
             "exit {:?}\n--- stdout\n{}--- stderr\n{}",
             self.code, self.stdout, self.stderr
@@ -82,7 +82,7 @@ impl Run {
 /// One invocation of `lockkit`: no `REDIS_URL` unless given, the repository as working
 /// directory, nothing on standard input unless given.
 #[derive(Debug, Clone)]
-pub struct Lockkit {
+pub(crate) struct Lockkit {
     args: Vec<OsString>,
     stdin: Option<String>,
     redis_url: Option<String>,
@@ -90,7 +90,7 @@ pub struct Lockkit {
 }
 
 impl Lockkit {
-    pub fn new<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Lockkit {
+    pub(crate) fn new<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Lockkit {
         Lockkit {
             args: args.iter().map(|a| a.as_ref().to_owned()).collect(),
             stdin: None,
@@ -100,34 +100,34 @@ impl Lockkit {
     }
 
     /// More arguments.
-    pub fn args<S: AsRef<std::ffi::OsStr>>(mut self, more: &[S]) -> Lockkit {
+    pub(crate) fn args<S: AsRef<std::ffi::OsStr>>(mut self, more: &[S]) -> Lockkit {
         self.args.extend(more.iter().map(|a| a.as_ref().to_owned()));
         self
     }
 
     /// One more argument (a path, say).
-    pub fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Lockkit {
+    pub(crate) fn arg(mut self, a: impl AsRef<std::ffi::OsStr>) -> Lockkit {
         self.args.push(a.as_ref().to_owned());
         self
     }
 
-    pub fn stdin(mut self, text: Option<&str>) -> Lockkit {
+    pub(crate) fn stdin(mut self, text: Option<&str>) -> Lockkit {
         self.stdin = text.map(str::to_string);
         self
     }
 
-    pub fn redis_url(mut self, url: Option<&str>) -> Lockkit {
+    pub(crate) fn redis_url(mut self, url: Option<&str>) -> Lockkit {
         self.redis_url = url.map(str::to_string);
         self
     }
 
-    pub fn cwd(mut self, dir: &Path) -> Lockkit {
+    pub(crate) fn cwd(mut self, dir: &Path) -> Lockkit {
         self.cwd = dir.to_path_buf();
         self
     }
 
     /// Starts the process with piped output (for tests that signal it).
-    pub fn spawn(&self) -> Child {
+    pub(crate) fn spawn(&self) -> Child {
         let mut c = Command::new(env!("CARGO_BIN_EXE_lockkit"));
         c.args(&self.args)
             .env_remove("REDIS_URL")
@@ -148,14 +148,14 @@ impl Lockkit {
     }
 
     /// Runs to the end (killed, and the test failed, after 60 s).
-    pub fn run(&self) -> Run {
+    pub(crate) fn run(&self) -> Run {
         let child = self.spawn();
         wait(child, &format!("lockkit {:?}", self.args))
     }
 }
 
 /// Waits for `child` (at most 60 s) and collects its output.
-pub fn wait(mut child: Child, what: &str) -> Run {
+pub(crate) fn wait(mut child: Child, what: &str) -> Run {
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let reader = std::thread::spawn(move || {
         let (mut o, mut e) = (String::new(), String::new());
@@ -185,7 +185,7 @@ pub fn wait(mut child: Child, what: &str) -> Run {
 
 /// Waits at most `limit` for `child`: its output, or `None` (and the child killed) when it
 /// was still running then.
-pub fn wait_for(mut child: Child, limit: Duration) -> Option<Run> {
+pub(crate) fn wait_for(mut child: Child, limit: Duration) -> Option<Run> {
     let deadline = Instant::now() + limit;
     while child.try_wait().ok()?.is_none() {
         if Instant::now() > deadline {
@@ -199,12 +199,12 @@ pub fn wait_for(mut child: Child, limit: Duration) -> Option<Run> {
 }
 
 /// `lockkit args...` with `stdin`, run to the end.
-pub fn lockkit(args: &[&str], stdin: Option<&str>) -> Run {
+pub(crate) fn lockkit(args: &[&str], stdin: Option<&str>) -> Run {
     Lockkit::new(args).stdin(stdin).run()
 }
 
 /// The JSON report in `dir` (the only `.json` there).
-pub fn json_in(dir: &Path) -> PathBuf {
+pub(crate) fn json_in(dir: &Path) -> PathBuf {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -213,7 +213,7 @@ pub fn json_in(dir: &Path) -> PathBuf {
 }
 
 /// The entries of `dir`, sorted.
-pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -223,7 +223,7 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `lockkit proxy` started on a free loopback port in front of `upstream`, already listening.
-pub struct ProxyRun {
+pub(crate) struct ProxyRun {
     /// `None` once waited for.
     child: Option<Child>,
     /// The port it listens on.
@@ -233,7 +233,7 @@ pub struct ProxyRun {
 impl ProxyRun {
     /// Starts `lockkit proxy --listen 127.0.0.1:PORT --upstream URL [extra...] --out DIR` and
     /// waits (at most 5 s) until it accepts connections.
-    pub fn start(upstream: &str, extra: &[&str], out: &Path) -> ProxyRun {
+    pub(crate) fn start(upstream: &str, extra: &[&str], out: &Path) -> ProxyRun {
         let port = lockkit_test_support::free_port().unwrap();
         let listen = format!("127.0.0.1:{port}");
         let child = Lockkit::new(&["proxy", "--listen", &listen, "--upstream", upstream])
@@ -245,7 +245,12 @@ impl ProxyRun {
     }
 
     /// Starts it as [`ProxyRun::start`] does, under `ulimit -n NOFILE` (through bash).
-    pub fn start_with_nofile(nofile: u32, upstream: &str, extra: &[&str], out: &Path) -> ProxyRun {
+    pub(crate) fn start_with_nofile(
+        nofile: u32,
+        upstream: &str,
+        extra: &[&str],
+        out: &Path,
+    ) -> ProxyRun {
         let port = lockkit_test_support::free_port().unwrap();
         let listen = format!("127.0.0.1:{port}");
         let mut c = Command::new("bash");
@@ -282,12 +287,12 @@ impl ProxyRun {
     }
 
     /// Its process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
 
     /// A line of its `/proc/PID/status` (`VmRSS`, `VmHWM`) in KiB.
-    pub fn status_kib(&self, field: &str) -> u64 {
+    pub(crate) fn status_kib(&self, field: &str) -> u64 {
         let text = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         text.lines()
             .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
@@ -296,17 +301,17 @@ impl ProxyRun {
     }
 
     /// `redis://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// Stops it with SIGTERM (it writes its reports then) and waits for it to end.
-    pub fn stop(self) -> Run {
+    pub(crate) fn stop(self) -> Run {
         self.signal("TERM")
     }
 
     /// Sends it `signal` (`TERM`, `KILL`, ...) without waiting.
-    pub fn send(&self, signal: &str) {
+    pub(crate) fn send(&self, signal: &str) {
         let pid = self.pid().to_string();
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &pid])
@@ -316,13 +321,13 @@ impl ProxyRun {
     }
 
     /// Sends it `signal` and waits for it to end.
-    pub fn signal(self, signal: &str) -> Run {
+    pub(crate) fn signal(self, signal: &str) -> Run {
         self.send(signal);
         self.wait()
     }
 
     /// Waits for it to end (at most 60 s).
-    pub fn wait(mut self) -> Run {
+    pub(crate) fn wait(mut self) -> Run {
         wait(self.child.take().expect("running"), "lockkit proxy")
     }
 }
@@ -339,7 +344,7 @@ impl Drop for ProxyRun {
 }
 
 /// `redis-cli -p PORT args...`, its standard output.
-pub fn redis_cli(port: u16, args: &[&str]) -> String {
+pub(crate) fn redis_cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
         .arg("-p")
         .arg(port.to_string())
@@ -350,7 +355,7 @@ pub fn redis_cli(port: u16, args: &[&str]) -> String {
 }
 
 /// `GET /metrics` on `port`: the body.
-pub fn scrape(port: u16) -> String {
+pub(crate) fn scrape(port: u16) -> String {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -365,7 +370,7 @@ pub fn scrape(port: u16) -> String {
 }
 
 /// The value of series `name` whose labels contain `label` (e.g. `command="SET"`), if exported.
-pub fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
+pub(crate) fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
     scrape.lines().find_map(|line| {
         let (s, v) = line.rsplit_once(' ')?;
         let (n, labels) = s.split_once('{').unwrap_or((s, ""));
@@ -374,5 +379,5 @@ pub fn series(scrape: &str, name: &str, label: &str) -> Option<f64> {
 }
 
 /// A compare-and-delete release, as a lock client sends it with `EVAL`.
-pub const RELEASE: &str =
+pub(crate) const RELEASE: &str =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";

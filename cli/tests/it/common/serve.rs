@@ -8,17 +8,17 @@ use std::time::Duration;
 
 /// How long a reply may take before the test calls the server stuck: far beyond what any of
 /// the requests of these tests costs on a loaded machine once fixed.
-pub const STUCK: Duration = Duration::from_secs(20);
+pub(crate) const STUCK: Duration = Duration::from_secs(20);
 
 /// `lockkit lua serve --port 0 [extra]`, killed and reaped on drop.
 #[derive(Debug)]
-pub struct Serve {
+pub(crate) struct Serve {
     child: Child,
     pub port: u16,
 }
 
 impl Serve {
-    pub fn start(extra: &[&str]) -> Serve {
+    pub(crate) fn start(extra: &[&str]) -> Serve {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockkit"));
         cmd.args(["lua", "serve", "--port", "0"]).args(extra);
         Serve::spawn(cmd)
@@ -26,7 +26,7 @@ impl Serve {
 
     /// [`Serve::start`] under an address-space limit of `bytes` (`prlimit --as`), as a
     /// container or `ulimit -v` runs it: a reservation past it aborts the process.
-    pub fn start_limited(bytes: u64, extra: &[&str]) -> Serve {
+    pub(crate) fn start_limited(bytes: u64, extra: &[&str]) -> Serve {
         let mut cmd = Command::new("prlimit");
         cmd.arg(format!("--as={bytes}"))
             .arg(env!("CARGO_BIN_EXE_lockkit"))
@@ -54,24 +54,24 @@ impl Serve {
     }
 
     /// A new client connection.
-    pub fn connect(&self) -> Client {
+    pub(crate) fn connect(&self) -> Client {
         Client::to(self.port)
     }
 
     /// The server's process id.
     #[allow(dead_code)]
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Whether the process is still running (not aborted).
-    pub fn alive(&mut self) -> bool {
+    pub(crate) fn alive(&mut self) -> bool {
         self.child.try_wait().expect("try_wait").is_none()
     }
 
     /// The server's resident memory now and at its peak, in KiB (`/proc/PID/status`).
     #[allow(dead_code)]
-    pub fn rss_kib(&self) -> (u64, u64) {
+    pub(crate) fn rss_kib(&self) -> (u64, u64) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         let field = |name: &str| {
@@ -95,14 +95,14 @@ impl Drop for Serve {
 
 /// One client connection speaking RESP2.
 #[derive(Debug)]
-pub struct Client {
+pub(crate) struct Client {
     stream: TcpStream,
     reader: BufReader<TcpStream>,
 }
 
 impl Client {
     /// A connection to the server on loopback `port` (lua serve or a real redis-server).
-    pub fn to(port: u16) -> Client {
+    pub(crate) fn to(port: u16) -> Client {
         let s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the server");
         s.set_read_timeout(Some(STUCK)).expect("read timeout");
         Client {
@@ -112,12 +112,12 @@ impl Client {
     }
 
     /// Sends one command (bulk strings, any bytes) and reads its reply.
-    pub fn call(&mut self, argv: &[&[u8]]) -> Reply {
+    pub(crate) fn call(&mut self, argv: &[&[u8]]) -> Reply {
         self.send(argv);
         self.reply()
     }
 
-    pub fn send(&mut self, argv: &[&[u8]]) {
+    pub(crate) fn send(&mut self, argv: &[&[u8]]) {
         let mut out = format!("*{}\r\n", argv.len()).into_bytes();
         for a in argv {
             out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
@@ -127,12 +127,12 @@ impl Client {
         self.stream.write_all(&out).expect("send");
     }
 
-    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes)
     }
 
     /// Reads one reply; a stuck server (nothing within [`STUCK`]) fails the test.
-    pub fn reply(&mut self) -> Reply {
+    pub(crate) fn reply(&mut self) -> Reply {
         self.try_reply()
             .unwrap_or_else(|e| panic!("no reply within {STUCK:?}: {e}"))
     }
@@ -140,7 +140,7 @@ impl Client {
     /// Reads one reply as the bytes the server sent (RESP2 or RESP3), to compare encodings
     /// that [`Reply`] folds together (a null array `*-1` and a null bulk string `$-1`).
     #[allow(dead_code)]
-    pub fn raw_reply(&mut self) -> Vec<u8> {
+    pub(crate) fn raw_reply(&mut self) -> Vec<u8> {
         let mut line = Vec::new();
         self.reader.read_until(b'\n', &mut line).expect("a reply");
         assert!(line.len() >= 3, "a truncated reply line {line:?}");
@@ -168,7 +168,7 @@ impl Client {
         line
     }
 
-    pub fn try_reply(&mut self) -> std::io::Result<Reply> {
+    pub(crate) fn try_reply(&mut self) -> std::io::Result<Reply> {
         let mut line = Vec::new();
         self.reader.read_until(b'\n', &mut line)?;
         if line.is_empty() {
@@ -206,7 +206,7 @@ impl Client {
 
 /// A reply as a test looks at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Status(String),
     Error(String),
     Int(i64),
@@ -216,12 +216,12 @@ pub enum Reply {
 }
 
 /// `+OK`.
-pub fn ok() -> Reply {
+pub(crate) fn ok() -> Reply {
     Reply::Status("OK".into())
 }
 
 /// Redis's CRC-64 (Jones polynomial, reflected), table-driven.
-pub fn crc64(data: &[u8]) -> u64 {
+pub(crate) fn crc64(data: &[u8]) -> u64 {
     const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
     let mut table = [0u64; 256];
     for (i, slot) in table.iter_mut().enumerate() {
@@ -237,7 +237,7 @@ pub fn crc64(data: &[u8]) -> u64 {
 }
 
 /// An RDB length: 6-bit, 14-bit, 32-bit or 64-bit.
-pub fn rdb_len(out: &mut Vec<u8>, len: u64) {
+pub(crate) fn rdb_len(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {
         out.push(len as u8);
     } else if len < 1 << 14 {
@@ -252,7 +252,7 @@ pub fn rdb_len(out: &mut Vec<u8>, len: u64) {
 }
 
 /// Closes a FUNCTION RESTORE payload: RDB version 10 and the CRC-64 of everything.
-pub fn seal_payload(mut body: Vec<u8>) -> Vec<u8> {
+pub(crate) fn seal_payload(mut body: Vec<u8>) -> Vec<u8> {
     body.extend_from_slice(&10u16.to_le_bytes());
     let crc = crc64(&body);
     body.extend_from_slice(&crc.to_le_bytes());
@@ -261,7 +261,7 @@ pub fn seal_payload(mut body: Vec<u8>) -> Vec<u8> {
 
 /// A FUNCTION RESTORE payload holding `libraries` (each a library's code), as FUNCTION DUMP
 /// writes it.
-pub fn function_payload(libraries: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn function_payload(libraries: &[&[u8]]) -> Vec<u8> {
     let mut body = Vec::new();
     for code in libraries {
         body.push(245);

@@ -13,7 +13,7 @@ use lockkit_proxy::observe::{Observe, ObserveOptions, ObserveReport};
 use lockkit_proxy::{Plugin, Proxy, Upstream};
 
 /// A proxy in front of `upstream` with `plugins`.
-pub async fn start_proxy(upstream: &str, plugins: Vec<Arc<dyn Plugin>>) -> Proxy {
+pub(crate) async fn start_proxy(upstream: &str, plugins: Vec<Arc<dyn Plugin>>) -> Proxy {
     Proxy::start(
         "127.0.0.1:0",
         Upstream::from_url(upstream).expect("a valid URL"),
@@ -24,21 +24,21 @@ pub async fn start_proxy(upstream: &str, plugins: Vec<Arc<dyn Plugin>>) -> Proxy
 }
 
 /// A proxy with `observe` in front of `upstream`.
-pub async fn start_observed(upstream: &str) -> (Proxy, Arc<Observe>) {
+pub(crate) async fn start_observed(upstream: &str) -> (Proxy, Arc<Observe>) {
     let observe = Arc::new(Observe::new(ObserveOptions::default()));
     let proxy = start_proxy(upstream, vec![observe.clone()]).await;
     (proxy, observe)
 }
 
 /// Stops the proxy and returns observe's report, read back as the file would be.
-pub async fn observe_report(proxy: Proxy, observe: &Observe) -> ObserveReport {
+pub(crate) async fn observe_report(proxy: Proxy, observe: &Observe) -> ObserveReport {
     let ctx = proxy.stop().await;
     let value = observe.report(&ctx).expect("observe always reports");
     serde_json::from_value(value).expect("the report has the observe schema")
 }
 
 /// Runs redis-cli against `port` with `args` and `stdin`; its stdout (stderr appended).
-pub fn redis_cli(port: u16, args: &[&str], stdin: &str) -> String {
+pub(crate) fn redis_cli(port: u16, args: &[&str], stdin: &str) -> String {
     let mut child = Command::new("redis-cli")
         .arg("-p")
         .arg(port.to_string())
@@ -61,14 +61,14 @@ pub fn redis_cli(port: u16, args: &[&str], stdin: &str) -> String {
 }
 
 /// A raw connection with a read timeout, so a test fails instead of hanging.
-pub fn raw_conn(port: u16) -> TcpStream {
+pub(crate) fn raw_conn(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).expect("the proxy accepts");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     s
 }
 
 /// Sends `bytes` and reads until `want` bytes arrived or the peer closed; what arrived.
-pub fn roundtrip(s: &mut TcpStream, bytes: &[u8], want: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn roundtrip(s: &mut TcpStream, bytes: &[u8], want: usize) -> std::io::Result<Vec<u8>> {
     s.write_all(bytes)?;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
@@ -82,13 +82,13 @@ pub fn roundtrip(s: &mut TcpStream, bytes: &[u8], want: usize) -> std::io::Resul
     Ok(got)
 }
 
-pub use lockkit_test_support::python_with_redis;
+pub(crate) use lockkit_test_support::python_with_redis;
 
 /// Runs the Python `script` with redis-py and `args` (off the async runtime); its stdout.
 ///
 /// # Panics
 /// The script fails (its stderr is shown).
-pub async fn run_python(script: &str, args: &[&str]) -> String {
+pub(crate) async fn run_python(script: &str, args: &[&str]) -> String {
     let script = script.to_string();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let out = tokio::task::spawn_blocking(move || {
@@ -110,7 +110,7 @@ pub async fn run_python(script: &str, args: &[&str]) -> String {
 }
 
 /// One command as RESP.
-pub fn cmd(args: &[&str]) -> Vec<u8> {
+pub(crate) fn cmd(args: &[&str]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
         out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
@@ -121,14 +121,14 @@ pub fn cmd(args: &[&str]) -> Vec<u8> {
 /// Replies read one complete frame at a time from a connection (lockkit's own reply scanner
 /// decides where a frame ends).
 #[derive(Debug, Default)]
-pub struct Replies {
+pub(crate) struct Replies {
     buf: Vec<u8>,
 }
 
 impl Replies {
     /// The next complete reply; an error on a read timeout, `UnexpectedEof` when the peer
     /// closed first, `InvalidData` for bytes that are not RESP.
-    pub fn next(&mut self, s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
+    pub(crate) fn next(&mut self, s: &mut TcpStream) -> std::io::Result<Vec<u8>> {
         let mut chunk = [0u8; 4096];
         loop {
             match lockkit::resp::frame_len(&self.buf) {
@@ -151,7 +151,7 @@ impl Replies {
 }
 
 /// Everything `s` sends after `bytes` until it closes or stays quiet for `quiet`.
-pub fn read_until_quiet(s: &mut TcpStream, bytes: &[u8], quiet: Duration) -> Vec<u8> {
+pub(crate) fn read_until_quiet(s: &mut TcpStream, bytes: &[u8], quiet: Duration) -> Vec<u8> {
     s.write_all(bytes).expect("the peer takes the bytes");
     s.set_read_timeout(Some(quiet)).unwrap();
     let mut got = Vec::new();
@@ -166,11 +166,11 @@ pub fn read_until_quiet(s: &mut TcpStream, bytes: &[u8], quiet: Duration) -> Vec
 
 /// Redis's suite runs one unit at a time in this process: `redis_suite.rs` and `cluster_suite.rs`
 /// each had a test binary of its own, so never ran at once, before the tests became one binary.
-pub static SUITE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static SUITE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Redis 7.0.15's test suite (`$REDIS_TESTS`, else `../shared/redis-tests` beside the clone, as
 /// in CI, else /work/shared/redis-tests), when it and `tclsh` are there.
-pub fn redis_suite() -> Option<PathBuf> {
+pub(crate) fn redis_suite() -> Option<PathBuf> {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let candidates = [
         std::env::var_os("REDIS_TESTS").map(PathBuf::from),
@@ -193,7 +193,7 @@ pub fn redis_suite() -> Option<PathBuf> {
 
 /// A connection to `port` (a proxy in front of a cluster, or a node) that waits up to 30 s for
 /// a reply (blocking commands through the proxy wait longer than redis-rs's default).
-pub async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
+pub(crate) async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
     let config =
         redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(30)));
@@ -204,7 +204,7 @@ pub async fn conn(port: u16) -> redis::aio::MultiplexedConnection {
 }
 
 /// The command `args` on `c`, its reply as `T`.
-pub async fn q<T: redis::FromRedisValue>(
+pub(crate) async fn q<T: redis::FromRedisValue>(
     c: &mut redis::aio::MultiplexedConnection,
     args: &[&str],
 ) -> redis::RedisResult<T> {
