@@ -1,6 +1,7 @@
 //! Live metrics: `--metrics-listen ADDR` serves Prometheus text at `/metrics`, recorded through
-//! the [`metrics`] facade and rendered by `metrics-exporter-prometheus` (the exposition format
-//! is the exporter's; this module only answers HTTP GETs with it).
+//! the [`metrics`] facade and rendered by `metrics-exporter-prometheus`, except the two
+//! histograms: the proxy keeps those itself as fixed buckets of atomic counts (`durations.rs`:
+//! the exporter would hold every sample until its upkeep) and appends them in the same format.
 //!
 //! | name | kind | labels | what |
 //! | --- | --- | --- | --- |
@@ -97,7 +98,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
 }
 
 fn describe() {
-    use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use ::metrics::{describe_counter, describe_gauge, Unit};
     describe_gauge!("lockkit_proxy_connections_open", "Client connections open");
     describe_counter!(
         "lockkit_proxy_connections_accepted_total",
@@ -108,7 +109,7 @@ fn describe() {
         "Client connections that could not be accepted"
     );
     describe_counter!("lockkit_proxy_commands_total", "Commands by name");
-    // lockkit_proxy_command_duration_seconds is rendered by `crate::durations`, help included.
+    // The two histograms (command durations, lock holds) are `crate::durations`', help included.
     describe_counter!(
         "lockkit_proxy_upstream_errors_total",
         "Upstream connections that failed, by kind (connect, timeout, lost)"
@@ -136,11 +137,6 @@ fn describe() {
     describe_counter!(
         "lockkit_proxy_lock_contended_total",
         "observe: acquire attempts that found the lock taken, by key pattern"
-    );
-    describe_histogram!(
-        "lockkit_proxy_lock_hold_seconds",
-        Unit::Seconds,
-        "observe: how long locks were held, by key pattern"
     );
     describe_gauge!(
         "lockkit_proxy_hot_key_commands",
@@ -408,8 +404,7 @@ pub(crate) fn top_window(w: &crate::observe::TopWindow) {
 /// One lock of `pattern` held for `hold`.
 pub(crate) fn lock_held(pattern: &str, hold: Duration) {
     if on() {
-        ::metrics::histogram!("lockkit_proxy_lock_hold_seconds", "pattern" => pattern.to_string())
-            .record(hold.as_secs_f64());
+        crate::durations::record(&crate::durations::LOCK_HOLD, pattern, hold);
     }
 }
 
@@ -455,7 +450,7 @@ impl CommandMetrics {
         }
         let h = (
             ::metrics::counter!("lockkit_proxy_commands_total", "command" => label.to_string()),
-            crate::durations::histogram(label),
+            crate::durations::histogram(&crate::durations::COMMAND_DURATION, label),
         );
         f(&h);
         all.insert(label.to_string(), h);
