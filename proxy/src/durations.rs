@@ -106,8 +106,8 @@ impl HistogramFn for Durations {
 
 /// Every family's histograms in this process, by family name and label value (as the
 /// recorder's series are per process).
-type Table = BTreeMap<&'static str, BTreeMap<String, Arc<Durations>>>;
-static TABLE: Mutex<Table> = Mutex::new(BTreeMap::new());
+type HistogramTable = BTreeMap<&'static str, BTreeMap<String, Arc<Durations>>>;
+static TABLE: Mutex<HistogramTable> = Mutex::new(BTreeMap::new());
 
 fn durations(family: &Family, value: &str) -> Arc<Durations> {
     let mut table = TABLE.lock().unwrap_or_else(PoisonError::into_inner);
