@@ -52,7 +52,7 @@ const FAMILIES: [&Family; 2] = [&COMMAND_DURATION, &LOCK_HOLD];
 /// One label value's durations: a count per bucket (the last one past the largest bound) and
 /// their sum in nanoseconds. The count is the buckets' total.
 #[derive(Debug, Default)]
-pub(crate) struct Durations {
+struct Durations {
     buckets: [AtomicU64; BUCKETS.len() + 1],
     sum_ns: AtomicU64,
 }
