@@ -86,7 +86,7 @@ impl Redlock {
                 |_| None,
                 |node| {
                     let kt = Arc::clone(&shared);
-                    async move { node.set_nx_checked(&kt.0, &kt.1, ttl, longest).await }
+                    async move { node.set_nx_checked(&kt.0, &kt.1, ttl, longest, start).await }
                 },
                 // Validity is measured up to the moment the quorum is complete.
                 |replies| {

@@ -226,9 +226,9 @@ impl Node {
         Ok((at, epoch))
     }
 
-    /// Refuses the node's vote if it started less than `longest` ago.
-    async fn check_uptime(started: Instant, longest: Duration) -> Result<()> {
-        let uptime = started.elapsed();
+    /// Refuses the node's vote if, at `now`, it had started less than `longest` ago.
+    async fn check_uptime(started: Instant, now: Instant, longest: Duration) -> Result<()> {
+        let uptime = now.saturating_duration_since(started);
         if uptime < longest {
             // Refused without a round trip: a round where every node refuses would otherwise
             // finish without ever giving the runtime its thread back, and a caller that tries
@@ -246,19 +246,22 @@ impl Node {
     /// longest TTL in use on the nodes), refused by a node that started less than `longest` ago
     /// ([`Error::NodeRestarted`]), as seen over the very connection the `SET` goes out on: a
     /// `SET` that went out on a connection made after the check (the old one dropped in
-    /// between) does not count, and is undone as an unknown outcome is.
+    /// between) does not count, and is undone as an unknown outcome is. The uptime is taken at
+    /// `sent`, when the round began (one clock read for every node, and never more uptime than
+    /// the node had when its `SET` went out).
     pub(crate) async fn set_nx_checked(
         &self,
         key: &str,
         token: &str,
         ttl: Duration,
         longest: Option<Duration>,
+        sent: Instant,
     ) -> Result<bool> {
         let Some(longest) = longest else {
             return self.client.set_nx(key, token, ttl).await;
         };
         let (started, epoch) = self.start_for(token).await?;
-        Self::check_uptime(started, longest).await?;
+        Self::check_uptime(started, sent, longest).await?;
         let (taken, sent_on) = self.client.set_nx_on(key, token, ttl).await?;
         if taken && sent_on != epoch {
             return Err(Error::Redis(
@@ -359,8 +362,9 @@ impl Nodes {
             let fut = request(Arc::clone(node));
             in_flight.0.push((i, Box::pin(fut)));
         }
-        let timer = tokio::time::sleep_until(deadline);
-        tokio::pin!(timer);
+        // Boxed, so that a vote left with stragglers hands its timer, registered once, to
+        // the task that waits for them.
+        let mut timer = Box::pin(tokio::time::sleep_until(deadline));
         let decision = loop {
             if let Some(d) = decide(&replies) {
                 break d;
@@ -390,8 +394,6 @@ impl Nodes {
             let d = decision.clone();
             let nodes = Arc::clone(self);
             tokio::spawn(async move {
-                let timer = tokio::time::sleep_until(deadline);
-                tokio::pin!(timer);
                 loop {
                     let next = tokio::select! {
                         biased;

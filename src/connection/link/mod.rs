@@ -246,7 +246,11 @@ impl Link {
     /// The number of the live connection (`None` while there is none): a connection made
     /// later has another number.
     pub(crate) fn epoch(&self) -> Option<u64> {
-        self.live().map(|w| w.epoch)
+        // Read under the lock: no reference to the connection is taken for a number.
+        lock(&self.inner.current)
+            .as_ref()
+            .filter(|w| !w.dead.load(Ordering::Acquire))
+            .map(|w| w.epoch)
     }
 }
 
