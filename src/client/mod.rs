@@ -294,19 +294,29 @@ impl LockClient {
         let conn = self.conns.conn_for(&lock.token);
         let hold = Hold::mutex(lock.options.fair.on);
         match self.release_on(conn, &lock.key, &lock.token, hold).await {
-            Err(e) if e.is_retryable() => {
-                tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
-                // Boxed: a rare path; inline it would enlarge every release's future.
-                let again = Box::pin(self.release_on(conn, &lock.key, &lock.token, hold)).await;
-                if matches!(&again, Err(e) if e.is_retryable()) {
-                    // Still unreachable: report the error, and keep trying for a few seconds so
-                    // the lock does not outlive its holder's intent by a whole TTL.
-                    self.release_in_background(&lock.key, &lock.token, hold);
-                }
-                again.map(|o| resent_outcome(&e, lock, o))
-            }
+            // Boxed: a rare path; inline it would enlarge every release's future.
+            Err(e) if e.is_retryable() => Box::pin(self.release_node_again(lock, e)).await,
             other => other,
         }
+    }
+
+    /// The second attempt of [`release_node`](Self::release_node), after a first one that
+    /// failed with `e` (retryable).
+    pub(crate) async fn release_node_again(
+        &self,
+        lock: &Lock,
+        e: crate::Error,
+    ) -> Result<ReleaseOutcome> {
+        tracing::debug!(key = %lock.key, error = %e, "release failed; sending it once more");
+        let conn = self.conns.conn_for(&lock.token);
+        let hold = Hold::mutex(lock.options.fair.on);
+        let again = self.release_on(conn, &lock.key, &lock.token, hold).await;
+        if matches!(&again, Err(e) if e.is_retryable()) {
+            // Still unreachable: report the error, and keep trying for a few seconds so
+            // the lock does not outlive its holder's intent by a whole TTL.
+            self.release_in_background(&lock.key, &lock.token, hold);
+        }
+        again.map(|o| resent_outcome(&e, lock, o))
     }
 
     /// Compare-and-`PEXPIRE` (the extend of one node, uncounted).

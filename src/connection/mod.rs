@@ -101,6 +101,14 @@ impl Conn {
 }
 
 impl Conn {
+    /// The connection to one server that this is, or `None` for a cluster's (redis-rs's).
+    pub(crate) fn link(&self) -> Option<&Link> {
+        match self {
+            Conn::Single(link) => Some(link),
+            Conn::Cluster(_) => None,
+        }
+    }
+
     /// [`query_with`](Self::query_with), with the number of the connection it went out on
     /// ([`Link::query_on`]); a cluster's connections are redis-rs's and have none (`0`).
     pub(crate) async fn query_on(

@@ -6,11 +6,15 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use super::quorum::{count, settled, NodeReply, Nodes, Tally};
+use redis::{RedisResult, Value};
+
+use super::direct::{Fallback, Read, Via, VoteRequest};
+use super::quorum::{count, settled, Node, NodeReply, Nodes, Tally};
 use super::Redlock;
+use crate::command::Command;
 use crate::error::{Error, NodeError, Result};
 use crate::keys::check_key;
-use crate::lock::{new_token, Lock};
+use crate::lock::{new_token, set_nx_taken, Lock, SetNx};
 use crate::options::LockOptions;
 
 /// The result of one Redlock acquire round.
@@ -79,15 +83,18 @@ impl Redlock {
             sent: start,
             armed: true,
         };
+        let request = SetNxVote {
+            kt: shared,
+            ttl,
+            longest,
+            start,
+        };
         let (won, mut tally) = self
             .nodes
-            .vote(
+            .vote_direct(
                 true,
                 |_| None,
-                |node| {
-                    let kt = Arc::clone(&shared);
-                    async move { node.set_nx_checked(&kt.0, &kt.1, ttl, longest, start).await }
-                },
+                request,
                 // Validity is measured up to the moment the quorum is complete.
                 |replies| {
                     settled(replies, |taken| *taken).map(|granted| {
@@ -96,11 +103,17 @@ impl Redlock {
                     })
                 },
                 // A grant (or an unknown outcome) after a lost round is given back; after a won
-                // round it is simply part of the lock.
-                move |i, reply, won: &bool| {
-                    if !*won && may_hold(&reply) {
+                // round it is simply part of the lock. A grant is given back at once: its `SET`
+                // has landed, and the key would otherwise refuse the next round for nothing.
+                move |i, reply, won: &bool| match reply {
+                    _ if *won => {}
+                    NodeReply::Ok(true) => {
+                        nodes.give_back_in_background(i, &late_key.0, &late_key.1)
+                    }
+                    r if may_hold(&r) => {
                         nodes.undo_in_background(i, &late_key.0, &late_key.1, start);
                     }
+                    _ => {}
                 },
             )
             .await;
@@ -237,6 +250,19 @@ fn may_hold(reply: &NodeReply<bool>) -> bool {
 }
 
 impl Nodes {
+    /// Compare-and-delete of `key`/`token` on node `i` in a task of its own, for a grant that
+    /// answered after its round was lost, over the connection its `SET` went over (retried in
+    /// the background when it fails).
+    fn give_back_in_background(&self, i: usize, key: &str, token: &str) {
+        let node = self.nodes[i].client.clone();
+        let (key, token) = (key.to_string(), token.to_string());
+        tokio::spawn(async move {
+            let conn = node.conns.conn_for(&token);
+            node.give_back(conn, &key, &token, crate::lock::Hold::Lock)
+                .await;
+        });
+    }
+
     /// Compare-and-delete of `key`/`token` on node `i`, in the background, for a grant (or an
     /// unknown outcome) of a `SET` sent at `sent` that belongs to a lost round: the node's
     /// client's background clean-up (`client/cleanup.rs`: retried for a few seconds, each try
@@ -253,5 +279,66 @@ impl Nodes {
             Some(sent),
             false,
         );
+    }
+}
+
+/// A round's `SET key token NX PX ttl`, for [`Nodes::vote_direct`](super::quorum::Nodes).
+struct SetNxVote {
+    /// The key and the token.
+    kt: Arc<(String, String)>,
+    ttl: Duration,
+    /// With the restart rule: the longest TTL in use on the nodes.
+    longest: Option<Duration>,
+    /// When the round began.
+    start: Instant,
+}
+
+impl VoteRequest<bool> for SetNxVote {
+    fn route<'a>(&self, node: &'a Node) -> Via<'a, bool> {
+        let Some(link) = node.client.conns.conn_for(&self.kt.1).link() else {
+            return Via::Future;
+        };
+        let Some(epoch) = link.epoch() else {
+            return Via::Future;
+        };
+        if let Some(longest) = self.longest {
+            // As `Node::set_nx_checked`, over the connection the `SET` goes out on.
+            let Some(started) = node.start_on(epoch) else {
+                return Via::Future;
+            };
+            let uptime = self.start.saturating_duration_since(started);
+            if uptime < longest {
+                return Via::Answered(Err(Error::NodeRestarted {
+                    uptime,
+                    ttl: longest,
+                }));
+            }
+        }
+        Via::Direct(link, epoch)
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        let set = SetNx {
+            key: &self.kt.0,
+            token: &self.kt.1,
+            ttl: self.ttl,
+            get: false,
+        };
+        set.write(out);
+    }
+
+    fn read(&self, reply: RedisResult<Value>) -> Read<bool> {
+        Read::Answer(
+            reply
+                .and_then(Value::extract_error)
+                .map_err(Error::from)
+                .and_then(|v| set_nx_taken(&v, &self.kt.1, false)),
+        )
+    }
+
+    fn fallback(&self, node: Arc<Node>, _after: Option<Error>) -> Fallback<bool> {
+        let kt = Arc::clone(&self.kt);
+        let (ttl, longest, start) = (self.ttl, self.longest, self.start);
+        Box::pin(async move { node.set_nx_checked(&kt.0, &kt.1, ttl, longest, start).await })
     }
 }

@@ -12,9 +12,11 @@
 //! granted, or so many nodes refused or failed that a quorum is impossible. It does not wait
 //! for the slowest node, so one frozen node (a GC pause, SIGSTOP, a black-holed network) no
 //! longer costs every call the whole node timeout. Nodes still to answer finish in the
-//! background, each bounded by the node timeout:
-//! - a grant that arrives after a lost round is released (so is a reply that was lost: its `SET`
-//!   may have landed);
+//! background, each bounded by the node timeout. An acquire's or a release's request goes
+//! straight onto the node's connection, whose task hands the reply to the round, or to what
+//! follows the round once it is decided (`direct.rs`): no task waits for a late node.
+//! - a grant that arrives after a lost round is released at once (a reply that was lost is
+//!   released too, retried for a few seconds: its `SET` may have landed);
 //! - a grant that arrives after a won round is simply part of the lock (the holder's release
 //!   goes to every node, that one included).
 //!
@@ -50,6 +52,7 @@
 //! fencing check in a store that is itself consistent (see `LockClient::try_acquire_fenced`).
 
 mod acquire;
+mod direct;
 mod extend;
 mod options;
 mod quorum;

@@ -70,7 +70,7 @@ impl Breaker {
 
     /// Whether a request may go to the node now: always while closed; once open, only the one
     /// trial request after the back-off. Counts the skip when not.
-    fn admit(&self) -> bool {
+    pub(super) fn admit(&self) -> bool {
         let until = self.open_until_us.load(Ordering::Relaxed);
         if until == 0 {
             return true;
@@ -139,10 +139,10 @@ fn duration_us(d: Duration) -> u64 {
 #[derive(Debug)]
 pub(crate) struct Node {
     pub(crate) client: LockClient,
-    breaker: Breaker,
+    pub(super) breaker: Breaker,
     /// The failed vote of a request not sent (the breaker was open), made once: a skipped vote
     /// costs a clone (its error is shared), not a formatted message.
-    skipped: NodeError,
+    pub(super) skipped: NodeError,
     /// When the node started (as of an `INFO server`), by the number of the connection that
     /// asked ([`crate::connection::link::Link::query_on`]): a start time holds for that connection only. A
     /// connection re-established (silently, at the next call) may reach a new process that has
@@ -204,11 +204,13 @@ impl Node {
     /// The start remembered for `token`'s live connection, with the connection's number.
     fn known_start(&self, token: &str) -> Option<(Instant, u64)> {
         let epoch = self.client.conns.conn_for(token).epoch()?;
+        self.start_on(epoch).map(|at| (at, epoch))
+    }
+
+    /// The start remembered for the connection numbered `epoch`.
+    pub(super) fn start_on(&self, epoch: u64) -> Option<Instant> {
         let starts = self.starts.lock().unwrap_or_else(PoisonError::into_inner);
-        starts
-            .iter()
-            .find(|(e, _)| *e == epoch)
-            .map(|&(_, at)| (at, epoch))
+        starts.iter().find(|(e, _)| *e == epoch).map(|&(_, at)| at)
     }
 
     /// Reads the node's start over `token`'s connection (`INFO server`) and remembers it.
@@ -420,7 +422,7 @@ impl Nodes {
     /// Node `i`'s reply to a request that finished, recorded by its breaker (and, for an error,
     /// in the metrics; the node's start time is read again before its next vote).
     /// `by`: the round's deadline, by which any answer came (the clock is not read per answer).
-    fn reply<T>(&self, i: usize, result: Result<T>, by: Instant) -> NodeReply<T> {
+    pub(super) fn reply<T>(&self, i: usize, result: Result<T>, by: Instant) -> NodeReply<T> {
         match result {
             Ok(v) => {
                 self.nodes[i].breaker.record_answer(by);
@@ -431,11 +433,11 @@ impl Nodes {
     }
 
     /// Node `i`'s vote when its request was still unanswered at the round's deadline.
-    fn timed_out<T>(&self, i: usize) -> NodeReply<T> {
+    pub(super) fn timed_out<T>(&self, i: usize) -> NodeReply<T> {
         self.failed(i, Error::timed_out("Redlock node", self.timeout))
     }
 
-    fn failed<T>(&self, i: usize, error: Error) -> NodeReply<T> {
+    pub(super) fn failed<T>(&self, i: usize, error: Error) -> NodeReply<T> {
         let node = &self.nodes[i];
         crate::metrics::redlock_node_error(node.client.target(), &error);
         if !matches!(error, Error::NodeRestarted { .. }) {
@@ -480,11 +482,11 @@ impl Nodes {
 /// The requests of a vote still to answer, by node. A vote has a handful of them: each wake-up
 /// polls them all, which costs less than giving each its own waker and task (as
 /// `FuturesUnordered` does) for three or five futures.
-struct InFlight<Fut>(Vec<(usize, Pin<Box<Fut>>)>);
+pub(super) struct InFlight<Fut: ?Sized>(pub(super) Vec<(usize, Pin<Box<Fut>>)>);
 
-impl<Fut> InFlight<Fut> {
+impl<Fut: ?Sized> InFlight<Fut> {
     /// The next request to finish, with its node; `None` once none is left.
-    async fn next<T>(&mut self) -> Option<(usize, Result<T>)>
+    pub(super) async fn next<T>(&mut self) -> Option<(usize, Result<T>)>
     where
         Fut: Future<Output = Result<T>>,
     {

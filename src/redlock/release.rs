@@ -2,10 +2,18 @@
 
 use std::sync::Arc;
 
+use redis::{RedisResult, Value};
+
+use super::direct::{Fallback, Read, Via, VoteRequest};
 use super::quorum::{count, Node, NodeReply};
 use super::Redlock;
-use crate::error::{NodeError, Result};
+use crate::command::Command;
+use crate::connection::pool::{Connections, ScriptCmd};
+use crate::error::{Error, NodeError, Result};
+use crate::lock::{release_outcome, Hold};
 use crate::lock::{Lock, ReleaseOutcome};
+use crate::options::ScriptMode;
+use crate::scripts;
 
 /// The result of a Redlock release.
 #[derive(Debug, Default)]
@@ -68,14 +76,14 @@ impl Redlock {
     /// None today (node failures are listed); kept fallible for future node checks.
     pub async fn release_detailed(&self, lock: &Lock) -> Result<RedlockRelease> {
         let (quorum, n) = (self.quorum(), self.len());
-        let lock_arc = Arc::new(lock.clone());
-        let release = |node: Arc<Node>| {
-            let lock = Arc::clone(&lock_arc);
-            async move { node.client.release_node(&lock).await }
+        let release = ReleaseVote {
+            lock: Arc::new(lock.clone()),
+            // The nodes share their connection options.
+            mode: self.nodes.nodes[0].client.conns.script_mode(),
         };
         let (_, mut tally) = self
             .nodes
-            .vote(
+            .vote_direct(
                 false,
                 |i| never_sent(lock, i).then_some(ReleaseOutcome::NotHeld),
                 release,
@@ -111,4 +119,63 @@ impl Redlock {
 /// Whether `lock`'s `SET` never went to node `i` (its breaker was open): the lock cannot be there.
 pub(super) fn never_sent(lock: &Lock, i: usize) -> bool {
     i < 64 && lock.unsent & (1 << i) != 0
+}
+
+/// A plain lock's compare-and-delete on every node, for
+/// [`Nodes::vote_direct`](super::quorum::Nodes).
+struct ReleaseVote {
+    lock: Arc<Lock>,
+    mode: ScriptMode,
+}
+
+impl VoteRequest<ReleaseOutcome> for ReleaseVote {
+    fn route<'a>(&self, node: &'a Node) -> Via<'a, ReleaseOutcome> {
+        let conns = &node.client.conns;
+        // A fair lock's release, a marker or a channel: as `LockClient::release_on` does it.
+        let plain = Hold::mutex(self.lock.options.fair.on) == Hold::Lock
+            && conns.release_channel(&self.lock.key).is_none()
+            && conns.released_marker(&self.lock.key).is_none();
+        let link = conns.conn_for(&self.lock.token).link().filter(|_| plain);
+        match link.and_then(|l| Some((l, l.epoch()?))) {
+            Some((link, epoch)) => Via::Direct(link, epoch),
+            None => Via::Future,
+        }
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        let call = ScriptCmd {
+            mode: self.mode,
+            script: &scripts::RELEASE,
+            keys: &[self.lock.key.as_str()],
+            args: &[self.lock.token.as_bytes()],
+        };
+        call.write(out);
+    }
+
+    fn read(&self, reply: RedisResult<Value>) -> Read<ReleaseOutcome> {
+        match reply.and_then(Value::extract_error) {
+            Ok(v) => Read::Answer(release_outcome(&v)),
+            // The script never ran: the future path sends it again with its text.
+            Err(e) if Connections::is_missing_script(&e) => Read::Again(None),
+            Err(e) => {
+                let e = Error::from(e);
+                // As `LockClient::release_node`: sent once more, then kept trying.
+                if e.is_retryable() {
+                    Read::Again(Some(e))
+                } else {
+                    Read::Answer(Err(e))
+                }
+            }
+        }
+    }
+
+    fn fallback(&self, node: Arc<Node>, after: Option<Error>) -> Fallback<ReleaseOutcome> {
+        let lock = Arc::clone(&self.lock);
+        Box::pin(async move {
+            match after {
+                None => node.client.release_node(&lock).await,
+                Some(e) => node.client.release_node_again(&lock, e).await,
+            }
+        })
+    }
 }

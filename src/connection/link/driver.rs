@@ -12,6 +12,7 @@ use redis::RedisResult;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use super::reply_slot::Deferred;
 use super::wire::{dropped, lock, Wire};
 use crate::connection::connector::{invalid, ServerStream};
 use crate::resp::{frame_len, parse_frame};
@@ -274,6 +275,7 @@ impl Driver {
     /// Parses every complete reply in the read buffer and hands each to its request.
     fn deliver(&mut self) -> RedisResult<()> {
         let mut at = 0;
+        let mut deferred = Deferred::default();
         let mut q = lock(&self.wire.queue);
         while let Some(len) = frame_len(&self.rbuf[at..self.rlen])? {
             let frame = &self.rbuf[at..at + len];
@@ -286,7 +288,7 @@ impl Driver {
                 return Err(invalid("a reply came that no request waits for"));
             }
             let p = q.pending.front_mut().expect("written requests are pending");
-            if p.slot.accept(value) {
+            if p.slot.accept(value, &mut deferred) {
                 q.pending.pop_front();
                 q.written -= 1;
                 q.stamped = q.stamped.saturating_sub(1);
@@ -294,6 +296,7 @@ impl Driver {
             }
         }
         drop(q);
+        deferred.give();
         self.rbuf.copy_within(at..self.rlen, 0);
         self.rlen -= at;
         Ok(())
@@ -324,19 +327,21 @@ impl Driver {
             }
             self.armed = false;
             let now = Instant::now();
+            let mut deferred = Deferred::default();
             let mut q = lock(&self.wire.queue);
             let from = q.expired;
             let mut failed = 0;
             for p in q.pending.range_mut(from..) {
                 match p.queued {
                     Some(queued) if queued + timeout <= now => {
-                        p.slot.fail(|| {
+                        let err = || {
                             io::Error::new(
                                 io::ErrorKind::TimedOut,
                                 format!("no reply within {timeout:?}"),
                             )
                             .into()
-                        });
+                        };
+                        p.slot.fail_deferred(err, &mut deferred);
                         failed += 1;
                     }
                     _ => break,
@@ -344,6 +349,7 @@ impl Driver {
             }
             q.expired += failed;
             drop(q);
+            deferred.give();
             if failed > 0 && self.replace_silent {
                 let since = *self.silent_since.get_or_insert(now);
                 self.silent_timeouts += failed;

@@ -40,6 +40,7 @@ use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::sync::watch;
 
+pub(crate) use self::reply_slot::ReplySink;
 use self::reply_slot::{Answer, ReplySlot};
 use self::wire::{dropped, lock, Refused, Wire, MAX_BACKLOG};
 use crate::error::{not_sent, unsent};
@@ -240,6 +241,37 @@ impl Link {
         match rx.await {
             Ok(reply) => reply.map(|v| (v, epoch)),
             Err(_) => Err(dropped("the connection closed before the reply came")),
+        }
+    }
+
+    /// Sends what `write` encodes on the live connection if it is the one numbered `epoch`,
+    /// and returns at once: the reply goes to `sink` as its answer `idx` (an error too: the
+    /// connection failed, or the response timeout passed). `None` when there is no live
+    /// connection or it has another number: nothing was sent, and [`query_on`](Self::query_on)
+    /// is the way (it reconnects). Otherwise the number it went out on, or why it was not sent
+    /// (the server has left the backlog unread).
+    pub(crate) fn send_to(
+        &self,
+        epoch: u64,
+        write: impl Fn(&mut Vec<u8>),
+        sink: &Arc<dyn ReplySink>,
+        idx: usize,
+    ) -> Option<RedisResult<u64>> {
+        let current = lock(&self.inner.current);
+        let wire = current
+            .as_ref()
+            .filter(|w| w.epoch == epoch && !w.dead.load(Ordering::Acquire))?;
+        match wire.push(&write, ReplySlot::Sink(Some((Arc::clone(sink), idx)))) {
+            Ok(()) => Some(Ok(epoch)),
+            Err(Refused::Dead) => None,
+            Err(Refused::Backlog) => Some(Err(not_sent(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the server has not read the last {} MiB of requests (backlog full); \
+                     this one was not sent",
+                    MAX_BACKLOG >> 20
+                ),
+            ))),
         }
     }
 

@@ -88,6 +88,16 @@ impl Wire {
         slot: &impl Fn(Answer<T>) -> ReplySlot,
     ) -> Result<oneshot::Receiver<RedisResult<T>>, Refused> {
         let (tx, rx) = oneshot::channel();
+        self.push(write, slot(tx))?;
+        Ok(rx)
+    }
+
+    /// [`send`](Self::send) with the slot given: the answer goes wherever `slot` says.
+    pub(super) fn push(
+        &self,
+        write: &impl Fn(&mut Vec<u8>),
+        slot: ReplySlot,
+    ) -> Result<(), Refused> {
         let waker = {
             let mut q = lock(&self.queue);
             if q.dead {
@@ -97,16 +107,13 @@ impl Wire {
                 return Err(Refused::Backlog);
             }
             write(&mut q.out);
-            q.pending.push_back(Pending {
-                slot: slot(tx),
-                queued: None,
-            });
+            q.pending.push_back(Pending { slot, queued: None });
             q.driver.take()
         };
         if let Some(w) = waker {
             w.wake();
         }
-        Ok(rx)
+        Ok(())
     }
 
     pub(super) fn close(&self) {

@@ -17,6 +17,11 @@ use crate::options::ScriptMode;
 use crate::scripts::{self, LuaScript};
 
 impl Connections {
+    /// Whether `e` says the script (or the Function library) is not on the server.
+    pub(crate) fn is_missing_script(e: &redis::RedisError) -> bool {
+        is_missing_script(e)
+    }
+
     /// Makes the scripts available on the server(s): `SCRIPT LOAD` (EVALSHA mode) or
     /// `FUNCTION LOAD REPLACE` (function mode). The script cache is per server, not per
     /// connection, so this is one pipelined round trip per client; in a cluster each command is
