@@ -126,3 +126,54 @@ async fn rounds_that_find_a_nodes_start_unknown_read_it_once() {
     println!("INFO server sent to the node by 50 concurrent rounds after its error: {read}");
     assert_eq!(read, 1, "the rounds read the node's start {read} times");
 }
+
+/// A node that lost its script cache (`SCRIPT FLUSH`, or a restart on the same connection's
+/// address) answers a release's `EVALSHA` with `NOSCRIPT`: the release is sent again with the
+/// script's text (`EVAL`) on that node, and the lock is gone from every node. A release goes
+/// straight onto each node's connection (`src/redlock/direct.rs`), so this is its one path back
+/// to the script's text.
+#[tokio::test]
+async fn a_release_on_nodes_that_forgot_the_script_sends_it_again_and_releases_everywhere() {
+    let servers = RedisServer::start_many(3);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let redlock = Redlock::connect_with(&urls, RedlockOptions::new().restart_rule(false))
+        .await
+        .unwrap();
+    let opts = LockOptions::builder(Duration::from_secs(60))
+        .retry(RetryOptions::none())
+        .build()
+        .unwrap();
+    let lock = redlock.acquire("wire:noscript", &opts).await.unwrap();
+    for s in &servers {
+        let mut c = redis::Client::open(s.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut c).unwrap();
+        assert_eq!(calls(s, "eval"), 0);
+    }
+    let released = redlock.release_detailed(&lock).await.unwrap();
+    assert!(
+        released.released >= 2 && released.node_errors.is_empty(),
+        "{released:?}"
+    );
+    // The node the release did not wait for finishes in the background.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for s in &servers {
+        let held = || {
+            let mut c = redis::Client::open(s.url())
+                .unwrap()
+                .get_connection()
+                .unwrap();
+            redis::cmd("EXISTS")
+                .arg("wire:noscript")
+                .query::<bool>(&mut c)
+                .unwrap()
+        };
+        while held() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!held(), "the key is still held on {}", s.url());
+        assert!(calls(s, "eval") >= 1, "no EVAL on {}", s.url());
+    }
+}
