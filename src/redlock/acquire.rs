@@ -254,9 +254,17 @@ impl Nodes {
     /// answered after its round was lost, over the connection its `SET` went over (retried in
     /// the background when it fails).
     fn give_back_in_background(&self, i: usize, key: &str, token: &str) {
+        // Called by the connection's task, which may be dropped as its runtime shuts down.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(
+                key,
+                "no runtime to give a late grant back on: the key stays until its TTL"
+            );
+            return;
+        };
         let node = self.nodes[i].client.clone();
         let (key, token) = (key.to_string(), token.to_string());
-        tokio::spawn(async move {
+        runtime.spawn(async move {
             let conn = node.conns.conn_for(&token);
             node.give_back(conn, &key, &token, crate::lock::Hold::Lock)
                 .await;

@@ -150,11 +150,20 @@ where
         match self.request.read(reply) {
             Read::Answer(result) => self.settle_result(idx, result, true),
             Read::Again(after) => {
-                // Not here: the driver that called holds the node's connection.
+                // In a task of its own: the connection's task that answered must not wait. With
+                // no runtime left (that task dropped as its runtime shut down), it fails here.
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    let gone = std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "the runtime shut down before the request could be sent again",
+                    );
+                    self.settle_result(idx, Err(Error::Redis(gone.into())), true);
+                    return;
+                };
                 let fallback = self
                     .request
                     .fallback(Arc::clone(&self.nodes.nodes[idx]), after);
-                tokio::spawn(async move {
+                runtime.spawn(async move {
                     let result = fallback.await;
                     self.settle_result(idx, result, true);
                 });

@@ -229,6 +229,41 @@ async fn two_redlock_clients_racing_never_both_win() {
     assert!(wins > 50, "only {wins} of 100 rounds had a winner");
 }
 
+/// The same race on a multi-threaded runtime, each client's rounds in tasks of their own: the
+/// connections' tasks, which hand each reply to its vote (`src/redlock/direct.rs`), and the
+/// votes run on different threads. Never both win, and the winner releases on a quorum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_redlock_clients_racing_on_two_threads_never_both_win() {
+    let servers = RedisServer::start_many(5);
+    let (a, b) = (fresh(&servers).await, fresh(&servers).await);
+    let mut wins = 0;
+    for round in 0..100 {
+        let key = format!("race-threads:{round}");
+        let run = |r: Redlock, key: String| {
+            tokio::spawn(async move { r.try_acquire(&key, &opts(5000)).await.unwrap() })
+        };
+        let (ha, hb) = (run(a.clone(), key.clone()), run(b.clone(), key));
+        let (ra, rb) = (ha.await.unwrap(), hb.await.unwrap());
+        assert!(
+            !(ra.lock.is_some() && rb.lock.is_some()),
+            "round {round}: both clients hold the lock"
+        );
+        // The winner releases from a task of its own too: on a quorum of the nodes.
+        for (r, attempt) in [(&a, ra), (&b, rb)] {
+            if let Some(lock) = attempt.lock {
+                wins += 1;
+                let r = r.clone();
+                let released = tokio::spawn(async move { r.release_detailed(&lock).await })
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert!(released.released >= 3, "round {round}: {released:?}");
+            }
+        }
+    }
+    assert!(wins > 50, "only {wins} of 100 rounds had a winner");
+}
+
 /// The same race where votes split and go astray: each client reaches each node through its own
 /// relay, slower than the other client's on every other node, with jitter (node timeout 20 ms:
 /// some votes time out and are undone), and one node is killed halfway. Never both win, and a
