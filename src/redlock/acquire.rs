@@ -314,12 +314,8 @@ impl VoteRequest<bool> for SetNxVote {
             let Some(started) = node.start_on(epoch) else {
                 return Via::Future;
             };
-            let uptime = self.start.saturating_duration_since(started);
-            if uptime < longest {
-                return Via::Answered(Err(Error::NodeRestarted {
-                    uptime,
-                    ttl: longest,
-                }));
+            if let Err(refused) = Node::restart_rule(started, self.start, longest) {
+                return Via::Answered(Err(refused));
             }
         }
         Via::Direct(link, epoch)

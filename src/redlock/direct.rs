@@ -256,22 +256,10 @@ impl Nodes {
         drop(armed);
         if !in_flight.0.is_empty() {
             // Stragglers on the future path: as in `vote`, in the background.
-            tokio::spawn(async move {
-                loop {
-                    let next = tokio::select! {
-                        biased;
-                        next = in_flight.next() => next,
-                        () = &mut timer => None,
-                    };
-                    match next {
-                        Some((i, result)) => vote.settle_result(i, result, false),
-                        None => break,
-                    }
-                }
-                for (i, _) in in_flight.0.drain(..) {
-                    vote.settle(i, || vote.nodes.timed_out(i), false);
-                }
-            });
+            tokio::spawn(in_flight.finish(timer, move |i, result| match result {
+                Some(result) => vote.settle_result(i, result, false),
+                None => vote.settle(i, || vote.nodes.timed_out(i), false),
+            }));
         }
         (decision, Tally { replies })
     }

@@ -228,20 +228,29 @@ impl Node {
         Ok((at, epoch))
     }
 
-    /// Refuses the node's vote if, at `now`, it had started less than `longest` ago.
-    async fn check_uptime(started: Instant, now: Instant, longest: Duration) -> Result<()> {
+    /// The restart rule: refuses the node's vote if, at `now`, it had started less than
+    /// `longest` ago.
+    pub(super) fn restart_rule(started: Instant, now: Instant, longest: Duration) -> Result<()> {
         let uptime = now.saturating_duration_since(started);
         if uptime < longest {
-            // Refused without a round trip: a round where every node refuses would otherwise
-            // finish without ever giving the runtime its thread back, and a caller that tries
-            // again at once would hold that thread for as long as the refusals last.
-            tokio::task::yield_now().await;
             return Err(Error::NodeRestarted {
                 uptime,
                 ttl: longest,
             });
         }
         Ok(())
+    }
+
+    /// [`restart_rule`](Self::restart_rule), giving the runtime its thread back on a refusal.
+    async fn check_uptime(started: Instant, now: Instant, longest: Duration) -> Result<()> {
+        let verdict = Self::restart_rule(started, now, longest);
+        if verdict.is_err() {
+            // Refused without a round trip: a round where every node refuses would otherwise
+            // finish without ever giving the runtime its thread back, and a caller that tries
+            // again at once would hold that thread for as long as the refusals last.
+            tokio::task::yield_now().await;
+        }
+        verdict
     }
 
     /// The node's vote on `SET key token NX PX ttl`. With the restart rule (`longest`: the
@@ -395,26 +404,13 @@ impl Nodes {
         if !in_flight.0.is_empty() {
             let d = decision.clone();
             let nodes = Arc::clone(self);
-            tokio::spawn(async move {
-                loop {
-                    let next = tokio::select! {
-                        biased;
-                        next = in_flight.next() => next,
-                        () = &mut timer => None,
-                    };
-                    match next {
-                        Some((i, result)) => {
-                            late(i, nodes.reply(i, result, deadline.into_std()), &d);
-                        }
-                        None => break,
-                    }
-                }
-                // The requests still out are dropped: their nodes timed out.
-                let pending: Vec<usize> = in_flight.0.drain(..).map(|(i, _)| i).collect();
-                for i in pending {
-                    late(i, nodes.timed_out(i), &d);
-                }
-            });
+            tokio::spawn(in_flight.finish(timer, move |i, result| {
+                let reply = match result {
+                    Some(result) => nodes.reply(i, result, deadline.into_std()),
+                    None => nodes.timed_out(i),
+                };
+                late(i, reply, &d);
+            }));
         }
         (decision, Tally { replies })
     }
@@ -503,6 +499,32 @@ impl<Fut: ?Sized> InFlight<Fut> {
             std::task::Poll::Pending
         })
         .await
+    }
+}
+
+impl<T, Fut: ?Sized + Future<Output = Result<T>>> InFlight<Fut> {
+    /// The requests of a decided vote, in the background: each one's result goes to `done` as
+    /// it finishes, until none is left or `timer` (the vote's deadline) fires; the requests
+    /// still out then are dropped and go to `done` with `None` (their nodes timed out).
+    pub(super) async fn finish(
+        mut self,
+        mut timer: Pin<Box<tokio::time::Sleep>>,
+        mut done: impl FnMut(usize, Option<Result<T>>),
+    ) {
+        loop {
+            let next = tokio::select! {
+                biased;
+                next = self.next() => next,
+                () = &mut timer => None,
+            };
+            match next {
+                Some((i, result)) => done(i, Some(result)),
+                None => break,
+            }
+        }
+        for (i, _) in self.0.drain(..) {
+            done(i, None);
+        }
     }
 }
 

@@ -182,10 +182,16 @@ impl Link {
     }
 
     fn live(&self) -> Option<Arc<Wire>> {
+        self.with_live(Arc::clone)
+    }
+
+    /// `f` of the live connection, under the lock of the current one (`None` while there is
+    /// none): no reference to it is taken and given back for a look.
+    fn with_live<R>(&self, f: impl FnOnce(&Arc<Wire>) -> R) -> Option<R> {
         lock(&self.inner.current)
             .as_ref()
             .filter(|w| !w.dead.load(Ordering::Acquire))
-            .cloned()
+            .map(f)
     }
 
     /// Sends what `write` encodes; `slot` says what it waits for and where the answer goes. A
@@ -199,15 +205,8 @@ impl Link {
     ) -> RedisResult<(T, u64)> {
         let mut tries = 0;
         let rx = loop {
-            // Sent under the lock of the current connection, which it does not outlive: no
-            // reference to it is taken and given back for every call.
-            let sent = {
-                let current = lock(&self.inner.current);
-                current
-                    .as_ref()
-                    .filter(|w| !w.dead.load(Ordering::Acquire))
-                    .map(|w| (w.send(&write, &slot), w.epoch))
-            };
+            // Sent under the lock of the current connection, which it does not outlive.
+            let sent = self.with_live(|w| (w.send(&write, &slot), w.epoch));
             let (sent, epoch) = match sent {
                 Some(sent) => sent,
                 // Boxed: reconnecting is rare, and inline it would enlarge every call's future.
@@ -225,16 +224,7 @@ impl Link {
                         "the connection closed before the request was sent",
                     ))
                 }
-                Err(Refused::Backlog) => {
-                    return Err(not_sent(
-                        io::ErrorKind::TimedOut,
-                        format!(
-                            "the server has not read the last {} MiB of requests (backlog full); \
-                             this one was not sent",
-                            MAX_BACKLOG >> 20
-                        ),
-                    ))
-                }
+                Err(Refused::Backlog) => return Err(backlog_full()),
             }
         };
         let (rx, epoch) = rx;
@@ -257,33 +247,34 @@ impl Link {
         sink: &Arc<dyn ReplySink>,
         idx: usize,
     ) -> Option<RedisResult<u64>> {
-        let current = lock(&self.inner.current);
-        let wire = current
-            .as_ref()
-            .filter(|w| w.epoch == epoch && !w.dead.load(Ordering::Acquire))?;
-        match wire.push(&write, ReplySlot::Sink(Some((Arc::clone(sink), idx)))) {
+        let pushed = self.with_live(|w| {
+            (w.epoch == epoch)
+                .then(|| w.push(&write, ReplySlot::Sink(Some((Arc::clone(sink), idx)))))
+        });
+        match pushed.flatten()? {
             Ok(()) => Some(Ok(epoch)),
             Err(Refused::Dead) => None,
-            Err(Refused::Backlog) => Some(Err(not_sent(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the server has not read the last {} MiB of requests (backlog full); \
-                     this one was not sent",
-                    MAX_BACKLOG >> 20
-                ),
-            ))),
+            Err(Refused::Backlog) => Some(Err(backlog_full())),
         }
     }
 
     /// The number of the live connection (`None` while there is none): a connection made
     /// later has another number.
     pub(crate) fn epoch(&self) -> Option<u64> {
-        // Read under the lock: no reference to the connection is taken for a number.
-        lock(&self.inner.current)
-            .as_ref()
-            .filter(|w| !w.dead.load(Ordering::Acquire))
-            .map(|w| w.epoch)
+        self.with_live(|w| w.epoch)
     }
+}
+
+/// Why a request was not sent: the server has left [`MAX_BACKLOG`] bytes unread.
+fn backlog_full() -> redis::RedisError {
+    not_sent(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the server has not read the last {} MiB of requests (backlog full); this one was \
+             not sent",
+            MAX_BACKLOG >> 20
+        ),
+    )
 }
 
 impl Link {

@@ -139,14 +139,14 @@ impl Connections {
         self.0.polling_because.as_deref()
     }
 
-    /// The channel a release of `key` publishes on: on one server only (a cluster would
-    /// broadcast every release to all its nodes; a proxy does not carry pub/sub), and not for a
-    /// Redlock node (Redlock's waiters poll: nobody would hear it).
     /// How scripts are called (`EVALSHA`, `EVAL` or `FCALL`).
     pub(crate) fn script_mode(&self) -> crate::options::ScriptMode {
         self.0.options.script_mode
     }
 
+    /// The channel a release of `key` publishes on: on one server only (a cluster would
+    /// broadcast every release to all its nodes; a proxy does not carry pub/sub), and not for a
+    /// Redlock node (Redlock's waiters poll: nobody would hear it).
     pub(crate) fn release_channel(&self, key: &str) -> Option<String> {
         (self.0.topology == Topology::Standalone && self.0.options.publish_releases)
             .then(|| super::notify::release_channel(key))
